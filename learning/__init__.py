@@ -1,0 +1,1 @@
+"""The course machinery: the exercise registry, the grader, and the learner's commands."""

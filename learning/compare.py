@@ -1,0 +1,277 @@
+"""Judge one case: what the learner's code returned against the float64 reference.
+
+Runs in the grader's process only. The order of the questions is the order a person would ask
+them: did it return at all, the right kind of thing, the right shape, leave its input alone,
+write every element, and only then are the numbers right, and if not, which known bug made them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from learning.registry import Bug, Case, Part
+from learning.returned import Raised, Returned
+
+MAX_MISMATCHES_SHOWN = 5
+DECIMALS = 9
+
+# Mistakes any exercise can make, whatever it computes.
+COMMON_BUGS = {
+    bug.key: bug
+    for bug in (
+        Bug("returned-none", "the function returned None: is the return statement missing?"),
+        Bug("returned-generator",
+            "the function returned a generator: build a list with [...] instead of (...)"),
+        Bug("returned-tuple", "the function returned a tuple: return a list"),
+        Bug("wrong-type", "the function returned the wrong kind of object"),
+        Bug("wrong-length", "the output has a different number of values than the input: "
+            "every input needs exactly one output"),
+        Bug("wrong-shape", "the output's shape differs from the input's: allocate it like the "
+            "input (torch.empty_like(x))"),
+        Bug("wrong-dtype", "the output's dtype differs from the input's: store results in the "
+            "input's dtype (torch.empty_like(x) and a store of the FP32 result)"),
+        Bug("wrong-device", "the output lives on another device than the input"),
+        Bug("mutated-input", "the function changed its input: write results into a new "
+            "list or tensor and leave the argument as it was"),
+        Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
+            "new output"),
+        Bug("unwritten", "some outputs were never written: check the store mask and that the "
+             "grid launches a program for every row"),
+        Bug("grid-too-small", "whole rows were never written: launch one program per row, "
+            "grid = (n_rows,)"),
+        Bug("block-too-small", "the end of each row was never written: BLOCK must cover the "
+            "whole row (triton.next_power_of_2(n_cols)), or the kernel must loop over it"),
+        Bug("off-by-one-mask", "the last column was never written: the mask is off by one; "
+            "keep the lanes with offsets < n_cols"),
+        Bug("exited", "the code called sys.exit() or exit(): a function must return its "
+            "result, never end the program"),
+    )
+}
+
+
+@dataclass
+class Mismatch:
+    index: tuple[int, ...]
+    want: float
+    got: float
+
+
+@dataclass
+class Verdict:
+    """The judgement of one case. ``status`` is one of STATUSES."""
+
+    status: str
+    summary: str = ""
+    bug: Bug | None = None
+    confident: bool = False  # the bug was recognised, not just the case's usual suspect
+    expected: str = ""
+    got: str = ""
+    mismatches: list[Mismatch] = field(default_factory=list)
+    mismatch_count: int = 0
+    traceback: str = ""
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+STATUSES = ("passed", "failed", "error", "not-started", "skipped", "not-run", "timed-out",
+            "crashed")
+
+
+def same_as(reproduce: Callable[..., Any], atol: float = 1e-12, rtol: float = 1e-9):
+    """A ``Bug.detect`` that recognises the output of ``reproduce(*args)``, the buggy formula."""
+    import numpy as np
+
+    def detect(got, args, want) -> bool:
+        try:
+            with np.errstate(all="ignore"):
+                buggy = np.asarray(reproduce(*args), dtype=np.float64)
+        except (ArithmeticError, ValueError):
+            return False
+        if buggy.shape != got.shape or _close(got, want, atol, rtol).all():
+            return False
+        return bool(_close(got, buggy, atol, rtol).all())
+
+    return detect
+
+
+def _close(got, want, atol: float, rtol: float):
+    """Elementwise agreement; NaN agrees only with NaN, infinities only with themselves."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        both_nan = np.isnan(got) & np.isnan(want)
+        near = np.abs(got - want) <= atol + rtol * np.abs(want)
+        return both_nan | (got == want) | (near & np.isfinite(got) & np.isfinite(want))
+
+
+def format_value(value: float) -> str:
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{DECIMALS}f}" if abs(value) < 1e6 else f"{value:.6g}"
+
+
+def format_values(values, limit: int = 8) -> str:
+    import numpy as np
+
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    shown = ", ".join(format_value(float(v)) for v in flat[:limit])
+    more = f", ... ({flat.size - limit} more)" if flat.size > limit else ""
+    return f"[{shown}{more}]"
+
+
+def _describe_expected(want, part: Part) -> str:
+    if part.returns == "tensor":
+        return f"tensor of shape {tuple(want.shape)}: {format_values(want)}"
+    return format_values(want)
+
+
+def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> Verdict:
+    """Judge ``outcome`` (Returned or Raised) against ``want``, the reference's float64 output.
+
+    ``args`` are the case's arguments as the reference saw them; ``expect`` carries what the
+    output's metadata must be: ``dtype`` and ``device`` for tensors.
+    """
+    if isinstance(outcome, Raised):
+        return _judge_raised(part, case, outcome)
+    verdict = _judge_structure(part, outcome, want, expect)
+    if verdict is None:
+        verdict = _judge_values(part, case, outcome, args, want)
+    verdict.seconds = outcome.seconds
+    if not verdict.passed and not verdict.expected:
+        verdict.expected = _describe_expected(want, part)
+    return verdict
+
+
+def _judge_raised(part: Part, case: Case, raised: Raised) -> Verdict:
+    if raised.not_started:
+        return Verdict("not-started", f"{part.function} still raises NotImplementedError",
+                       seconds=raised.seconds)
+    if raised.exc_type == "SystemExit":
+        bug, summary = COMMON_BUGS["exited"], "the code called sys.exit()"
+    else:
+        bug = part.bug(case.catches[0])
+        summary = f"raised {raised.exc_type}: {raised.message}"
+    return Verdict("error", summary, bug=bug, traceback=raised.traceback, seconds=raised.seconds)
+
+
+def _fail(key: str, summary: str, got: str = "") -> Verdict:
+    return Verdict("failed", summary, bug=COMMON_BUGS[key], confident=True, got=got)
+
+
+def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verdict | None:
+    """The checks that come before the numbers; None when all of them pass."""
+    if part.returns == "tensor":
+        if returned.type_name != "Tensor":
+            key = "returned-none" if returned.type_name == "NoneType" else "wrong-type"
+            return _fail(key, f"returned {returned.type_name}, not a torch.Tensor",
+                         returned.note)
+        if returned.shape != tuple(want.shape):
+            return _fail("wrong-shape", f"returned shape {returned.shape}, expected "
+                         f"{tuple(want.shape)}")
+        if expect.get("dtype") and returned.dtype != expect["dtype"]:
+            return _fail("wrong-dtype", f"returned {returned.dtype} for a {expect['dtype']} "
+                         "input")
+        if expect.get("device") and returned.device != expect["device"]:
+            return _fail("wrong-device", f"returned a tensor on {returned.device}, the input "
+                         f"is on {expect['device']}")
+    else:
+        kind = returned.type_name
+        if kind == "NoneType":
+            return _fail("returned-none", "returned None")
+        if kind == "generator":
+            return _fail("returned-generator", "returned a generator, not a list")
+        if kind == "tuple":
+            got = format_values(returned.values) if returned.values is not None else ""
+            return _fail("returned-tuple", "returned a tuple, not a list", got)
+        if kind != "list":
+            return _fail("wrong-type", f"returned {kind}, not a list", returned.note)
+        if returned.values is None:
+            return _fail("wrong-type", f"returned a list, but {returned.note}")
+        if returned.shape != tuple(want.shape):
+            return _fail("wrong-length", f"returned {returned.shape[0]} values for "
+                         f"{want.shape[0]} inputs", format_values(returned.values))
+    if returned.input_mutated:
+        return _fail("mutated-input", "the input was changed by the call")
+    if returned.aliases_input:
+        return _fail("aliases-input", "the output shares memory with the input")
+    if returned.values is None:
+        return _fail("wrong-type", f"could not read the returned values: {returned.note}")
+    if returned.unwritten is not None:
+        return _judge_unwritten(returned.unwritten, returned.values)
+    return None
+
+
+def _judge_unwritten(unwritten, values) -> Verdict:
+    """Name the pattern of the elements the learner's code never wrote."""
+    import numpy as np
+
+    rows = np.atleast_2d(unwritten)  # (rows, cols), True where never written
+    summary = f"{int(rows.sum())} of {rows.size} output elements were never written"
+    whole = rows.all(axis=1)
+    touched = rows.any(axis=1)
+    key = "unwritten"
+    if whole.any() and not (touched & ~whole).any():
+        key = "grid-too-small"
+        first_row = int(np.argmax(whole))
+        summary += f": {int(whole.sum())} whole rows of {len(rows)}, from row {first_row}"
+    else:
+        first_col = int(np.argmax(rows.any(axis=0)))
+        suffix = np.zeros_like(rows)
+        suffix[:, first_col:] = True
+        if (rows[touched] == suffix[touched]).all():
+            if first_col == rows.shape[1] - 1:
+                key, summary = "off-by-one-mask", f"{summary}: the last column of each row"
+            else:
+                key = "block-too-small"
+                summary += f": columns {first_col} to {rows.shape[1] - 1} of each row"
+    return _fail(key, summary, format_values(values))
+
+
+def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want) -> Verdict:
+    import numpy as np
+
+    tolerance = case.tolerance or part.tolerance
+    got = returned.values
+    good = _close(got, want, tolerance.atol, tolerance.rtol)
+    problems = [PROPERTIES[name](got) for name in case.checks]
+    problems = [p for p in problems if p]
+    if good.all() and not problems:
+        return Verdict("passed")
+    bad = np.argwhere(~good)
+    mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
+                           float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
+    bug, confident = _recognise(part, case, got, args, want)
+    summary = (f"{len(bad)} of {got.size} values differ from the reference "
+               f"({tolerance.describe()})") if len(bad) else problems[0]
+    if problems and len(bad):
+        summary += f"; {problems[0]}"
+    return Verdict("failed", summary, bug=bug, confident=confident, got=format_values(got),
+                   mismatches=mismatches, mismatch_count=len(bad))
+
+
+def _recognise(part: Part, case: Case, got, args, want) -> tuple[Bug, bool]:
+    """The known bug whose output this is, else the first bug the case is there to catch."""
+    for bug in part.bugs:
+        if bug.detect is not None and bug.detect(got, args, want):
+            return bug, True
+    return part.bug(case.catches[0]), False
+
+
+def _sums_to_one(got) -> str | None:
+    import numpy as np
+
+    sums = np.atleast_2d(got).sum(axis=-1)
+    worst = float(sums[np.argmax(np.abs(sums - 1.0))]) if sums.size else 1.0
+    if not np.isfinite(worst) or abs(worst - 1.0) > 1e-6:
+        return f"the outputs sum to {format_value(worst)}, not 1"
+    return None
+
+
+PROPERTIES: dict[str, Callable[[Any], str | None]] = {"sums-to-one": _sums_to_one}

@@ -1,0 +1,63 @@
+"""The lessons in reading order, as data: what each teaches and which exercise it grades."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+COURSE_ROOT = Path(__file__).resolve().parent.parent
+LESSONS_DIR = COURSE_ROOT / "lessons"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    number: str  # "04", or "A1" for a workshop
+    slug: str
+    title: str
+    exercise: str  # the module the learner edits, without ".py"
+    part: str  # the part of that module this lesson starts
+
+    @property
+    def filename(self) -> str:
+        return f"{self.number}-{self.slug}.md"
+
+    @property
+    def path(self) -> Path:
+        return LESSONS_DIR / self.filename
+
+    @property
+    def available(self) -> bool:
+        return self.path.exists()
+
+
+LESSONS = (
+    Lesson("01", "elementwise", "Elementwise work and the block model", "elementwise", "python"),
+    Lesson("02", "traffic", "Memory traffic: bytes, intensity, the roofline", "traffic", "python"),
+    Lesson("03", "reductions", "Reductions and their identities", "reductions", "python"),
+    Lesson("04", "softmax", "Softmax: derive the kernel before optimizing it", "softmax", "python"),
+    Lesson("05", "rmsnorm", "RMSNorm", "rmsnorm", "python"),
+    Lesson("06", "first-kernel", "Your first Triton kernel: program ids, blocks, masks",
+           "elementwise", "triton"),
+    Lesson("07", "reductions-triton", "Reductions in Triton: masked loads and the other identity",
+           "reductions", "triton"),
+    Lesson("08", "softmax-triton", "Fused softmax on the GPU", "softmax", "triton"),
+    Lesson("09", "rmsnorm-triton", "Fused RMSNorm on the GPU", "rmsnorm", "triton"),
+    Lesson("10", "measuring", "Measuring kernels: do_bench, GB/s, the roofline, autotuning",
+           "traffic", "bench"),
+    Lesson("11", "softmax-backward", "The softmax backward pass", "softmax_backward", "triton"),
+    Lesson("A1", "online-softmax", "Workshop: online softmax for rows wider than a block",
+           "online_softmax", "triton"),
+)
+
+
+def lesson_for(exercise: str, part: str) -> Lesson | None:
+    for lesson in LESSONS:
+        if lesson.exercise == exercise and lesson.part == part:
+            return lesson
+    return None
+
+
+def lesson_after(lesson: Lesson) -> Lesson | None:
+    """The next lesson that exists, in reading order."""
+    later = LESSONS[LESSONS.index(lesson) + 1:]
+    return next((candidate for candidate in later if candidate.available), None)

@@ -1,0 +1,135 @@
+"""The exercise registry: every exercise, part, case and known bug, declared as data.
+
+Nothing here runs a learner's code. The runner reads these declarations; adding an exercise means
+adding a module under ``learning/exercises`` and listing it there, never a branch in the runner.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Agreement with the float64 reference: |got - want| <= atol + rtol * |want|, elementwise."""
+
+    atol: float
+    rtol: float
+
+    def describe(self) -> str:
+        return f"atol {self.atol:g}, rtol {self.rtol:g}"
+
+
+@dataclass(frozen=True)
+class Bug:
+    """A mistake learners make, and the one-line likely cause the grader prints when it sees it.
+
+    ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
+    with this bug returns for the case's arguments (``args`` as the reference sees them). A
+    match lets the grader name this bug with confidence; ``learning.compare.same_as`` builds one
+    from a function that reproduces the bug.
+    """
+
+    key: str
+    cause: str
+    detect: Callable[[Any, tuple, Any], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One graded call of the learner's function.
+
+    ``make_args`` builds the call's arguments (plain Python values, or ``TensorSpec`` for
+    tensors); it must be deterministic, because the grader and the learner's process each
+    build them. ``catches`` names the bugs this case is there to expose: the first is the
+    likely cause printed when the case fails and no known signature matches.
+    """
+
+    name: str
+    purpose: str
+    make_args: Callable[[], tuple]
+    catches: tuple[str, ...]
+    tolerance: Tolerance | None = None
+    checks: tuple[str, ...] = ()
+    gpu_only: bool = False
+    fill_outputs_with_nan: bool = True
+
+
+@dataclass(frozen=True)
+class Part:
+    """One function of an exercise module that a lesson asks the learner to write."""
+
+    name: str  # "python" or "triton"
+    title: str
+    lesson: str  # the lesson that starts this part, e.g. "04"
+    function: str  # the function in the learner's module that the grader calls
+    reference: Callable[..., Any]  # float64 reference, run in the grader's process only
+    cases: tuple[Case, ...]
+    tolerance: Tolerance
+    bugs: tuple[Bug, ...] = ()  # the mistakes this part's cases can name, most specific first
+    returns: str = "list"  # "list" (of floats) or "tensor"
+    needs_kernels: bool = False  # True when the part launches Triton kernels
+
+    def bug(self, key: str) -> Bug:
+        for bug in self.bugs:
+            if bug.key == key:
+                return bug
+        raise KeyError(f"part {self.name!r} declares no bug {key!r}")
+
+    def case(self, name: str) -> Case:
+        for case in self.cases:
+            if case.name == name:
+                return case
+        raise KeyError(f"part {self.name!r} has no case {name!r}")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise module at the top of the course and the parts the lessons add to it."""
+
+    name: str
+    title: str
+    parts: tuple[Part, ...]
+    lessons: tuple[str, ...] = ()  # lesson files, in order, that work on this module
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.py"
+
+    def part(self, name: str) -> Part:
+        for part in self.parts:
+            if part.name == name:
+                return part
+        known = ", ".join(p.name for p in self.parts)
+        raise KeyError(f"exercise {self.name!r} has no part {name!r} (it has: {known})")
+
+
+class UnknownExercise(LookupError):
+    """The learner named an exercise the course does not have."""
+
+    def __init__(self, name: str, known: Sequence[str]):
+        self.name = name
+        close = difflib.get_close_matches(name, known, n=1)
+        known_list = ", ".join(known)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; known exercises: {known_list}"
+        super().__init__(f"unknown exercise '{name}'{hint}")
+
+
+def all_exercises() -> tuple[Exercise, ...]:
+    """Every exercise, in lesson order. Imported lazily so commands start fast."""
+    from learning.exercises import EXERCISES
+
+    return EXERCISES
+
+
+def find(name: str) -> Exercise:
+    """The exercise called ``name`` (also accepts ``softmax.py``), or UnknownExercise."""
+    name = name.strip().removesuffix(".py")
+    exercises = all_exercises()
+    for exercise in exercises:
+        if exercise.name == name:
+            return exercise
+    raise UnknownExercise(name, [e.name for e in exercises])

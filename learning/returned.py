@@ -1,0 +1,55 @@
+"""What came back from one call of the learner's function, reduced to plain data.
+
+The learner's process builds these; the grader's process judges them. Only numbers, strings and
+numpy arrays cross between the two, so the learner's code never takes part in the judging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Returned:
+    """The learner's function returned normally."""
+
+    type_name: str
+    values: Any = None  # numpy float64 array of the returned numbers, or None if not numbers
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None  # tensors only: "float32", ...
+    device: str | None = None  # tensors only: "cpu", "cuda"
+    note: str = ""  # why ``values`` is missing, when it is
+    input_mutated: bool = False
+    aliases_input: bool = False
+    unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
+    seconds: float = 0.0
+
+
+@dataclass
+class Raised:
+    """The learner's function raised an exception (SystemExit included)."""
+
+    exc_type: str
+    message: str
+    traceback: str
+    not_started: bool = False  # NotImplementedError: the stub is still in place
+    seconds: float = 0.0
+
+
+@dataclass
+class Skipped:
+    """The case did not run in this mode (a GPU-only case in the interpreter)."""
+
+    reason: str
+
+
+@dataclass
+class ImportProblem:
+    """The learner's module could not be imported, or lacks the function a part needs."""
+
+    kind: str  # "syntax", "import", "exception", "missing-function", "missing-file"
+    message: str
+    traceback: str = ""
+    function: str = ""
+    details: dict = field(default_factory=dict)

@@ -1,0 +1,89 @@
+"""Tensor arguments described as data, so the grader and the learner's process build the same ones.
+
+The grader computes its float64 reference from ``TensorSpec.exact()`` without importing torch;
+the learner's process turns the same spec into a real tensor with ``build`` (dtype, device and
+memory layout included). Nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The memory layouts a case can ask for. Padding holds a value a correct kernel never reads, so
+# reading it (a row offset computed from n_cols instead of the row stride) changes the result.
+LAYOUTS = ("contiguous", "row-strided", "column-slice")
+PADDING_VALUE = 1.0e4
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True, eq=False)
+class TensorSpec:
+    """A tensor argument: its logical values, the dtype to store them in, and the layout.
+
+    - ``contiguous``: a fresh tensor.
+    - ``row-strided``: every second row of a taller tensor (``buffer[::2]``): row stride
+      2 * n_cols, last-dimension stride 1.
+    - ``column-slice``: the first n_cols columns of a wider tensor (``buffer[:, :n_cols]``):
+      row stride larger than n_cols, last-dimension stride 1.
+    """
+
+    values: Any  # numpy float64 array, 2-D (rows, cols)
+    dtype: str = "float32"
+    layout: str = "contiguous"
+
+    def __post_init__(self):
+        if self.dtype not in FLOAT_DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r}; use one of {FLOAT_DTYPES}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}; use one of {LAYOUTS}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.values.shape)
+
+    def exact(self):
+        """The values as float64 after rounding to the storage dtype: what the kernel sees."""
+        return round_to_dtype(self.values, self.dtype)
+
+    def describe(self) -> str:
+        shape = "×".join(str(n) for n in self.shape)
+        layout = "" if self.layout == "contiguous" else f", {self.layout}"
+        return f"{self.dtype} tensor {shape}{layout}"
+
+    def build(self, device: str):
+        """The torch tensor this spec stands for (called in the learner's process)."""
+        import torch
+
+        dtype = getattr(torch, self.dtype)
+        exact = torch.from_numpy(self.exact())
+        rows, cols = exact.shape
+        if self.layout == "contiguous":
+            return exact.to(device=device, dtype=dtype).contiguous()
+        if self.layout == "row-strided":
+            buffer = torch.full((2 * rows, cols), PADDING_VALUE, dtype=torch.float64)
+            buffer[::2] = exact
+            return buffer.to(device=device, dtype=dtype)[::2]
+        extra = max(3, cols // 2 + 1)
+        buffer = torch.full((rows, cols + extra), PADDING_VALUE, dtype=torch.float64)
+        buffer[:, :cols] = exact
+        return buffer.to(device=device, dtype=dtype)[:, :cols]
+
+
+def round_to_dtype(values, dtype: str):
+    """float64 copy of ``values`` rounded to ``dtype`` (round-to-nearest-even, as torch does)."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float64)
+    if dtype == "float64":
+        return values.copy()
+    if dtype in ("float32", "float16"):
+        return values.astype(dtype).astype(np.float64)
+    # bfloat16: the top 16 bits of a float32, rounded to nearest even; numpy has no bfloat16.
+    as_float32 = values.astype(np.float32)
+    bits = as_float32.view(np.uint32).astype(np.uint64)
+    rounding = 0x7FFF + ((bits >> 16) & 1)
+    rounded = ((bits + rounding) >> 16) << 16
+    finite = np.isfinite(as_float32)
+    out = np.where(finite, rounded, bits & 0xFFFF0000).astype(np.uint32)
+    return out.view(np.float32).astype(np.float64)

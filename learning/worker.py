@@ -1,0 +1,321 @@
+"""The learner's process: import their module, call their functions on each case, report back.
+
+Started by ``learning.runner`` as ``python -m learning.worker``; not a learner command. It never
+judges anything: it sends plain data (``learning.returned``) down a pipe, one frame per event,
+so the grader sees how far it got even when the learner's code hangs or kills the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import importlib.util
+import math
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+import warnings
+from numbers import Real
+
+from learning import registry
+from learning.returned import ImportProblem, Raised, Returned, Skipped
+from learning.tensors import TensorSpec
+
+MAX_MESSAGE = 2000
+# Written over fresh allocations on the second run of a case that came back with NaN: an element
+# still holding it was never written. Negative, so no softmax or norm output can equal it.
+UNWRITTEN_SENTINEL = -12345.0
+
+
+class Channel:
+    """Length-prefixed pickle frames on a pipe the grader reads."""
+
+    def __init__(self, fd: int):
+        self._file = os.fdopen(fd, "wb", buffering=0)
+
+    def send(self, *event):
+        payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.write(struct.pack("<Q", len(payload)) + payload)
+
+
+def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [cut: {len(text) - limit} more characters]"
+
+
+def learner_traceback(exc: BaseException, learner_file: str) -> str:
+    """The traceback restricted to frames in the learner's file, or all but the grader's."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    learner_file = os.path.abspath(learner_file)
+    mine = [f for f in frames if os.path.abspath(f.filename) == learner_file]
+    if not mine:
+        here = os.path.dirname(os.path.abspath(__file__))
+        mine = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
+    lines = ["Traceback (most recent call last, your code only):\n"]
+    lines += traceback.format_list(mine)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return _cut("".join(lines), 4 * MAX_MESSAGE)
+
+
+def import_learner_module(path: str) -> tuple[object | None, ImportProblem | None]:
+    """Import the learner's file under its own name, reporting any failure as data."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    if not os.path.exists(path):
+        return None, ImportProblem("missing-file", f"{path} does not exist")
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        where = f"{os.path.basename(exc.filename or path)}, line {exc.lineno}"
+        text = (exc.text or "").rstrip()
+        message = f"syntax error in {where}: {exc.msg}"
+        return None, ImportProblem("syntax", message, text, details={"line": exc.lineno})
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        message = f"importing {os.path.basename(path)} failed: cannot import {missing!s} ({exc})"
+        return None, ImportProblem("import", _cut(message), learner_traceback(exc, path))
+    except BaseException as exc:  # the learner's module may raise anything, SystemExit too
+        message = f"importing {os.path.basename(path)} raised {type(exc).__name__}: {exc}"
+        return None, ImportProblem("exception", _cut(message), learner_traceback(exc, path))
+    return module, None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def summarise(result, args, args_before) -> Returned:
+    """Reduce whatever the learner returned to plain data."""
+    import numpy as np
+
+    type_name = type(result).__name__
+    mutated = not _same_args(args, args_before)
+    if _is_tensor(result):
+        tensor = result.detach()
+        try:
+            values = tensor.to("cpu", dtype=_torch().float64).numpy().copy()
+            note = ""
+        except (RuntimeError, TypeError) as exc:
+            values, note = None, f"could not read the tensor's values: {exc}"
+        aliases = any(_is_tensor(a) and _shares_memory(tensor, a) for a in args)
+        return Returned(
+            type_name="Tensor",
+            values=values,
+            shape=tuple(tensor.shape),
+            dtype=str(tensor.dtype).removeprefix("torch."),
+            device=tensor.device.type,
+            note=note,
+            input_mutated=mutated,
+            aliases_input=aliases,
+        )
+    if isinstance(result, (list, tuple)):
+        aliases = any(result is a for a in args)
+        if all(_is_number(v) for v in result):
+            values = np.array([float(v) for v in result], dtype=np.float64)
+            return Returned(type_name, values, shape=(len(result),), input_mutated=mutated,
+                            aliases_input=aliases)
+        kinds = sorted({type(v).__name__ for v in result if not _is_number(v)})
+        note = f"it holds {', '.join(kinds)} values, not numbers"
+        return Returned(type_name, None, shape=(len(result),), note=note, input_mutated=mutated,
+                        aliases_input=aliases)
+    note = _cut(repr(result), 200)
+    return Returned(type_name, None, note=note, input_mutated=mutated)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _is_tensor(value) -> bool:
+    return "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor)
+
+
+def _shares_memory(a, b) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+
+
+def _same_args(now, before) -> bool:
+    for a, b in zip(now, before):
+        if _is_tensor(a):
+            if a.shape != b.shape or not _torch().equal(a.nan_to_num(0.5), b.nan_to_num(0.5)):
+                return False
+        elif isinstance(a, list):
+            if len(a) != len(b) or any(not _same_value(x, y) for x, y in zip(a, b)):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def _same_value(x, y) -> bool:
+    if _is_number(x) and _is_number(y) and math.isnan(float(x)) and math.isnan(float(y)):
+        return True
+    return x == y
+
+
+@contextlib.contextmanager
+def prefilled_allocations(fill: float):
+    """Make torch.empty and friends return memory holding ``fill``, so unwritten outputs show."""
+    torch = _torch()
+    names = ("empty", "empty_like", "empty_strided")
+    originals = {name: getattr(torch, name) for name in names}
+    original_new_empty = torch.Tensor.new_empty
+
+    def filled(allocate):
+        def allocate_filled(*args, **kwargs):
+            tensor = allocate(*args, **kwargs)
+            if tensor.is_floating_point():
+                tensor.fill_(fill)
+            return tensor
+
+        return allocate_filled
+
+    for name, allocate in originals.items():
+        setattr(torch, name, filled(allocate))
+    torch.Tensor.new_empty = filled(original_new_empty)
+    try:
+        yield
+    finally:
+        for name, allocate in originals.items():
+            setattr(torch, name, allocate)
+        torch.Tensor.new_empty = original_new_empty
+
+
+def _materialise(args: tuple, device: str) -> tuple:
+    return tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a) for a in args)
+
+
+def _snapshot(args: tuple) -> tuple:
+    return tuple(a.clone() if _is_tensor(a) else copy.deepcopy(a) for a in args)
+
+
+def _synchronise(device: str):
+    if device == "cuda":
+        _torch().cuda.synchronize()
+
+
+def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses_tensors: bool,
+              learner_file: str):
+    """Run one case and describe what happened."""
+    args = _materialise(args_spec, device)
+    before = _snapshot(args)
+    fill = uses_tensors and case.fill_outputs_with_nan
+    start = time.perf_counter()
+    try:
+        with prefilled_allocations(math.nan) if fill else contextlib.nullcontext():
+            result = function(*args)
+            _synchronise(device)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
+        seconds = time.perf_counter() - start
+        not_started = isinstance(exc, NotImplementedError)
+        message = _cut(str(exc))
+        return Raised(type(exc).__name__, message, learner_traceback(exc, learner_file),
+                      not_started=not_started, seconds=seconds)
+    seconds = time.perf_counter() - start
+    returned = summarise(result, args, before)
+    returned.seconds = seconds
+    if fill and returned.values is not None and _has_nan(returned.values):
+        returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
+    return returned
+
+
+def _has_nan(values) -> bool:
+    import numpy as np
+
+    return bool(np.isnan(values).any())
+
+
+def _find_unwritten(function, args_spec, device, first_values):
+    """Run again with a different fill: elements NaN before and holding the fill now were never
+    written by the learner's code (as opposed to computed as NaN)."""
+    import numpy as np
+
+    args = _materialise(args_spec, device)
+    try:
+        with prefilled_allocations(UNWRITTEN_SENTINEL):
+            result = function(*args)
+            _synchronise(device)
+        again = result.detach().to("cpu", dtype=_torch().float64).numpy()
+        stored = _torch().tensor(UNWRITTEN_SENTINEL, dtype=result.dtype).item()
+    except BaseException:
+        return None
+    if again.shape != first_values.shape:
+        return None
+    unwritten = np.isnan(first_values) & (again == stored)
+    return unwritten if unwritten.any() else None
+
+
+def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
+        channel: Channel) -> int:
+    exercise = registry.find(exercise_name)
+    parts = [exercise.part(name) for name in part_names]
+    device = "cpu"
+    if any(part.needs_kernels for part in parts) or force_interpret:
+        from learning import mode as kernel_mode
+
+        mode = kernel_mode.select(force_interpret)
+        device = mode.device
+        channel.send("mode", mode.interpret, mode.reason)
+    # Build every input before the learner's code runs, so their import cannot change them.
+    inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases}
+    course_root = os.path.dirname(os.path.abspath(module_path))
+    sys.path.insert(0, course_root)
+    module, problem = import_learner_module(module_path)
+    channel.send("import", problem)
+    if problem:
+        return 0
+    for part in parts:
+        function = getattr(module, part.function, None)
+        if not callable(function):
+            channel.send("part-missing", part.name, ImportProblem(
+                "missing-function",
+                f"{os.path.basename(module_path)} has no function {part.function}; "
+                "did you rename it?",
+                function=part.function,
+            ))
+            continue
+        for case in part.cases:
+            if case.gpu_only and device != "cuda":
+                channel.send("done", part.name, case.name, Skipped("needs a CUDA GPU"))
+                continue
+            channel.send("start", part.name, case.name)
+            outcome = call_case(function, case, inputs[(part.name, case.name)], device,
+                                part.needs_kernels, module_path)
+            channel.send("done", part.name, case.name, outcome)
+            if isinstance(outcome, Raised) and outcome.not_started:
+                break
+    channel.send("finished")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m learning.worker")
+    parser.add_argument("--exercise", required=True)
+    parser.add_argument("--module-path", required=True)
+    parser.add_argument("--parts", required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--interpret", action="store_true")
+    options = parser.parse_args(argv)
+    sys.dont_write_bytecode = True
+    # The interpreter evaluates masked-off lanes too (exp of -inf - -inf, say); NumPy's warnings
+    # about them are not the learner's output.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
+    channel = Channel(options.fd)
+    parts = [p for p in options.parts.split(",") if p]
+    return run(options.exercise, options.module_path, parts, options.interpret, channel)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,731 @@
+"""Reference Triton kernels the lessons read: softmax (forward and backward) and RMSNorm.
+
+Why these kernels exist
+=======================
+
+Softmax over the last dimension of a tensor, y[r, c] = exp(x[r, c]) / sum_j exp(x[r, j]), is
+the last step of every attention block. Written as PyTorch eager operations it is four kernels
+(maximum, subtract, exponential, sum-and-divide), and each one reads its input from device
+memory and writes its result back. The arithmetic is a handful of instructions per element; the
+cost is the traffic. A fused kernel reads each row once, keeps it on chip for both reductions,
+and writes the result once: the least traffic softmax can have, so its speed limit is the
+speed of a device-to-device copy of the same bytes.
+
+The file reads top to bottom like the Triton tutorials:
+
+1. ``_softmax``: one program per row, the whole row in one block. Lesson 08 teaches it.
+2. ``_softmax_multi_row``: the same computation on several narrow rows per program.
+3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
+   online maximum and sum per lane, then a second pass that writes.
+4. ``_softmax_backward`` (and its multi-row and looped forms): dx = y * (dy - sum(y * dy)).
+5. ``_rmsnorm`` and ``_rmsnorm_looped``: y = x / sqrt(mean(x**2) + eps) * w.
+6. The launchers ``softmax``, ``softmax_backward`` and ``rmsnorm``: they check the
+   preconditions (with messages that carry the numbers and the fix), pick a kernel from small
+   tables, and launch it.
+
+Every kernel loads float32, float16 or bfloat16, computes in float32, and stores in the dtype of
+its output. Importing this module defines the kernels and does nothing else; in particular it
+does not decide where they run. ``learning.mode.select()`` does that before the import, by
+setting ``TRITON_INTERPRET=1`` (kernels run in Triton's interpreter on CPU tensors) or not
+(kernels compile for the CUDA GPU and take CUDA tensors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = [
+    "MAX_COLS",
+    "MAX_SINGLE_BLOCK",
+    "STRATEGIES",
+    "Plan",
+    "rmsnorm",
+    "softmax",
+    "softmax_backward",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Limits and tuning tables
+# ---------------------------------------------------------------------------------------------
+
+#: Widest row that is kept whole in one block (registers); wider rows take the looped kernels.
+MAX_SINGLE_BLOCK = 8192
+#: Widest row the library accepts (4 MiB of float32 per row).
+MAX_COLS = 2**20
+#: The kernels the launchers choose between, named by strategy.
+STRATEGIES = ("single_block", "multi_row", "looped")
+
+# exp(z) = 2 ** (z * log2(e)). The GPU's fast exponential instruction is a power of two, so the
+# fast kernels multiply by log2(e) themselves (tl.exp does the same multiply internally).
+_LOG2E = tl.constexpr(1.4426950408889634)
+
+# A program should hold enough elements to keep the memory system busy: with 128 columns, one
+# row is 512 bytes of float32, far too little for a program of 128 threads. Rows narrower than
+# ROW_TILE elements are therefore grouped, ROW_TILE // block rows to a program.
+_ROW_TILE = 4096
+
+# (largest elements per program, num_warps). A row lives in registers from its load to its
+# store, so the warps grow with the block: each thread then holds 8 to 16 float32 values,
+# which keeps every load 16 bytes wide without running out of registers. More warps than that
+# only add synchronisation to the two reductions.
+_WARPS = (
+    (1024, 4),
+    (2048, 4),
+    (4096, 8),
+    (8192, 16),
+)
+
+# The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
+# of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, because the
+# second pass re-reads the row: with few rows in flight at once (132 SMs x 256 KiB at 65536
+# float32 columns is 33 MiB) the re-read finds the row in the 60 MB L2 instead of device memory.
+_LOOPED_BLOCK = 4096
+_LOOPED_PROGRAMS_PER_SM = 1
+# The interpreter runs programs one after another; two programs still exercise the row loop.
+_INTERPRETER_PROGRAMS = 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one launch is shaped: which kernel, how many columns per block, rows, warps."""
+
+    strategy: str  # one of STRATEGIES
+    block: int  # columns per block: the whole row (a power of two >= n_cols) or a chunk
+    rows: int = 1  # rows per program (multi_row only)
+    num_warps: int = 4
+    programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
+
+
+def _warps_for(elements: int) -> int:
+    for limit, warps in _WARPS:
+        if elements <= limit:
+            return warps
+    return _WARPS[-1][1]
+
+
+def _plan(n_cols: int, strategy: str | None = None, block: int | None = None) -> Plan:
+    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override."""
+    if strategy is None:
+        if block is not None and block < n_cols:
+            strategy = "looped"
+        elif n_cols > MAX_SINGLE_BLOCK:
+            strategy = "looped"
+        elif triton.next_power_of_2(n_cols) < _ROW_TILE:
+            strategy = "multi_row"
+        else:
+            strategy = "single_block"
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if strategy == "looped":
+        chunk = _LOOPED_BLOCK if block is None else block
+        _check_block(chunk)
+        return Plan("looped", chunk, num_warps=_warps_for(chunk))
+    whole = triton.next_power_of_2(max(n_cols, 1))
+    if block is not None:
+        _check_block(block)
+        if block < n_cols:
+            raise ValueError(
+                f"block={block} is narrower than the {n_cols} columns a {strategy} kernel keeps "
+                f"whole: pass block >= {whole}, or strategy='looped'"
+            )
+        whole = block
+    if whole > MAX_SINGLE_BLOCK:
+        raise ValueError(
+            f"a {strategy} block of {whole} columns is wider than MAX_SINGLE_BLOCK="
+            f"{MAX_SINGLE_BLOCK}, the widest row kept in registers: use strategy='looped'"
+        )
+    if strategy == "single_block":
+        return Plan("single_block", whole, num_warps=_warps_for(whole))
+    rows = max(1, _ROW_TILE // whole)
+    return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
+
+
+def _check_block(block: int) -> None:
+    if not isinstance(block, int) or block < 1 or block & (block - 1):
+        raise ValueError(f"block={block!r} must be a positive power of two (Triton's tl.arange)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Softmax, one row per program
+# ---------------------------------------------------------------------------------------------
+#
+# Each program owns one row. It loads the whole row into registers as one block of BLOCK lanes
+# (BLOCK is the next power of two >= n_cols, since tl.arange needs a power of two), so the row
+# is read from memory exactly once, however many times the computation looks at it.
+#
+# The lanes past the end of the row are masked. A masked load returns `other` there, and that
+# value must be the identity of the reductions that follow: -inf never wins a maximum, and
+# exp(-inf - m) = 0 adds nothing to the sum. Padding with 0 instead would be silently wrong:
+# exp(0 - m) > 0 joins the denominator, and for an all-negative row 0 becomes the maximum.
+#
+# Two reductions follow: the maximum (subtracted so that the largest exponent is exp(0) = 1 and
+# nothing overflows; the shift cancels between numerator and denominator) and the sum of the
+# exponentials. float16 and bfloat16 rows are converted to float32 right after the load, so
+# both reductions accumulate in float32. The store is masked too: the padded lanes hold values
+# that belong to nobody.
+#
+# A row that is entirely -inf has no softmax; m = -inf and x - m = (-inf) - (-inf) = NaN, so
+# the row comes out NaN, as in PyTorch.
+
+
+@triton.jit
+def _softmax(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next (any value: x[::2] works)
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    BLOCK: tl.constexpr,  # lanes per program: a power of two >= n_cols
+):
+    # one program per row; int64 so that row * stride cannot overflow on large tensors
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # x_j for j < n_cols, -inf in the padded lanes (the identity of max; exp(-inf) = 0)
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    # compute in float32, whatever the storage dtype
+    x = x.to(tl.float32)
+    # m = max_j x_j (first reduction)
+    m = tl.max(x, axis=0)
+    # e_j = exp(x_j - m), at most exp(0) = 1: cannot overflow
+    e = tl.exp(x - m)
+    # d = sum_j e_j (second reduction); the padded lanes add exp(-inf) = 0
+    d = tl.sum(e, axis=0)
+    # y_j = e_j / d: one division per row, then one multiply per element
+    y = e * (1.0 / d)
+    # store the real columns only, converted to the output's dtype
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Softmax, several rows per program (narrow rows)
+# ---------------------------------------------------------------------------------------------
+#
+# With 128 float32 columns a row is 512 bytes: a program of 128 threads that loads one row
+# finishes before the memory system has warmed up, and the launch is dominated by scheduling.
+# This kernel is _softmax on a (ROWS, BLOCK) tile: the same loads, reductions along axis 1
+# (one per row) and stores, for ROWS consecutive rows. The rows past the end of the tensor in
+# the last program are masked like padded columns.
+
+
+@triton.jit
+def _softmax_multi_row(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_rows,  # rows in the tensor: the last tile may hang over the end
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    ROWS: tl.constexpr,  # rows per program, a power of two
+    BLOCK: tl.constexpr,  # lanes per row, a power of two >= n_cols
+):
+    # this program's rows r and the columns c: a (ROWS, BLOCK) tile
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    in_ptrs = in_ptr + rows[:, None] * in_row_stride + cols[None, :]
+    out_ptrs = out_ptr + rows[:, None] * out_row_stride + cols[None, :]
+    # x[r, c], -inf where masked; float32 math
+    x = tl.load(in_ptrs, mask=mask, other=-float("inf")).to(tl.float32)
+    # m[r] = max_c x[r, c]
+    m = tl.max(x, axis=1)
+    # e[r, c] = exp(x[r, c] - m[r]) = 2 ** ((x[r, c] - m[r]) * log2(e))
+    e = tl.exp2((x - m[:, None]) * _LOG2E)
+    # inv[r] = 1 / sum_c e[r, c]: one reciprocal per row
+    inv = 1.0 / tl.sum(e, axis=1)
+    # y[r, c] = e[r, c] * inv[r]
+    y = e * inv[:, None]
+    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Softmax, rows wider than one block
+# ---------------------------------------------------------------------------------------------
+#
+# Past MAX_SINGLE_BLOCK columns a row no longer fits in registers (the compiler spills it to
+# local memory, which is device memory), so the row is read in chunks of BLOCK columns.
+# The maximum and the sum now arrive piece by piece, and the sum must be rescaled whenever the
+# maximum grows. Each lane k keeps its own running pair over the chunks it has seen:
+#
+#     m_new = max(m, x)
+#     s     = s * exp(m - m_new) + exp(x - m_new)
+#
+# so the loop needs no cross-lane reduction at all. At the end the lanes are combined once:
+# M = max_k m_k and S = sum_k s_k * exp(m_k - M).
+#
+# The guard: a lane that has seen only -inf (a masked score, or the padding past the end of a
+# row) has m = m_new = -inf, and m - m_new = (-inf) - (-inf) = NaN would poison its sum for
+# good. Measuring both exponents from m_ref = 0 in that case (instead of from m_new) gives
+# exp(-inf) = 0 for both terms, so s stays 0, and the first finite value later resets it.
+# In the final combine a lane with m_k = -inf and s_k = 0 adds exp(-inf - M) * 0 = 0; only a
+# row that is -inf everywhere gets M = -inf and a NaN sum, and so NaN outputs, as in PyTorch.
+#
+# The second pass re-reads the row, walking back from its end: the chunks read last are the
+# likeliest still in L2. The launcher keeps few rows in flight (a persistent grid, one or two
+# programs per multiprocessor, each looping over rows) so that the re-read hits L2, and the
+# first pass's loads ask L2 to keep their lines (evict_last).
+
+
+@triton.jit
+def _softmax_looped(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_rows,  # rows in the tensor; program p takes rows p, p + P, p + 2P, ... (P programs)
+    n_cols,  # columns in a row, any number up to 2**20
+    BLOCK: tl.constexpr,  # columns per chunk, a power of two
+):
+    cols = tl.arange(0, BLOCK)
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    # persistent: this program's rows, int64 so that row * stride cannot overflow
+    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
+        x_row = in_ptr + row * in_row_stride
+        y_row = out_ptr + row * out_row_stride
+        # pass 1: per lane, the running maximum m and the sum s of exp(x - m) so far
+        m = tl.full([BLOCK], -float("inf"), tl.float32)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK):
+            offs = start + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last")
+            x = x.to(tl.float32)
+            # m_new = max(m, x)
+            m_new = tl.maximum(m, x)
+            # the guard: a lane that has seen only -inf measures from 0, not from -inf
+            m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+            # s = s * exp(m - m_ref) + exp(x - m_ref); both exponents are <= 0
+            s = s * tl.exp2((m - m_ref) * _LOG2E) + tl.exp2((x - m_ref) * _LOG2E)
+            m = m_new
+        # combine the lanes: M = max_k m_k, S = sum_k s_k * exp(m_k - M)
+        m_row = tl.max(m, axis=0)
+        s_row = tl.sum(s * tl.exp2((m - m_row) * _LOG2E), axis=0)
+        inv = 1.0 / s_row
+        # pass 2, last chunk first: y = exp(x - M) / S
+        for i in tl.range(0, n_chunks):
+            offs = (n_chunks - 1 - i) * BLOCK + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+            y = tl.exp2((x.to(tl.float32) - m_row) * _LOG2E) * inv
+            tl.store(y_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Softmax backward
+# ---------------------------------------------------------------------------------------------
+#
+# With y = softmax(x) and the gradient dy of the loss with respect to y, the chain rule through
+# dy_j/dx_i = y_j * ([i == j] - y_i) gives, per row,
+#
+#     dx_i = y_i * (dy_i - sum_j y_j * dy_j)
+#
+# one reduction (a dot product of the row of y with the row of dy) broadcast back over the row:
+# the same shape of computation as the forward pass, with two inputs. Padded lanes load 0,
+# the identity of the sum.
+
+
+@triton.jit
+def _softmax_backward(
+    dx_ptr,  # *T: output gradient rows, column stride 1
+    y_ptr,  # *T: softmax output rows, column stride 1
+    dy_ptr,  # *T: incoming gradient rows, column stride 1
+    dx_row_stride,  # elements from one dx row to the next
+    y_row_stride,  # elements from one y row to the next
+    dy_row_stride,  # elements from one dy row to the next
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    BLOCK: tl.constexpr,  # lanes per program, a power of two >= n_cols
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # y_j, dy_j in float32; padded lanes 0, the identity of the sum
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    # s = sum_j y_j * dy_j
+    s = tl.sum(y * dy, axis=0)
+    # dx_i = y_i * (dy_i - s)
+    dx = y * (dy - s)
+    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_backward_multi_row(
+    dx_ptr,  # *T: output gradient rows, column stride 1
+    y_ptr,  # *T: softmax output rows, column stride 1
+    dy_ptr,  # *T: incoming gradient rows, column stride 1
+    dx_row_stride,  # elements from one dx row to the next
+    y_row_stride,  # elements from one y row to the next
+    dy_row_stride,  # elements from one dy row to the next
+    n_rows,  # rows in the tensor: the last tile may hang over the end
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    ROWS: tl.constexpr,  # rows per program, a power of two
+    BLOCK: tl.constexpr,  # lanes per row, a power of two >= n_cols
+):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    y_ptrs = y_ptr + rows[:, None] * y_row_stride + cols[None, :]
+    dy_ptrs = dy_ptr + rows[:, None] * dy_row_stride + cols[None, :]
+    dx_ptrs = dx_ptr + rows[:, None] * dx_row_stride + cols[None, :]
+    # y[r, c], dy[r, c] in float32; padded lanes 0
+    y = tl.load(y_ptrs, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptrs, mask=mask, other=0.0).to(tl.float32)
+    # s[r] = sum_c y[r, c] * dy[r, c]
+    s = tl.sum(y * dy, axis=1)
+    # dx[r, c] = y[r, c] * (dy[r, c] - s[r])
+    dx = y * (dy - s[:, None])
+    tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_backward_looped(
+    dx_ptr,  # *T: output gradient rows, column stride 1
+    y_ptr,  # *T: softmax output rows, column stride 1
+    dy_ptr,  # *T: incoming gradient rows, column stride 1
+    dx_row_stride,  # elements from one dx row to the next
+    y_row_stride,  # elements from one y row to the next
+    dy_row_stride,  # elements from one dy row to the next
+    n_rows,  # rows in the tensor; program p takes rows p, p + P, ... (P programs)
+    n_cols,  # columns in a row, any number up to 2**20
+    BLOCK: tl.constexpr,  # columns per chunk, a power of two
+):
+    cols = tl.arange(0, BLOCK)
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    # persistent: this program's rows, int64 so that row * stride cannot overflow
+    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
+        y_row = y_ptr + row * y_row_stride
+        dy_row = dy_ptr + row * dy_row_stride
+        dx_row = dx_ptr + row * dx_row_stride
+        # pass 1: acc_k = sum over chunks of y * dy, per lane; no rescaling is needed
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK):
+            offs = start + cols
+            mask = offs < n_cols
+            y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+            dy = tl.load(dy_row + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+            acc += y.to(tl.float32) * dy.to(tl.float32)
+        # s = sum_k acc_k
+        s = tl.sum(acc, axis=0)
+        # pass 2, last chunk first: dx = y * (dy - s)
+        for i in tl.range(0, n_chunks):
+            offs = (n_chunks - 1 - i) * BLOCK + cols
+            mask = offs < n_cols
+            y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(dy_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            y = y.to(tl.float32)
+            dx = y * (dy.to(tl.float32) - s)
+            tl.store(dx_row + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. RMSNorm
+# ---------------------------------------------------------------------------------------------
+#
+# y_j = x_j / sqrt(mean_k(x_k ** 2) + eps) * w_j: one reduction (the mean square) per row, then
+# an elementwise scale by the reciprocal root and the weight. Padded lanes load 0, the identity
+# of the sum, and the mean divides by n_cols, never by BLOCK.
+
+
+@triton.jit
+def _rmsnorm(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    w_ptr,  # *W: weight, n_cols elements, stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    eps,  # float32 added to the mean square, keeps a zero row finite
+    BLOCK: tl.constexpr,  # lanes per program, a power of two >= n_cols
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # x_j in float32, 0 in the padded lanes
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    # ms = sum_j x_j ** 2 / n_cols
+    ms = tl.sum(x * x, axis=0) / n_cols
+    # r = 1 / sqrt(ms + eps)
+    r = tl.rsqrt(ms + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    # y_j = x_j * r * w_j
+    y = x * r * w
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rmsnorm_looped(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    w_ptr,  # *W: weight, n_cols elements, stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_rows,  # rows in the tensor; program p takes rows p, p + P, ... (P programs)
+    n_cols,  # columns in a row, any number up to 2**20
+    eps,  # float32 added to the mean square
+    BLOCK: tl.constexpr,  # columns per chunk, a power of two
+):
+    cols = tl.arange(0, BLOCK)
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    # persistent: this program's rows, int64 so that row * stride cannot overflow
+    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
+        x_row = in_ptr + row * in_row_stride
+        y_row = out_ptr + row * out_row_stride
+        # pass 1: acc_k = sum over chunks of x ** 2, per lane
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK):
+            offs = start + cols
+            x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0, eviction_policy="evict_last")
+            x = x.to(tl.float32)
+            acc += x * x
+        # r = 1 / sqrt(sum_k acc_k / n_cols + eps)
+        r = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        # pass 2, last chunk first: y = x * r * w
+        for i in tl.range(0, n_chunks):
+            offs = (n_chunks - 1 - i) * BLOCK + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            w = tl.load(w_ptr + offs, mask=mask, other=0.0)
+            y = x.to(tl.float32) * r * w.to(tl.float32)
+            tl.store(y_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Launchers
+# ---------------------------------------------------------------------------------------------
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _interpreted() -> bool:
+    """True when the kernels were defined under TRITON_INTERPRET=1 and so run on the CPU."""
+    return not isinstance(_softmax, triton.runtime.jit.JITFunction)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _persistent_programs(n_rows: int, device: torch.device, plan: Plan) -> int:
+    if device.type != "cuda":
+        return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return max(1, min(n_rows, _sm_count(index) * plan.programs_per_sm))
+
+
+def _check_tensor(fn: str, name: str, t: object) -> torch.Tensor:
+    """Type, dtype and device checks shared by every launcher."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in _DTYPES:
+        raise TypeError(
+            f"{fn}: {name} has dtype {t.dtype}; the kernels store float32, float16 or bfloat16 "
+            f"(and compute in float32): convert with {name}.float()"
+        )
+    if _interpreted():
+        if t.device.type != "cpu":
+            raise ValueError(
+                f"{fn}: {name} is on {t.device}, but the kernels run in Triton's interpreter "
+                f"(TRITON_INTERPRET=1 was set when triton_kernels was imported), which reads CPU "
+                f"memory: pass {name}.cpu(), or import triton_kernels without TRITON_INTERPRET"
+            )
+    elif t.device.type != "cuda":
+        raise ValueError(
+            f"{fn}: {name} is on {t.device}, but the kernels are compiled for the CUDA GPU: pass "
+            f"{name}.cuda(), or set TRITON_INTERPRET=1 before importing triton_kernels"
+        )
+    return t
+
+
+def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
+    """View ``t`` as (rows, n_cols) without copying: last dimension stride 1, one row stride."""
+    if t.dim() == 0:
+        t = t.reshape(1, 1)
+    n_cols = t.shape[-1]
+    if n_cols > MAX_COLS:
+        raise ValueError(
+            f"{fn}: {name} has {n_cols} columns, more than MAX_COLS={MAX_COLS} (2**20) that the "
+            f"looped kernel supports: split the last dimension into rows of at most {MAX_COLS}"
+        )
+    if n_cols > 1 and t.stride(-1) != 1:
+        raise ValueError(
+            f"{fn}: the last dimension of {name} has stride {t.stride(-1)}, but the kernel reads "
+            f"each row as consecutive elements (stride 1): pass {name}.contiguous()"
+        )
+    try:
+        return t.view(-1, n_cols)
+    except RuntimeError:
+        raise ValueError(
+            f"{fn}: the leading dimensions of {name} (shape {tuple(t.shape)}, strides "
+            f"{t.stride()}) cannot be flattened into rows with one row stride: pass "
+            f"{name}.contiguous()"
+        ) from None
+
+
+def _on_device(t: torch.Tensor):
+    """Make ``t``'s GPU the current one for a launch (Triton launches on the current device)."""
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
+
+
+def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
+    """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
+    n_rows, n_cols = x.shape
+    if plan.strategy == "single_block":
+        _softmax[(n_rows,)](
+            out, x, out.stride(0), x.stride(0), n_cols, BLOCK=plan.block, num_warps=plan.num_warps
+        )
+    elif plan.strategy == "multi_row":
+        grid = (triton.cdiv(n_rows, plan.rows),)
+        _softmax_multi_row[grid](
+            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
+            ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
+    else:
+        grid = (_persistent_programs(n_rows, x.device, plan),)
+        _softmax_looped[grid](
+            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
+            BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
+
+
+def _launch_softmax_backward(
+    dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor, plan: Plan
+) -> None:
+    """Launch the backward kernel ``plan`` names on (rows, cols) views."""
+    n_rows, n_cols = y.shape
+    strides = (dx.stride(0), y.stride(0), dy.stride(0))
+    if plan.strategy == "single_block":
+        _softmax_backward[(n_rows,)](
+            dx, y, dy, *strides, n_cols, BLOCK=plan.block, num_warps=plan.num_warps
+        )
+    elif plan.strategy == "multi_row":
+        grid = (triton.cdiv(n_rows, plan.rows),)
+        _softmax_backward_multi_row[grid](
+            dx, y, dy, *strides, n_rows, n_cols,
+            ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
+    else:
+        grid = (_persistent_programs(n_rows, y.device, plan),)
+        _softmax_backward_looped[grid](
+            dx, y, dy, *strides, n_rows, n_cols, BLOCK=plan.block, num_warps=plan.num_warps
+        )
+
+
+def softmax(
+    x: torch.Tensor, *, strategy: str | None = None, block: int | None = None
+) -> torch.Tensor:
+    """Softmax over the last dimension of ``x``, computed in float32, returned in ``x.dtype``.
+
+    Preconditions (each raises with the numbers and the fix):
+      - ``x`` is float32, float16 or bfloat16 (TypeError otherwise);
+      - ``x`` is a CUDA tensor when the kernels are compiled, a CPU tensor in the interpreter;
+      - the last dimension has stride 1 (any row stride is fine: ``x[::2]`` needs no copy);
+        the leading dimensions flatten into rows with one stride (true of contiguous tensors);
+      - at most ``MAX_COLS`` (2**20) columns.
+
+    Rows of up to ``MAX_SINGLE_BLOCK`` columns are kept whole in one block (``_softmax``, or
+    ``_softmax_multi_row`` for narrow rows); wider rows go through ``_softmax_looped``.
+    ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block`` its block width: a
+    ``block`` narrower than the row forces the looped kernel with chunks of that many
+    columns, which lets the tests exercise it cheaply on small rows.
+
+    An empty tensor gives an empty tensor; a row that is entirely -inf gives NaN (as PyTorch).
+    """
+    x = _check_tensor("softmax", "x", x)
+    if x.numel() == 0:
+        return torch.empty_like(x)
+    rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
+    plan = _plan(rows.shape[1], strategy, block)
+    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
+    with _on_device(x):
+        _launch_softmax(out, rows, plan)
+    return out.view(x.shape)
+
+
+def softmax_backward(
+    y: torch.Tensor, dy: torch.Tensor, *, strategy: str | None = None, block: int | None = None
+) -> torch.Tensor:
+    """Gradient of softmax over the last dimension: dx = y * (dy - sum(y * dy)) per row.
+
+    ``y`` is the forward output, ``dy`` the gradient of the loss with respect to it. Same
+    preconditions as ``softmax`` for both, plus: same shape, same dtype, same device. The result
+    has ``y``'s shape and dtype, computed in float32. ``strategy`` and ``block`` as in ``softmax``.
+    """
+    y = _check_tensor("softmax_backward", "y", y)
+    dy = _check_tensor("softmax_backward", "dy", dy)
+    if y.shape != dy.shape:
+        raise ValueError(
+            f"softmax_backward: y has shape {tuple(y.shape)} but dy has shape {tuple(dy.shape)}: "
+            f"dy must be the gradient with respect to y, of the same shape"
+        )
+    if y.dtype != dy.dtype:
+        raise TypeError(
+            f"softmax_backward: y is {y.dtype} but dy is {dy.dtype}: convert dy with dy.to(y.dtype)"
+        )
+    if y.device != dy.device:
+        raise ValueError(f"softmax_backward: y is on {y.device} but dy is on {dy.device}")
+    if y.numel() == 0:
+        return torch.empty_like(y)
+    y2 = _rows("softmax_backward", "y", y)
+    dy2 = _rows("softmax_backward", "dy", dy)
+    plan = _plan(y2.shape[1], strategy, block)
+    dx = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
+    with _on_device(y):
+        _launch_softmax_backward(dx, y2, dy2, plan)
+    return dx.view(y.shape)
+
+
+def rmsnorm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, block: int | None = None
+) -> torch.Tensor:
+    """RMSNorm over the last dimension: y = x / sqrt(mean(x ** 2) + eps) * weight, per row.
+
+    Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 with
+    shape ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in
+    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns take one program
+    per row with the whole row in a block (``_rmsnorm``); wider rows, or a ``block`` narrower
+    than the row, take ``_rmsnorm_looped``.
+    """
+    x = _check_tensor("rmsnorm", "x", x)
+    weight = _check_tensor("rmsnorm", "weight", weight)
+    n_cols = x.shape[-1] if x.dim() else 1
+    if weight.dim() != 1 or weight.shape[0] != n_cols:
+        raise ValueError(
+            f"rmsnorm: weight has shape {tuple(weight.shape)} but x has {n_cols} columns: "
+            f"weight must have shape ({n_cols},)"
+        )
+    if n_cols > 1 and weight.stride(0) != 1:
+        raise ValueError(f"rmsnorm: weight has stride {weight.stride(0)}; pass weight.contiguous()")
+    if weight.device != x.device:
+        raise ValueError(f"rmsnorm: x is on {x.device} but weight is on {weight.device}")
+    if not eps >= 0:
+        raise ValueError(f"rmsnorm: eps={eps} must be >= 0 (it keeps a zero row finite)")
+    if x.numel() == 0:
+        return torch.empty_like(x)
+    rows = _rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
+    n_rows = rows.shape[0]
+    if block is not None:
+        _check_block(block)
+    looped = n_cols > MAX_SINGLE_BLOCK if block is None else block < n_cols
+    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
+    with _on_device(x):
+        if not looped:
+            whole = triton.next_power_of_2(n_cols) if block is None else block
+            _rmsnorm[(n_rows,)](
+                out, rows, weight, out.stride(0), rows.stride(0), n_cols, float(eps),
+                BLOCK=whole, num_warps=_warps_for(whole),
+            )  # fmt: skip
+        else:
+            plan = _plan(n_cols, "looped", block)
+            grid = (_persistent_programs(n_rows, x.device, plan),)
+            _rmsnorm_looped[grid](
+                out, rows, weight, out.stride(0), rows.stride(0), n_rows, n_cols, float(eps),
+                BLOCK=plan.block, num_warps=plan.num_warps,
+            )  # fmt: skip
+    return out.view(x.shape)
