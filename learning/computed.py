@@ -1,0 +1,86 @@
+"""Keep the computed sections of the lessons current: ``python -m learning.computed [--check]``.
+
+A lesson marks a section it does not write by hand like this:
+
+    <!-- computed: softmax table 1,2,3 -->
+    ...whatever the explainer produced last time...
+    <!-- end computed -->
+
+The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
+commas) that the block takes as one list. This command regenerates every such section;
+``--check`` only reports the stale ones and exits 1, which is what the test suite does.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from learning import explainers
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.course import LESSONS_DIR
+from learning.page import to_markdown
+
+MARKER = re.compile(
+    r"(?P<open><!-- computed: (?P<topic>\w+) (?P<block>\w+)(?: (?P<args>[^>]*?))? -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- end computed -->)",
+    re.DOTALL,
+)
+
+
+def _parse_args(text: str | None) -> list:
+    if not text:
+        return []
+    values = []
+    for item in text.split(","):
+        number = float(item)
+        values.append(int(number) if number.is_integer() and "." not in item else number)
+    return values
+
+
+def render_block(topic: str, block: str, args_text: str | None) -> str:
+    module = explainers.load(topic)
+    function = module.BLOCKS[block]
+    return to_markdown(function(_parse_args(args_text)))
+
+
+def refresh(text: str) -> str:
+    def replace(match: re.Match) -> str:
+        body = render_block(match["topic"], match["block"], match["args"])
+        return f"{match['open']}{body}\n{match['close']}"
+
+    return MARKER.sub(replace, text)
+
+
+def stale_lessons(directory: Path = LESSONS_DIR) -> list[Path]:
+    return [path for path in sorted(directory.glob("*.md"))
+            if refresh(path.read_text(encoding="utf-8")) != path.read_text(encoding="utf-8")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    parser = CommandParser(prog="python -m learning.computed",
+                           description="Regenerate the computed sections of the lessons.")
+    parser.add_argument("--check", action="store_true", help="report stale lessons, change none")
+    try:
+        options = parser.parse_args(argv)
+    except HelpShown as shown:
+        return shown.code
+    except ArgumentError as error:
+        console.print(f"computed: {error}", style="red")
+        return 2
+    stale = stale_lessons()
+    if options.check:
+        for path in stale:
+            console.print(f"stale: {path.name} (run python -m learning.computed)")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(refresh(path.read_text(encoding="utf-8")), encoding="utf-8")
+        console.print(f"updated {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Print a worked example: ``python -m learning.explain softmax [--input 4,5,6]``.
+
+Every number is computed when the command runs. Needs no GPU, no torch and no triton.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from learning import explainers
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.page import Heading, Page, Steps, Table, Text
+
+MAX_INPUT = 64
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m learning.explain",
+                           description="Print a topic's worked example, computed now.")
+    parser.add_argument("topic", help=f"one of: {', '.join(explainers.TOPICS)}")
+    parser.add_argument("--input", metavar="X,Y,...",
+                        help="your own row of numbers, comma-separated (e.g. 4,5,6)")
+    return parser
+
+
+def parse_row(text: str) -> list[float]:
+    """'4, 5, 6' -> [4.0, 5.0, 6.0]; a clear ArgumentError for anything else."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or all(not item for item in items):
+        raise ArgumentError("--input needs at least one number, e.g. --input 4,5,6")
+    row = []
+    for item in items:
+        try:
+            value = float(item)
+        except ValueError:
+            raise ArgumentError(f"--input: '{item}' is not a number (expected e.g. 4,5,6)") \
+                from None
+        if math.isnan(value):
+            raise ArgumentError("--input: nan is not a score; use numbers or -inf")
+        row.append(value)
+    if len(row) > MAX_INPUT:
+        raise ArgumentError(f"--input: {len(row)} numbers is more than the {MAX_INPUT} a "
+                            "worked table can show")
+    return row
+
+
+def find_topic(name: str):
+    name = name.strip().removesuffix(".py")
+    if name not in explainers.TOPICS:
+        close = difflib.get_close_matches(name, list(explainers.TOPICS), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else \
+            f"known topics: {', '.join(explainers.TOPICS)}"
+        raise ArgumentError(f"unknown topic '{name}'; {hint}")
+    return explainers.load(name)
+
+
+def _glue_input(argv: list[str]) -> list[str]:
+    """Let ``--input -3,-2,-1`` through: argparse would take the negative row for an option."""
+    glued, rest = [], list(argv)
+    while rest:
+        item = rest.pop(0)
+        if item == "--input" and rest:
+            item = f"--input={rest.pop(0)}"
+        glued.append(item)
+    return glued
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        options = build_parser().parse_args(_glue_input(argv))
+        explainer = find_topic(options.topic)
+        row = parse_row(options.input) if options.input is not None else None
+    except HelpShown as shown:
+        return shown.code
+    except ArgumentError as error:
+        console.print(f"explain: {escape(str(error))}", style="red")
+        return 2
+    render(console, explainer.page(row))
+    return 0
+
+
+def render(console: Console, page: Page):
+    console.print(f"[bold]{escape(page.title)}[/bold]")
+    for block in page.blocks:
+        if isinstance(block, Heading):
+            console.print(f"\n[bold]{escape(block.text)}[/bold]")
+        elif isinstance(block, Text):
+            console.print(escape(block.text))
+        elif isinstance(block, Table):
+            console.print(_rich_table(block.columns, block.rows))
+            if block.caption:
+                console.print(escape(block.caption))
+        elif isinstance(block, Steps):
+            rows = [(s.name, s.formula, s.kind, s.value) for s in block.steps]
+            console.print(_rich_table(("Step", "Formula", "Kind", "Value"), rows, numeric=False))
+        else:
+            raise TypeError(f"cannot render {type(block).__name__}")
+
+
+def _rich_table(columns, rows, numeric: bool = True) -> RichTable:
+    table = RichTable(show_edge=False, header_style="bold")
+    for column in columns:
+        table.add_column(escape(column), justify="right" if numeric else "left",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())

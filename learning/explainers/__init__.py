@@ -1,0 +1,12 @@
+"""Worked examples, one module per topic, each computing its page at run time without torch."""
+
+import importlib
+
+TOPICS = {
+    "softmax": "learning.explainers.softmax",
+}
+
+
+def load(topic: str):
+    """The explainer module for ``topic``; KeyError if the course has none."""
+    return importlib.import_module(TOPICS[topic])

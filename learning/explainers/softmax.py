@@ -1,0 +1,147 @@
+"""The softmax worked example: the [1, 2, 3] table, the overflow it avoids, the six named steps."""
+
+from __future__ import annotations
+
+import math
+
+from learning.page import Heading, Page, Step, Steps, Table, Text
+
+DEFAULT_ROW = (1.0, 2.0, 3.0)
+DECIMALS = 9
+
+
+def number(value: float) -> str:
+    """A value as the lesson prints it: 9 decimals, integers without them."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.{DECIMALS}f}"
+
+
+def fixed(value: float) -> str:
+    """Always 9 decimals (exponentials and probabilities)."""
+    if math.isnan(value) or math.isinf(value):
+        return number(value)
+    return f"{value:.{DECIMALS}f}"
+
+
+def stable_softmax(row) -> dict:
+    """The six steps on one row, each result kept under its name."""
+    maximum = max(row)
+    shifted = [x - maximum for x in row]  # every entry <= 0 (NaN for a row of only -inf)
+    numerator = [math.exp(s) for s in shifted]  # so exp never overflows
+    denominator = math.fsum(numerator)
+    output = [n / denominator if denominator > 0 else math.nan for n in numerator]
+    return {"maximum": maximum, "shifted": shifted, "numerator": numerator,
+            "denominator": denominator, "output": output}
+
+
+def naive_exp(x: float) -> str:
+    """math.exp(x) as a learner would call it, or what goes wrong."""
+    try:
+        return fixed(math.exp(x))
+    except OverflowError:
+        return "OverflowError"
+
+
+def table(row) -> Table:
+    """The worked table: Column, Input x, x - max(x), Exponential, Divide by the sum."""
+    steps = stable_softmax(row)
+    divide = f"Divide by {fixed(steps['denominator'])}"
+    rows = tuple(
+        (str(i), number(x), number(s), fixed(e), fixed(y))
+        for i, (x, s, e, y) in enumerate(zip(row, steps["shifted"], steps["numerator"],
+                                             steps["output"]))
+    )
+    total = math.fsum(steps["output"])
+    caption = f"The last column sums to {fixed(total)}."
+    return Table(("Column", "Input x", "x - max(x)", "Exponential", divide), rows, caption)
+
+
+def overflow_table(row) -> Table:
+    """The same row, exponentiated directly and after the shift."""
+    steps = stable_softmax(row)
+    rows = tuple((number(x), naive_exp(x), number(s), fixed(e))
+                 for x, s, e in zip(row, steps["shifted"], steps["numerator"]))
+    return Table(("Input x", "math.exp(x) directly", "x - max(x)", "math.exp(x - max(x))"), rows)
+
+
+def _values(values) -> str:
+    return "[" + ", ".join(fixed(v) if not float(v).is_integer() else number(v)
+                           for v in values) + "]"
+
+
+def steps(row) -> Steps:
+    """The six named steps with their values for ``row``."""
+    s = stable_softmax(row)
+    return Steps((
+        Step("maximum", "maximum = max(values)", "reduction", number(s["maximum"])),
+        Step("shifted", "shifted[i] = values[i] - maximum", "elementwise", _values(s["shifted"])),
+        Step("numerator", "numerator[i] = exp(shifted[i])", "elementwise",
+             _values(s["numerator"])),
+        Step("denominator", "denominator = sum(numerator)", "reduction",
+             fixed(s["denominator"])),
+        Step("output", "output[i] = numerator[i] / denominator", "elementwise",
+             _values(s["output"])),
+        Step("store", "write output[i] for every valid i", "elementwise", "the row is written"),
+    ))
+
+
+def shifted_by(row, amount: float) -> list[float]:
+    return [x + amount for x in row]
+
+
+def page(row=None) -> Page:
+    """The whole worked example; ``row`` replaces [1, 2, 3] when the learner gives one."""
+    custom = row is not None
+    row = list(row) if custom else list(DEFAULT_ROW)
+    result = Page(f"Softmax of {_values(row)}")
+    result.add(
+        Text("Subtract the row's maximum, exponentiate, divide by the sum. Every numerator and "
+             "the denominator carry the same factor exp(-max), so the shift changes nothing "
+             "but the size of the numbers."),
+        table(row),
+    )
+    if not custom:
+        shifted = shifted_by(row, 1000.0)
+        same = all(math.isclose(a, b, rel_tol=0, abs_tol=1e-15) for a, b in
+                   zip(stable_softmax(row)["output"], stable_softmax(shifted)["output"]))
+        result.add(
+            Heading(f"The same row plus 1000: {_values(shifted)}"),
+            Text(f"The shifted inputs are {_values(stable_softmax(shifted)['shifted'])} again, so "
+                 f"the probabilities are {'identical' if same else 'different'}. Exponentiating "
+                 "directly overflows a double past about 709:"),
+            overflow_table(shifted),
+        )
+    else:
+        result.add(Heading("Exponentiated directly"), overflow_table(row))
+    if all(x == -math.inf for x in row):
+        result.add(Text("A row of only -inf has no softmax: (-inf) - (-inf) is NaN, and so is "
+                        "every output. torch.softmax gives NaN here too."))
+    result.add(Heading("The six named steps"), steps(row))
+    return result
+
+
+def fusion_traffic(rows: int, cols: int, element_bytes: int = 4) -> Table:
+    """The lower bound on a fused softmax's memory traffic: one read and one write per element."""
+    tensor = rows * cols * element_bytes
+    total = 2 * tensor
+    return Table(
+        ("Tensor", "Elements", "Bytes per element", "One read + one write", "MiB"),
+        ((f"{rows}×{cols}", f"{rows * cols:,}", str(element_bytes), f"{total:,} bytes",
+          f"{total / 2**20:g}"),),
+        caption=f"2 × {rows} × {cols} × {element_bytes} = {total:,} bytes.",
+    )
+
+
+# Blocks a lesson can embed by name, each taking the marker's numbers as one list
+# (see learning.computed).
+BLOCKS = {
+    "table": table,
+    "overflow": overflow_table,
+    "steps": steps,
+    "fusion_traffic": lambda numbers: fusion_traffic(*numbers),
+}
