@@ -85,8 +85,11 @@ _WARPS = (
 # of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, because the
 # second pass re-reads the row: with few rows in flight at once (132 SMs x 256 KiB at 65536
 # float32 columns is 33 MiB) the re-read finds the row in the 60 MB L2 instead of device memory.
+# Each program also keeps LOOPED_STAGES chunks in flight (Triton software-pipelines the loop's
+# loads through shared memory), since one program per SM alone cannot cover the memory latency.
 _LOOPED_BLOCK = 4096
 _LOOPED_PROGRAMS_PER_SM = 1
+_LOOPED_STAGES = 3
 # The interpreter runs programs one after another; two programs still exercise the row loop.
 _INTERPRETER_PROGRAMS = 2
 
@@ -100,55 +103,7 @@ class Plan:
     rows: int = 1  # rows per program (multi_row only)
     num_warps: int = 4
     programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
-
-
-def _warps_for(elements: int) -> int:
-    for limit, warps in _WARPS:
-        if elements <= limit:
-            return warps
-    return _WARPS[-1][1]
-
-
-def _plan(n_cols: int, strategy: str | None = None, block: int | None = None) -> Plan:
-    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override."""
-    if strategy is None:
-        if block is not None and block < n_cols:
-            strategy = "looped"
-        elif n_cols > MAX_SINGLE_BLOCK:
-            strategy = "looped"
-        elif triton.next_power_of_2(n_cols) < _ROW_TILE:
-            strategy = "multi_row"
-        else:
-            strategy = "single_block"
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if strategy == "looped":
-        chunk = _LOOPED_BLOCK if block is None else block
-        _check_block(chunk)
-        return Plan("looped", chunk, num_warps=_warps_for(chunk))
-    whole = triton.next_power_of_2(max(n_cols, 1))
-    if block is not None:
-        _check_block(block)
-        if block < n_cols:
-            raise ValueError(
-                f"block={block} is narrower than the {n_cols} columns a {strategy} kernel keeps "
-                f"whole: pass block >= {whole}, or strategy='looped'"
-            )
-        whole = block
-    if whole > MAX_SINGLE_BLOCK:
-        raise ValueError(
-            f"a {strategy} block of {whole} columns is wider than MAX_SINGLE_BLOCK="
-            f"{MAX_SINGLE_BLOCK}, the widest row kept in registers: use strategy='looped'"
-        )
-    if strategy == "single_block":
-        return Plan("single_block", whole, num_warps=_warps_for(whole))
-    rows = max(1, _ROW_TILE // whole)
-    return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
-
-
-def _check_block(block: int) -> None:
-    if not isinstance(block, int) or block < 1 or block & (block - 1):
-        raise ValueError(f"block={block!r} must be a positive power of two (Triton's tl.arange)")
+    stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,6 +236,7 @@ def _softmax_looped(
     n_rows,  # rows in the tensor; program p takes rows p, p + P, p + 2P, ... (P programs)
     n_cols,  # columns in a row, any number up to 2**20
     BLOCK: tl.constexpr,  # columns per chunk, a power of two
+    STAGES: tl.constexpr,  # chunks in flight per program (software pipelining of the loads)
 ):
     cols = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
@@ -291,7 +247,7 @@ def _softmax_looped(
         # pass 1: per lane, the running maximum m and the sum s of exp(x - m) so far
         m = tl.full([BLOCK], -float("inf"), tl.float32)
         s = tl.zeros([BLOCK], tl.float32)
-        for start in tl.range(0, n_cols, BLOCK):
+        for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
             offs = start + cols
             mask = offs < n_cols
             x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last")
@@ -308,7 +264,7 @@ def _softmax_looped(
         s_row = tl.sum(s * tl.exp2((m - m_row) * _LOG2E), axis=0)
         inv = 1.0 / s_row
         # pass 2, last chunk first: y = exp(x - M) / S
-        for i in tl.range(0, n_chunks):
+        for i in tl.range(0, n_chunks, num_stages=STAGES):
             offs = (n_chunks - 1 - i) * BLOCK + cols
             mask = offs < n_cols
             x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
@@ -394,6 +350,7 @@ def _softmax_backward_looped(
     n_rows,  # rows in the tensor; program p takes rows p, p + P, ... (P programs)
     n_cols,  # columns in a row, any number up to 2**20
     BLOCK: tl.constexpr,  # columns per chunk, a power of two
+    STAGES: tl.constexpr,  # chunks in flight per program (software pipelining of the loads)
 ):
     cols = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
@@ -404,7 +361,7 @@ def _softmax_backward_looped(
         dx_row = dx_ptr + row * dx_row_stride
         # pass 1: acc_k = sum over chunks of y * dy, per lane; no rescaling is needed
         acc = tl.zeros([BLOCK], tl.float32)
-        for start in tl.range(0, n_cols, BLOCK):
+        for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
             offs = start + cols
             mask = offs < n_cols
             y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_last")
@@ -413,7 +370,7 @@ def _softmax_backward_looped(
         # s = sum_k acc_k
         s = tl.sum(acc, axis=0)
         # pass 2, last chunk first: dx = y * (dy - s)
-        for i in tl.range(0, n_chunks):
+        for i in tl.range(0, n_chunks, num_stages=STAGES):
             offs = (n_chunks - 1 - i) * BLOCK + cols
             mask = offs < n_cols
             y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
@@ -498,6 +455,63 @@ def _rmsnorm_looped(
 # ---------------------------------------------------------------------------------------------
 # 6. Launchers
 # ---------------------------------------------------------------------------------------------
+
+
+def _warps_for(elements: int) -> int:
+    for limit, warps in _WARPS:
+        if elements <= limit:
+            return warps
+    return _WARPS[-1][1]
+
+
+def _plan(fn: str, n_cols: int, strategy: str | None = None, block: int | None = None) -> Plan:
+    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override."""
+    if strategy is None:
+        if block is not None and block < n_cols:
+            strategy = "looped"
+        elif n_cols > MAX_SINGLE_BLOCK:
+            strategy = "looped"
+        elif triton.next_power_of_2(n_cols) < _ROW_TILE:
+            strategy = "multi_row"
+        else:
+            strategy = "single_block"
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"{fn}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+        )
+    if strategy == "looped":
+        chunk = _LOOPED_BLOCK if block is None else block
+        _check_block(fn, chunk)
+        return Plan("looped", chunk, num_warps=_warps_for(chunk))
+    whole = triton.next_power_of_2(max(n_cols, 1))
+    if block is not None:
+        _check_block(fn, block)
+        if block < n_cols:
+            raise ValueError(
+                f"{fn}: block={block} is narrower than the {n_cols} columns a {strategy} "
+                f"kernel keeps whole: pass block >= {whole}, or strategy='looped'"
+            )
+        whole = block
+    if whole > MAX_SINGLE_BLOCK:
+        raise ValueError(
+            f"{fn}: a {strategy} block of {whole} columns is wider than MAX_SINGLE_BLOCK="
+            f"{MAX_SINGLE_BLOCK}, the widest row kept in registers: use strategy='looped'"
+        )
+    if strategy == "single_block":
+        return Plan("single_block", whole, num_warps=_warps_for(whole))
+    rows = max(1, _ROW_TILE // whole)
+    return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
+
+
+def _check_block(fn: str, block: int) -> None:
+    if not isinstance(block, int) or block < 1 or block & (block - 1):
+        hint = ""
+        if isinstance(block, int):
+            hint = f": try block={triton.next_power_of_2(max(block, 1))}"
+        raise ValueError(
+            f"{fn}: block={block!r} must be a positive power of two (tl.arange needs one){hint}"
+        )
+
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -590,7 +604,7 @@ def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
         grid = (_persistent_programs(n_rows, x.device, plan),)
         _softmax_looped[grid](
             out, x, out.stride(0), x.stride(0), n_rows, n_cols,
-            BLOCK=plan.block, num_warps=plan.num_warps,
+            BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps,
         )  # fmt: skip
 
 
@@ -613,8 +627,9 @@ def _launch_softmax_backward(
     else:
         grid = (_persistent_programs(n_rows, y.device, plan),)
         _softmax_backward_looped[grid](
-            dx, y, dy, *strides, n_rows, n_cols, BLOCK=plan.block, num_warps=plan.num_warps
-        )
+            dx, y, dy, *strides, n_rows, n_cols,
+            BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps,
+        )  # fmt: skip
 
 
 def softmax(
@@ -641,7 +656,7 @@ def softmax(
     if x.numel() == 0:
         return torch.empty_like(x)
     rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
-    plan = _plan(rows.shape[1], strategy, block)
+    plan = _plan("softmax", rows.shape[1], strategy, block)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
     with _on_device(x):
         _launch_softmax(out, rows, plan)
@@ -674,7 +689,7 @@ def softmax_backward(
         return torch.empty_like(y)
     y2 = _rows("softmax_backward", "y", y)
     dy2 = _rows("softmax_backward", "dy", dy)
-    plan = _plan(y2.shape[1], strategy, block)
+    plan = _plan("softmax_backward", y2.shape[1], strategy, block)
     dx = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
     with _on_device(y):
         _launch_softmax_backward(dx, y2, dy2, plan)
@@ -711,7 +726,7 @@ def rmsnorm(
     rows = _rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
     n_rows = rows.shape[0]
     if block is not None:
-        _check_block(block)
+        _check_block("rmsnorm", block)
     looped = n_cols > MAX_SINGLE_BLOCK if block is None else block < n_cols
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     with _on_device(x):
@@ -722,7 +737,7 @@ def rmsnorm(
                 BLOCK=whole, num_warps=_warps_for(whole),
             )  # fmt: skip
         else:
-            plan = _plan(n_cols, "looped", block)
+            plan = _plan("rmsnorm", n_cols, "looped", block)
             grid = (_persistent_programs(n_rows, x.device, plan),)
             _rmsnorm_looped[grid](
                 out, rows, weight, out.stride(0), rows.stride(0), n_rows, n_cols, float(eps),

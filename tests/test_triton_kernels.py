@@ -1,0 +1,406 @@
+"""Claims about triton_kernels: softmax, its backward and RMSNorm agree with float64 torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import triton_kernels as tk
+
+# |got - ref| <= atol + rtol * |ref|, where ref is computed in float64 from the same (already
+# rounded) inputs. float32 leaves room for the order of the reductions and the last bits of
+# the exponential; float16 and bfloat16 for one rounding of the output (2**-11, 2**-8).
+TOL = {
+    torch.float32: {"atol": 1e-6, "rtol": 1e-5},
+    torch.float16: {"atol": 1e-5, "rtol": 2e-3},
+    torch.bfloat16: {"atol": 1e-5, "rtol": 1.6e-2},
+}
+
+# Widths that are not powers of two (those hide padding bugs), one below a looped block.
+WIDTHS = [1, 3, 17, 781, 1000, 4097]
+# Every kernel the launcher can pick, with a block small enough that the looped kernel runs
+# several chunks (and a partial last one) on these widths, cheaply in the interpreter.
+STRATEGIES = [
+    pytest.param("single_block", None, id="single_block"),
+    pytest.param("multi_row", None, id="multi_row"),
+    pytest.param("looped", 16, id="looped16"),
+    pytest.param("looped", 256, id="looped256"),
+]
+NARROW = [3, 17, 100, 781]  # cheap for a 16-column looped block
+NEG_INF = float("-inf")
+
+# The interpreter computes with numpy, which warns where a kernel computes (-inf) - (-inf) on
+# purpose: padded rows of the last multi-row tile, and rows that are entirely -inf.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+def make(shape, dtype, device, seed=0, scale=1.0):
+    """Random normal values on the kernel device, drawn on the CPU so every mode sees the same."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype).to(device)
+
+
+def softmax_ref(x):
+    return torch.softmax(x.double(), dim=-1)
+
+
+def backward_ref(y, dy):
+    y, dy = y.double(), dy.double()
+    return y * (dy - (y * dy).sum(-1, keepdim=True))
+
+
+def rmsnorm_ref(x, w, eps):
+    x = x.double()
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+def assert_matches(got, ref, dtype):
+    """Same shape and dtype, values within TOL[dtype]; NaN only where the reference is NaN."""
+    assert got.dtype == dtype, f"dtype {got.dtype}, expected {dtype}"
+    assert got.shape == ref.shape, f"shape {tuple(got.shape)}, expected {tuple(ref.shape)}"
+    torch.testing.assert_close(got.double().cpu(), ref.cpu(), equal_nan=True, **TOL[dtype])
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax: agreement with torch
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_softmax_matches_torch(width, rows, dtype, device):
+    x = make((rows, width), dtype, device, seed=width)
+    assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+
+
+@pytest.mark.parametrize("width", NARROW)
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_each_kernel_matches_torch(strategy, block, width, device):
+    x = make((5, width), torch.float32, device, seed=width, scale=3.0)
+    assert_matches(tk.softmax(x, strategy=strategy, block=block), softmax_ref(x), torch.float32)
+
+
+def test_softmax_looped_matches_torch_on_a_width_past_one_block(device):
+    x = make((3, 4097), torch.float16, device, seed=1)
+    assert_matches(tk.softmax(x, block=1024), softmax_ref(x), torch.float16)
+
+
+def test_softmax_writes_every_element(device):
+    # the launcher allocates its output, so poison one here and call the launch directly
+    for strategy, block in [("single_block", None), ("multi_row", None), ("looped", 64)]:
+        x = make((5, 781), torch.float32, device, seed=2)
+        out = torch.full_like(x, float("nan"))
+        tk._launch_softmax(out, x, tk._plan("softmax", 781, strategy, block))
+        assert_matches(out, softmax_ref(x), torch.float32)
+
+
+def test_softmax_of_3d_tensor_works_on_the_last_dimension(device):
+    x = make((2, 3, 17), torch.float32, device)
+    assert_matches(tk.softmax(x), softmax_ref(x), torch.float32)
+    x = make((2, 3, 781), torch.float16, device)
+    assert_matches(tk.softmax(x, block=128), softmax_ref(x), torch.float16)
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_reads_strided_rows_without_a_copy(strategy, block, device):
+    base = make((10, 100), torch.float32, device, seed=3)
+    for x in (base[::2], base[:, :37], base[1::3, 5:90]):
+        assert not x.is_contiguous()
+        assert_matches(tk.softmax(x, strategy=strategy, block=block), softmax_ref(x), torch.float32)
+
+
+def test_softmax_of_a_scalar_is_one(device):
+    x = torch.tensor(3.5, device=device)
+    assert tk.softmax(x).item() == 1.0
+
+
+def test_softmax_of_one_two_three(device):
+    x = torch.tensor([[1.0, 2.0, 3.0]], device=device)
+    expected = torch.tensor([[0.090030573, 0.244728471, 0.665240956]], dtype=torch.float64)
+    torch.testing.assert_close(tk.softmax(x).double().cpu(), expected, atol=1e-7, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax: -inf, empty, extreme values
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_handles_minus_inf_entries(strategy, block, device):
+    x = make((4, 100), torch.float32, device, seed=4)
+    x[0, ::3] = NEG_INF  # scattered masked scores
+    x[1, :70] = NEG_INF  # lanes see only -inf in the early chunks, then finite values
+    x[2, 3::16] = NEG_INF  # with a 16-column block, lane 3 sees nothing but -inf
+    x[3, 1:] = NEG_INF  # one finite value: a one-hot result
+    got = tk.softmax(x, strategy=strategy, block=block)
+    assert_matches(got, softmax_ref(x), torch.float32)
+    assert got[3, 0].item() == 1.0
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_of_an_all_minus_inf_row_is_nan_in_that_row_only(strategy, block, device):
+    x = make((3, 50), torch.float32, device, seed=5)
+    x[1] = NEG_INF
+    got = tk.softmax(x, strategy=strategy, block=block)
+    assert torch.isnan(got[1]).all()
+    assert_matches(got, softmax_ref(x), torch.float32)  # rows 0 and 2 finite and right
+
+
+@pytest.mark.parametrize("shape", [(0, 17), (5, 0), (0,), (2, 0, 3)], ids=str)
+def test_empty_tensors_give_empty_tensors(shape, device):
+    x = torch.empty(shape, device=device)
+    for got in (tk.softmax(x), tk.softmax_backward(x, x)):
+        assert got.shape == x.shape and got.dtype == x.dtype
+    w = torch.ones(shape[-1], device=device)
+    assert tk.rmsnorm(x, w).shape == x.shape
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_rows_sum_to_one(strategy, block, device):
+    x = make((5, 781), torch.float32, device, seed=6, scale=4.0)
+    sums = tk.softmax(x, strategy=strategy, block=block).double().sum(-1).cpu()
+    torch.testing.assert_close(sums, torch.ones(5, dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_is_unchanged_by_a_shift(strategy, block, device):
+    # multiples of 1/8: x + 100 is exact in float32, so x - max(x) is the same bits
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randint(-64, 64, (5, 100), generator=g) / 8).float().to(device)
+    y = tk.softmax(x, strategy=strategy, block=block)
+    assert torch.equal(tk.softmax(x + 100.0, strategy=strategy, block=block), y)
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+@pytest.mark.parametrize(
+    "name, transform",
+    [
+        ("large", lambda x: x * 100 + 1000),  # exp(1000) overflows without the max subtraction
+        ("very_negative", lambda x: x - 200),  # exp(-200) underflows to 0 without it
+        ("all_negative", lambda x: -(x.abs() + 1)),  # zero padding would become the maximum
+        ("one_hot", lambda x: torch.where(x == x.max(-1, keepdim=True).values, 0.0, -1e4)),
+    ],
+)
+def test_softmax_of_extreme_rows(name, transform, strategy, block, device):
+    x = transform(make((4, 100), torch.float32, device, seed=8))
+    got = tk.softmax(x, strategy=strategy, block=block)
+    assert torch.isfinite(got).all()
+    assert_matches(got, softmax_ref(x), torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax_backward
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("width", [1, 17, 781, 4097])
+def test_softmax_backward_matches_the_formula(width, dtype, device):
+    y = tk.softmax(make((5, width), dtype, device, seed=width))
+    dy = make((5, width), dtype, device, seed=width + 1)
+    assert_matches(tk.softmax_backward(y, dy), backward_ref(y, dy), dtype)
+
+
+@pytest.mark.parametrize("width", NARROW)
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_backward_each_kernel_matches_the_formula(strategy, block, width, device):
+    y = tk.softmax(make((5, width), torch.float32, device, seed=width))
+    dy = make((5, width), torch.float32, device, seed=width + 1)
+    got = tk.softmax_backward(y, dy, strategy=strategy, block=block)
+    assert_matches(got, backward_ref(y, dy), torch.float32)
+
+
+def test_softmax_backward_agrees_with_autograd(device):
+    x = make((3, 2, 100), torch.float64, "cpu", seed=9).requires_grad_()
+    dy = make((3, 2, 100), torch.float64, "cpu", seed=10)
+    torch.softmax(x, dim=-1).backward(dy)
+    y = torch.softmax(x.detach(), dim=-1).float().to(device)
+    for block in (None, 32):
+        got = tk.softmax_backward(y, dy.float().to(device), block=block)
+        torch.testing.assert_close(got.double().cpu(), x.grad, atol=1e-6, rtol=1e-4)
+
+
+def test_softmax_backward_reads_strided_rows(device):
+    base = make((10, 200), torch.float32, device, seed=11)
+    y, dy = tk.softmax(base[::2, :150]), base[1::2, 20:170]
+    for block in (None, 64):
+        assert_matches(tk.softmax_backward(y, dy, block=block), backward_ref(y, dy), torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# rmsnorm
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("block", [None, 64], ids=["one_block", "looped64"])
+@pytest.mark.parametrize("width", [1, 17, 781, 1000])
+def test_rmsnorm_matches_the_formula(width, block, dtype, device):
+    x = make((5, width), dtype, device, seed=width)
+    w = make((width,), dtype, device, seed=width + 1)
+    assert_matches(tk.rmsnorm(x, w, block=block), rmsnorm_ref(x, w, 1e-6), dtype)
+
+
+def test_rmsnorm_of_3d_strided_and_mixed_dtypes(device):
+    x = make((2, 3, 781), torch.float16, device, seed=12)
+    w = make((781,), torch.float32, device, seed=13)
+    assert_matches(tk.rmsnorm(x, w, eps=1e-5), rmsnorm_ref(x, w, 1e-5), torch.float16)
+    base = make((10, 100), torch.float32, device, seed=14)
+    x, w = base[::2, :50], base[1, 50:]
+    assert_matches(tk.rmsnorm(x, w, block=16), rmsnorm_ref(x, w, 1e-6), torch.float32)
+
+
+def test_rmsnorm_of_a_zero_row_is_zero(device):
+    x = torch.zeros(2, 17, device=device)
+    assert torch.equal(tk.rmsnorm(x, torch.ones(17, device=device)), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# dispatch and preconditions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_one_block_up_to_max_single_block_then_looped():
+    assert tk.MAX_SINGLE_BLOCK == 8192 and tk.MAX_COLS == 2**20
+    assert tk._plan("softmax", 8192).strategy == "single_block"
+    assert tk._plan("softmax", 128).strategy == "multi_row"
+    assert tk._plan("softmax", 8193).strategy == "looped"
+    assert tk._plan("softmax", 100, block=16).strategy == "looped"
+
+
+def test_non_contiguous_last_dimension_is_rejected_with_the_fix(device):
+    base = make((5, 34), torch.float32, device)
+    for x in (base[:, ::2], base.t()):
+        with pytest.raises(ValueError, match=r"stride.*\.contiguous\(\)"):
+            tk.softmax(x)
+        with pytest.raises(ValueError, match=r"\.contiguous\(\)"):
+            tk.softmax_backward(x, x)
+        with pytest.raises(ValueError, match=r"\.contiguous\(\)"):
+            tk.rmsnorm(x, torch.ones(x.shape[-1], device=device))
+
+
+def test_leading_dimensions_that_do_not_flatten_are_rejected(device):
+    x = make((4, 6, 33), torch.float32, device)[:, :3]  # strides (198, 33, 1)
+    with pytest.raises(ValueError, match=r"flattened.*\.contiguous\(\)"):
+        tk.softmax(x)
+
+
+def test_too_wide_rows_are_rejected_with_the_numbers(device):
+    x = torch.zeros(1, tk.MAX_COLS + 1, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match=r"1048577 columns.*1048576"):
+        tk.softmax(x)
+    with pytest.raises(ValueError, match=r"1048577 columns"):
+        tk.softmax_backward(x, x)
+
+
+def test_wrong_device_is_rejected(mode):
+    if mode.interpret:
+        x, match = torch.empty(2, 3, device="meta"), "interpreter"
+    else:
+        x, match = torch.zeros(2, 3), r"\.cuda\(\)"
+    with pytest.raises(ValueError, match=match):
+        tk.softmax(x)
+    with pytest.raises(ValueError, match=match):
+        tk.rmsnorm(x, torch.ones(3, device=x.device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32], ids=str)
+def test_unsupported_dtypes_are_rejected(dtype, device):
+    with pytest.raises(TypeError, match=r"float32, float16 or bfloat16.*\.float\(\)"):
+        tk.softmax(torch.zeros(2, 3, dtype=dtype, device=device))
+
+
+def test_bad_block_and_strategy_are_rejected(device):
+    x = make((2, 100), torch.float32, device)
+    with pytest.raises(ValueError, match=r"block=100 .*power of two.*block=128"):
+        tk.softmax(x, block=100)
+    with pytest.raises(ValueError, match=r"block=64 is narrower than the 100 columns"):
+        tk.softmax(x, strategy="single_block", block=64)
+    with pytest.raises(ValueError, match=r"unknown strategy 'fast'"):
+        tk.softmax(x, strategy="fast")
+    with pytest.raises(ValueError, match=r"MAX_SINGLE_BLOCK"):
+        tk.softmax(make((1, 9000), torch.float32, device), strategy="single_block")
+
+
+def test_mismatched_arguments_are_rejected(device):
+    y = make((2, 8), torch.float32, device)
+    with pytest.raises(ValueError, match=r"shape \(2, 8\).*shape \(2, 4\)"):
+        tk.softmax_backward(y, y[:, :4])
+    with pytest.raises(TypeError, match=r"dy\.to\(y\.dtype\)"):
+        tk.softmax_backward(y, y.half())
+    with pytest.raises(ValueError, match=r"weight must have shape \(8,\)"):
+        tk.rmsnorm(y, torch.ones(7, device=device))
+    with pytest.raises(ValueError, match=r"eps=-1"):
+        tk.rmsnorm(y, torch.ones(8, device=device), eps=-1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU only: bfloat16 (the interpreter mishandles it), wide rows, large shapes
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [3, 17, 781, 1000, 4097])
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_gpu_bfloat16_each_kernel(strategy, block, width, device):
+    if strategy == "multi_row" and width > 4096:
+        pytest.skip("multi_row keeps the row in one block of at most MAX_SINGLE_BLOCK")
+    x = make((5, width), torch.bfloat16, device, seed=width)
+    assert_matches(tk.softmax(x, strategy=strategy, block=block), softmax_ref(x), torch.bfloat16)
+    dy = make((5, width), torch.bfloat16, device, seed=width + 1)
+    y = tk.softmax(x)
+    got = tk.softmax_backward(y, dy, strategy=strategy, block=block)
+    assert_matches(got, backward_ref(y, dy), torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [8192, 8193, 16384, 65536, 262144 + 17, 2**20])
+def test_gpu_wide_rows(width, dtype, device):
+    x = make((3, width), dtype, device, seed=width, scale=2.0)
+    x[1, : width // 2] = NEG_INF
+    x[2] = NEG_INF
+    assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+    y = tk.softmax(x[:2])
+    dy = make((2, width), dtype, device, seed=width + 1)
+    assert_matches(tk.softmax_backward(y, dy), backward_ref(y, dy), dtype)
+    w = make((width,), dtype, device, seed=width + 2)
+    assert_matches(tk.rmsnorm(x[:1], w), rmsnorm_ref(x[:1], w, 1e-6), dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        ((4096, 4097), torch.float32),
+        ((65536, 128), torch.bfloat16),
+        ((3000, 1000), torch.float16),
+        ((8, 1024, 781), torch.float32),
+        ((300, 40000), torch.bfloat16),
+    ],
+    ids=str,
+)
+def test_gpu_large_shapes(shape, dtype, device):
+    x = make(shape, dtype, device, seed=sum(shape), scale=3.0)
+    assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+    dy = make(shape, dtype, device, seed=1)
+    y = tk.softmax(x)
+    assert_matches(tk.softmax_backward(y, dy), backward_ref(y, dy), dtype)
+
+
+@pytest.mark.gpu
+def test_gpu_every_default_plan_writes_every_element(device):
+    for width in (128, 1000, 4096, 8192, 20000):
+        x = make((300, width), torch.float32, device, seed=width)
+        out = torch.full_like(x, float("nan"))
+        tk._launch_softmax(out, x, tk._plan("softmax", width))
+        assert_matches(out, softmax_ref(x), torch.float32)
+
+
+@pytest.mark.gpu
+def test_gpu_tensor_on_a_second_gpu_or_the_first(device):
+    # the launcher makes the tensor's GPU current: works on whichever GPU holds the data
+    for index in range(torch.cuda.device_count()):
+        x = make((4, 1000), torch.float32, f"cuda:{index}")
+        assert_matches(tk.softmax(x), softmax_ref(x), torch.float32)
