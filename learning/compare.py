@@ -45,6 +45,8 @@ COMMON_BUGS = {
             "whole row (triton.next_power_of_2(n_cols)), or the kernel must loop over it"),
         Bug("off-by-one-mask", "the last column was never written: the mask is off by one; "
             "keep the lanes with offsets < n_cols"),
+        Bug("out-of-bounds", "a load or store reached outside the tensors: row r starts at "
+            "r * row_stride, and every lane at or past n_cols must be masked"),
         Bug("exited", "the code called sys.exit() or exit(): a function must return its "
             "result, never end the program"),
     )
@@ -155,6 +157,8 @@ def _judge_raised(part: Part, case: Case, raised: Raised) -> Verdict:
                        seconds=raised.seconds)
     if raised.exc_type == "SystemExit":
         bug, summary = COMMON_BUGS["exited"], "the code called sys.exit()"
+    elif raised.exc_type == "OutOfBoundsAccess":
+        bug, summary = COMMON_BUGS["out-of-bounds"], raised.message
     else:
         bug = part.bug(case.catches[0])
         summary = f"raised {raised.exc_type}: {raised.message}"
@@ -217,7 +221,9 @@ def _judge_unwritten(unwritten, values) -> Verdict:
     whole = rows.all(axis=1)
     touched = rows.any(axis=1)
     key = "unwritten"
-    if whole.any() and not (touched & ~whole).any():
+    if whole.all():
+        summary = f"none of the {rows.size} output elements was written"
+    elif whole.any() and not (touched & ~whole).any():
         key = "grid-too-small"
         first_row = int(np.argmax(whole))
         summary += f": {int(whole.sum())} whole rows of {len(rows)}, from row {first_row}"

@@ -151,7 +151,10 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
 def _verdict(run: _WorkerRun, part: Part, case, outcome) -> compare.Verdict:
     if outcome is None:
         if run.current == (part.name, case.name):
-            return run.failure_verdict()
+            verdict = run.failure_verdict()
+            if verdict.bug is None:
+                verdict.bug = part.bug(case.catches[0])
+            return verdict
         if any(o is not None and getattr(o, "not_started", False)
                for (p, _), o in run.outcomes.items() if p == part.name):
             return compare.Verdict("not-started", "not started")
@@ -316,7 +319,8 @@ class _WorkerRun:
                 label = signal.Signals(number).name
             except ValueError:
                 label = "unknown"
-            cause = " (an out-of-bounds load or store)" if label in ("SIGSEGV", "SIGBUS") else ""
+            memory = ("SIGSEGV", "SIGBUS", "SIGABRT")
+            cause = ": likely an out-of-bounds load or store" if label in memory else ""
             return compare.Verdict(
                 "crashed", f"the process crashed (signal {number}, {label}) in case {name}{cause}")
         return compare.Verdict(

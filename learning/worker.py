@@ -48,9 +48,26 @@ def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
     return text[:limit] + f"... [cut: {len(text) - limit} more characters]"
 
 
+def root_cause(exc: BaseException) -> BaseException:
+    """The first exception of a chain: Triton's interpreter wraps a kernel's error in its own."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
 def learner_traceback(exc: BaseException, learner_file: str) -> str:
     """The traceback restricted to frames in the learner's file, or all but the grader's."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = []
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__cause__)
+    for link in reversed(chain):  # outermost call first, the kernel's line last
+        for frame in traceback.extract_tb(link.__traceback__):
+            if all((frame.filename, frame.lineno) != (f.filename, f.lineno) for f in frames):
+                frames.append(frame)
+    exc = root_cause(exc)
     learner_file = os.path.abspath(learner_file)
     mine = [f for f in frames if os.path.abspath(f.filename) == learner_file]
     if not mine:
@@ -219,9 +236,9 @@ def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
         seconds = time.perf_counter() - start
-        not_started = isinstance(exc, NotImplementedError)
-        message = _cut(str(exc))
-        return Raised(type(exc).__name__, message, learner_traceback(exc, learner_file),
+        cause = root_cause(exc)
+        not_started = isinstance(cause, NotImplementedError)
+        return Raised(type(cause).__name__, _cut(str(cause)), learner_traceback(exc, learner_file),
                       not_started=not_started, seconds=seconds)
     seconds = time.perf_counter() - start
     returned = summarise(result, args, before)
@@ -267,7 +284,13 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
 
         mode = kernel_mode.select(force_interpret)
         device = mode.device
-        channel.send("mode", mode.interpret, mode.reason)
+        reason = mode.reason
+        if mode.interpret:
+            from learning import sanitizer
+
+            if not sanitizer.install():
+                reason += "; bounds checking is unavailable for this Triton version"
+        channel.send("mode", mode.interpret, reason)
     # Build every input before the learner's code runs, so their import cannot change them.
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases}
     course_root = os.path.dirname(os.path.abspath(module_path))

@@ -1,0 +1,47 @@
+"""Other versions of each exercise: known-wrong ones with the diagnosis the grader must give,
+and correct ones in other styles that must get full marks.
+
+A version is the reference solution with some definitions replaced (later definitions in a
+module win). The test suite grades every one and asserts its verdict.
+"""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+from dataclasses import dataclass
+
+from learning.solutions import solution_path
+
+
+@dataclass(frozen=True)
+class Version:
+    """Another version of one part: its replacement source and the bug the check must name
+    (None for a correct version, which must pass every case)."""
+
+    name: str
+    part: str
+    bug: str | None  # a Bug key of the part or of learning.compare.COMMON_BUGS
+    source: str
+
+    def module_text(self, exercise: str) -> str:
+        reference = solution_path(exercise).read_text(encoding="utf-8")
+        return (f"{reference}\n\n# --- known-wrong version: {self.name} ---\n"
+                f"{textwrap.dedent(self.source).strip()}\n")
+
+
+def versions(exercise: str) -> tuple[Version, ...]:
+    """Every catalogued version of ``exercise``, wrong and right (empty if it has none yet)."""
+    try:
+        module = importlib.import_module(f"learning.catalogue.{exercise}")
+    except ModuleNotFoundError:
+        return ()
+    return module.WRONG + module.RIGHT
+
+
+def wrong(exercise: str) -> tuple[Version, ...]:
+    return tuple(v for v in versions(exercise) if v.bug is not None)
+
+
+def right(exercise: str) -> tuple[Version, ...]:
+    return tuple(v for v in versions(exercise) if v.bug is None)

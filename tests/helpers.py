@@ -1,0 +1,36 @@
+"""Helpers the tests share: a throwaway course folder holding a given exercise module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from learning import registry, runner
+from learning.solutions import solution_path
+
+COURSE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_module(folder: Path, exercise: str, text: str) -> Path:
+    path = folder / f"{exercise}.py"
+    path.write_text(text, encoding="utf-8")
+    return folder
+
+
+def stub_text(exercise: str) -> str:
+    return (COURSE_ROOT / f"{exercise}.py").read_text(encoding="utf-8")
+
+
+def solution_text(exercise: str) -> str:
+    return solution_path(exercise).read_text(encoding="utf-8")
+
+
+def grade_text(folder: Path, exercise: str, text: str, parts=None, **options):
+    """Grade ``text`` as the learner's ``<exercise>.py`` in ``folder``."""
+    write_module(folder, exercise, text)
+    return runner.grade(registry.find(exercise), folder, parts, **options)
+
+
+def failing_bugs(part_result) -> set[str]:
+    """The bug keys the grader named for the failing cases of one part."""
+    return {c.verdict.bug.key for c in part_result.cases
+            if c.verdict.status not in ("passed", "skipped", "not-run") and c.verdict.bug}
