@@ -1,0 +1,174 @@
+"""learning.check as a learner meets it: its output, its exit codes, and what it never does."""
+
+import os
+
+import pytest
+
+from learning import check
+from tests.helpers import solution_text, stub_text, write_module
+
+WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+@pytest.fixture(autouse=True)
+def wide_plain_console(monkeypatch):
+    for key, value in WIDE.items():
+        monkeypatch.setenv(key, value)
+
+
+def run_check(capsys, *argv):
+    code = check.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def with_python(body: str) -> str:
+    return f"{solution_text('softmax')}\n\n{body}\n"
+
+
+def test_check_passes_the_reference_and_points_to_the_next_lesson(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 0
+    assert "Grade: Python 11/11" in out
+    assert "kernels: Triton interpreter (CPU)" in out or "compiled on the GPU" in out
+    assert "Well done" in out
+
+
+def test_check_reports_not_started_with_the_lesson_to_read(tmp_path, capsys):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "Python not started · Triton not started" in out
+    assert "lessons/04-softmax.md" in out and "lessons/08-softmax-triton.md" in out
+
+
+def test_check_exits_zero_when_the_started_part_passes_and_the_other_is_not_started(
+        tmp_path, capsys):
+    text = stub_text("softmax").replace(
+        '    raise NotImplementedError("softmax_python is not written yet: lesson 04 starts it")',
+        "    m = max(values)\n    e = [math.exp(v - m) for v in values]\n"
+        "    return [x / sum(e) for x in e]")
+    write_module(tmp_path, "softmax", text)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 0
+    assert "Python 11/11 · Triton not started" in out
+
+
+def test_failing_case_shows_expected_got_and_likely_cause(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "def softmax_python(values):\n    return [math.exp(v) for v in values]"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 1
+    assert "FAIL" in out and "worked example" in out
+    assert "expected [0.090030573, 0.244728471, 0.665240956]" in out
+    assert "got      [2.718281828, 7.389056099, 20.085536923]" in out
+    assert "likely cause: exponentials alone are not probabilities" in out
+    assert "Next: fix softmax.py" in out
+
+
+def test_learner_exception_shows_the_learners_traceback_not_the_graders(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "def softmax_python(values):\n"
+        "    total = sum(math.exp(v) for v in values)\n"
+        "    return [math.exp(v) / total for v in values]"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 1
+    assert "raised OverflowError: math range error" in out
+    assert f'File "{tmp_path / "softmax.py"}"' in out
+    assert "learning/worker.py" not in out and "learning/runner.py" not in out
+    assert "likely cause: math.exp overflows" in out
+
+
+def test_syntax_error_names_the_file_and_line(tmp_path, capsys):
+    write_module(tmp_path, "softmax", "def softmax_python(values):\n    return [\n")
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "syntax error in softmax.py, line" in out
+    assert "NOT RUN" in out
+
+
+def test_missing_function_asks_whether_it_was_renamed(tmp_path, capsys):
+    text = solution_text("softmax").replace("def softmax_triton(", "def my_softmax(")
+    write_module(tmp_path, "softmax", text)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton")
+    assert code == 1
+    assert "softmax.py has no function softmax_triton; did you rename it?" in out
+
+
+def test_exit_from_learner_code_is_a_failure_never_a_pass(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "import sys\n\ndef softmax_python(values):\n    sys.exit(0)"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 1
+    assert "sys.exit()" in out
+
+
+def test_hard_exit_from_learner_code_is_reported_as_such(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "import os\n\ndef softmax_python(values):\n    os._exit(0)"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 1
+    assert "the process exited (status 0) in case python/worked example" in out
+
+
+def test_endless_loop_times_out_and_the_rest_is_not_run(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "def softmax_python(values):\n    while True:\n        pass"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python",
+                          "--timeout", "1")
+    assert code == 1
+    assert "timed out after 1 s in case python/worked example" in out
+    assert "NOT RUN" in out
+
+
+def test_check_never_writes_the_learners_folder(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert before == after
+
+
+def test_what_the_learners_code_prints_is_shown_and_cut(tmp_path, capsys):
+    write_module(tmp_path, "softmax", with_python(
+        "def softmax_python(values):\n"
+        "    for i in range(500):\n        print('debug line', i)\n"
+        "    m = max(values)\n    e = [math.exp(v - m) for v in values]\n"
+        "    return [x / sum(e) for x in e]"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 0
+    assert "What your code printed" in out and "debug line 0" in out
+    assert "[output cut:" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sofmax"], "unknown exercise 'sofmax'; did you mean 'softmax'?"),
+    (["softmax", "--part", "cuda"], "exercise 'softmax' has no part 'cuda'"),
+    (["softmax", "--timeout", "0"], "--timeout must be positive"),
+    (["softmax", "--timeout", "soon"], "invalid float value: 'soon'"),
+    ([], "the following arguments are required: exercise"),
+])
+def test_bad_arguments_get_one_line_and_status_2(capsys, argv, message):
+    code, out = run_check(capsys, *argv)
+    assert code == 2
+    assert message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_missing_module_is_reported_not_crashed(tmp_path, capsys):
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "softmax.py does not exist" in out
+
+
+def test_check_runs_as_a_module_from_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    env = dict(os.environ, **WIDE)
+    done = subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--root",
+                           str(tmp_path), "--part", "python"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Grade: Python 11/11" in done.stdout

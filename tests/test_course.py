@@ -1,0 +1,64 @@
+"""The course as a whole: README, lessons, CI and the registry agree with each other."""
+
+import re
+
+from learning import computed, course, registry
+from tests.helpers import COURSE_ROOT
+
+README = (COURSE_ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_commands() -> list[str]:
+    return re.findall(r"```\n(python -m pip install [^\n]+)\n```", README)
+
+
+def test_readme_has_exactly_two_setup_commands():
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("python -m learning.explain softmax")
+    assert "pytest" in commands[1]
+
+
+def test_ci_runs_the_readmes_test_command():
+    ci = (COURSE_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _readme_commands()[1] in ci.splitlines()
+
+
+def test_readme_lists_every_lesson_with_its_true_status():
+    for lesson in course.LESSONS:
+        row = next(line for line in README.splitlines() if line.startswith(f"| {lesson.number} |"))
+        if lesson.available:
+            assert row.endswith("| available |"), row
+            assert f"(lessons/{lesson.filename})" in row
+        else:
+            assert row.endswith("| coming |"), row
+
+
+def test_no_lesson_file_outside_the_course_table():
+    files = {path.name for path in course.LESSONS_DIR.glob("*.md")}
+    assert files <= {lesson.filename for lesson in course.LESSONS}
+
+
+def test_computed_sections_of_the_lessons_are_current():
+    assert computed.stale_lessons() == []
+
+
+def test_every_exercise_has_its_module_solution_and_lessons():
+    for exercise in registry.all_exercises():
+        assert (COURSE_ROOT / exercise.filename).exists()
+        assert (COURSE_ROOT / "learning" / "solutions" / exercise.filename).exists()
+        for part in exercise.parts:
+            lesson = course.lesson_for(exercise.name, part.name)
+            assert lesson is not None and lesson.number == part.lesson
+
+
+def test_importing_modules_runs_no_kernels(tmp_path):
+    import subprocess
+    import sys
+
+    probe = "import triton_kernels, softmax; print('ok')"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=COURSE_ROOT, env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -1,0 +1,112 @@
+"""learning.explain: the worked example is computed, right, instant, and needs no torch."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from learning import explain
+from learning.explainers import softmax as softmax_page
+
+
+@pytest.fixture(autouse=True)
+def wide_plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def run_explain(capsys, *argv):
+    code = explain.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_worked_table_for_one_two_three(capsys):
+    code, out = run_explain(capsys, "softmax")
+    assert code == 0
+    for heading in ("Column", "Input x", "x - max(x)", "Exponential", "Divide by 1.503214724"):
+        assert heading in out
+    for exponential, probability in [("0.135335283", "0.090030573"),
+                                     ("0.367879441", "0.244728471"),
+                                     ("1.000000000", "0.665240956")]:
+        line = next(line for line in out.splitlines() if exponential in line)
+        assert probability in line
+    assert "The last column sums to 1.000000000." in out
+
+
+def test_table_numbers_come_from_the_formula():
+    row = [1.0, 2.0, 3.0]
+    table = softmax_page.table(row)
+    denominator = sum(math.exp(x - 3.0) for x in row)
+    assert table.columns[-1] == f"Divide by {denominator:.9f}"
+    for cells, x in zip(table.rows, row):
+        assert cells[3] == f"{math.exp(x - 3.0):.9f}"
+        assert cells[4] == f"{math.exp(x - 3.0) / denominator:.9f}"
+
+
+def test_shifted_row_gives_the_same_answer_while_naive_exp_overflows(capsys):
+    _, out = run_explain(capsys, "softmax")
+    assert "[1001, 1002, 1003]" in out
+    assert "The shifted inputs are [-2, -1, 0] again, so the probabilities are identical" in out
+    overflow_lines = [line for line in out.splitlines() if "OverflowError" in line]
+    assert len(overflow_lines) == 3
+
+
+def test_six_named_steps_marked_reduction_or_elementwise(capsys):
+    _, out = run_explain(capsys, "softmax")
+    kinds = {}
+    for line in out.splitlines():
+        for step in ("maximum", "shifted", "numerator", "denominator", "output", "store"):
+            if line.strip().startswith(step + " "):
+                kinds[step] = "reduction" if "reduction" in line else "elementwise"
+    assert kinds == {"maximum": "reduction", "shifted": "elementwise",
+                     "numerator": "elementwise", "denominator": "reduction",
+                     "output": "elementwise", "store": "elementwise"}
+
+
+def test_learners_own_row(capsys):
+    code, out = run_explain(capsys, "softmax", "--input", "4,5,6")
+    assert code == 0
+    assert "Softmax of [4, 5, 6]" in out
+    assert "0.665240956" in out  # a shifted [1, 2, 3]
+
+
+def test_negative_row_after_a_space_separated_flag(capsys):
+    code, out = run_explain(capsys, "softmax", "--input", "-3,-2,-1")
+    assert code == 0
+    assert "Softmax of [-3, -2, -1]" in out
+
+
+def test_row_of_only_minus_infinity_is_explained(capsys):
+    code, out = run_explain(capsys, "softmax", "--input=-inf,-inf")
+    assert code == 0
+    assert "has no softmax" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["softmax", "--input", "abc"], "--input: 'abc' is not a number"),
+    (["softmax", "--input", ""], "--input needs at least one number"),
+    (["softmax", "--input", "1,,2"], "--input: '' is not a number"),
+    (["softmax", "--input", "nan"], "nan is not a score"),
+    (["sofmax"], "unknown topic 'sofmax'; did you mean 'softmax'?"),
+    ([], "the following arguments are required: topic"),
+])
+def test_bad_input_gets_one_line_and_status_2(capsys, argv, message):
+    code, out = run_explain(capsys, *argv)
+    assert code == 2
+    assert message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_explain_imports_neither_torch_nor_triton_and_is_instant():
+    probe = ("import sys, time; t = time.perf_counter(); from learning import explain; "
+             "code = explain.main(['softmax']); "
+             "assert code == 0; "
+             "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules), "
+             "time.perf_counter() - t, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded, seconds = done.stderr.strip().rsplit(" ", 1)
+    assert loaded == "[]"
+    assert float(seconds) < 1.0
