@@ -142,6 +142,12 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     """
     if isinstance(outcome, Raised):
         return _judge_raised(part, case, outcome)
+    if part.returns == "exact":
+        verdict = _judge_exact(outcome, want)
+        if not verdict.passed and verdict.bug is None:
+            verdict.bug = _recognise_exact(part, case, outcome.raw, args, want)
+        verdict.seconds = outcome.seconds
+        return verdict
     verdict = _judge_structure(part, outcome, want, expect)
     if verdict is None:
         verdict = _judge_values(part, case, outcome, args, want)
@@ -171,36 +177,10 @@ def _fail(key: str, summary: str, got: str = "") -> Verdict:
 
 def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verdict | None:
     """The checks that come before the numbers; None when all of them pass."""
-    if part.returns == "tensor":
-        if returned.type_name != "Tensor":
-            key = "returned-none" if returned.type_name == "NoneType" else "wrong-type"
-            return _fail(key, f"returned {returned.type_name}, not a torch.Tensor",
-                         returned.note)
-        if returned.shape != tuple(want.shape):
-            return _fail("wrong-shape", f"returned shape {returned.shape}, expected "
-                         f"{tuple(want.shape)}")
-        if expect.get("dtype") and returned.dtype != expect["dtype"]:
-            return _fail("wrong-dtype", f"returned {returned.dtype} for a {expect['dtype']} "
-                         "input")
-        if expect.get("device") and returned.device != expect["device"]:
-            return _fail("wrong-device", f"returned a tensor on {returned.device}, the input "
-                         f"is on {expect['device']}")
-    else:
-        kind = returned.type_name
-        if kind == "NoneType":
-            return _fail("returned-none", "returned None")
-        if kind == "generator":
-            return _fail("returned-generator", "returned a generator, not a list")
-        if kind == "tuple":
-            got = format_values(returned.values) if returned.values is not None else ""
-            return _fail("returned-tuple", "returned a tuple, not a list", got)
-        if kind != "list":
-            return _fail("wrong-type", f"returned {kind}, not a list", returned.note)
-        if returned.values is None:
-            return _fail("wrong-type", f"returned a list, but {returned.note}")
-        if returned.shape != tuple(want.shape):
-            return _fail("wrong-length", f"returned {returned.shape[0]} values for "
-                         f"{want.shape[0]} inputs", format_values(returned.values))
+    shape_check = {"tensor": _tensor_shape, "list": _list_shape, "number": _number_shape}
+    verdict = shape_check[part.returns](returned, want, expect)
+    if verdict is not None:
+        return verdict
     if returned.input_mutated:
         return _fail("mutated-input", "the input was changed by the call")
     if returned.aliases_input:
@@ -210,6 +190,72 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.unwritten is not None:
         return _judge_unwritten(returned.unwritten, returned.values)
     return None
+
+
+def _tensor_shape(returned: Returned, want, expect: dict) -> Verdict | None:
+    if returned.type_name != "Tensor":
+        key = "returned-none" if returned.type_name == "NoneType" else "wrong-type"
+        return _fail(key, f"returned {returned.type_name}, not a torch.Tensor", returned.note)
+    if returned.shape != tuple(want.shape):
+        return _fail("wrong-shape", f"returned shape {returned.shape}, expected "
+                     f"{tuple(want.shape)}")
+    if expect.get("dtype") and returned.dtype != expect["dtype"]:
+        return _fail("wrong-dtype", f"returned {returned.dtype} for a {expect['dtype']} input")
+    if expect.get("device") and returned.device != expect["device"]:
+        return _fail("wrong-device", f"returned a tensor on {returned.device}, the input is on "
+                     f"{expect['device']}")
+    return None
+
+
+def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:
+    kind = returned.type_name
+    if kind == "NoneType":
+        return _fail("returned-none", "returned None")
+    if kind == "generator":
+        return _fail("returned-generator", "returned a generator, not a list")
+    if kind == "tuple":
+        got = format_values(returned.values) if returned.values is not None else ""
+        return _fail("returned-tuple", "returned a tuple, not a list", got)
+    if kind != "list":
+        return _fail("wrong-type", f"returned {kind}, not a list", returned.note)
+    if returned.values is None:
+        return _fail("wrong-type", f"returned a list, but {returned.note}")
+    if returned.shape != tuple(want.shape):
+        if len(returned.shape) == 1 and len(want.shape) == 1:
+            return _fail("wrong-length", f"returned {returned.shape[0]} values for "
+                         f"{want.shape[0]} inputs", format_values(returned.values))
+        return _fail("wrong-length", f"returned a list of shape {returned.shape}, expected "
+                     f"{tuple(want.shape)}", format_values(returned.values))
+    return None
+
+
+def _number_shape(returned: Returned, want, expect: dict) -> Verdict | None:
+    if returned.type_name == "NoneType":
+        return _fail("returned-none", "returned None")
+    if returned.shape != () or returned.values is None:
+        return _fail("wrong-type", f"returned {returned.type_name}, not a number",
+                     returned.note)
+    return None
+
+
+def _judge_exact(returned: Returned, want) -> Verdict:
+    """Parts whose answer is plain data (a word, a count, a tuple): equal or not."""
+    if returned.type_name == "NoneType" and want is not None:
+        return _fail("returned-none", "returned None")
+    if returned.input_mutated:
+        return _fail("mutated-input", "the input was changed by the call")
+    got = returned.raw if returned.raw is not None else returned.note
+    if type(got) is type(want) and got == want or _same_number(got, want):
+        return Verdict("passed")
+    verdict = Verdict("failed", f"returned {got!r}", got=repr(got))
+    verdict.expected = repr(want)
+    return verdict
+
+
+def _same_number(got, want) -> bool:
+    numbers = (int, float)
+    return (isinstance(got, numbers) and isinstance(want, numbers)
+            and not isinstance(got, bool) and not isinstance(want, bool) and got == want)
 
 
 def _judge_unwritten(unwritten, values) -> Verdict:
@@ -260,6 +306,13 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
         summary += f"; {problems[0]}"
     return Verdict("failed", summary, bug=bug, confident=confident, got=format_values(got),
                    mismatches=mismatches, mismatch_count=len(bad))
+
+
+def _recognise_exact(part: Part, case: Case, got, args, want) -> Bug:
+    for bug in part.bugs:
+        if bug.detect is not None and bug.detect(got, args, want):
+            return bug
+    return part.bug(case.catches[0])
 
 
 def _recognise(part: Part, case: Case, got, args, want) -> tuple[Bug, bool]:

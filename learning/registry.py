@@ -70,7 +70,12 @@ class Part:
     cases: tuple[Case, ...]
     tolerance: Tolerance
     bugs: tuple[Bug, ...] = ()  # the mistakes this part's cases can name, most specific first
-    returns: str = "list"  # "list" (of floats) or "tensor"
+    # What the function returns, which decides how it is compared:
+    #   "list"   a list of floats (nested lists for 2-D), compared with the tolerance;
+    #   "number" one float or int, compared with the tolerance;
+    #   "tensor" a torch.Tensor of the input's dtype and device, compared with the tolerance;
+    #   "exact"  plain data (str, int, tuple, ...), compared with ==.
+    returns: str = "list"
     needs_kernels: bool = False  # True when the part launches Triton kernels
 
     def bug(self, key: str) -> Bug:

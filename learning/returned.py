@@ -23,6 +23,7 @@ class Returned:
     input_mutated: bool = False
     aliases_input: bool = False
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
+    raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
     seconds: float = 0.0
 
 

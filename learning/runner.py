@@ -174,6 +174,8 @@ def _verdict(run: _WorkerRun, part: Part, case, outcome) -> compare.Verdict:
 
 
 def _reference(part: Part, args: tuple):
+    if part.returns == "exact":
+        return part.reference(*args)
     import numpy as np
 
     with np.errstate(all="ignore"):
