@@ -28,7 +28,7 @@ class TensorSpec:
       row stride larger than n_cols, last-dimension stride 1.
     """
 
-    values: Any  # numpy float64 array, 2-D (rows, cols)
+    values: Any  # numpy float64 array: any shape when contiguous, 2-D (rows, cols) otherwise
     dtype: str = "float32"
     layout: str = "contiguous"
 
@@ -37,6 +37,8 @@ class TensorSpec:
             raise ValueError(f"unsupported dtype {self.dtype!r}; use one of {FLOAT_DTYPES}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}; use one of {LAYOUTS}")
+        if self.layout != "contiguous" and self.values.ndim != 2:
+            raise ValueError(f"layout {self.layout!r} needs a 2-D tensor, not {self.values.ndim}-D")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -57,9 +59,9 @@ class TensorSpec:
 
         dtype = getattr(torch, self.dtype)
         exact = torch.from_numpy(self.exact())
-        rows, cols = exact.shape
         if self.layout == "contiguous":
             return exact.to(device=device, dtype=dtype).contiguous()
+        rows, cols = exact.shape
         if self.layout == "row-strided":
             buffer = torch.full((2 * rows, cols), PADDING_VALUE, dtype=torch.float64)
             buffer[::2] = exact
