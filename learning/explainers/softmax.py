@@ -122,6 +122,13 @@ def page(row=None) -> Page:
         result.add(Text("A row of only -inf has no softmax: (-inf) - (-inf) is NaN, and so is "
                         "every output. torch.softmax gives NaN here too."))
     result.add(Heading("The six named steps"), steps(row))
+    if len(row) != next_power_of_two(len(row)):
+        result.add(
+            Heading(f"In a Triton block of {next_power_of_two(len(row))} lanes (lesson 08)"),
+            Text("The padded lanes must load -inf: it cannot become the maximum and adds "
+                 "exp(-inf) = 0 to the sum. A fill of 0 changes the denominator:"),
+            padding_table(row),
+        )
     return result
 
 
@@ -137,6 +144,50 @@ def fusion_traffic(rows: int, cols: int, element_bytes: int = 4) -> Table:
     )
 
 
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def padded_block(row, fill: float) -> list[float]:
+    """The row as a program loads it: BLOCK lanes, the ones past the row holding ``fill``."""
+    return list(row) + [fill] * (next_power_of_two(len(row)) - len(row))
+
+
+def padding_table(row) -> Table:
+    """One row loaded into a power-of-two block twice: padded with -inf, and with 0."""
+    right = stable_softmax(padded_block(row, -math.inf))
+    wrong = stable_softmax(padded_block(row, 0.0))
+    rows = []
+    for lane in range(len(padded_block(row, 0.0))):
+        real = lane < len(row)
+        rows.append((
+            str(lane),
+            "data" if real else "padding",
+            number(padded_block(row, -math.inf)[lane]),
+            fixed(right["output"][lane]) if real else "(not stored)",
+            number(padded_block(row, 0.0)[lane]),
+            fixed(wrong["output"][lane]) if real else "(not stored)",
+        ))
+    real_sum = math.fsum(wrong["output"][:len(row)])
+    caption = (f"With -inf the maximum is {number(right['maximum'])} and the stored outputs sum "
+               f"to {fixed(math.fsum(right['output'][:len(row)]))}. With 0 the maximum is "
+               f"{number(wrong['maximum'])}, the padding adds "
+               f"{fixed(math.fsum(wrong['numerator'][len(row):]))} to the denominator, and the "
+               f"stored outputs sum to {fixed(real_sum)}.")
+    return Table(("Lane", "Holds", "Loaded (-inf fill)", "Output", "Loaded (0 fill)",
+                  "Output"), tuple(rows), caption)
+
+
+def block_cost(*widths: int) -> Table:
+    """What one block per row costs: BLOCK is the next power of two, the rest is padding."""
+    rows = []
+    for width in widths:
+        block = next_power_of_two(width)
+        rows.append((f"{width:,}", f"{block:,}", f"{block - width:,}",
+                     f"{100 * width / block:.1f}%"))
+    return Table(("Row width", "BLOCK", "Padded lanes", "Lanes doing work"), tuple(rows))
+
+
 # Blocks a lesson can embed by name, each taking the marker's numbers as one list
 # (see learning.computed).
 BLOCKS = {
@@ -144,4 +195,6 @@ BLOCKS = {
     "overflow": overflow_table,
     "steps": steps,
     "fusion_traffic": lambda numbers: fusion_traffic(*numbers),
+    "padding": padding_table,
+    "block_cost": lambda numbers: block_cost(*numbers),
 }
