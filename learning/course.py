@@ -16,6 +16,7 @@ class Lesson:
     title: str
     exercise: str  # the module the learner edits, without ".py"
     part: str  # the part of that module this lesson starts
+    also: tuple[str, ...] = ()  # further parts of the same module that this lesson grades
 
     @property
     def filename(self) -> str:
@@ -44,15 +45,16 @@ LESSONS = (
     Lesson("09", "rmsnorm-triton", "Fused RMSNorm on the GPU", "rmsnorm", "triton"),
     Lesson("10", "measuring", "Measuring kernels: do_bench, GB/s, the roofline, autotuning",
            "traffic", "bench"),
-    Lesson("11", "softmax-backward", "The softmax backward pass", "softmax_backward", "triton"),
+    Lesson("11", "softmax-backward", "The softmax backward pass", "softmax_backward", "triton",
+           also=("python", "autograd")),
     Lesson("A1", "online-softmax", "Workshop: online softmax for rows wider than a block",
-           "online_softmax", "triton"),
+           "online_softmax", "triton", also=("python",)),
 )
 
 
 def lesson_for(exercise: str, part: str) -> Lesson | None:
     for lesson in LESSONS:
-        if lesson.exercise == exercise and lesson.part == part:
+        if lesson.exercise == exercise and part in (lesson.part, *lesson.also):
             return lesson
     return None
 
