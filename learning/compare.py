@@ -141,7 +141,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     output's metadata must be: ``dtype`` and ``device`` for tensors.
     """
     if isinstance(outcome, Raised):
-        return _judge_raised(part, case, outcome)
+        return _own_words(part, _judge_raised(part, case, outcome))
     if part.returns == "exact":
         verdict = _judge_exact(outcome, want)
         if not verdict.passed and verdict.bug is None:
@@ -149,12 +149,33 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         verdict.seconds = outcome.seconds
         return verdict
     verdict = _judge_structure(part, outcome, want, expect)
+    if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
+        # A known bug's exact signature (unwritten elements included) names it better than
+        # the generic pattern of what was left unwritten.
+        verdict.bug = _recognise_known(part, outcome.values, args, want) or verdict.bug
     if verdict is None:
         verdict = _judge_values(part, case, outcome, args, want)
     verdict.seconds = outcome.seconds
     if not verdict.passed and not verdict.expected:
         verdict.expected = _describe_expected(want, part)
+    return _own_words(part, verdict)
+
+
+_UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one-mask")
+
+
+def _own_words(part: Part, verdict: Verdict) -> Verdict:
+    """A part may restate a common bug's cause for its own shapes (a vector has no rows)."""
+    if verdict.bug is not None and verdict.bug is COMMON_BUGS.get(verdict.bug.key):
+        verdict.bug = next((b for b in part.bugs if b.key == verdict.bug.key), verdict.bug)
     return verdict
+
+
+def _recognise_known(part: Part, got, args, want) -> Bug | None:
+    for bug in part.bugs:
+        if bug.detect is not None and bug.detect(got, args, want):
+            return bug
+    return None
 
 
 def _judge_raised(part: Part, case: Case, raised: Raised) -> Verdict:
@@ -163,11 +184,14 @@ def _judge_raised(part: Part, case: Case, raised: Raised) -> Verdict:
                        seconds=raised.seconds)
     if raised.exc_type == "SystemExit":
         bug, summary = COMMON_BUGS["exited"], "the code called sys.exit()"
-    elif raised.exc_type == "OutOfBoundsAccess":
+    elif raised.exc_type in ("OutOfBoundsAccess", "CudaFault"):
         bug, summary = COMMON_BUGS["out-of-bounds"], raised.message
     else:
-        bug = part.bug(case.catches[0])
         summary = f"raised {raised.exc_type}: {raised.message}"
+        known = next((b for b in part.bugs if b.error and b.error in summary), None)
+        return Verdict("error", summary, bug=known or part.bug(case.catches[0]),
+                       confident=known is not None, traceback=raised.traceback,
+                       seconds=raised.seconds)
     return Verdict("error", summary, bug=bug, traceback=raised.traceback, seconds=raised.seconds)
 
 
@@ -183,6 +207,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return verdict
     if returned.input_mutated:
         return _fail("mutated-input", "the input was changed by the call")
+    if returned.guard_damage:
+        return _fail("out-of-bounds", f"{returned.guard_damage} elements were written just "
+                     "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
     if returned.values is None:
@@ -262,6 +289,14 @@ def _judge_unwritten(unwritten, values) -> Verdict:
     """Name the pattern of the elements the learner's code never wrote."""
     import numpy as np
 
+    if np.ndim(unwritten) == 1:  # a vector has no rows: say which elements
+        missing = np.flatnonzero(unwritten)
+        first, last = int(missing[0]), int(missing[-1])
+        where = f"element {first}" if first == last else f"elements {first} to {last}"
+        if len(missing) != last - first + 1:
+            where = f"{where}, with gaps"
+        summary = f"{len(missing)} of {unwritten.size} output elements were never written: {where}"
+        return _fail("unwritten", summary, format_values(values))
     rows = np.atleast_2d(unwritten)  # (rows, cols), True where never written
     summary = f"{int(rows.sum())} of {rows.size} output elements were never written"
     whole = rows.all(axis=1)

@@ -24,6 +24,7 @@ class Returned:
     aliases_input: bool = False
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
+    guard_damage: int = 0  # elements written into the guard bands around new GPU tensors
     seconds: float = 0.0
 
 

@@ -116,9 +116,11 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         _collect(run, pending)
         if run.finished:
             break
-        # The process died or hung in a case: the rest of that part cannot be trusted to run,
-        # but later parts get a fresh process.
-        broken = next(p for p in pending if p.part.name == run.current[0])
+        # The process died, hung or gave up in a case: the rest of that part cannot be trusted
+        # to run, but later parts get a fresh process.
+        stopped_in = run.current[0] if run.current else run.abandoned[0] if run.abandoned \
+            else pending[0].part.name
+        broken = next(p for p in pending if p.part.name == stopped_in)
         pending = pending[pending.index(broken) + 1:]
     result.learner_output = _cap_output("".join(output_chunks))
     result.seconds = time.perf_counter() - start
@@ -158,6 +160,8 @@ def _verdict(run: _WorkerRun, part: Part, case, outcome) -> compare.Verdict:
         if any(o is not None and getattr(o, "not_started", False)
                for (p, _), o in run.outcomes.items() if p == part.name):
             return compare.Verdict("not-started", "not started")
+        if run.abandoned and run.abandoned[0] == part.name:
+            return compare.Verdict("not-run", run.abandoned[1])
         return compare.Verdict("not-run", "not run: an earlier case stopped the process")
     if isinstance(outcome, Skipped):
         return compare.Verdict("skipped", outcome.reason)
@@ -211,6 +215,7 @@ class _WorkerRun:
         self.outcomes: dict[tuple[str, str], object] = {}
         self.touched: set[str] = set()
         self.current: tuple[str, str] | None = None
+        self.abandoned: tuple[str, str] | None = None  # (part, why): the process gave up on it
         self.finished = False
         self.timed_out = False
         self.returncode: int | None = None
@@ -285,6 +290,8 @@ class _WorkerRun:
             self.outcomes[(event[1], event[2])] = event[3]
             self.touched.add(event[1])
             self.current = None
+        elif kind == "abandon":
+            self.abandoned = (event[1], event[2])
         elif kind == "finished":
             self.finished = True
 

@@ -14,6 +14,7 @@ from typing import Any
 # reading it (a row offset computed from n_cols instead of the row stride) changes the result.
 LAYOUTS = ("contiguous", "row-strided", "column-slice")
 PADDING_VALUE = 1.0e4
+GUARD_ELEMENTS = 4096
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
@@ -60,7 +61,15 @@ class TensorSpec:
         dtype = getattr(torch, self.dtype)
         exact = torch.from_numpy(self.exact())
         if self.layout == "contiguous":
-            return exact.to(device=device, dtype=dtype).contiguous()
+            if device == "cpu":  # the interpreter's bounds checking guards CPU tensors
+                return exact.to(dtype=dtype).contiguous()
+            # On a GPU nothing stops a read past the end: surround the tensor with bands of
+            # PADDING_VALUE, so that such a read changes the result instead of going unseen.
+            size = exact.numel()
+            buffer = torch.full((size + 2 * GUARD_ELEMENTS,), PADDING_VALUE, dtype=dtype,
+                                device=device)
+            buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size] = exact.flatten().to(device, dtype)
+            return buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size].view(exact.shape)
         rows, cols = exact.shape
         if self.layout == "row-strided":
             buffer = torch.full((2 * rows, cols), PADDING_VALUE, dtype=torch.float64)

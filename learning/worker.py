@@ -21,7 +21,7 @@ import traceback
 import warnings
 from numbers import Real
 
-from learning import registry
+from learning import allocations, registry
 from learning.returned import ImportProblem, Raised, Returned, Skipped
 from learning.tensors import TensorSpec
 
@@ -215,34 +215,6 @@ def _same_value(x, y) -> bool:
     return x == y
 
 
-@contextlib.contextmanager
-def prefilled_allocations(fill: float):
-    """Make torch.empty and friends return memory holding ``fill``, so unwritten outputs show."""
-    torch = _torch()
-    names = ("empty", "empty_like", "empty_strided")
-    originals = {name: getattr(torch, name) for name in names}
-    original_new_empty = torch.Tensor.new_empty
-
-    def filled(allocate):
-        def allocate_filled(*args, **kwargs):
-            tensor = allocate(*args, **kwargs)
-            if tensor.is_floating_point():
-                tensor.fill_(fill)
-            return tensor
-
-        return allocate_filled
-
-    for name, allocate in originals.items():
-        setattr(torch, name, filled(allocate))
-    torch.Tensor.new_empty = filled(original_new_empty)
-    try:
-        yield
-    finally:
-        for name, allocate in originals.items():
-            setattr(torch, name, allocate)
-        torch.Tensor.new_empty = original_new_empty
-
-
 def _materialise(args: tuple, device: str) -> tuple:
     return tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a) for a in args)
 
@@ -262,20 +234,26 @@ def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses
     args = _materialise(args_spec, device)
     before = _snapshot(args)
     fill = uses_tensors and case.fill_outputs_with_nan
+    record = None
     start = time.perf_counter()
     try:
-        with prefilled_allocations(math.nan) if fill else contextlib.nullcontext():
+        with allocations.controlled(math.nan, device == "cuda") if fill else \
+                contextlib.nullcontext() as record:
             result = function(*args)
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
         seconds = time.perf_counter() - start
         cause = root_cause(exc)
         not_started = isinstance(cause, NotImplementedError)
-        return Raised(type(cause).__name__, _cut(str(cause)), learner_traceback(exc, learner_file),
+        name = type(cause).__name__
+        if device == "cuda" and _lost_gpu(cause):
+            name = "CudaFault"
+        return Raised(name, _cut(str(cause)), learner_traceback(exc, learner_file),
                       not_started=not_started, seconds=seconds)
     seconds = time.perf_counter() - start
     returned = summarise(result, args, before)
     returned.seconds = seconds
+    returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
     return returned
@@ -287,6 +265,13 @@ def _has_nan(values) -> bool:
     return bool(np.isnan(values).any())
 
 
+def _lost_gpu(exc: BaseException) -> bool:
+    """An illegal address or similar fault: the CUDA context cannot run anything after it."""
+    text = str(exc).lower()
+    return any(s in text for s in ("illegal memory access", "illegal address", "misaligned",
+                                   "unspecified launch failure"))
+
+
 def _find_unwritten(function, args_spec, device, first_values):
     """Run again with a different fill: elements NaN before and holding the fill now were never
     written by the learner's code (as opposed to computed as NaN)."""
@@ -294,7 +279,7 @@ def _find_unwritten(function, args_spec, device, first_values):
 
     args = _materialise(args_spec, device)
     try:
-        with prefilled_allocations(UNWRITTEN_SENTINEL):
+        with allocations.controlled(UNWRITTEN_SENTINEL, False):
             result = function(*args)
             _synchronise(device)
         again = result.detach().to("cpu", dtype=_torch().float64).numpy()
@@ -350,6 +335,10 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
             outcome = call_case(function, case, inputs[(part.name, case.name)], device,
                                 part.needs_kernels, module_path)
             channel.send("done", part.name, case.name, outcome)
+            if isinstance(outcome, Raised) and outcome.exc_type == "CudaFault":
+                # Nothing more can run on this GPU context; later parts get a fresh process.
+                channel.send("abandon", part.name, "not run: the GPU faulted in an earlier case")
+                return 0
             if isinstance(outcome, Raised) and outcome.not_started:
                 break
     channel.send("finished")
