@@ -59,16 +59,18 @@ MAX_SINGLE_BLOCK = 8192
 #: Widest row the library accepts (4 MiB of float32 per row).
 MAX_COLS = 2**20
 #: The kernels the launchers choose between, named by strategy.
-STRATEGIES = ("single_block", "multi_row", "looped")
+STRATEGIES = ("single_block", "multi_row", "looped", "split_row")
 
 # exp(z) = 2 ** (z * log2(e)). The GPU's fast exponential instruction is a power of two, so the
 # fast kernels multiply by log2(e) themselves (tl.exp does the same multiply internally).
 _LOG2E = tl.constexpr(1.4426950408889634)
 
-# A program should hold enough elements to keep the memory system busy: with 128 columns, one
-# row is 512 bytes of float32, far too little for a program of 128 threads. Rows narrower than
-# ROW_TILE elements are therefore grouped, ROW_TILE // block rows to a program.
-_ROW_TILE = 4096
+# A program should hold enough bytes to keep the memory system busy: with 128 columns, one row
+# is 512 bytes of float32, too little for a program of 128 threads. Rows narrower than
+# ROW_TILE_BYTES are therefore grouped, ROW_TILE_BYTES // (block * itemsize) rows to a program.
+# Measured on an H200 (bench/RESULTS.md): 4 KiB per program with 4 warps ran at the copy
+# ceiling from 128 to 1024 columns; 8 to 16 KiB per program ran 2 to 3 % slower.
+_ROW_TILE_BYTES = 4096
 
 # (largest elements per program, num_warps). A row lives in registers from its load to its
 # store, so the warps grow with the block: each thread then holds 8 to 16 float32 values,
@@ -88,8 +90,16 @@ _WARPS = (
 # Each program also keeps LOOPED_STAGES chunks in flight (Triton software-pipelines the loop's
 # loads through shared memory), since one program per SM alone cannot cover the memory latency.
 _LOOPED_BLOCK = 4096
-_LOOPED_PROGRAMS_PER_SM = 1
-_LOOPED_STAGES = 3
+_LOOPED_WARPS = 16
+_LOOPED_PROGRAMS_PER_SM = 2
+_LOOPED_STAGES = 1
+
+# On a GPU, rows wider than MAX_SINGLE_BLOCK are cut into pieces of SPLIT_BLOCK columns, one
+# program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200: 8 warps
+# beat 16 and 32 at every width (fewer threads wait at each barrier of the exchange), and
+# 8192 columns beat 4096 and 16384.
+_SPLIT_BLOCK = 8192
+_SPLIT_WARPS = 8
 # The interpreter runs programs one after another; two programs still exercise the row loop.
 _INTERPRETER_PROGRAMS = 2
 
@@ -273,6 +283,85 @@ def _softmax_looped(
 
 
 # ---------------------------------------------------------------------------------------------
+# 3b. Softmax, a wide row split across programs that run at the same time (GPU only)
+# ---------------------------------------------------------------------------------------------
+#
+# The looped kernel reads a wide row twice, and on a GPU the second read is only cheap while
+# the row is still in L2; with hundreds of rows in flight it is not, and the kernel tops out
+# near two thirds of the copy ceiling. Here a row of n_cols columns is instead cut into
+# cdiv(n_cols, BLOCK) pieces, one program per piece, each piece kept in registers from its load
+# to its store, so every element is read once and written once. The pieces of a row only
+# have to agree on two numbers, the row's maximum M and sum S, which they exchange through a
+# small scratch buffer in device memory:
+#
+#     each piece k:   m_k = max(x over the piece),  s_k = sum(exp(x - m_k) over the piece)
+#     every piece:    M = max_k m_k,                S = sum_k s_k * exp(m_k - M)
+#
+# (the same combine as the lanes of the looped kernel, with the same guard for a piece that
+# holds only -inf). A piece publishes (m_k, s_k), counts itself in at its row with an atomic
+# add, and spins until all pieces of the row have arrived.
+#
+# Spinning on other programs is only safe if they are running too. A program therefore takes
+# a ticket when it starts (an atomic counter), and the ticket, not the program id, names its
+# row and piece: every smaller ticket belongs to a program that is running or finished, so the
+# pieces a program waits for are either running or next in line, and the launcher guarantees
+# that a whole row's pieces can be resident at once (no more pieces than multiprocessors).
+# The interpreter runs programs one after another, so it would wait for ever: there the
+# launcher uses _softmax_looped.
+
+
+@triton.jit
+def _softmax_split_row(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_cols,  # columns in a row; the row is cut into n_pieces = cdiv(n_cols, BLOCK) pieces
+    part_ptr,  # *fp32: scratch, (n_rows, PIECES, 2): each piece's (max, sum)
+    sync_ptr,  # *i32: zeroed, 1 + n_rows: [0] hands out tickets, [1 + r] counts row r's arrivals
+    PIECES: tl.constexpr,  # a power of two >= n_pieces
+    BLOCK: tl.constexpr,  # columns per piece, a power of two
+):
+    n_pieces = tl.cdiv(n_cols, BLOCK)
+    # tickets are handed out in the order programs start: ticket = row * n_pieces + piece
+    ticket = tl.atomic_add(sync_ptr, 1)
+    row = (ticket // n_pieces).to(tl.int64)
+    piece = ticket % n_pieces
+    cols = piece * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    # m_k = max over the piece; a piece of only -inf measures from 0 so that s_k = 0, not NaN
+    m = tl.max(x, axis=0)
+    m_ref = tl.where(m == -float("inf"), 0.0, m)
+    # e = exp(x - m_k), kept in registers until the store; s_k = sum over the piece of e
+    e = tl.exp2((x - m_ref) * _LOG2E)
+    s = tl.sum(e, axis=0)
+    # publish (m_k, s_k), then count this piece in (acq_rel: the stores are visible first)
+    part = part_ptr + (row * PIECES + piece) * 2
+    tl.store(part, m)
+    tl.store(part + 1, s)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
+    # wait for the row's other pieces
+    while arrived < n_pieces:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
+    # M = max_k m_k, S = sum_k s_k * exp(m_k - M); read through L2 (.cg), where the atomics live.
+    # A piece of only -inf adds 0 * exp(-inf) = 0; a row of only -inf has M = -inf and S = NaN.
+    k = tl.arange(0, PIECES)
+    parts = part_ptr + (row * PIECES + k) * 2
+    m_k = tl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
+    s_k = tl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+    m_row = tl.max(m_k, axis=0)
+    s_row = tl.sum(s_k * tl.exp2((m_k - m_row) * _LOG2E), axis=0)
+    # y = exp(x - M) / S = e * exp(m_k - M) / S: one exponential per element, one per piece
+    # (a piece of only -inf has e = 0 and scale 0; a row of only -inf has S = NaN: NaN)
+    scale = tl.where(m == -float("inf"), 0.0, tl.exp2((m - m_row) * _LOG2E)) / s_row
+    y = e * scale
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
 # 4. Softmax backward
 # ---------------------------------------------------------------------------------------------
 #
@@ -380,6 +469,42 @@ def _softmax_backward_looped(
             tl.store(dx_row + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _softmax_backward_split_row(
+    dx_ptr,  # *T: output gradient rows, column stride 1
+    y_ptr,  # *T: softmax output rows, column stride 1
+    dy_ptr,  # *T: incoming gradient rows, column stride 1
+    dx_row_stride,  # elements from one dx row to the next
+    y_row_stride,  # elements from one y row to the next
+    dy_row_stride,  # elements from one dy row to the next
+    n_cols,  # columns in a row; the row is cut into n_pieces = cdiv(n_cols, BLOCK) pieces
+    part_ptr,  # *fp32: scratch, (n_rows, PIECES): each piece's sum of y * dy
+    sync_ptr,  # *i32: zeroed, 1 + n_rows: [0] hands out tickets, [1 + r] counts row r's arrivals
+    PIECES: tl.constexpr,  # a power of two >= n_pieces
+    BLOCK: tl.constexpr,  # columns per piece, a power of two
+):
+    # the same ticket, publish, arrive and wait as _softmax_split_row, with one partial: s_k
+    n_pieces = tl.cdiv(n_cols, BLOCK)
+    ticket = tl.atomic_add(sync_ptr, 1)
+    row = (ticket // n_pieces).to(tl.int64)
+    piece = ticket % n_pieces
+    cols = piece * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    # s_k = sum over the piece of y * dy
+    tl.store(part_ptr + row * PIECES + piece, tl.sum(y * dy, axis=0))
+    tl.debug_barrier()
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
+    while arrived < n_pieces:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
+    # s = sum_k s_k; dx = y * (dy - s)
+    k = tl.arange(0, PIECES)
+    s_k = tl.load(part_ptr + row * PIECES + k, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+    dx = y * (dy - tl.sum(s_k, axis=0))
+    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
 # ---------------------------------------------------------------------------------------------
 # 5. RMSNorm
 # ---------------------------------------------------------------------------------------------
@@ -464,25 +589,53 @@ def _warps_for(elements: int) -> int:
     return _WARPS[-1][1]
 
 
-def _plan(fn: str, n_cols: int, strategy: str | None = None, block: int | None = None) -> Plan:
-    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override."""
+def _plan(
+    fn: str,
+    n_cols: int,
+    strategy: str | None = None,
+    block: int | None = None,
+    max_pieces: int = 0,
+    itemsize: int = 4,
+) -> Plan:
+    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
+
+    ``max_pieces`` is how many programs of one row are sure to run at the same time (the
+    number of multiprocessors on a GPU, 0 in the interpreter): the split_row kernel needs them.
+    ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
+    """
     if strategy is None:
         if block is not None and block < n_cols:
             strategy = "looped"
-        elif n_cols > MAX_SINGLE_BLOCK:
-            strategy = "looped"
-        elif triton.next_power_of_2(n_cols) < _ROW_TILE:
-            strategy = "multi_row"
+        elif n_cols <= MAX_SINGLE_BLOCK:
+            row_bytes = triton.next_power_of_2(n_cols) * itemsize
+            strategy = "multi_row" if 2 * row_bytes <= _ROW_TILE_BYTES else "single_block"
+        elif triton.cdiv(n_cols, _SPLIT_BLOCK) <= max_pieces:
+            strategy = "split_row"
         else:
-            strategy = "single_block"
+            strategy = "looped"
     if strategy not in STRATEGIES:
         raise ValueError(
             f"{fn}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
         )
     if strategy == "looped":
-        chunk = _LOOPED_BLOCK if block is None else block
-        _check_block(fn, chunk)
-        return Plan("looped", chunk, num_warps=_warps_for(chunk))
+        if block is None:
+            return Plan("looped", _LOOPED_BLOCK, num_warps=_LOOPED_WARPS)
+        _check_block(fn, block)
+        return Plan("looped", block, num_warps=_warps_for(block))
+    if strategy == "split_row":
+        piece = _SPLIT_BLOCK if block is None else block
+        _check_block(fn, piece)
+        pieces = triton.cdiv(n_cols, piece)
+        if pieces > max(max_pieces, 1):  # one piece never waits: it runs anywhere
+            where = f"only {max_pieces} are sure to run at once (one per multiprocessor)"
+            if max_pieces == 0:
+                where = "the interpreter runs one program at a time"
+            raise ValueError(
+                f"{fn}: split_row would cut {n_cols} columns into {pieces} pieces of {piece} "
+                f"that must run at the same time, but {where}: use strategy='looped'"
+            )
+        warps = _SPLIT_WARPS if block is None else min(_SPLIT_WARPS, _warps_for(piece))
+        return Plan("split_row", piece, num_warps=warps)
     whole = triton.next_power_of_2(max(n_cols, 1))
     if block is not None:
         _check_block(fn, block)
@@ -499,7 +652,7 @@ def _plan(fn: str, n_cols: int, strategy: str | None = None, block: int | None =
         )
     if strategy == "single_block":
         return Plan("single_block", whole, num_warps=_warps_for(whole))
-    rows = max(1, _ROW_TILE // whole)
+    rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
     return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
 
 
@@ -587,6 +740,27 @@ def _on_device(t: torch.Tensor):
     return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
 
 
+def _max_pieces(device: torch.device) -> int:
+    """Programs of one row that are sure to run at once: one per multiprocessor; 0 on the CPU."""
+    if device.type != "cuda":
+        return 0
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.device):
+    """The split_row kernels' partials (n_rows, next_power_of_2(pieces), per_piece) and the
+    zeroed ticket and arrival counters (1 + n_rows)."""
+    if n_rows * pieces >= 2**31:
+        raise ValueError(
+            f"split_row: {n_rows} rows x {pieces} pieces is more than 2**31 programs: "
+            f"split the batch into smaller calls"
+        )
+    width = triton.next_power_of_2(pieces) * per_piece
+    part = torch.empty(n_rows * width, dtype=torch.float32, device=device)
+    sync = torch.zeros(1 + n_rows, dtype=torch.int32, device=device)
+    return part, sync
+
+
 def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
     n_rows, n_cols = x.shape
@@ -599,6 +773,13 @@ def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
         _softmax_multi_row[grid](
             out, x, out.stride(0), x.stride(0), n_rows, n_cols,
             ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.strategy == "split_row":
+        pieces = triton.cdiv(n_cols, plan.block)
+        part, sync = _split_scratch(n_rows, pieces, 2, x.device)
+        _softmax_split_row[(n_rows * pieces,)](
+            out, x, out.stride(0), x.stride(0), n_cols, part, sync,
+            PIECES=triton.next_power_of_2(pieces), BLOCK=plan.block, num_warps=plan.num_warps,
         )  # fmt: skip
     else:
         grid = (_persistent_programs(n_rows, x.device, plan),)
@@ -624,6 +805,13 @@ def _launch_softmax_backward(
             dx, y, dy, *strides, n_rows, n_cols,
             ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
         )  # fmt: skip
+    elif plan.strategy == "split_row":
+        pieces = triton.cdiv(n_cols, plan.block)
+        part, sync = _split_scratch(n_rows, pieces, 1, y.device)
+        _softmax_backward_split_row[(n_rows * pieces,)](
+            dx, y, dy, *strides, n_cols, part, sync,
+            PIECES=triton.next_power_of_2(pieces), BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
     else:
         grid = (_persistent_programs(n_rows, y.device, plan),)
         _softmax_backward_looped[grid](
@@ -645,10 +833,12 @@ def softmax(
       - at most ``MAX_COLS`` (2**20) columns.
 
     Rows of up to ``MAX_SINGLE_BLOCK`` columns are kept whole in one block (``_softmax``, or
-    ``_softmax_multi_row`` for narrow rows); wider rows go through ``_softmax_looped``.
-    ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block`` its block width: a
-    ``block`` narrower than the row forces the looped kernel with chunks of that many
-    columns, which lets the tests exercise it cheaply on small rows.
+    ``_softmax_multi_row`` for narrow rows). Wider rows go through ``_softmax_looped`` in the
+    interpreter, and on a GPU through ``_softmax_split_row`` (pieces of 8192 columns in
+    programs that run at once; ``_softmax_looped`` if a row needs more pieces than the GPU
+    has multiprocessors). ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block``
+    its block width: a ``block`` narrower than the row forces the looped kernel with chunks
+    of that many columns, which lets the tests exercise it cheaply on small rows.
 
     An empty tensor gives an empty tensor; a row that is entirely -inf gives NaN (as PyTorch).
     """
@@ -656,7 +846,7 @@ def softmax(
     if x.numel() == 0:
         return torch.empty_like(x)
     rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
-    plan = _plan("softmax", rows.shape[1], strategy, block)
+    plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device), x.element_size())
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
     with _on_device(x):
         _launch_softmax(out, rows, plan)
@@ -689,7 +879,9 @@ def softmax_backward(
         return torch.empty_like(y)
     y2 = _rows("softmax_backward", "y", y)
     dy2 = _rows("softmax_backward", "dy", dy)
-    plan = _plan("softmax_backward", y2.shape[1], strategy, block)
+    plan = _plan(
+        "softmax_backward", y2.shape[1], strategy, block, _max_pieces(y.device), y.element_size()
+    )
     dx = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
     with _on_device(y):
         _launch_softmax_backward(dx, y2, dy2, plan)

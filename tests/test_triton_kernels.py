@@ -261,12 +261,38 @@ def test_rmsnorm_of_a_zero_row_is_zero(device):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_one_block_up_to_max_single_block_then_looped():
+def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk.MAX_SINGLE_BLOCK == 8192 and tk.MAX_COLS == 2**20
     assert tk._plan("softmax", 8192).strategy == "single_block"
     assert tk._plan("softmax", 128).strategy == "multi_row"
-    assert tk._plan("softmax", 8193).strategy == "looped"
     assert tk._plan("softmax", 100, block=16).strategy == "looped"
+    # the interpreter (no program runs beside another) loops; a GPU splits if the pieces fit
+    assert tk._plan("softmax", 8193, max_pieces=0).strategy == "looped"
+    assert tk._plan("softmax", 8193, max_pieces=132).strategy == "split_row"
+    assert tk._plan("softmax", 2**20, max_pieces=132).strategy == "split_row"
+    assert tk._plan("softmax", 2**20, max_pieces=100).strategy == "looped"
+
+
+@pytest.mark.parametrize("width", [1, 17, 781])
+def test_split_row_with_one_piece_matches_torch(width, device):
+    # one piece per row never waits for another program, so it runs in the interpreter too
+    x = make((4, width), torch.float32, device, seed=width, scale=3.0)
+    x[1] = NEG_INF
+    x[2, ::2] = NEG_INF
+    got = tk.softmax(x, strategy="split_row", block=1024)
+    assert_matches(got, softmax_ref(x), torch.float32)
+    y, dy = tk.softmax(x[2:]), make((2, width), torch.float32, device, seed=1)
+    got = tk.softmax_backward(y, dy, strategy="split_row", block=1024)
+    assert_matches(got, backward_ref(y, dy), torch.float32)
+
+
+def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device):
+    x = make((2, 100), torch.float32, device)
+    if mode.interpret:
+        with pytest.raises(ValueError, match=r"interpreter runs one program at a time.*looped"):
+            tk.softmax(x, strategy="split_row", block=32)
+    with pytest.raises(ValueError, match=r"4096 pieces of 256.*only 132 "):
+        tk._plan("softmax", 2**20, "split_row", 256, max_pieces=132)
 
 
 def test_non_contiguous_last_dimension_is_rejected_with_the_fix(device):
@@ -362,9 +388,12 @@ def test_gpu_wide_rows(width, dtype, device):
     x[1, : width // 2] = NEG_INF
     x[2] = NEG_INF
     assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+    assert_matches(tk.softmax(x, strategy="looped"), softmax_ref(x), dtype)
     y = tk.softmax(x[:2])
     dy = make((2, width), dtype, device, seed=width + 1)
     assert_matches(tk.softmax_backward(y, dy), backward_ref(y, dy), dtype)
+    got = tk.softmax_backward(y, dy, strategy="looped")
+    assert_matches(got, backward_ref(y, dy), dtype)
     w = make((width,), dtype, device, seed=width + 2)
     assert_matches(tk.rmsnorm(x[:1], w), rmsnorm_ref(x[:1], w, 1e-6), dtype)
 
@@ -394,8 +423,27 @@ def test_gpu_every_default_plan_writes_every_element(device):
     for width in (128, 1000, 4096, 8192, 20000):
         x = make((300, width), torch.float32, device, seed=width)
         out = torch.full_like(x, float("nan"))
-        tk._launch_softmax(out, x, tk._plan("softmax", width))
+        tk._launch_softmax(out, x, tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device)))
         assert_matches(out, softmax_ref(x), torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("block", [None, 256])
+@pytest.mark.parametrize("width", [3, 781, 4097, 20000])
+def test_gpu_split_row_matches_torch(width, block, dtype, device):
+    x = make((6, width), dtype, device, seed=width, scale=3.0)
+    x[1, : width // 2] = NEG_INF  # whole pieces of -inf
+    x[2] = NEG_INF  # NaN row
+    x[3] = x[3] * 100 + 1000
+    x[5, : width // 2] = NEG_INF  # pieces of only -inf beside a very negative maximum
+    x[5, width // 2 :] -= 1000
+    got = tk.softmax(x, strategy="split_row", block=block)
+    assert_matches(got, softmax_ref(x), dtype)
+    y = tk.softmax(x[4:])
+    dy = make((2, width), dtype, device, seed=width + 1)
+    got = tk.softmax_backward(y, dy, strategy="split_row", block=block)
+    assert_matches(got, backward_ref(y, dy), dtype)
 
 
 @pytest.mark.gpu
