@@ -78,12 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         options = build_parser().parse_args(_glue_input(argv))
         explainer = find_topic(options.topic)
         row = parse_row(options.input) if options.input is not None else None
+        page = explainer.page(row)  # a topic may reject an input it cannot draw
     except HelpShown as shown:
         return shown.code
     except ArgumentError as error:
         console.print(f"explain: {escape(str(error))}", style="red")
         return 2
-    render(console, explainer.page(row))
+    render(console, page)
     return 0
 
 

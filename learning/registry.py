@@ -30,12 +30,14 @@ class Bug:
     ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
     with this bug returns for the case's arguments (``args`` as the reference sees them). A
     match lets the grader name this bug with confidence; ``learning.compare.same_as`` builds one
-    from a function that reproduces the bug.
+    from a function that reproduces the bug. ``error``, when given, names the bug with the
+    same confidence when the learner's call raises an error whose message contains it.
     """
 
     key: str
     cause: str
     detect: Callable[[Any, tuple, Any], bool] | None = None
+    error: str = ""  # a fragment of the error message ("raised ValueError: ...") it causes
 
 
 @dataclass(frozen=True)
