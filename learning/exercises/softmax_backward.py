@@ -1,0 +1,367 @@
+"""The softmax backward exercise (lesson 11): its cases, the bugs they catch, and the references.
+
+Three parts grade one file: the gradient of one row in plain Python, the Triton kernel that
+computes it for every row, and the torch.autograd.Function that pairs a forward kernel with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from learning.compare import same_as
+from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.tensors import TensorSpec
+
+
+def _np():
+    import numpy as np
+
+    return np
+
+
+# ---------------------------------------------------------------------------------------------
+# References: float64, run only in the grader's process.
+
+
+def reference_backward(y, dy):
+    """dx = y * (dy - sum(y * dy)) along the last axis, in float64."""
+    np = _np()
+    y = np.asarray(y, dtype=np.float64)
+    dy = np.asarray(dy, dtype=np.float64)
+    return y * (dy - (y * dy).sum(axis=-1, keepdims=True))
+
+
+def softmax_rows(x):
+    """Softmax along the last axis in float64 (as the forward pass computes it)."""
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        numerator = np.exp(x - x.max(axis=-1, keepdims=True))
+        return numerator / numerator.sum(axis=-1, keepdims=True)
+
+
+def reference_gradient(x, dy):
+    """The gradient with respect to the scores x: the backward formula at y = softmax(x)."""
+    return reference_backward(softmax_rows(x), dy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrong formulas, reproduced in NumPy so that the grader can recognise their output.
+
+
+def _no_y_factor(y, dy):
+    np = _np()
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    return dy - (y * dy).sum(axis=-1, keepdims=True)
+
+
+def _dot_without_y(y, dy):
+    np = _np()
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    return y * (dy - dy.sum(axis=-1, keepdims=True))
+
+
+def _diagonal_only(y, dy):
+    np = _np()
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    return y * (1.0 - y) * dy
+
+
+def _flipped_sign(y, dy):
+    return -reference_backward(y, dy)
+
+
+def _softmax_again(y, dy):
+    return reference_backward(softmax_rows(y), dy)
+
+
+def _dot_over_tensor(y, dy):
+    np = _np()
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    return y * (dy - (y * dy).sum())
+
+
+def _nan_where_padded(y, dy):
+    """A kernel whose padded lanes of y read -inf: (-inf) * 0 = NaN joins every padded row's dot
+    product, so every row is NaN unless the width is a power of two (no padding at all)."""
+    np = _np()
+    want = reference_backward(y, dy)
+    width = want.shape[-1]
+    return want if width & (width - 1) == 0 else np.full(want.shape, np.nan)
+
+
+def _with_x_as_y(x, dy):
+    return reference_backward(x, dy)
+
+
+def _on_softmax(formula):
+    """A wrong backward formula applied at y = softmax(x), for the autograd part."""
+    return lambda x, dy: formula(softmax_rows(x), dy)
+
+
+def _float32_accuracy(got, args, want) -> bool:
+    """A float64 case that came back right to float32 precision only: the kernel narrowed its
+    float64 inputs to float32. Float64 cases hold inputs that float32 cannot represent."""
+    np = _np()
+    inputs = [np.asarray(a, dtype=np.float64) for a in args]
+    float64_inputs = any((a != a.astype(np.float32)).any() for a in inputs)
+    if not float64_inputs or got.shape != want.shape or not np.isfinite(got).all():
+        return False
+    return bool(np.allclose(got, want, rtol=1e-4, atol=1e-6))
+
+
+_LOOSE = {"atol": 2e-5, "rtol": 1e-3}  # FP32 kernels against formulas reproduced in float64
+
+FORMULA_BUGS = (
+    Bug("no-y-factor", "dx is missing the factor y: dx = y * (dy - dot), not dy - dot (the "
+        "Jacobian's entries all carry y_i)", same_as(_no_y_factor, **_LOOSE)),
+    Bug("dot-without-y", "the dot product must weight dy by y: dot = sum(y * dy), not "
+        "sum(dy)", same_as(_dot_without_y, **_LOOSE)),
+    Bug("diagonal-only", "only the Jacobian's diagonal y * (1 - y) was used: every output "
+        "depends on every input, through the dot product sum(y * dy)",
+        same_as(_diagonal_only, **_LOOSE)),
+    Bug("flipped-sign", "the sign is flipped: dx = y * (dy - dot), not y * (dot - dy)",
+        same_as(_flipped_sign, **_LOOSE)),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Part 1: softmax_backward_python(y, dy) on one row of plain floats.
+
+PYTHON_BUGS = FORMULA_BUGS + (
+    Bug("softmax-again", "y is already softmax's output: use it as it is, without applying "
+        "softmax to it again", same_as(_softmax_again)),
+    Bug("wrong-length", "every element of the row needs exactly one gradient"),
+    Bug("wrong-values", "the values are wrong: compare your steps with dx[i] = y[i] * (dy[i] - "
+        "sum over j of y[j] * dy[j])"),
+)
+
+
+def _softmax_list(values):
+    top = max(values)
+    numerator = [math.exp(v - top) for v in values]
+    total = sum(numerator)
+    return [n / total for n in numerator]
+
+
+def _pair(x, dy):
+    return lambda: (_softmax_list([float(v) for v in x]), [float(g) for g in dy])
+
+
+def _seeded_pair(seed: int, n: int):
+    def make():
+        import random
+
+        rng = random.Random(seed)
+        x = [round(rng.uniform(-3.0, 3.0), 6) for _ in range(n)]
+        dy = [round(rng.uniform(-2.0, 2.0), 6) for _ in range(n)]
+        return (_softmax_list(x), dy)
+
+    return make
+
+
+PYTHON_CASES = (
+    Case("worked row", "y = softmax([1, 2, 3]), dy = [1, -1, 2]: the row the lesson works by "
+         "hand", _pair([1, 2, 3], [1, -1, 2]), catches=("wrong-values",)),
+    Case("one-hot dy", "dy = [0, 1, 0] picks one column of the Jacobian: every entry of dx is "
+         "non-zero, not only the middle one", _pair([1, 2, 3], [0, 1, 0]),
+         catches=("diagonal-only",)),
+    Case("uniform dy", "dy the same everywhere: the loss only sees sum(y), which is always 1, so "
+         "dx is 0", _pair([0.5, -1.0, 2.0, 0.0], [3, 3, 3, 3]), catches=("dot-without-y",)),
+    Case("saturated softmax", "y = [0, 1, 0, 0]: a saturated softmax passes no gradient back, "
+         "so dx is 0", lambda: ([0.0, 1.0, 0.0, 0.0], [0.5, -1.5, 2.0, 1.0]),
+         catches=("no-y-factor",)),
+    Case("single element", "one element: y is 1 whatever x is, so dx is 0",
+         lambda: ([1.0], [2.5]), catches=("wrong-length",)),
+    Case("sign", "y = [0.9, 0.1], dy = [1, 0]: raising the first score raises the loss, so "
+         "dx[0] > 0", lambda: ([0.9, 0.1], [1.0, 0.0]), catches=("flipped-sign",)),
+    Case("mixed row", "nine values with gradients of both signs", _seeded_pair(5, 9),
+         catches=("wrong-values",)),
+    Case("long row", "200 values: one gradient per element, in order", _seeded_pair(6, 200),
+         catches=("wrong-length",)),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Part 2: softmax_backward_triton(y, dy) on 2-D tensors, one program per row.
+
+
+def _pair_tensors(seed: int, rows: int, cols: int, *, dtype: str = "float32",
+                  y_layout: str = "contiguous", dy_layout: str | None = None,
+                  y_rule=None, dy_rule=None):
+    """(y, dy) as TensorSpecs: y the softmax of random scores (or ``y_rule``'s rows), dy random
+    (or ``dy_rule``'s)."""
+
+    def make():
+        np = _np()
+        rng = np.random.default_rng(seed)
+        scores = 2.0 * rng.standard_normal((rows, cols))
+        y = softmax_rows(scores) if y_rule is None else y_rule(rows, cols, rng)
+        dy = rng.standard_normal((rows, cols)) if dy_rule is None else dy_rule(rows, cols, rng)
+        return (TensorSpec(y, dtype=dtype, layout=y_layout),
+                TensorSpec(dy, dtype=dtype, layout=dy_layout or y_layout))
+
+    return make
+
+
+def _saturated(rows, cols, rng):
+    np = _np()
+    y = np.zeros((rows, cols))
+    y[np.arange(rows), rng.integers(0, cols, rows)] = 1.0
+    return y
+
+
+def _uniform_per_row(rows, cols, rng):
+    np = _np()
+    return np.repeat(rng.uniform(-3.0, 3.0, (rows, 1)), cols, axis=1)
+
+
+def _one_hot(rows, cols, rng):
+    np = _np()
+    dy = np.zeros((rows, cols))
+    dy[np.arange(rows), rng.integers(0, cols, rows)] = 1.0
+    return dy
+
+
+def _worked():
+    np = _np()
+    y = softmax_rows(np.array([[1.0, 2.0, 3.0]]))
+    return (TensorSpec(y), TensorSpec(np.array([[1.0, -1.0, 2.0]])))
+
+
+FP32 = Tolerance(atol=1e-6, rtol=3e-5)
+FP16 = Tolerance(atol=1e-3, rtol=1e-2)
+BF16 = Tolerance(atol=4e-3, rtol=2e-2)
+FP64 = Tolerance(atol=1e-12, rtol=1e-9)
+
+KERNEL_BUGS = (
+    Bug("fp64-narrowed", "float64 came back with float32's precision: convert float16 and "
+        "bfloat16 to float32, but keep float64 as float64 (if y.dtype != tl.float64: ...)",
+        _float32_accuracy),
+    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
+        "load and store in the output's dtype"),
+    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32"),
+)
+
+TRITON_BUGS = FORMULA_BUGS + (
+    Bug("minus-inf-padding", "padded lanes must read 0, the identity of a sum: with -inf, "
+        "(-inf) * 0 is NaN and the whole row's dot product is NaN; load y and dy with "
+        "other=0.0", same_as(_nan_where_padded)),
+    Bug("dot-over-tensor", "the dot product must be taken per row: each row has its own "
+        "sum(y * dy), one number per program (tl.sum(y * dy, axis=0) on one row)",
+        same_as(_dot_over_tensor, **_LOOSE)),
+    Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
+        "r * row_stride, not r * BLOCK"),
+    Bug("row-stride", "a strided view (x[::2], a column slice) starts row r at r * stride(0), "
+        "which is larger than n_cols: pass each tensor's row stride to the kernel"),
+    Bug("shared-stride", "y, dy and dx each have their own row stride (here dy is a slice of a "
+        "wider tensor): pass all three, y.stride(0), dy.stride(0) and dx.stride(0)"),
+    Bug("wrong-values", "the values are wrong: compare the kernel with your Python "
+        "softmax_backward_python, step by step"),
+) + KERNEL_BUGS
+
+TRITON_CASES = (
+    Case("worked row", "y = softmax([1, 2, 3]) in a block of 4, dy = [1, -1, 2]: the padded "
+         "lane must not disturb the dot product", _worked, catches=("minus-inf-padding",)),
+    Case("width 17, five rows", "a width that is not a power of two, over several rows",
+         _pair_tensors(1, 5, 17), catches=("row-offset", "minus-inf-padding")),
+    Case("many rows", "37 rows of 33: each row has its own dot product",
+         _pair_tensors(2, 37, 33), catches=("dot-over-tensor", "row-offset")),
+    Case("saturated rows", "one-hot y: a saturated softmax passes no gradient, so dx is 0",
+         _pair_tensors(3, 4, 50, y_rule=_saturated), catches=("no-y-factor",)),
+    Case("uniform dy", "dy constant along each row: dx is 0, since the rows of y sum to 1",
+         _pair_tensors(4, 4, 50, dy_rule=_uniform_per_row), catches=("dot-without-y",)),
+    Case("one-hot dy", "dy one-hot per row: dx is a column of the Jacobian, non-zero everywhere",
+         _pair_tensors(5, 3, 40, dy_rule=_one_hot), catches=("diagonal-only",)),
+    Case("row-strided views", "y[::2] and dy[::2] of taller tensors: the row stride is "
+         "2 * n_cols", _pair_tensors(6, 6, 50, y_layout="row-strided"), catches=("row-stride",)),
+    Case("column slices", "y[:, :40] and dy[:, :40] of wider tensors: the row stride is not "
+         "n_cols", _pair_tensors(7, 4, 40, y_layout="column-slice"), catches=("row-stride",)),
+    Case("dy a column slice", "y contiguous, dy a slice of a wider tensor: each tensor has its "
+         "own row stride", _pair_tensors(8, 4, 30, dy_layout="column-slice"),
+         catches=("shared-stride",)),
+    Case("single column", "width 1: y is 1 and dx is 0", _pair_tensors(9, 5, 1),
+         catches=("wrong-values",)),
+    Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
+         _pair_tensors(10, 2, 4097), catches=("minus-inf-padding",)),
+    Case("float16", "float16 storage, FP32 arithmetic, float16 output",
+         _pair_tensors(11, 4, 300, dtype="float16"), catches=("fp16",), tolerance=FP16),
+    Case("float64", "float64 storage and float64 arithmetic: what gradcheck needs",
+         _pair_tensors(12, 3, 100, dtype="float64"), catches=("fp64-narrowed",),
+         tolerance=FP64),
+    Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
+         _pair_tensors(13, 8, 1000, dtype="bfloat16"), catches=("bf16",), tolerance=BF16,
+         gpu_only=True),
+    Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
+         "interpret)", _pair_tensors(14, 4096, 781), catches=("row-offset",), gpu_only=True),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Part 3: softmax_gradient(x, dy), the gradient through SoftmaxFunction's .backward().
+
+
+def _scores(seed: int, rows: int, cols: int, *, dtype: str = "float32",
+            dy_layout: str = "contiguous", transform=None):
+    def make():
+        np = _np()
+        rng = np.random.default_rng(seed)
+        x = 2.0 * rng.standard_normal((rows, cols))
+        if transform is not None:
+            x = transform(x)
+        dy = rng.standard_normal((rows, cols))
+        return (TensorSpec(x, dtype=dtype), TensorSpec(dy, dtype=dtype, layout=dy_layout))
+
+    return make
+
+
+AUTOGRAD_BUGS = (
+    Bug("saved-x", "backward used the scores x where the formula needs the probabilities y: "
+        "save the forward's output, ctx.save_for_backward(y), not its input",
+        same_as(_with_x_as_y, **_LOOSE)),
+) + tuple(Bug(bug.key, bug.cause, same_as(_on_softmax(formula), **_LOOSE)) for bug, formula in
+          zip(FORMULA_BUGS, (_no_y_factor, _dot_without_y, _diagonal_only, _flipped_sign))) + (
+    Bug("forward", "the forward pass is wrong, so the saved y is too: compare "
+        "SoftmaxFunction.apply(x) with torch.softmax(x, dim=-1), and check lesson 08's "
+        "points (padding with -inf, subtracting the maximum)"),
+    Bug("row-stride", "backward receives dy as autograd hands it over, here a slice of a wider "
+        "tensor: pass its row stride, dy.stride(0), to the kernel"),
+) + KERNEL_BUGS
+
+AUTOGRAD_CASES = (
+    Case("worked row", "x = [1, 2, 3], dy = [1, -1, 2]: the lesson's row, through .backward()",
+         lambda: (TensorSpec(_np().array([[1.0, 2.0, 3.0]])),
+                  TensorSpec(_np().array([[1.0, -1.0, 2.0]]))), catches=("saved-x",)),
+    Case("five rows of 17", "several rows, a width that is not a power of two",
+         _scores(1, 5, 17), catches=("saved-x", "forward")),
+    Case("large scores", "scores near 1000: the forward kernel must subtract the maximum",
+         _scores(2, 3, 60, transform=lambda x: 50.0 * x + 1000.0), catches=("forward",)),
+    Case("all-negative scores", "scores in [-9, -1]: the forward's padded lanes must read -inf",
+         _scores(3, 3, 100, transform=lambda x: -5.0 - 4.0 * _np().tanh(x)),
+         catches=("forward",)),
+    Case("dy a column slice", "the upstream gradient is a slice of a wider tensor",
+         _scores(4, 4, 30, dy_layout="column-slice"), catches=("row-stride",)),
+    Case("float64", "float64 forward and backward, as torch.autograd.gradcheck runs them",
+         _scores(5, 3, 20, dtype="float64"), catches=("fp64-narrowed",), tolerance=FP64),
+    Case("float64, wide", "float64, width 300 in a block of 512",
+         _scores(6, 2, 300, dtype="float64"), catches=("fp64-narrowed",), tolerance=FP64),
+    Case("float16", "float16 storage, FP32 arithmetic in both kernels",
+         _scores(7, 4, 200, dtype="float16"), catches=("fp16",), tolerance=FP16),
+)
+
+EXERCISE = Exercise(
+    name="softmax_backward",
+    title="The softmax backward pass: derive it, write the kernel, wire it to autograd",
+    lessons=("11-softmax-backward.md",),
+    parts=(
+        Part("python", "softmax_backward_python: one row in plain Python", lesson="11",
+             function="softmax_backward_python", reference=reference_backward,
+             cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
+             returns="list"),
+        Part("triton", "softmax_backward_triton: one program per row", lesson="11",
+             function="softmax_backward_triton", reference=reference_backward,
+             cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
+             needs_kernels=True),
+        Part("autograd", "softmax_gradient: SoftmaxFunction's gradient through .backward()",
+             lesson="11", function="softmax_gradient", reference=reference_gradient,
+             cases=AUTOGRAD_CASES, tolerance=FP32, bugs=AUTOGRAD_BUGS, returns="tensor",
+             needs_kernels=True),
+    ),
+)
