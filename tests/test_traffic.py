@@ -1,0 +1,151 @@
+"""The traffic exercise: the reference passes, the stub is not started, every catalogued version
+gets its verdict, and the explain page counts eager and fused softmax as lesson 02 says."""
+
+import subprocess
+import sys
+
+import pytest
+
+from learning import explain
+from learning.catalogue import versions
+from learning.exercises.traffic import EXERCISE
+from learning.explainers import traffic as model
+from learning.explainers import traffic as traffic_page
+from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+
+
+def test_reference_solution_passes_every_case(tmp_path):
+    result = grade_text(tmp_path, "traffic", solution_text("traffic"))
+    assert result.ok
+    (part,) = result.parts
+    assert part.status == "passed"
+    assert part.passed == len(EXERCISE.part("python").cases)
+
+
+def test_stub_reports_not_started(tmp_path):
+    result = grade_text(tmp_path, "traffic", stub_text("traffic"))
+    assert [p.status for p in result.parts] == ["not-started"]
+    assert not result.ok
+
+
+def test_the_learner_file_at_the_course_root_is_the_stub():
+    assert "raise NotImplementedError" in stub_text("traffic")
+    assert (COURSE_ROOT / "traffic.py").read_text() == stub_text("traffic")
+
+
+@pytest.mark.parametrize("version", versions("traffic"), ids=lambda v: f"{v.part}: {v.name}")
+def test_catalogued_version_gets_its_verdict(tmp_path, version):
+    result = grade_text(tmp_path, "traffic", version.module_text("traffic"), [version.part])
+    (part,) = result.parts
+    if version.bug is None:
+        failures = {c.name: c.verdict.summary for c in part.cases if not c.verdict.passed}
+        assert part.status == "passed", failures
+    else:
+        assert part.status == "failed"
+        assert version.bug in failing_bugs(part), failing_bugs(part)
+
+
+def test_every_case_declares_a_purpose_and_a_known_bug():
+    for part in EXERCISE.parts:
+        keys = {bug.key for bug in part.bugs}
+        for case in part.cases:
+            assert case.purpose and case.catches, case.name
+            assert set(case.catches) <= keys, (case.name, case.catches)
+
+
+def test_every_declared_bug_is_caught_by_some_catalogued_version():
+    from learning.compare import COMMON_BUGS
+
+    named = {v.bug for v in versions("traffic") if v.bug}
+    declared = {bug.key for part in EXERCISE.parts for bug in part.bugs}
+    fallbacks = {"bytes-per-kernel"}  # the generic cause when no single counting mistake fits
+    assert declared - named <= fallbacks, declared - named - fallbacks
+    assert named <= declared | set(COMMON_BUGS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The counting itself: the numbers lesson 02 prints.
+
+
+def test_eager_softmax_is_seven_full_passes_plus_the_row_vectors():
+    rows = cols = 4096
+    arrays = model.softmax_arrays(rows, cols)
+    one_pass = rows * cols * 4
+    assert one_pass == 67_108_864
+    eager = model.bytes_moved(model.eager_softmax(rows, cols), arrays, 4)
+    assert eager == 7 * one_pass + 2 * rows * 4
+    assert model.bytes_moved(model.fused_softmax(rows, cols), arrays, 4) == 2 * one_pass
+
+
+def test_fused_softmax_of_1024_squared_is_8_mib():
+    arrays = model.softmax_arrays(1024, 1024)
+    assert model.bytes_moved(model.fused_softmax(1024, 1024), arrays, 4) == 8 * 2**20
+
+
+def test_softmax_is_memory_bound_and_a_large_matmul_compute_bound():
+    arrays = model.softmax_arrays(4096, 4096)
+    for build in (model.eager_softmax, model.fused_softmax):
+        report = model.report(build(4096, 4096), arrays, 4, model.EXAMPLE_PEAK_FLOPS,
+                                 model.EXAMPLE_BANDWIDTH)
+        assert report["bound"] == "memory-bound"
+    matmul = [model.kernel("matmul", ["A", "B"], ["C"], 2 * 4096**3)]
+    report = model.report(matmul, {"A": 4096**2, "B": 4096**2, "C": 4096**2}, 4,
+                             model.EXAMPLE_PEAK_FLOPS, model.EXAMPLE_BANDWIDTH)
+    assert report["bound"] == "compute-bound"
+
+
+@pytest.fixture
+def wide_plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def test_explain_prints_eager_against_fused_for_both_shapes(capsys, wide_plain_console):
+    assert explain.main(["traffic"]) == 0
+    out = capsys.readouterr().out
+    words = " ".join(out.split())
+    assert "Memory traffic of softmax over a 4096×4096 float32 matrix" in out
+    for name in ("max", "subtract", "exp", "sum-and-divide"):
+        assert any(line.strip().startswith(name + " ") for line in out.splitlines()), name
+    assert "469,794,816" in out and "134,217,728" in out and "67,108,864" in out
+    assert "8,388,608" in out and "8 MiB" in out
+    assert "logical traffic" in words and "lower bound" in words
+    assert "memory-bound" in out
+
+
+def test_explain_takes_a_shape_of_the_learners(capsys, wide_plain_console):
+    assert explain.main(["traffic", "--input", "2048,1000,2"]) == 0
+    out = capsys.readouterr().out
+    assert "2048×1000 16-bit" in out
+    assert f"{2 * 2048 * 1000 * 2:,}" in out  # the fused bound
+
+
+def test_explain_numbers_come_from_the_counting_code():
+    table = traffic_page.compare_table([256, 100, 4])
+    fused = model.bytes_moved(model.fused_softmax(256, 100), model.softmax_arrays(256, 100), 4)
+    assert table.rows[1][1] == f"{fused:,}"
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1.5,3", "1.5 is not a positive whole number"),
+    ("0,4", "0 is not a positive whole number"),
+    ("1,2,3,4", "not 4 numbers"),
+    ("4,4,3", "not 3"),
+    ("inf,2", "inf is not a positive whole number"),
+    ("abc", "'abc' is not a number"),
+])
+def test_explain_rejects_a_bad_shape_in_one_line(capsys, wide_plain_console, value, message):
+    assert explain.main(["traffic", "--input", value]) == 2
+    out = capsys.readouterr().out
+    assert message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_explain_traffic_imports_neither_torch_nor_numpy():
+    probe = ("import sys; from learning import explain; assert explain.main(['traffic']) == 0; "
+             "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules), "
+             "file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=COURSE_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
