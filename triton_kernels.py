@@ -17,7 +17,10 @@ The file reads top to bottom like the Triton tutorials:
 2. ``_softmax_multi_row``: the same computation on several narrow rows per program.
 3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
    online maximum and sum per lane, then a second pass that writes.
-4. ``_softmax_backward`` (and its multi-row and looped forms): dx = y * (dy - sum(y * dy)).
+   ``_softmax_split_row``: the GPU's faster way with wide rows, one program per piece of a row,
+   the pieces exchanging their (maximum, sum) so that every element is read only once.
+4. ``_softmax_backward`` (and its multi-row, looped and split-row forms):
+   dx = y * (dy - sum(y * dy)).
 5. ``_rmsnorm`` and ``_rmsnorm_looped``: y = x / sqrt(mean(x**2) + eps) * w.
 6. The launchers ``softmax``, ``softmax_backward`` and ``rmsnorm``: they check the
    preconditions (with messages that carry the numbers and the fix), pick a kernel from small
@@ -54,7 +57,8 @@ __all__ = [
 # Limits and tuning tables
 # ---------------------------------------------------------------------------------------------
 
-#: Widest row that is kept whole in one block (registers); wider rows take the looped kernels.
+#: Widest row that is kept whole in one block (registers); wider rows take the looped kernel
+#: (interpreter) or the split-row kernel (GPU).
 MAX_SINGLE_BLOCK = 8192
 #: Widest row the library accepts (4 MiB of float32 per row).
 MAX_COLS = 2**20
@@ -68,14 +72,15 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 # A program should hold enough bytes to keep the memory system busy: with 128 columns, one row
 # is 512 bytes of float32, too little for a program of 128 threads. Rows narrower than
 # ROW_TILE_BYTES are therefore grouped, ROW_TILE_BYTES // (block * itemsize) rows to a program.
-# Measured on an H200 (bench/RESULTS.md): 4 KiB per program with 4 warps ran at the copy
-# ceiling from 128 to 1024 columns; 8 to 16 KiB per program ran 2 to 3 % slower.
+# Measured on an H200 (bench/RESULTS.md): 4 KiB per program with 4 warps ran at 0.995 to 1.01
+# of the copy ceiling from 128 to 1024 columns; 8 to 16 KiB per program ran 2 to 3 % slower.
 _ROW_TILE_BYTES = 4096
 
 # (largest elements per program, num_warps). A row lives in registers from its load to its
-# store, so the warps grow with the block: each thread then holds 8 to 16 float32 values,
-# which keeps every load 16 bytes wide without running out of registers. More warps than that
-# only add synchronisation to the two reductions.
+# store, so the warps grow with the block: each thread then holds 8 to 16 values, which keeps
+# every load 16 bytes wide without running out of registers. More warps than that only add
+# synchronisation to the two reductions: on an H200, 2048 bfloat16 columns ran at 1.0 of the
+# copy ceiling with 4 warps, 0.88 with 8 and 0.57 with 16.
 _WARPS = (
     (1024, 4),
     (2048, 4),
@@ -84,11 +89,12 @@ _WARPS = (
 )
 
 # The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
-# of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, because the
-# second pass re-reads the row: with few rows in flight at once (132 SMs x 256 KiB at 65536
-# float32 columns is 33 MiB) the re-read finds the row in the 60 MB L2 instead of device memory.
-# Each program also keeps LOOPED_STAGES chunks in flight (Triton software-pipelines the loop's
-# loads through shared memory), since one program per SM alone cannot cover the memory latency.
+# of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, so that few
+# rows are in flight and the second pass's re-read has a chance to find its row in L2; with
+# LOOPED_STAGES > 1 Triton also software-pipelines the loop's loads through shared memory.
+# Even so they reached only about 0.55 to 0.92 of the copy ceiling on an H200 (RESULTS.md),
+# which is why a GPU takes them only for rows too wide for the split-row kernel below. They
+# are the kernels the interpreter runs for every row wider than MAX_SINGLE_BLOCK.
 _LOOPED_BLOCK = 4096
 _LOOPED_WARPS = 16
 _LOOPED_PROGRAMS_PER_SM = 2
@@ -96,8 +102,10 @@ _LOOPED_STAGES = 1
 
 # On a GPU, rows wider than MAX_SINGLE_BLOCK are cut into pieces of SPLIT_BLOCK columns, one
 # program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200: 8 warps
-# beat 16 and 32 at every width (fewer threads wait at each barrier of the exchange), and
-# 8192 columns beat 4096 and 16384.
+# beat 16 and 32 at every width, and 8192 columns beat 4096 and 16384. A later sweep found 4
+# warps faster still for the forward pass (0.94 against 0.92 of the ceiling at 16384 float32
+# columns, 0.82 against 0.74 in bfloat16: bench/RESULTS.md); it becomes the default once a
+# full run confirms it.
 _SPLIT_BLOCK = 8192
 _SPLIT_WARPS = 8
 # The interpreter runs programs one after another; two programs still exercise the row loop.
@@ -232,8 +240,8 @@ def _softmax_multi_row(
 # row that is -inf everywhere gets M = -inf and a NaN sum, and so NaN outputs, as in PyTorch.
 #
 # The second pass re-reads the row, walking back from its end: the chunks read last are the
-# likeliest still in L2. The launcher keeps few rows in flight (a persistent grid, one or two
-# programs per multiprocessor, each looping over rows) so that the re-read hits L2, and the
+# likeliest still in L2. The launcher keeps few rows in flight (a persistent grid, a couple of
+# programs per multiprocessor, each looping over rows) so that the re-read can hit L2, and the
 # first pass's loads ask L2 to keep their lines (evict_last).
 
 
