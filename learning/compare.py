@@ -72,6 +72,7 @@ class Verdict:
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)
     mismatch_count: int = 0
+    size: int = 0  # elements in the output, so a renderer knows whether "got" showed them all
     traceback: str = ""
     seconds: float = 0.0
 
@@ -340,7 +341,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if problems and len(bad):
         summary += f"; {problems[0]}"
     return Verdict("failed", summary, bug=bug, confident=confident, got=format_values(got),
-                   mismatches=mismatches, mismatch_count=len(bad))
+                   mismatches=mismatches, mismatch_count=len(bad), size=int(got.size))
 
 
 def _recognise_exact(part: Part, case: Case, got, args, want) -> Bug:

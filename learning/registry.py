@@ -37,6 +37,7 @@ class Bug:
     key: str
     cause: str
     detect: Callable[[Any, tuple, Any], bool] | None = None
+    hint: int = 0  # the level (1-based) of the part's hint that helps with this bug, if any
     error: str = ""  # a fragment of the error message ("raised ValueError: ...") it causes
 
 
@@ -79,6 +80,8 @@ class Part:
     #   "exact"  plain data (str, int, tuple, ...), compared with ==.
     returns: str = "list"
     needs_kernels: bool = False  # True when the part launches Triton kernels
+    # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
+    hints: tuple[str, ...] = ()
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

@@ -3,6 +3,7 @@
 import re
 
 from learning import computed, course, registry
+from learning.stubs import stub_path
 from tests.helpers import COURSE_ROOT
 
 README = (COURSE_ROOT / "README.md").read_text(encoding="utf-8")
@@ -43,9 +44,12 @@ def test_computed_sections_of_the_lessons_are_current():
     assert computed.stale_lessons() == []
 
 
-def test_every_exercise_has_its_module_solution_and_lessons():
+def test_every_exercise_has_its_module_stub_solution_and_lessons():
     for exercise in registry.all_exercises():
-        assert (COURSE_ROOT / exercise.filename).exists()
+        shipped = (COURSE_ROOT / exercise.filename).read_text(encoding="utf-8")
+        assert shipped == stub_path(exercise.name).read_text(encoding="utf-8"), (
+            f"{exercise.filename} differs from learning/stubs/{exercise.filename}: the course "
+            "must ship the stub, and reset restores that copy")
         assert (COURSE_ROOT / "learning" / "solutions" / exercise.filename).exists()
         for part in exercise.parts:
             lesson = course.lesson_for(exercise.name, part.name)

@@ -1,5 +1,9 @@
 """Every exercise of the course, in lesson order: one module each, listed once here."""
 
-from learning.exercises import softmax
+from learning.exercises import (
+    softmax,
+)
 
-EXERCISES = (softmax.EXERCISE,)
+EXERCISES = (
+    softmax.EXERCISE,
+)

@@ -61,20 +61,20 @@ def _rounded(got, args, want) -> bool:
 
 PYTHON_BUGS = (
     Bug("exp-only", "exponentials alone are not probabilities: divide each one by the sum of "
-        "all of them", same_as(_exp_only)),
+        "all of them", same_as(_exp_only), hint=4),
     Bug("not-divided-by-sum", "the outputs are not divided by the sum of the exponentials "
-        "(dividing by their maximum, which is 1, changes nothing)", same_as(_not_divided)),
+        "(dividing by their maximum, which is 1, changes nothing)", same_as(_not_divided), hint=4),
     Bug("summed-shifted", "the denominator adds up the shifted inputs, not their exponentials: "
-        "denominator = sum(numerator)", same_as(_divided_by_shifted_sum)),
-    Bug("rounded", "the outputs are rounded: return the full-precision values", _rounded),
+        "denominator = sum(numerator)", same_as(_divided_by_shifted_sum), hint=3),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", _rounded, hint=4),
     Bug("no-max-shift", "math.exp overflows past about 709 (and every term underflows to 0 "
         "below about -745): subtract the row's maximum before exponentiating",
-        same_as(_no_max_shift)),
+        same_as(_no_max_shift), hint=2),
     Bug("wrong-shift", "the shift must be the row's maximum: shifting by another value (the "
-        "first element, the mean, the minimum) still lets exp overflow"),
-    Bug("wrong-length", "every input needs exactly one output"),
+        "first element, the mean, the minimum) still lets exp overflow", hint=1),
+    Bug("wrong-length", "every input needs exactly one output", hint=4),
     Bug("not-normalised", "the outputs must sum to one: divide every numerator by the same "
-        "denominator, the sum of all the numerators"),
+        "denominator, the sum of all the numerators", hint=4),
 )
 
 
@@ -210,25 +210,26 @@ _LOOSE = {"atol": 2e-5, "rtol": 1e-3}  # buggy formulas reproduced in NumPy, not
 
 TRITON_BUGS = (
     Bug("minus-inf-to-zero", "a -inf score (a masked position) must get probability 0: keep "
-        "it as -inf, since exp(-inf) = 0 already", same_as(_minus_inf_as_zero, **_LOOSE)),
+        "it as -inf, since exp(-inf) = 0 already", same_as(_minus_inf_as_zero, **_LOOSE), hint=3),
     Bug("max-over-padding", "the maximum included zero-padded lanes: for a very negative row "
         "every exponential underflows to 0 and 0/0 gives NaN; load with other=-inf",
-        same_as(_max_over_padding, **_LOOSE)),
+        same_as(_max_over_padding, **_LOOSE), hint=3),
     Bug("zero-padding", "padded lanes read 0 (other=0, or no other at all) and add exp(0 - max) "
-        "to the denominator: load with other=-float('inf')", same_as(_zero_padded, **_LOOSE)),
+        "to the denominator: load with other=-float('inf')", same_as(_zero_padded, **_LOOSE),
+        hint=3),
     Bug("no-max-shift", "exp overflows FP32 just past 88: subtract the row maximum before "
-        "exponentiating", same_as(_no_shift_fp32, **_LOOSE)),
+        "exponentiating", same_as(_no_shift_fp32, **_LOOSE), hint=4),
     Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
-        "r * x.stride(0), the row stride, not r * BLOCK"),
+        "r * x.stride(0), the row stride, not r * BLOCK", hint=2),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel"),
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel", hint=2),
     Bug("all-minus-inf", "a row of only -inf has no softmax: like torch.softmax, return NaN "
-        "there (0/0) rather than a made-up value"),
+        "there (0/0) rather than a made-up value", hint=4),
     Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
-        "load (x.to(tl.float32)) and store in the output's dtype"),
-    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32"),
+        "load (x.to(tl.float32)) and store in the output's dtype", hint=3),
+    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32", hint=3),
     Bug("wrong-values", "the values are wrong: compare your kernel's steps with the six steps "
-        "of lesson 04"),
+        "of lesson 04", hint=4),
 )
 
 TRITON_CASES = (
@@ -269,6 +270,27 @@ TRITON_CASES = (
          "interpret)", _tensor(15, 4096, 781), catches=("row-offset",), gpu_only=True),
 )
 
+PYTHON_HINTS = (
+    "Start with the first reduction, maximum = max(values): every later step uses it.",
+    "shifted = [v - maximum for v in values], then numerator = [math.exp(s) for s in shifted]. "
+    "Every shifted value is at most 0, so no exponential can overflow.",
+    "denominator = sum(numerator): the sum of the exponentials, not of the shifted values.",
+    "output = [n / denominator for n in numerator], and return that new list; leave values "
+    "as it was, and do not round.",
+)
+
+TRITON_HINTS = (
+    "row = tl.program_id(0); cols = tl.arange(0, BLOCK); mask = cols < n_cols.",
+    "Row r starts at input_ptr + row * input_row_stride (and output_ptr + row * "
+    "output_row_stride): use the strides you are given, never n_cols or BLOCK.",
+    "Load with mask=mask, other=-float('inf'), then x = x.to(tl.float32): the padded lanes "
+    "can neither become the maximum nor add to the sum.",
+    "maximum = tl.max(x, axis=0); numerator = tl.exp(x - maximum); denominator = "
+    "tl.sum(numerator, axis=0); store numerator / denominator with the same mask.",
+    "In softmax_triton: output = torch.empty_like(x); BLOCK = triton.next_power_of_2(n_cols); "
+    "softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols, BLOCK=BLOCK).",
+)
+
 EXERCISE = Exercise(
     name="softmax",
     title="Softmax: derive the kernel, then write it",
@@ -276,9 +298,11 @@ EXERCISE = Exercise(
     parts=(
         Part("python", "softmax_python: one row in plain Python", lesson="04",
              function="softmax_python", reference=reference_rows, cases=PYTHON_CASES,
-             tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list"),
+             tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
+             hints=PYTHON_HINTS),
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
-             tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True),
+             tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
+             hints=TRITON_HINTS),
     ),
 )

@@ -1,0 +1,116 @@
+"""Where you are in the course: ``python -m learning.progress``.
+
+Lists every lesson in reading order with the exercise it grades, each part's grade from its
+last check, and the next thing to do. Grades come from ``.course-state/progress.json``, which
+``learning.check`` writes; delete it at any time, and re-checking rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from learning import course, registry, state
+from learning.check import default_root, next_unfinished
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+
+GRADE_STYLE = {"passed": "green", "failed": "red", "missing": "red", "not-started": "yellow"}
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m learning.progress",
+                           description="Show every lesson, your grades and what to do next.")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the folder holding your exercise files (default: the course folder)")
+    return parser
+
+
+def rows(progress: state.State) -> list[dict]:
+    """One row per lesson part: what it is, whether it exists yet, and its last grade."""
+    exercises = {e.name: e for e in registry.all_exercises()}
+    result = []
+    for lesson in course.LESSONS:
+        exercise = exercises.get(lesson.exercise)
+        graded = [p for p in (lesson.part, *lesson.also)
+                  if exercise is not None and p in [x.name for x in exercise.parts]]
+        grades = {}
+        for part in graded:
+            grade = progress.grade(lesson.exercise, part)
+            grades[part] = None if grade is None else {
+                "status": grade.status, "passed": grade.passed, "total": grade.total,
+                "checked_at": grade.checked_at}
+        result.append({"lesson": lesson.number, "title": lesson.title,
+                       "file": f"lessons/{lesson.filename}", "available": lesson.available,
+                       "exercise": f"{lesson.exercise}.py", "parts": grades})
+    return result
+
+
+def next_step(progress: state.State) -> str:
+    exercise = next_unfinished(progress)
+    if exercise is None:
+        return "Every available lesson's exercise passes. Well done."
+    for lesson in course.LESSONS:
+        if lesson.exercise != exercise.name or not lesson.available:
+            continue
+        for part in (lesson.part, *lesson.also):
+            grade = progress.grade(exercise.name, part)
+            if grade is None:
+                return (f"Read lessons/{lesson.filename}, then run "
+                        f"python -m learning.check {exercise.name}")
+            if grade.status != "passed":
+                return (f"Fix {exercise.filename} ({part} part), then run "
+                        f"python -m learning.check {exercise.name}")
+    return f"Run python -m learning.check {exercise.name}"
+
+
+def _grade_text(grade: dict | None) -> tuple[str, str]:
+    if grade is None:
+        return "not checked", "dim"
+    if grade["status"] in ("not-started", "missing"):
+        return grade["status"].replace("-", " "), GRADE_STYLE[grade["status"]]
+    return f"{grade['passed']}/{grade['total']}", GRADE_STYLE.get(grade["status"], "red")
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    try:
+        options = build_parser().parse_args(argv)
+    except HelpShown as shown:
+        return shown.code
+    except ArgumentError as error:
+        console.print(f"progress: {escape(str(error))}", style="red", highlight=False)
+        return 2
+    root = options.root or default_root()
+    progress = state.load(root)
+    table_rows = rows(progress)
+    if options.json:
+        print(json.dumps({"lessons": table_rows, "next": next_step(progress),
+                          "note": progress.note or None}, indent=2))
+        return 0
+    if progress.note:
+        console.print(f"note: {escape(progress.note)}", style="yellow", highlight=False)
+    table = Table(title="Your progress", header_style="bold", show_edge=False)
+    for column in ("#", "Lesson", "Exercise", "Part", "Grade"):
+        table.add_column(column, overflow="fold")
+    for row in table_rows:
+        title = escape(row["title"]) if row["available"] else f"[dim]{escape(row['title'])} " \
+                                                               "(coming)[/dim]"
+        if not row["parts"]:
+            table.add_row(row["lesson"], title, row["exercise"], "", "")
+        for index, (part, grade) in enumerate(row["parts"].items()):
+            text, style = _grade_text(grade)
+            table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
+                          row["exercise"] if index == 0 else "", part,
+                          f"[{style}]{escape(text)}[/{style}]")
+    console.print(table)
+    console.print(f"\nNext: {escape(next_step(progress))}", highlight=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""How a check's results look: rich text for a person, one JSON document for a program."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from learning import course, registry, runner
+from learning.compare import format_value
+from learning.state import State
+
+STATUS_STYLE = {
+    "passed": ("PASS", "green"),
+    "failed": ("FAIL", "red"),
+    "error": ("ERROR", "red"),
+    "not-started": ("TODO", "yellow"),
+    "skipped": ("SKIP", "dim"),
+    "not-run": ("NOT RUN", "dim"),
+    "timed-out": ("TIMEOUT", "red"),
+    "crashed": ("CRASH", "red"),
+}
+
+
+def render(console: Console, result: runner.CheckResult, state: State | None = None):
+    """Print one exercise's check; ``state`` lets a failure quote a hint already shown."""
+    state = state or State()
+    exercise = result.exercise
+    console.print(f"[bold]check {exercise.name}[/bold] · {escape(str(result.module_path))}",
+                  highlight=False)
+    if result.mode is not None:
+        interpreting, reason = result.mode
+        where = "Triton interpreter (CPU)" if interpreting else "compiled on the GPU"
+        console.print(f"kernels: {where}, because {escape(reason)}", style="dim", highlight=False)
+    if result.import_problem is not None:
+        _render_import_problem(console, result)
+    for part_result in result.parts:
+        _render_part(console, exercise, part_result, state)
+    if result.learner_output.strip():
+        console.print("\n[bold]What your code printed[/bold]")
+        console.print(escape(result.learner_output.rstrip()), highlight=False, markup=False)
+    _render_summary(console, result)
+
+
+def _render_import_problem(console: Console, result: runner.CheckResult):
+    problem = result.import_problem
+    console.print(f"\n[red]Could not load {result.exercise.filename}:[/red] "
+                  f"{escape(problem.message)}", highlight=False)
+    if problem.traceback:
+        console.print(escape(problem.traceback.rstrip()), highlight=False, markup=False)
+
+
+def _lesson_label(exercise: registry.Exercise, part: registry.Part) -> str:
+    lesson = course.lesson_for(exercise.name, part.name)
+    return f"lessons/{lesson.filename}" if lesson else f"lesson {part.lesson}"
+
+
+def _render_part(console: Console, exercise: registry.Exercise, part_result: runner.PartResult,
+                 state: State):
+    part = part_result.part
+    status = part_result.status
+    header = f"\n[bold]{part.name.capitalize()} part[/bold] — {escape(part.title)} " \
+             f"({_lesson_label(exercise, part)})"
+    console.print(header, highlight=False)
+    if status == "not-started":
+        console.print(f"  [yellow]not started[/yellow]: {part.function} still raises "
+                      f"NotImplementedError; {_lesson_label(exercise, part)} starts it.",
+                      highlight=False)
+        return
+    if status == "missing":
+        console.print(f"  [red]{escape(part_result.problem.message)}[/red]", highlight=False)
+        return
+    for case_result in part_result.cases:
+        _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state))
+    grade_style = "green" if status == "passed" else "red"
+    console.print(f"  [{grade_style}]{part_result.passed}/{part_result.graded} cases passed"
+                  f"[/{grade_style}]", highlight=False)
+
+
+def _hint_pointer(exercise: registry.Exercise, part: registry.Part,
+                  case_result: runner.CaseResult, state: State) -> str:
+    """Point a failure at the hint that helps with its bug: quoted if already shown."""
+    bug = case_result.verdict.bug
+    if bug is None or not bug.hint or bug.hint > len(part.hints):
+        return ""
+    if state.hints_seen(exercise.name, part.name) >= bug.hint:
+        return f"hint {bug.hint}: {part.hints[bug.hint - 1]}"
+    return (f"hint {bug.hint} of {len(part.hints)} helps with this: python -m learning.check "
+            f"{exercise.name} --part {part.name} --hint")
+
+
+def _render_case(console: Console, case_result: runner.CaseResult, hint: str = ""):
+    verdict = case_result.verdict
+    label, style = STATUS_STYLE[verdict.status]
+    console.print(f"  [{style}]{label:<7}[/{style}] [bold]{escape(case_result.name)}[/bold]: "
+                  f"{escape(case_result.purpose)}", highlight=False)
+    if verdict.passed or verdict.status in ("skipped", "not-started"):
+        return
+    indent = "          "
+    if verdict.summary:
+        console.print(f"{indent}{escape(verdict.summary)}", highlight=False)
+    if verdict.expected and verdict.status == "failed":
+        console.print(f"{indent}expected {escape(verdict.expected)}", highlight=False)
+    if verdict.got:
+        console.print(f"{indent}got      {escape(verdict.got)}", highlight=False)
+    # Short outputs are shown whole above; for long ones, list where they differ.
+    for mismatch in verdict.mismatches if verdict.size > 8 else ():
+        where = ", ".join(str(i) for i in mismatch.index)
+        console.print(f"{indent}  at [{where}]: expected {_fmt(mismatch.want)}, got "
+                      f"{_fmt(mismatch.got)}", highlight=False, markup=False)
+    hidden = verdict.mismatch_count - len(verdict.mismatches)
+    if hidden > 0 and verdict.size > 8:
+        console.print(f"{indent}  ... and {hidden} more mismatches (cut)", highlight=False)
+    if verdict.traceback:
+        for line in verdict.traceback.rstrip().splitlines():
+            console.print(f"{indent}{line}", highlight=False, markup=False)
+    if verdict.bug is not None:
+        console.print(f"{indent}[yellow]likely cause:[/yellow] {escape(verdict.bug.cause)}",
+                      highlight=False)
+    if hint:
+        console.print(f"{indent}[cyan]{escape(hint)}[/cyan]", highlight=False)
+
+
+def _fmt(value: float) -> str:
+    return format_value(value)
+
+
+def _render_summary(console: Console, result: runner.CheckResult):
+    grades = []
+    for part_result in result.parts:
+        name = part_result.part.name.capitalize()
+        if part_result.status == "not-started":
+            grades.append(f"{name} not started")
+        elif part_result.status == "missing":
+            grades.append(f"{name} missing")
+        else:
+            grades.append(f"{name} {part_result.passed}/{part_result.graded}")
+    style = "green" if result.ok else "red"
+    console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
+    console.print(_next_step(result), highlight=False)
+
+
+def _next_step(result: runner.CheckResult) -> str:
+    """Always end with what to do next: the file to fix, or the lesson to read."""
+    exercise = result.exercise
+    command = f"python -m learning.check {exercise.name}"
+    started = [p for p in result.parts if p.started]
+    if not started:
+        where = _lesson_label(exercise, result.parts[0].part)
+        return f"Next: read {where}, write your code in {exercise.filename}, then run {command}"
+    if not result.ok:
+        return f"Next: fix {exercise.filename}, then run {command} again"
+    names = " and ".join(p.part.name.capitalize() for p in started)
+    done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
+    last = course.lesson_for(exercise.name, started[-1].part.name)
+    following = course.lesson_after(last) if last else None
+    if following is None:
+        return f"Well done: {done}."
+    return f"Well done: {done}. Next: lessons/{following.filename}."
+
+
+
+
+def to_json(result: runner.CheckResult) -> dict:
+    """The check as plain data: cases, verdicts and grades, for editors and scripts."""
+    exercise = result.exercise
+    mode = None
+    if result.mode is not None:
+        mode = {"interpreter": result.mode[0], "reason": result.mode[1]}
+    problem = result.import_problem
+    return {
+        "exercise": exercise.name,
+        "module": str(result.module_path),
+        "mode": mode,
+        "ok": result.ok,
+        "seconds": round(result.seconds, 3),
+        "import_problem": None if problem is None else {"kind": problem.kind,
+                                                        "message": problem.message},
+        "parts": [_part_json(exercise, p) for p in result.parts],
+        "learner_output": result.learner_output,
+        "next": _next_step(result),
+    }
+
+
+def _part_json(exercise: registry.Exercise, part_result: runner.PartResult) -> dict:
+    part = part_result.part
+    lesson = course.lesson_for(exercise.name, part.name)
+    return {
+        "name": part.name,
+        "function": part.function,
+        "lesson": lesson.filename if lesson else part.lesson,
+        "status": part_result.status,
+        "passed": part_result.passed,
+        "total": part_result.graded,
+        "problem": None if part_result.problem is None else part_result.problem.message,
+        "cases": [_case_json(c) for c in part_result.cases],
+    }
+
+
+def _case_json(case_result: runner.CaseResult) -> dict:
+    verdict = case_result.verdict
+    return {
+        "name": case_result.name,
+        "purpose": case_result.purpose,
+        "status": verdict.status,
+        "summary": verdict.summary,
+        "bug": verdict.bug.key if verdict.bug else None,
+        "likely_cause": verdict.bug.cause if verdict.bug else None,
+        "expected": verdict.expected,
+        "got": verdict.got,
+        "mismatches": [{"index": list(m.index), "expected": _number(m.want),
+                        "got": _number(m.got)} for m in verdict.mismatches],
+        "traceback": verdict.traceback,
+        "seconds": round(verdict.seconds, 4),
+    }
+
+
+def _number(value: float):
+    """JSON has no NaN or infinity: those travel as the strings "nan", "inf", "-inf"."""
+    return value if value == value and abs(value) != float("inf") else format_value(value)

@@ -1,0 +1,91 @@
+"""Start an exercise over: ``python -m learning.reset softmax``.
+
+Restores the exercise module as the course ships it, after saving yours as a timestamped
+backup in ``.course-state/backups/``. Asks first unless ``--yes`` is given.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from rich.markup import escape
+
+from learning import registry
+from learning.check import default_root
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.state import STATE_DIR
+from learning.stubs import stub_path
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m learning.reset",
+                           description="Restore an exercise module, backing up yours first.")
+    parser.add_argument("exercise", help="the exercise to restore, e.g. softmax")
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the folder holding your exercise files (default: the course folder)")
+    return parser
+
+
+def backup(path: Path, root: Path) -> Path:
+    """Copy the learner's file into the backups folder under a name that never collides."""
+    folder = root / STATE_DIR / "backups"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder / f"{path.stem}-{stamp}.py"
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = folder / f"{path.stem}-{stamp}-{counter}.py"
+    shutil.copy2(path, target)
+    return target
+
+
+def confirm(console, question: str) -> bool:
+    if not sys.stdin or not sys.stdin.isatty():
+        return False
+    console.print(question, end=" ", highlight=False)
+    try:
+        return input().strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    try:
+        options = build_parser().parse_args(argv)
+        exercise = registry.find(options.exercise)
+    except HelpShown as shown:
+        return shown.code
+    except (ArgumentError, registry.UnknownExercise) as error:
+        console.print(f"reset: {escape(str(error))}", style="red", highlight=False)
+        return 2
+    root = options.root or default_root()
+    target = root / exercise.filename
+    stub = stub_path(exercise.name).read_text(encoding="utf-8")
+    if target.exists() and target.read_text(encoding="utf-8", errors="replace") == stub:
+        console.print(f"{exercise.filename} is already as the course ships it; nothing to do.",
+                      highlight=False)
+        return 0
+    if target.exists() and not options.yes:
+        question = (f"Replace {target} with the original stub? Your version is backed up "
+                    f"first. [y/N]")
+        if not confirm(console, question):
+            console.print(f"reset: {exercise.filename} left as it is (answer y, or pass --yes "
+                          "when not at a terminal)", highlight=False)
+            return 1
+    saved = backup(target, root) if target.exists() else None
+    target.write_text(stub, encoding="utf-8")
+    if saved:
+        console.print(f"Your version is saved as {escape(str(saved))}", highlight=False)
+    console.print(f"{exercise.filename} is restored. Run python -m learning.check "
+                  f"{exercise.name} to see it reported as not started.", highlight=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Show an exercise's reference solution: ``python -m learning.solution softmax``.
+
+Only once every part of the exercise has passed its last check, so it is read to compare, not
+to copy; ``--force`` shows it anyway.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+from rich.syntax import Syntax
+
+from learning import registry, state
+from learning.check import default_root
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.solutions import solution_path
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m learning.solution",
+                           description="Show the reference solution once your exercise passes.")
+    parser.add_argument("exercise", help="the exercise, e.g. softmax")
+    parser.add_argument("--force", action="store_true", help="show it even before it passes")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the folder holding your exercise files (default: the course folder)")
+    return parser
+
+
+def unfinished_parts(exercise: registry.Exercise, progress: state.State) -> list[str]:
+    """The parts whose last check did not pass, each with its grade, in words."""
+    missing = []
+    for part in exercise.parts:
+        grade = progress.grade(exercise.name, part.name)
+        if grade is None:
+            missing.append(f"{part.name}: not checked yet")
+        elif grade.status != "passed":
+            missing.append(f"{part.name}: {grade.status} ({grade.passed}/{grade.total})")
+    return missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    try:
+        options = build_parser().parse_args(argv)
+        exercise = registry.find(options.exercise)
+    except HelpShown as shown:
+        return shown.code
+    except (ArgumentError, registry.UnknownExercise) as error:
+        console.print(f"solution: {escape(str(error))}", style="red", highlight=False)
+        return 2
+    progress = state.load(options.root or default_root())
+    missing = unfinished_parts(exercise, progress)
+    if missing and not options.force:
+        console.print(f"solution: the reference for {exercise.name} opens once every part "
+                      f"passes ({'; '.join(missing)}). Run python -m learning.check "
+                      f"{exercise.name}, or add --force to read it now.", highlight=False)
+        return 1
+    source = solution_path(exercise.name).read_text(encoding="utf-8")
+    console.print(f"[bold]Reference solution for {exercise.filename}[/bold]", highlight=False)
+    console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The learner's progress: the last grade of every part, and the hints already shown.
+
+Kept in ``.course-state/progress.json`` in the course folder. The file is a cache: deleting
+it loses nothing that re-checking does not rebuild, and a corrupted or foreign file is set
+aside (renamed, never deleted) and replaced by an empty state instead of breaking a command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_DIR = ".course-state"
+STATE_FILE = "progress.json"
+FORMAT = 1
+
+
+@dataclass
+class PartGrade:
+    status: str  # "passed", "failed", "not-started", "missing"
+    passed: int
+    total: int
+    checked_at: str  # ISO 8601, local time
+
+
+@dataclass
+class State:
+    grades: dict[str, dict[str, PartGrade]] = field(default_factory=dict)
+    hints_shown: dict[str, dict[str, int]] = field(default_factory=dict)
+    note: str = ""  # what happened while loading, for the command to mention
+
+    def grade(self, exercise: str, part: str) -> PartGrade | None:
+        return self.grades.get(exercise, {}).get(part)
+
+    def record(self, exercise: str, part: str, status: str, passed: int, total: int):
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        self.grades.setdefault(exercise, {})[part] = PartGrade(status, passed, total, stamp)
+
+    def hints_seen(self, exercise: str, part: str) -> int:
+        return self.hints_shown.get(exercise, {}).get(part, 0)
+
+    def saw_hint(self, exercise: str, part: str, level: int):
+        self.hints_shown.setdefault(exercise, {})[part] = level
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "grades": {e: {p: asdict(g) for p, g in parts.items()}
+                       for e, parts in self.grades.items()},
+            "hints_shown": self.hints_shown,
+        }
+
+
+def state_path(root: Path) -> Path:
+    return Path(root) / STATE_DIR / STATE_FILE
+
+
+def load(root: Path) -> State:
+    """The saved state, or an empty one (with a note) when the file is missing or unreadable."""
+    path = state_path(root)
+    if not path.exists():
+        return State()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return _from_json(data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        aside = path.with_name(f"{STATE_FILE}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            path.rename(aside)
+            where = f"set aside as {aside.name}"
+        except OSError:
+            where = "left in place"
+        return State(note=f"the progress file could not be read ({type(error).__name__}); it "
+                          f"was {where}, and re-checking rebuilds it")
+
+
+def _from_json(data) -> State:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError("not a progress file of this course")
+    grades = {}
+    for exercise, parts in data.get("grades", {}).items():
+        grades[str(exercise)] = {str(part): PartGrade(str(g["status"]), int(g["passed"]),
+                                                      int(g["total"]), str(g["checked_at"]))
+                                 for part, g in parts.items()}
+    hints = {str(e): {str(p): int(level) for p, level in parts.items()}
+             for e, parts in data.get("hints_shown", {}).items()}
+    return State(grades, hints)
+
+
+def save(root: Path, state: State) -> Path | None:
+    """Write atomically (a crash never leaves half a file); None if the folder is read-only."""
+    path = state_path(root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".progress-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(state.to_json(), out, indent=2, sort_keys=True)
+        os.replace(temporary, path)
+    except OSError:
+        return None
+    return path

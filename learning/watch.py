@@ -1,0 +1,135 @@
+"""Re-check an exercise every time you save it: ``python -m learning.watch softmax``.
+
+Uses the watchdog library to hear about saves, or checks the file's time stamp twice a second
+where watchdog is missing. Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rich.markup import escape
+
+from learning import check, registry
+from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+
+POLL_SECONDS = 0.5
+SETTLE_SECONDS = 0.2  # editors often write a file in several steps
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m learning.watch",
+                           description="Re-run the check each time the exercise file is saved.")
+    parser.add_argument("exercise", help="the exercise to watch, e.g. softmax")
+    parser.add_argument("--part", action="append", dest="parts", metavar="PART",
+                        help="grade only this part; may be repeated")
+    parser.add_argument("--interpret", action="store_true",
+                        help="run kernels in Triton's interpreter even on a GPU machine")
+    parser.add_argument("--poll", action="store_true",
+                        help="check the file's time stamp instead of using watchdog")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the folder holding your exercise files (default: the course folder)")
+    return parser
+
+
+def _signature(path: Path):
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+    except OSError:
+        return None
+
+
+class Waiter:
+    """Blocks until the watched file changes, with watchdog or by polling."""
+
+    def __init__(self, path: Path, poll: bool):
+        self.path = path
+        self.changed = threading.Event()
+        self.observer = None
+        self.method = "polling"
+        if not poll:
+            self._start_watchdog()
+
+    def _start_watchdog(self):
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:
+            return
+        target = str(self.path.resolve())
+        changed = self.changed
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event):
+                paths = {getattr(event, "src_path", ""), getattr(event, "dest_path", "")}
+                if target in {str(Path(p).resolve()) for p in paths if p}:
+                    changed.set()
+
+        observer = Observer()
+        observer.schedule(Handler(), str(self.path.parent.resolve()), recursive=False)
+        observer.start()
+        self.observer, self.method = observer, "watchdog"
+
+    def wait(self):
+        before = _signature(self.path)
+        while True:
+            if self.observer is not None:
+                if self.changed.wait(POLL_SECONDS):
+                    self.changed.clear()
+                    break
+            else:
+                time.sleep(POLL_SECONDS)
+            if _signature(self.path) != before:
+                break
+        time.sleep(SETTLE_SECONDS)
+        self.changed.clear()
+
+    def stop(self):
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer.join(timeout=2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = make_console()
+    try:
+        options = build_parser().parse_args(argv)
+        exercise = registry.find(options.exercise)
+        for name in options.parts or ():
+            exercise.part(name)
+    except HelpShown as shown:
+        return shown.code
+    except (ArgumentError, registry.UnknownExercise) as error:
+        console.print(f"watch: {escape(str(error))}", style="red", highlight=False)
+        return 2
+    except KeyError as error:
+        console.print(f"watch: {escape(error.args[0])}", style="red", highlight=False)
+        return 2
+    root = options.root or check.default_root()
+    path = root / exercise.filename
+    arguments = [exercise.name, "--root", str(root)]
+    arguments += [f"--part={p}" for p in options.parts or ()]
+    arguments += ["--interpret"] if options.interpret else []
+    waiter = Waiter(path, options.poll)
+    try:
+        while True:
+            console.clear()
+            console.print(f"[dim]watching {escape(str(path))} ({waiter.method}); Ctrl-C to "
+                          "stop[/dim]", highlight=False)
+            check.main(arguments)
+            console.print(f"\n[dim]{time.strftime('%H:%M:%S')}: waiting for you to save "
+                          f"{exercise.filename}...[/dim]", highlight=False)
+            waiter.wait()
+    except KeyboardInterrupt:
+        console.print("\nstopped watching.", highlight=False)
+        return 0
+    finally:
+        waiter.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""The loop around the exercises: progress, hints, --json, reset, solution, doctor and watch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from learning import check, course, doctor, progress, registry, reset, solution, state
+from tests.helpers import COURSE_ROOT, solution_text, stub_text, write_module
+
+
+@pytest.fixture(autouse=True)
+def wide_plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def run(capsys, command, *argv):
+    code = command.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def all_passed_but(root, exercise_name, part_name):
+    """A progress file in which every graded part passes except one."""
+    saved = state.State()
+    for exercise in registry.all_exercises():
+        for part in exercise.parts:
+            status = "failed" if (exercise.name, part.name) == (exercise_name, part_name) \
+                else "passed"
+            saved.record(exercise.name, part.name, status, 1, 1)
+    state.save(root, saved)
+
+
+# --- progress and the state file --------------------------------------------------------------
+
+def test_progress_lists_every_lesson_in_order_and_the_next_step(tmp_path, capsys):
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert code == 0
+    positions = [out.index(lesson.title[:20]) for lesson in course.LESSONS]
+    assert positions == sorted(positions)
+    assert "Next: Read lessons/" in out
+
+
+def test_progress_shows_the_grades_of_the_last_check(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "python"]) == 0
+    capsys.readouterr()
+    code, out = run(capsys, progress, "--root", str(tmp_path), "--json")
+    document = json.loads(out)
+    lesson_04 = next(row for row in document["lessons"] if row["lesson"] == "04")
+    assert lesson_04["parts"]["python"]["status"] == "passed"
+    assert lesson_04["parts"]["python"]["passed"] == lesson_04["parts"]["python"]["total"] == 11
+
+
+def test_corrupted_state_file_is_set_aside_not_fatal(tmp_path, capsys):
+    path = state.state_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text("{not json", encoding="utf-8")
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert code == 0
+    assert "the progress file could not be read" in out
+    assert not path.exists()
+    assert any(p.name.startswith("progress.json.unreadable-") for p in path.parent.iterdir())
+
+
+def test_foreign_state_file_is_set_aside_too(tmp_path):
+    path = state.state_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format": 99, "grades": []}), encoding="utf-8")
+    loaded = state.load(tmp_path)
+    assert loaded.grades == {} and "could not be read" in loaded.note
+
+
+def test_deleting_the_state_file_loses_nothing_rechecking_cannot_rebuild(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    check.main(["softmax", "--root", str(tmp_path), "--part", "python"])
+    state.state_path(tmp_path).unlink()
+    check.main(["softmax", "--root", str(tmp_path), "--part", "python"])
+    capsys.readouterr()
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+
+
+def test_check_without_a_name_checks_the_next_unfinished_exercise(tmp_path, capsys):
+    all_passed_but(tmp_path, "softmax", "python")
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    assert check.next_unfinished(state.load(tmp_path)).name == "softmax"
+    code, out = run(capsys, check, "--root", str(tmp_path), "--part", "python")
+    assert code == 0
+    assert "check softmax" in out
+
+
+def test_check_all_covers_every_exercise_in_one_json_document(tmp_path, capsys):
+    code, out = run(capsys, check, "--all", "--json", "--root", str(tmp_path))
+    document = json.loads(out)
+    assert code == 1 and document["ok"] is False
+    names = [e["exercise"] for e in document["exercises"]]
+    assert names == [e.name for e in registry.all_exercises()]
+    assert all(e["import_problem"]["kind"] == "missing-file" for e in document["exercises"])
+
+
+def test_check_json_reports_cases_verdicts_and_causes(tmp_path, capsys):
+    write_module(tmp_path, "softmax", f"{solution_text('softmax')}\n\n"
+                 "def softmax_python(values):\n    return [math.exp(v) for v in values]\n")
+    code, out = run(capsys, check, "softmax", "--json", "--part", "python", "--root",
+                    str(tmp_path))
+    document = json.loads(out)
+    assert code == 1 and document["ok"] is False
+    (part,) = document["parts"]
+    assert part["status"] == "failed" and part["total"] == 11
+    worked = next(c for c in part["cases"] if c["name"] == "worked example")
+    assert worked["status"] == "failed" and worked["bug"] == "exp-only"
+    assert worked["expected"].startswith("[0.090030573")
+
+
+# --- hints ------------------------------------------------------------------------------------
+
+def test_hints_come_in_levels_and_are_remembered(tmp_path, capsys):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    hints = registry.find("softmax").part("python").hints
+    for level in range(1, len(hints) + 2):
+        code, out = run(capsys, check, "softmax", "--hint", "--root", str(tmp_path))
+        shown = min(level, len(hints))
+        assert code == 0
+        assert f"Hint {shown} of {len(hints)}" in out
+        assert hints[shown - 1][:40] in out
+    assert "That is the last hint" in out
+
+
+def test_a_failing_case_points_at_the_hint_that_helps(tmp_path, capsys):
+    write_module(tmp_path, "softmax", f"{solution_text('softmax')}\n\n"
+                 "def softmax_python(values):\n"
+                 "    total = sum(math.exp(v) for v in values)\n"
+                 "    return [math.exp(v) / total for v in values]\n")
+    code, out = run(capsys, check, "softmax", "--part", "python", "--root", str(tmp_path))
+    assert "hint 2 of 4 helps with this: python -m learning.check softmax --part python --hint" \
+        in out
+    for _ in range(2):
+        run(capsys, check, "softmax", "--hint", "--root", str(tmp_path))
+    code, out = run(capsys, check, "softmax", "--part", "python", "--root", str(tmp_path))
+    assert "hint 2: shifted = [v - maximum for v in values]" in out
+
+
+# --- reset ------------------------------------------------------------------------------------
+
+def test_reset_backs_up_the_learners_file_then_restores_the_stub(tmp_path, capsys):
+    mine = solution_text("softmax") + "\n# my notes\n"
+    write_module(tmp_path, "softmax", mine)
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    assert code == 0
+    assert (tmp_path / "softmax.py").read_text() == stub_text("softmax")
+    backups = list((tmp_path / ".course-state" / "backups").iterdir())
+    assert len(backups) == 1 and backups[0].read_text() == mine
+    assert str(backups[0]) in out.replace("\n", "")
+
+
+def test_reset_without_yes_and_without_a_terminal_changes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))
+    write_module(tmp_path, "softmax", "mine\n")
+    code, out = run(capsys, reset, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert (tmp_path / "softmax.py").read_text() == "mine\n"
+    assert "left as it is" in out
+
+
+def test_reset_twice_keeps_both_backups(tmp_path, capsys):
+    for version in ("first\n", "second\n"):
+        write_module(tmp_path, "softmax", version)
+        assert reset.main(["softmax", "--yes", "--root", str(tmp_path)]) == 0
+    backups = sorted(p.read_text() for p in (tmp_path / ".course-state" / "backups").iterdir())
+    assert backups == ["first\n", "second\n"]
+
+
+def test_reset_of_an_unchanged_stub_does_nothing(tmp_path, capsys):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    assert code == 0 and "nothing to do" in out
+    assert not (tmp_path / ".course-state").exists()
+
+
+# --- solution ---------------------------------------------------------------------------------
+
+def test_solution_refuses_before_the_exercise_passes_and_says_why(tmp_path, capsys):
+    code, out = run(capsys, solution, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "opens once every part passes" in out and "python: not checked yet" in out
+    assert "def softmax_kernel" not in out
+
+
+def test_solution_opens_after_a_passing_check_or_with_force(tmp_path, capsys):
+    code, out = run(capsys, solution, "softmax", "--force", "--root", str(tmp_path))
+    assert code == 0 and "def softmax_kernel" in out
+    all_passed_but(tmp_path, "nothing", "none")
+    code, out = run(capsys, solution, "softmax", "--root", str(tmp_path))
+    assert code == 0 and "def softmax_python" in out
+
+
+# --- doctor -----------------------------------------------------------------------------------
+
+def test_doctor_reports_versions_mode_and_runs_a_kernel(capsys):
+    code, out = run(capsys, doctor)
+    assert code == 0, out
+    for name in ("Python", "torch", "triton", "numpy", "rich"):
+        assert f"ok   {name}:" in out
+    assert "tiny kernel: ran correctly" in out
+
+
+def test_doctor_says_what_to_fix_when_numpy_is_missing(capsys, monkeypatch):
+    real = doctor.importlib.metadata.version
+
+    def version(name):
+        if name == "numpy":
+            raise doctor.importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(doctor.importlib.metadata, "version", version)
+    code, out = run(capsys, doctor)
+    assert code == 1
+    assert "FIX  numpy: not installed" in out
+    assert "Triton's interpreter needs numpy" in out
+
+
+def test_doctor_flags_an_old_python(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 9, 18))
+    finding = doctor.check_python()
+    assert not finding.ok and "3.10 or newer" in finding.fix
+
+
+# --- bad arguments ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, argv, message", [
+    (reset, ["sofmax"], "did you mean 'softmax'?"),
+    (solution, ["sofmax"], "did you mean 'softmax'?"),
+    (progress, ["--bogus"], "unrecognized arguments: --bogus"),
+    (check, ["softmax", "--all"], "give an exercise name or --all, not both"),
+    (doctor, ["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_arguments_get_one_line_and_status_2(capsys, command, argv, message):
+    code, out = run(capsys, command, *argv)
+    assert code == 2 and message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+# --- watch ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["--poll", None])
+def test_watch_rechecks_on_save_and_stops_cleanly_on_ctrl_c(tmp_path, method):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    command = [sys.executable, "-m", "learning.watch", "softmax", "--part", "python",
+               "--root", str(tmp_path)] + ([method] if method else [])
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(COURSE_ROOT))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env)
+    try:
+        seen = _read_until(process, "waiting for you to save", 120)
+        assert "not started" in seen
+        time.sleep(1.0)
+        write_module(tmp_path, "softmax", solution_text("softmax"))
+        seen = _read_until(process, "waiting for you to save", 120)
+        assert "Grade: Python 11/11" in seen
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert "stopped watching" in rest and "Traceback" not in rest
+
+
+def _read_until(process, marker: str, seconds: float) -> str:
+    deadline = time.monotonic() + seconds
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return "".join(lines)
+    raise AssertionError(f"no {marker!r} within {seconds} s; got:\n{''.join(lines)}")
