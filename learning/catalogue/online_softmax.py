@@ -1,0 +1,210 @@
+"""Other online softmaxes: the mistakes workshop A1 warns about, and correct ones in other
+styles."""
+
+from learning.catalogue import Version
+
+PYTHON = (
+    Version("no rescaling when the maximum grows", "python", "no-rescale", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+    Version("one pair per row, no rescaling", "python", "no-rescale", '''
+        def online_softmax_python(values, block):
+            m, s = -math.inf, 0.0
+            for start in range(0, len(values), block):
+                chunk = values[start:start + block]
+                m = max(m, max(chunk))
+                ref = 0.0 if m == -math.inf else m
+                s += sum(math.exp(x - ref) for x in chunk)
+            return [math.exp(x - m) / s for x in values]
+    '''),
+    Version("no -inf guard", "python", "no-guard", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    s[lane] = s[lane] * math.exp(m[lane] - m_new) + math.exp(x - m_new)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+    Version("lanes added without rescaling", "python", "no-combine-rescale", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s)
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+    Version("loop stops before the partial chunk", "python", "loop-bound", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values) - block + 1, block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+)
+
+# The Triton versions replace the kernel's first pass (or its padding) and keep the rest.
+_HEAD = '''
+        @triton.jit
+        def online_softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride,
+                                  n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            x_row = input_ptr + row * input_row_stride
+            y_row = output_ptr + row * output_row_stride
+            lanes = tl.arange(0, BLOCK)
+            m = tl.full([BLOCK], -float("inf"), tl.float32)
+            s = tl.zeros([BLOCK], tl.float32)
+'''
+_TAIL = '''
+            row_max = tl.max(m, axis=0)
+            total = tl.sum(s * tl.exp(m - row_max), axis=0)
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                mask = offsets < n_cols
+                x = tl.load(x_row + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+                tl.store(y_row + offsets, tl.exp(x - row_max) / total, mask=mask)
+'''
+
+
+def _kernel(first_pass: str, tail: str = _TAIL) -> str:
+    return _HEAD + first_pass + tail
+
+
+TRITON = (
+    Version("no rescaling when the maximum grows", "triton", "no-rescale", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s + tl.exp(x - ref)
+                m = m_new
+    ''')),
+    Version("no -inf guard", "triton", "no-guard", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+                m = m_new
+    ''')),
+    Version("lanes added without rescaling", "triton", "no-combine-rescale", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''', _TAIL.replace("tl.sum(s * tl.exp(m - row_max), axis=0)", "tl.sum(s, axis=0)"))),
+    Version("first pass stops before the partial chunk", "triton", "loop-bound", _kernel('''
+            for start in range(0, n_cols - BLOCK + 1, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''')),
+    Version("both passes stop before the partial chunk", "triton", "block-too-small", _kernel('''
+            for start in range(0, n_cols - BLOCK + 1, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''', _TAIL.replace("range(0, n_cols, BLOCK)", "range(0, n_cols - BLOCK + 1, BLOCK)"))),
+    Version("offsets not advanced", "triton", "not-advanced", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = lanes  # the step moves on, the offsets do not
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''')),
+    Version("padding loads 0", "triton", "zero-padding", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols, other=0.0).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''')),
+)
+
+WRONG = PYTHON + TRITON
+
+RIGHT = (
+    Version("one running pair per row", "python", None, '''
+        def online_softmax_python(values, block):
+            m, s = -math.inf, 0.0
+            for start in range(0, len(values), block):
+                chunk = values[start:start + block]
+                m_new = max(m, max(chunk))
+                ref = 0.0 if m_new == -math.inf else m_new
+                s = s * math.exp(m - ref) + sum(math.exp(x - ref) for x in chunk)
+                m = m_new
+            return [math.exp(x - m) / s for x in values]
+    '''),
+    Version("one running pair per row, reduced every chunk", "triton", None, '''
+        @triton.jit
+        def online_softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride,
+                                  n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            x_row = input_ptr + row * input_row_stride
+            y_row = output_ptr + row * output_row_stride
+            lanes = tl.arange(0, BLOCK)
+            m = -float("inf")
+            s = 0.0
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, tl.max(x, axis=0))
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.sum(tl.exp(x - ref), axis=0)
+                m = m_new
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                mask = offsets < n_cols
+                x = tl.load(x_row + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+                tl.store(y_row + offsets, tl.exp(x - m) / s, mask=mask)
+    '''),
+)

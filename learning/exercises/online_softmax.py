@@ -1,0 +1,288 @@
+"""The online softmax workshop (A1): its cases, the bugs they catch, and the references.
+
+Each case passes the chunk width ``block`` next to the row, so that the interpreter runs the
+kernel's loop many times on small rows; the widest rows run on a GPU only.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+from learning.compare import same_as
+from learning.exercises.softmax import reference_rows
+from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.tensors import TensorSpec
+
+
+def _np():
+    import numpy as np
+
+    return np
+
+
+def reference(x, block):
+    """Softmax over the last axis in float64; the chunk width does not change the answer."""
+    return reference_rows(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# The online recurrence in NumPy, with switches for the mistakes the workshop warns about, so
+# that the grader can recognise a buggy kernel's output.
+
+
+def simulate(x, block, *, per_lane=True, rescale=True, guard=True, combine=True,
+             full_chunks_only=False, advance=True, padded=True, pad_value=-math.inf):
+    """Softmax by the two-pass online scheme, possibly with one of its known mistakes.
+
+    ``per_lane`` keeps one running pair per lane (the kernel) or one per row (a scalar loop);
+    ``padded`` says whether the lanes past the end of the last chunk take part (a kernel's
+    masked load gives them ``pad_value``) or are skipped (a Python slice).
+    """
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    rows = np.atleast_2d(x)
+    n_rows, n = rows.shape
+    n_chunks = n // block if full_chunks_only else -(-n // block)
+    width = max(n_chunks, 1) * block + block
+    wide = np.full((n_rows, width), pad_value)
+    wide[:, :n] = rows
+    present = np.zeros(width, dtype=bool)
+    present[:n] = True
+    shape = (n_rows, block) if per_lane else (n_rows, 1)
+    m = np.full(shape, -np.inf)
+    s = np.zeros(shape)
+    for chunk in range(n_chunks):
+        start = chunk * block if advance else 0
+        live = present[start:start + block] | padded  # the lanes that take part in this step
+        values = np.where(live, wide[:, start:start + block], -np.inf)
+        chunk_max = values if per_lane else values.max(axis=1, keepdims=True)
+        m_new = np.maximum(m, chunk_max)
+        ref = np.where(m_new == -np.inf, 0.0, m_new) if guard else m_new
+        terms = np.where(live, np.exp(values - ref), 0.0)
+        kept = s * np.exp(m - ref) if rescale else s
+        if per_lane:
+            s = np.where(live, kept + terms, s)
+            m = np.where(live, m_new, m)
+        else:
+            s = kept + terms.sum(axis=1, keepdims=True)
+            m = m_new
+    row_max = m.max(axis=1, keepdims=True)
+    total = (s * np.exp(m - row_max) if combine else s).sum(axis=1, keepdims=True)
+    out = np.exp(rows - row_max) / total
+    return out.reshape(x.shape)
+
+
+_LOOSE = {"atol": 2e-5, "rtol": 1e-3}  # FP32 kernels against the recurrence in float64
+
+
+def _any_of(variants, **tolerance):
+    """A detect that matches the output of any of ``variants`` (keyword sets for simulate)."""
+    detects = [same_as(partial(simulate, **variant), **tolerance) for variant in variants]
+    return lambda got, args, want: any(detect(got, args, want) for detect in detects)
+
+
+def _bugs(padded: bool, tolerance: dict) -> tuple[Bug, ...]:
+    both = ({"per_lane": True, "padded": padded}, {"per_lane": False, "padded": padded})
+    lanes = ({"per_lane": True, "padded": padded},)
+    return (
+        Bug("no-guard", "a lane (or a row) that has seen only -inf computes exp((-inf) - (-inf)) "
+            "= NaN when it rescales: measure from 0 while the maximum is still -inf, "
+            "ref = where(m_new == -inf, 0, m_new)",
+            _any_of([dict(v, guard=False) for v in both], **tolerance)),
+        Bug("no-rescale", "when the running maximum grows, the sum so far is measured from the "
+            "old maximum: multiply it by exp(m_old - m_new) before adding the new terms",
+            _any_of([dict(v, rescale=False) for v in both], **tolerance)),
+        Bug("no-combine-rescale", "each lane's sum is measured from that lane's own maximum: "
+            "scale it by exp(m_k - row_max) before adding the lanes together",
+            _any_of([dict(v, combine=False) for v in lanes], **tolerance)),
+        Bug("loop-bound", "the first pass stops before the last, partial chunk: loop over "
+            "range(0, n_cols, BLOCK) and mask the chunk, so that its values count too",
+            _any_of([dict(v, full_chunks_only=True) for v in both], **tolerance)),
+        Bug("not-advanced", "every step of the loop reads the first chunk again: the offsets "
+            "must start at the loop's position, start + tl.arange(0, BLOCK)",
+            _any_of([dict(v, advance=False) for v in both], **tolerance)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 1: online_softmax_python(values, block) on a list.
+
+WORKED_ROW = (1.0, -math.inf, 3.0, 0.0, 4.0, -math.inf, 2.0, 6.0, 5.0, 1.0)
+WORKED_BLOCK = 4
+
+PYTHON_BUGS = _bugs(padded=False, tolerance={}) + (
+    Bug("no-shift", "exp overflows past about 709: every exponential must be measured from "
+        "the running maximum"),
+    Bug("wrong-length", "every input needs exactly one output"),
+    Bug("wrong-values", "the values are wrong: run python -m learning.explain online_softmax "
+        "and compare your running maximum and sum with its trace, chunk by chunk"),
+)
+
+
+def _row(values, block):
+    return lambda: ([float(v) for v in values], block)
+
+
+def _seeded(seed: int, n: int, block: int, scale: float = 3.0):
+    def make():
+        import random
+
+        rng = random.Random(seed)
+        return ([round(rng.uniform(-scale, scale), 6) for _ in range(n)], block)
+
+    return make
+
+
+PYTHON_CASES = (
+    Case("worked example", "the row explain traces, in chunks of 4: lane 1 sees -inf twice "
+         "before a number", _row(WORKED_ROW, WORKED_BLOCK), catches=("no-guard",)),
+    Case("[1, 2, 3], block 2", "a last chunk of one value still counts",
+         _row([1, 2, 3], 2), catches=("loop-bound",)),
+    Case("rising row", "0, 1, ..., 19 in chunks of 4: the maximum grows in every chunk",
+         _row(range(20), 4), catches=("no-rescale",)),
+    Case("shorter than a block", "three values, block 8: one partial chunk is the whole row",
+         _row([0.5, 1.5, -2.0], 8), catches=("loop-bound",)),
+    Case("-inf first", "a first chunk of only -inf (masked scores) must leave the sum at 0",
+         _row([-math.inf] * 3 + [2.0, 1.0, 0.0], 3), catches=("no-guard",)),
+    Case("lanes far apart", "0 and 10 alternating, block 2: the two lanes have maxima 0 and 10",
+         _row([0.0, 10.0] * 5, 2), catches=("no-combine-rescale",)),
+    Case("large values", "1000 and up: every exponential is measured from a maximum",
+         _row([1000.0 + i for i in range(9)], 4), catches=("no-shift",)),
+    Case("single element", "[42] in a block of 4: probability 1", _row([42.0], 4),
+         catches=("wrong-length",)),
+    Case("long row", "1000 values in chunks of 64: sixteen chunks, the last one partial",
+         _seeded(3, 1000, 64), catches=("loop-bound",)),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Part 2: online_softmax_triton(x, block) on a 2-D tensor, one program per row.
+
+
+def _tensor(seed: int, rows: int, cols: int, block: int, *, dtype: str = "float32",
+            layout: str = "contiguous", transform=None):
+    def make():
+        np = _np()
+        values = np.random.default_rng(seed).standard_normal((rows, cols))
+        if transform is not None:
+            values = transform(values, np.random.default_rng(seed + 1))
+        return (TensorSpec(values, dtype=dtype, layout=layout), block)
+
+    return make
+
+
+def _rising(x, rng):
+    np = _np()
+    return np.linspace(0.0, 30.0, x.shape[1])[None, :] + 0.1 * x
+
+
+def _minus_inf_start(x, rng):
+    x = x.copy()
+    x[:, :100] = -math.inf
+    return x
+
+
+def _scattered_minus_inf(x, rng):
+    x = x.copy()
+    x[rng.random(x.shape) < 0.3] = -math.inf
+    x[:, -1] = 0.5  # every row keeps a finite score
+    return x
+
+
+def _one_row_all_minus_inf(x, rng):
+    x = x.copy()
+    x[1, :] = -math.inf
+    return x
+
+
+def _spread(x, rng):
+    return 10.0 * x
+
+
+def _large(x, rng):
+    return 100.0 * x + 1000.0
+
+
+def _all_negative(x, rng):
+    return -1.0 - 4.0 * rng.random(x.shape)
+
+
+FP32 = Tolerance(atol=1e-6, rtol=3e-5)
+FP16 = Tolerance(atol=1e-3, rtol=1e-2)
+BF16 = Tolerance(atol=4e-3, rtol=2e-2)
+
+TRITON_BUGS = _bugs(padded=True, tolerance=_LOOSE) + (
+    Bug("zero-padding", "the last chunk's padded lanes read 0 (other=0, or no other), which "
+        "joins the maximum and the sum: load with other=-float('inf')",
+        same_as(partial(simulate, pad_value=0.0), **_LOOSE)),
+    Bug("no-shift", "exp overflows FP32 just past 88: every exponential must be measured from "
+        "the running maximum"),
+    Bug("all-minus-inf", "a row of only -inf has no softmax: like torch.softmax, return NaN "
+        "there rather than a made-up value"),
+    Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
+        "r * x.stride(0)"),
+    Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel"),
+    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
+        "load and store in the output's dtype"),
+    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32"),
+)
+
+TRITON_CASES = (
+    Case("width 1000, BLOCK 64", "sixteen chunks, the last one 40 columns wide",
+         _tensor(1, 3, 1000, 64), catches=("loop-bound", "not-advanced")),
+    Case("rising rows", "values rising along the row: every lane's maximum grows at every "
+         "chunk", _tensor(2, 2, 640, 64, transform=_rising), catches=("no-rescale",)),
+    Case("narrower than BLOCK", "width 5 in a block of 16: eleven lanes never see a number, "
+         "only -inf padding", _tensor(3, 2, 5, 16), catches=("no-guard",)),
+    Case("-inf at the start", "the first 100 columns masked (-inf): every lane starts with "
+         "-inf", _tensor(4, 2, 500, 32, transform=_minus_inf_start), catches=("no-guard",)),
+    Case("scattered -inf", "a third of the scores masked, anywhere in the row",
+         _tensor(5, 3, 300, 32, transform=_scattered_minus_inf), catches=("no-guard",)),
+    Case("all -inf row", "a row of only -inf has no softmax: NaN there, as torch.softmax "
+         "gives, and the other rows unharmed",
+         _tensor(6, 3, 300, 64, transform=_one_row_all_minus_inf), catches=("all-minus-inf",)),
+    Case("lanes far apart", "10·x: the lanes end with maxima several units apart",
+         _tensor(7, 3, 400, 32, transform=_spread), catches=("no-combine-rescale",)),
+    Case("large values", "100·x + 1000: exp overflows FP32 unless measured from the maximum",
+         _tensor(8, 2, 300, 64, transform=_large), catches=("no-shift",)),
+    Case("all-negative rows", "values in [-5, -1], width 781 in chunks of 128: zero padding "
+         "would become the maximum", _tensor(9, 2, 781, 128, transform=_all_negative),
+         catches=("zero-padding",)),
+    Case("many rows", "20 rows of 100, chunks of 32: each program finds its own row",
+         _tensor(10, 20, 100, 32), catches=("row-offset",)),
+    Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
+         _tensor(11, 4, 200, 64, layout="row-strided"), catches=("row-stride",)),
+    Case("column slice", "x[:, :150] of a wider tensor: the row stride is not n_cols",
+         _tensor(12, 3, 150, 64, layout="column-slice"), catches=("row-stride",)),
+    Case("single column", "width 1 in a block of 16: the output is exactly 1",
+         _tensor(13, 3, 1, 16), catches=("no-guard",)),
+    Case("float16", "float16 storage, FP32 arithmetic, float16 output",
+         _tensor(14, 3, 700, 64, dtype="float16"), catches=("fp16",), tolerance=FP16),
+    Case("2**20 columns", "two rows of 1,048,576 in chunks of 4096 (GPU only)",
+         _tensor(15, 2, 2**20, 4096), catches=("loop-bound",), gpu_only=True),
+    Case("2**20 - 1 columns, -inf start", "a partial last chunk and a masked start on the "
+         "widest rows (GPU only)", _tensor(16, 2, 2**20 - 1, 4096, transform=_minus_inf_start),
+         catches=("no-guard",), gpu_only=True),
+    Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
+         _tensor(17, 4, 5000, 1024, dtype="bfloat16"), catches=("bf16",), tolerance=BF16,
+         gpu_only=True),
+    Case("many wide rows", "32 rows of 65,537 in chunks of 2048 (GPU only)",
+         _tensor(18, 32, 65_537, 2048), catches=("row-offset",), gpu_only=True),
+)
+
+EXERCISE = Exercise(
+    name="online_softmax",
+    title="Online softmax: rows wider than a block",
+    lessons=("A1-online-softmax.md",),
+    parts=(
+        Part("python", "online_softmax_python: the recurrence on a list, chunk by chunk",
+             lesson="A1", function="online_softmax_python", reference=reference,
+             cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
+             returns="list"),
+        Part("triton", "online_softmax_triton: one program per row, BLOCK columns at a time",
+             lesson="A1", function="online_softmax_triton", reference=reference,
+             cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
+             needs_kernels=True),
+    ),
+)

@@ -1,0 +1,120 @@
+"""The online softmax workshop: the reference passes, the stub is not started, every catalogued
+version gets the verdict it must get, and explain traces the running maximum and sum."""
+
+import math
+
+import pytest
+
+from learning import explain
+from learning.catalogue import versions
+from learning.exercises.online_softmax import EXERCISE, reference, simulate
+from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+
+NAME = "online_softmax"
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+def test_reference_solution_passes_every_case(tmp_path):
+    result = grade_text(tmp_path, NAME, solution_text(NAME))
+    assert result.ok
+    for part in result.parts:
+        assert part.status == "passed", part.part.name
+        assert all(c.verdict.status in ("passed", "skipped") for c in part.cases)
+
+
+def test_stub_reports_not_started_for_both_parts(tmp_path):
+    result = grade_text(tmp_path, NAME, stub_text(NAME))
+    assert [p.status for p in result.parts] == ["not-started", "not-started"]
+    assert not result.ok
+
+
+def test_the_learner_file_at_the_course_root_is_the_stub():
+    assert (COURSE_ROOT / f"{NAME}.py").read_text() == stub_text(NAME)
+    assert "raise NotImplementedError" in stub_text(NAME)
+
+
+@pytest.mark.parametrize("width, block", [(10, 4), (1000, 64), (5, 16), (1, 4), (64, 64)])
+def test_the_recurrence_without_mistakes_is_softmax(width, block):
+    import numpy as np
+
+    x = np.random.default_rng(width).standard_normal((3, width))
+    x[0, : width // 2] = -math.inf
+    for per_lane in (True, False):
+        for padded in (True, False):
+            got = simulate(x, block, per_lane=per_lane, padded=padded)
+            np.testing.assert_allclose(got, reference(x, block), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("version", versions(NAME), ids=lambda v: f"{v.part}: {v.name}")
+def test_catalogued_version_gets_its_verdict(tmp_path, version):
+    result = grade_text(tmp_path, NAME, version.module_text(NAME), [version.part])
+    (part,) = result.parts
+    if version.bug is None:
+        failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status
+                    not in ("passed", "skipped")}
+        assert part.status == "passed", failures
+    else:
+        assert part.status == "failed"
+        assert version.bug in failing_bugs(part), failing_bugs(part)
+
+
+def test_every_case_declares_a_purpose_and_a_known_bug():
+    for part in EXERCISE.parts:
+        keys = {bug.key for bug in part.bugs}
+        for case in part.cases:
+            assert case.purpose and case.catches, case.name
+            assert set(case.catches) <= keys, (part.name, case.name, case.catches)
+
+
+def test_every_declared_bug_is_caught_by_some_catalogued_version():
+    from learning.compare import COMMON_BUGS
+
+    named = {v.bug for v in versions(NAME) if v.bug}
+    declared = {bug.key for part in EXERCISE.parts for bug in part.bugs}
+    # Bugs without a catalogued version are there only as the fallback cause of a case.
+    fallbacks = {"no-shift", "all-minus-inf", "row-offset", "row-stride", "fp16", "bf16",
+                 "wrong-length", "wrong-values"}
+    assert declared - named <= fallbacks, declared - named - fallbacks
+    assert named <= declared | set(COMMON_BUGS)
+
+
+# ---------------------------------------------------------------------------------------------
+# explain online_softmax
+
+
+@pytest.fixture
+def plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def run_explain(capsys, *argv):
+    code = explain.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_explain_traces_the_rescaling_and_the_guard(capsys, plain_console):
+    code, out = run_explain(capsys, NAME)
+    assert code == 0
+    assert "in chunks of 4" in out
+    # lane 0 sees 1, then 4: its sum 1 is rescaled by exp(1 - 4) and gains exp(0)
+    assert f"{math.exp(-3):.9f}" in out and f"{1 + math.exp(-3):.9f}" in out
+    # the row's denominator, from the lanes and directly
+    row = [1, 3, 0, 4, 2, 6, 5, 1]
+    total = sum(math.exp(x - 6) for x in row)
+    assert out.count(f"{total:.9f}") >= 2
+    assert "padding" in out and "nan" not in out
+
+
+def test_explain_takes_the_learners_row(capsys, plain_console):
+    code, out = run_explain(capsys, NAME, "--input", "0,0")
+    assert code == 0
+    assert "in chunks of 2" in out and "0.500000000" in out
+
+
+def test_explain_rejects_bad_input_in_one_line(capsys, plain_console):
+    code, out = run_explain(capsys, NAME, "--input", "1,x")
+    assert code == 2
+    assert "--input: 'x' is not a number" in out
+    assert len(out.strip().splitlines()) == 1
