@@ -271,6 +271,28 @@ TRITON_CASES = (
          _tensor(18, 32, 65_537, 2048), catches=("row-offset",), gpu_only=True),
 )
 
+PYTHON_HINTS = (
+    "Compare with python -m learning.explain online_softmax: its m after and s after columns "
+    "are your m[k] and s[k], chunk by chunk.",
+    "m = [-math.inf] * block; s = [0.0] * block; for start in range(0, len(values), block): "
+    "for lane, x in enumerate(values[start:start + block]): ...",
+    "m_new = max(m[lane], x); ref = 0.0 if m_new == -math.inf else m_new; s[lane] = s[lane] * "
+    "math.exp(m[lane] - ref) + math.exp(x - ref); m[lane] = m_new.",
+    "M = max(m); S = sum(s_k * math.exp(m_k - M) for m_k, s_k in zip(m, s)); return "
+    "[math.exp(x - M) / S for x in values].",
+)
+
+TRITON_HINTS = (
+    "Write the Python part first: the kernel is the same recurrence with m and s as blocks of "
+    "BLOCK lanes.",
+    "m = tl.full([BLOCK], -float('inf'), tl.float32); s = tl.zeros([BLOCK], tl.float32); for "
+    "start in range(0, n_cols, BLOCK): offsets = start + tl.arange(0, BLOCK).",
+    "Load with mask=offsets < n_cols, other=-float('inf'), convert to float32; m_new = "
+    "tl.maximum(m, x); ref = tl.where(m_new == -float('inf'), 0.0, m_new).",
+    "s = s * tl.exp(m - ref) + tl.exp(x - ref); m = m_new. After the loop: M = tl.max(m, "
+    "axis=0), S = tl.sum(s * tl.exp(m - M), axis=0); a second loop stores tl.exp(x - M) / S.",
+)
+
 EXERCISE = Exercise(
     name="online_softmax",
     title="Online softmax: rows wider than a block",
@@ -279,10 +301,10 @@ EXERCISE = Exercise(
         Part("python", "online_softmax_python: the recurrence on a list, chunk by chunk",
              lesson="A1", function="online_softmax_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
-             returns="list"),
+             returns="list", hints=PYTHON_HINTS),
         Part("triton", "online_softmax_triton: one program per row, BLOCK columns at a time",
              lesson="A1", function="online_softmax_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True),
+             needs_kernels=True, hints=TRITON_HINTS),
     ),
 )

@@ -346,6 +346,33 @@ AUTOGRAD_CASES = (
          _scores(7, 4, 200, dtype="float16"), catches=("fp16",), tolerance=FP16),
 )
 
+PYTHON_HINTS = (
+    "Two steps: one reduction over the row, then one elementwise pass.",
+    "The reduction is the dot product dot = sum(a * b for a, b in zip(y, dy)).",
+    "Return [a * (b - dot) for a, b in zip(y, dy)]: a new list, with y and dy left as they were.",
+)
+
+TRITON_HINTS = (
+    "Start from your lesson 08 kernel: row = tl.program_id(0), offsets = tl.arange(0, BLOCK), "
+    "mask = offsets < n_cols.",
+    "Each tensor starts its row at its own stride: y_ptr + row * y_row_stride, dy_ptr + row * "
+    "dy_row_stride, dx_ptr + row * dx_row_stride.",
+    "Load y and dy with mask=mask, other=0.0: 0 is the identity of the sum. Then, if y.dtype != "
+    "tl.float64, convert both to tl.float32.",
+    "dot = tl.sum(y * dy, axis=0); store y * (dy - dot) with the mask. In the launcher: dx = "
+    "torch.empty_like(y), BLOCK = triton.next_power_of_2(n_cols), grid (n_rows,).",
+)
+
+AUTOGRAD_HINTS = (
+    "softmax_forward_kernel is your lesson 08 kernel with the float64 exception of the backward "
+    "kernel: if x.dtype != tl.float64, convert to tl.float32.",
+    "forward: allocate y, launch one program per row, ctx.save_for_backward(y), return y.",
+    "backward: (y,) = ctx.saved_tensors; make dy contiguous if dy.stride(1) != 1; return "
+    "softmax_backward_triton(y, dy).",
+    "softmax_gradient: leaf = x.detach().clone().requires_grad_(True); "
+    "SoftmaxFunction.apply(leaf).backward(dy); return leaf.grad.",
+)
+
 EXERCISE = Exercise(
     name="softmax_backward",
     title="The softmax backward pass: derive it, write the kernel, wire it to autograd",
@@ -354,14 +381,14 @@ EXERCISE = Exercise(
         Part("python", "softmax_backward_python: one row in plain Python", lesson="11",
              function="softmax_backward_python", reference=reference_backward,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
-             returns="list"),
+             returns="list", hints=PYTHON_HINTS),
         Part("triton", "softmax_backward_triton: one program per row", lesson="11",
              function="softmax_backward_triton", reference=reference_backward,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True),
+             needs_kernels=True, hints=TRITON_HINTS),
         Part("autograd", "softmax_gradient: SoftmaxFunction's gradient through .backward()",
              lesson="11", function="softmax_gradient", reference=reference_gradient,
              cases=AUTOGRAD_CASES, tolerance=FP32, bugs=AUTOGRAD_BUGS, returns="tensor",
-             needs_kernels=True),
+             needs_kernels=True, hints=AUTOGRAD_HINTS),
     ),
 )
