@@ -4,6 +4,8 @@ import importlib
 
 TOPICS = {
     "softmax": "learning.explainers.softmax",
+    "elementwise": "learning.explainers.elementwise",
+    "reductions": "learning.explainers.reductions",
     "softmax_backward": "learning.explainers.softmax_backward",
     "online_softmax": "learning.explainers.online_softmax",
 }

@@ -1,0 +1,264 @@
+"""The reductions exercise (lessons 03 and 07): a pairwise tree padded with the reduction's
+identity, then rows centred in Triton with masked loads whose ``other`` is that identity."""
+
+from __future__ import annotations
+
+import math
+
+from learning.compare import same_as
+from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.tensors import TensorSpec
+
+IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}
+COMBINE = {"sum": lambda a, b: a + b, "max": max, "min": min, "product": lambda a, b: a * b}
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 03: tree_reduce(values, op) returns every level of the tree, compared exactly.
+
+
+def tree(values, op, pad=None, halves=False):
+    """The levels of a pairwise tree; ``pad`` and ``halves`` reproduce two known mistakes."""
+    width = 1
+    while width < len(values):
+        width *= 2
+    fill = IDENTITY[op] if pad is None else pad
+    level = [float(v) for v in values] + [fill] * (width - len(values))
+    levels = [level]
+    while len(level) > 1:
+        half = len(level) // 2
+        pairs = [(level[i], level[i + half]) for i in range(half)] if halves else \
+            [(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        level = [COMBINE[op](a, b) for a, b in pairs]
+        levels.append(level)
+    return levels
+
+
+def reference_tree(values, op):
+    return tree(values, op)
+
+
+def _padded_with(value, ops):
+    def detect(got, args, want) -> bool:
+        values, op = args
+        return op in ops and got == tree(values, op, pad=value) != want
+
+    return detect
+
+
+def _swapped(got, args, want) -> bool:
+    values, op = args
+    other = {"max": math.inf, "min": -math.inf}.get(op)
+    return other is not None and got == tree(values, op, pad=other) != want
+
+
+def _unpadded(got, args, want) -> bool:
+    values, _ = args
+    return (isinstance(got, list) and len(got) > 0 and got[0] == [float(v) for v in values]
+            and len(values) != len(want[0]))
+
+
+def _halves(got, args, want) -> bool:
+    return got == tree(*args, halves=True) != want
+
+
+def _result_only(got, args, want) -> bool:
+    result = want[-1][0]
+    return got == result or got == [result] or got == [[result]] and len(want) > 1
+
+
+def _first_level_missing(got, args, want) -> bool:
+    return len(want) > 1 and got == want[1:]
+
+
+PYTHON_BUGS = (
+    Bug("zero-padding", "the row was padded with 0, which is the identity of sum only: pad a "
+        "max with -inf, a min with +inf and a product with 1", _padded_with(0.0, ("max", "min",
+                                                                               "product"))),
+    Bug("swapped-identity", "max and min have swapped identities: a max pads with -inf (below "
+        "everything), a min with +inf", _swapped),
+    Bug("one-padding", "the row was padded with 1, the identity of product only: a sum pads "
+        "with 0", _padded_with(1.0, ("sum", "max", "min"))),
+    Bug("no-padding", "level 0 must be padded with the identity up to a power of two, so that "
+        "every level halves exactly", _unpadded),
+    Bug("halves-pairing", "pair neighbours, level[2i] with level[2i + 1]; pairing i with "
+        "i + half is also a tree, but not the one this exercise traces", _halves),
+    Bug("result-only", "return every level, from the padded row to [result], not only the "
+        "result", _result_only),
+    Bug("first-level-missing", "the first level is the padded row itself, before any "
+        "combining", _first_level_missing),
+    Bug("wrong-identity", "level 0 must end with identity(op) in every padded lane: 0 for "
+        "sum, -inf for max, +inf for min, 1 for product"),
+    Bug("wrong-combine", "combine(op, a, b) must give a + b, max(a, b), min(a, b) or a * b"),
+)
+
+
+def _call(values, op):
+    return lambda: ([float(v) for v in values], op)
+
+
+PYTHON_CASES = (
+    Case("sum of five", "[3, 1, 4, 1, 5]: eight lanes, three padded with 0",
+         _call([3, 1, 4, 1, 5], "sum"), catches=("wrong-combine", "one-padding")),
+    Case("max of negatives", "[-3, -1, -4]: a padded 0 would win, so the padding is -inf",
+         _call([-3, -1, -4], "max"), catches=("wrong-identity", "zero-padding")),
+    Case("min of positives", "[3, 1, 4]: a padded 0 would win, so the padding is +inf",
+         _call([3, 1, 4], "min"), catches=("wrong-identity", "zero-padding")),
+    Case("product of five", "[2, 3, 0.5, 4, 1.5]: a padded 0 would make everything 0, so the "
+         "padding is 1", _call([2, 3, 0.5, 4, 1.5], "product"),
+         catches=("wrong-combine", "zero-padding")),
+    Case("max of mixed signs", "[-2, 5, -7, 1, 0, 3]: six values in eight lanes",
+         _call([-2, 5, -7, 1, 0, 3], "max"), catches=("wrong-combine",)),
+    Case("sum of eight", "a power of two: no padding, three levels of halving",
+         _call([0.5, -1.5, 2, 8, -3, 0.25, 1, 4], "sum"), catches=("wrong-combine",)),
+    Case("single value", "[7] is already reduced: one level", _call([7], "min"),
+         catches=("wrong-combine",)),
+    Case("empty row, product", "[]: one lane holding the identity, the product of nothing",
+         _call([], "product"), catches=("wrong-identity",)),
+    Case("empty row, max", "[]: the maximum of nothing is -inf", _call([], "max"),
+         catches=("wrong-identity",)),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 07: centre_rows_triton(x, op) on a 2-D tensor, several rows per program.
+
+
+def reference_centred(x, op):
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    centre = x.max(axis=1, keepdims=True) if op == "max" else x.mean(axis=1, keepdims=True)
+    return x - centre
+
+
+def _np():
+    import numpy as np
+
+    return np
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _zero_padded_max(x, op):
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    if op != "max":
+        return reference_centred(x, op)
+    padded = _next_power_of_two(x.shape[1]) > x.shape[1]
+    centre = x.max(axis=1, keepdims=True)
+    return x - (np.maximum(centre, 0.0) if padded else centre)
+
+
+def _minus_inf_padded_sum(x, op):
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    if op != "mean" or _next_power_of_two(x.shape[1]) == x.shape[1]:
+        return reference_centred(x, op)
+    return np.full(x.shape, np.inf)
+
+
+def _mean_over_block(x, op):
+    x = _np().asarray(x, dtype=_np().float64)
+    if op != "mean":
+        return reference_centred(x, op)
+    return x - x.sum(axis=1, keepdims=True) / _next_power_of_two(x.shape[1])
+
+
+def _other_op(x, op):
+    return reference_centred(x, "mean" if op == "max" else "max")
+
+
+_LOOSE = {"atol": 3e-3, "rtol": 3e-3}  # the formulas run in float64, the kernels in FP32 or less
+
+TRITON_BUGS = (
+    Bug("wrong-op", "op='max' subtracts each row's maximum, op='mean' each row's mean: these "
+        "rows were centred on the other one", same_as(_other_op, **_LOOSE)),
+    Bug("zero-other", "padded lanes read 0 (other=0, or no other at all), and 0 beats every "
+        "value of an all-negative row: load a max with other=-float('inf'), its identity",
+        same_as(_zero_padded_max, **_LOOSE)),
+    Bug("minus-inf-other-for-sum", "a sum's padded lanes read -inf, which makes every sum "
+        "-inf: the identity of sum is 0, so load with other=0.0",
+        same_as(_minus_inf_padded_sum, **_LOOSE)),
+    Bug("mean-over-block", "the mean divided by BLOCK, counting the padded lanes: divide the "
+        "sum by n_cols", same_as(_mean_over_block, **_LOOSE)),
+    Bug("keep-dims", "the row statistic has shape (ROWS,) and does not broadcast back over a "
+        "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1)",
+        error="incompatible dimensions"),
+    Bug("out-of-bounds", "a load or store reached outside the tensors: mask both the columns "
+        "(cols < n_cols) and the rows (rows < n_rows) of the tile, and start row r at "
+        "r * row_stride"),
+    Bug("grid-too-small", "whole rows were never written: launch triton.cdiv(n_rows, ROWS) "
+        "programs, one for every ROWS rows"),
+    Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel"),
+    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
+        "load (x.to(tl.float32)) and allocate the output like x"),
+)
+
+
+def _tensor(seed: int, rows: int, cols: int, op: str, *, dtype: str = "float32",
+            layout: str = "contiguous", transform=None):
+    def make():
+        np = _np()
+        values = np.random.default_rng(seed).standard_normal((rows, cols))
+        if transform is not None:
+            values = transform(values)
+        return (TensorSpec(values, dtype=dtype, layout=layout), op)
+
+    return make
+
+
+def _all_negative(x):
+    return -1.0 - 4.0 * _np().abs(x)
+
+
+TRITON_CASES = (
+    Case("width 3, max", "[[1, 2, 3], ...] in a block of 4: the padded lane must not count",
+         lambda: (TensorSpec(_np().array([[1.0, 2.0, 3.0], [-3.0, -2.0, -1.0],
+                                          [0.5, 0.0, -0.5], [9.0, 9.0, 9.0]])), "max"),
+         catches=("keep-dims", "zero-other")),
+    Case("all-negative rows, max", "values in [-5, -1]: a padded 0 would be every row's "
+         "maximum", _tensor(1, 6, 17, "max", transform=_all_negative),
+         catches=("zero-other", "keep-dims")),
+    Case("all-negative rows, mean", "the same rows centred on their mean: padding 0 is right "
+         "for a sum", _tensor(1, 6, 17, "mean", transform=_all_negative),
+         catches=("mean-over-block", "minus-inf-other-for-sum")),
+    Case("width 1000, mean", "1000 columns in a block of 1024: 24 padded lanes must not count "
+         "towards the mean", _tensor(2, 4, 1000, "mean"), catches=("mean-over-block",)),
+    Case("width 1000, max", "1000 columns, all negative", _tensor(3, 4, 1000, "max",
+                                                                    transform=_all_negative),
+         catches=("zero-other",)),
+    Case("37 rows", "a row count that is not a multiple of the rows per program: the last "
+         "tile is partly past the end", _tensor(4, 37, 33, "max"),
+         catches=("out-of-bounds", "grid-too-small")),
+    Case("37 rows, mean", "the same, centred on the mean", _tensor(5, 37, 33, "mean"),
+         catches=("out-of-bounds", "grid-too-small")),
+    Case("single column", "width 1: every row centred on itself is 0",
+         _tensor(6, 5, 1, "mean"), catches=("keep-dims",)),
+    Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
+         _tensor(7, 6, 50, "max", layout="row-strided"), catches=("row-stride",)),
+    Case("column slice", "x[:, :40] of a wider tensor: the row stride is not n_cols",
+         _tensor(8, 5, 40, "mean", layout="column-slice"), catches=("row-stride",)),
+    Case("float16", "float16 storage, FP32 arithmetic, float16 output",
+         _tensor(9, 4, 300, "mean", dtype="float16"), catches=("fp16",),
+         tolerance=Tolerance(atol=2e-3, rtol=2e-3)),
+    Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
+         "interpret)", _tensor(10, 4096, 781, "max"), catches=("grid-too-small",),
+         gpu_only=True),
+)
+
+EXERCISE = Exercise(
+    name="reductions",
+    title="Reductions and their identities",
+    lessons=("03-reductions.md", "07-reductions-triton.md"),
+    parts=(
+        Part("python", "tree_reduce: a pairwise tree padded with the identity", lesson="03",
+             function="tree_reduce", reference=reference_tree, cases=PYTHON_CASES,
+             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=PYTHON_BUGS, returns="exact"),
+        Part("triton", "centre_rows_triton: masked loads whose other is the identity",
+             lesson="07", function="centre_rows_triton", reference=reference_centred,
+             cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,
+             returns="tensor", needs_kernels=True),
+    ),
+)
