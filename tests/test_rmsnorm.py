@@ -1,0 +1,173 @@
+"""The RMSNorm exercise: the reference passes, the stub is not started, every catalogued version
+gets its verdict, and the explain page works the lesson's row at run time."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from learning import explain
+from learning.catalogue import versions
+from learning.exercises.rmsnorm import EXERCISE, reference_rows
+from learning.explainers import rmsnorm as rmsnorm_page
+from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+
+
+def test_reference_solution_passes_every_case(tmp_path):
+    result = grade_text(tmp_path, "rmsnorm", solution_text("rmsnorm"))
+    assert result.ok
+    for part in result.parts:
+        assert part.status == "passed", part.part.name
+        assert all(c.verdict.status in ("passed", "skipped") for c in part.cases)
+
+
+def test_stub_reports_not_started_for_both_parts(tmp_path):
+    result = grade_text(tmp_path, "rmsnorm", stub_text("rmsnorm"))
+    assert [p.status for p in result.parts] == ["not-started", "not-started"]
+    assert not result.ok
+
+
+def test_the_learner_file_at_the_course_root_is_the_stub():
+    assert (COURSE_ROOT / "rmsnorm.py").read_text() == stub_text("rmsnorm")
+    assert "raise NotImplementedError" in stub_text("rmsnorm")
+
+
+def test_importing_the_stub_and_the_solution_runs_nothing():
+    probe = ("import importlib.util, sys\n"
+             "for path in sys.argv[1:]:\n"
+             "    spec = importlib.util.spec_from_file_location('rmsnorm', path)\n"
+             "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+             "print('ok')")
+    done = subprocess.run([sys.executable, "-c", probe, str(COURSE_ROOT / "rmsnorm.py"),
+                           str(COURSE_ROOT / "learning" / "solutions" / "rmsnorm.py")],
+                          capture_output=True, text=True, timeout=120,
+                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def python_only(text: str) -> str:
+    """A version of the Python part without the Triton part and its imports: the Python part
+    never touches them, and importing torch and triton would cost each graded version seconds."""
+    head, _, tail = text.partition("@triton.jit")
+    version = tail[tail.index("# --- known-wrong version"):]
+    imports = ("import torch", "import triton", "import triton.language as tl")
+    head = "\n".join(line for line in head.splitlines() if line not in imports)
+    return f"{head}\n\n{version}"
+
+
+@pytest.mark.parametrize("version", versions("rmsnorm"), ids=lambda v: f"{v.part}: {v.name}")
+def test_catalogued_version_gets_its_verdict(tmp_path, version):
+    text = version.module_text("rmsnorm")
+    if version.part == "python":
+        text = python_only(text)
+    result = grade_text(tmp_path, "rmsnorm", text, [version.part])
+    (part,) = result.parts
+    if version.bug is None:
+        failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status
+                    not in ("passed", "skipped")}
+        assert part.status == "passed", failures
+    else:
+        assert part.status == "failed"
+        assert version.bug in failing_bugs(part), failing_bugs(part)
+
+
+def test_every_case_declares_a_purpose_and_a_known_bug():
+    for part in EXERCISE.parts:
+        keys = {bug.key for bug in part.bugs}
+        for case in part.cases:
+            assert case.purpose and case.catches, case.name
+            assert set(case.catches) <= keys, (part.name, case.name, case.catches)
+
+
+def test_every_declared_bug_is_caught_by_some_catalogued_version():
+    from learning.compare import COMMON_BUGS
+
+    named = {v.bug for v in versions("rmsnorm") if v.bug}
+    declared = {bug.key for part in EXERCISE.parts for bug in part.bugs}
+    # Bugs without a catalogued version are there only as the fallback cause of a case.
+    fallbacks = {"wrong-length", "wrong-values", "row-offset", "fp16", "bf16"}
+    assert declared - named <= fallbacks, declared - named - fallbacks
+    assert named <= declared | set(COMMON_BUGS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference itself.
+
+
+def test_reference_survives_huge_tiny_and_zero_rows():
+    import numpy as np
+
+    row, weight = [1.0, 2.0, 2.0, 4.0], [1.0, 0.5, 2.0, 1.0]
+    huge = reference_rows([v * 1e200 for v in row], weight, 1e-6)
+    assert np.allclose(huge, reference_rows(row, weight, 0.0), rtol=1e-15, atol=0)
+    assert np.all(reference_rows([0.0, 0.0, 0.0], [1.0, 2.0, 3.0], 1e-6) == 0.0)
+    tiny = reference_rows([1e-170, -3e-170], [1.0, 1.0], 1e-6)
+    assert np.all(np.isfinite(tiny)) and np.all(np.abs(tiny) < 1e-150)
+
+
+# ---------------------------------------------------------------------------------------------
+# learning.explain rmsnorm.
+
+
+@pytest.fixture
+def wide_plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def test_explain_works_the_row_by_hand(capsys, wide_plain_console):
+    assert explain.main(["rmsnorm"]) == 0
+    out = capsys.readouterr().out
+    words = " ".join(out.split())
+    assert "RMSNorm of [1, 2, 2, 4], weight [1, 0.5, 2, 1], eps = 1e-06" in out
+    rms = math.sqrt(25 / 4 + 1e-6)
+    assert f"the RMS, is {rms:.9f}" in words
+    for x, w in zip([1, 2, 2, 4], [1, 0.5, 2, 1]):
+        assert f"{x / rms * w:.9f}" in out
+    assert "eps outside" in out and "LayerNorm" in out
+    assert "OverflowError" not in out and "inf" in out  # the squares of 1e200 overflow to inf
+    assert "A row of zeros" in out
+
+
+def test_explain_steps_are_marked_reduction_or_elementwise():
+    kinds = {step.name: step.kind for step in rmsnorm_page.steps([1, 2, 2, 4, 1, 1, 1, 1]).steps}
+    assert kinds["largest"] == "reduction" and kinds["mean_square"] == "reduction"
+    assert kinds["scaled"] == "elementwise" and kinds["output"] == "elementwise"
+
+
+def test_padding_table_contrasts_rmsnorm_and_softmax():
+    table = rmsnorm_page.padding([1, 2, 3])
+    zero, minus_inf = table.rows
+    assert zero[2] == "14" and minus_inf[2] == "inf"
+    assert minus_inf[3] == f"{sum(math.exp(x - 3) for x in (1, 2, 3)):.9f}"
+
+
+def test_explain_takes_the_learners_row(capsys, wide_plain_console):
+    assert explain.main(["rmsnorm", "--input", "3,-4"]) == 0
+    out = capsys.readouterr().out
+    assert "RMSNorm of [3, -4], weight [1, 1]" in out
+    assert f"{-4 / math.sqrt(12.5 + 1e-6):.9f}" in out
+
+
+@pytest.mark.parametrize("value, message", [
+    ("abc", "'abc' is not a number"),
+    ("1,inf", "an infinite value has no RMSNorm"),
+    ("nan", "nan is not a score"),
+])
+def test_explain_rejects_bad_input_in_one_line(capsys, wide_plain_console, value, message):
+    assert explain.main(["rmsnorm", "--input", value]) == 2
+    out = capsys.readouterr().out
+    assert message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_explain_rmsnorm_imports_neither_torch_nor_numpy():
+    probe = ("import sys; from learning import explain; assert explain.main(['rmsnorm']) == 0; "
+             "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules), "
+             "file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=COURSE_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
