@@ -4,14 +4,18 @@ from learning.exercises import (
     elementwise,
     online_softmax,
     reductions,
+    rmsnorm,
     softmax,
     softmax_backward,
+    traffic,
 )
 
 EXERCISES = (
     elementwise.EXERCISE,
+    traffic.EXERCISE,
     reductions.EXERCISE,
     softmax.EXERCISE,
+    rmsnorm.EXERCISE,
     softmax_backward.EXERCISE,
     online_softmax.EXERCISE,
 )

@@ -6,6 +6,8 @@ TOPICS = {
     "softmax": "learning.explainers.softmax",
     "elementwise": "learning.explainers.elementwise",
     "reductions": "learning.explainers.reductions",
+    "traffic": "learning.explainers.traffic",
+    "rmsnorm": "learning.explainers.rmsnorm",
     "softmax_backward": "learning.explainers.softmax_backward",
     "online_softmax": "learning.explainers.online_softmax",
 }
