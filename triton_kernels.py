@@ -14,7 +14,8 @@ speed of a device-to-device copy of the same bytes.
 The file reads top to bottom like the Triton tutorials:
 
 1. ``_softmax``: one program per row, the whole row in one block. Lesson 08 teaches it.
-2. ``_softmax_multi_row``: the same computation on several narrow rows per program.
+2. ``_softmax_multi_row``: the same computation on several narrow rows per program. (On a GPU
+   ``_softmax`` also keeps rows of up to 16384 or 32768 columns whole, with 16 or 32 warps.)
 3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
    online maximum and sum per lane, then a second pass that writes.
    ``_softmax_split_row``: the GPU's faster way with wide rows, one program per piece of a row,
@@ -45,6 +46,7 @@ import triton.language as tl
 
 __all__ = [
     "MAX_COLS",
+    "MAX_GPU_SINGLE_BLOCK",
     "MAX_SINGLE_BLOCK",
     "STRATEGIES",
     "Plan",
@@ -57,9 +59,12 @@ __all__ = [
 # Limits and tuning tables
 # ---------------------------------------------------------------------------------------------
 
-#: Widest row that is kept whole in one block (registers); wider rows take the looped kernel
-#: (interpreter) or the split-row kernel (GPU).
+#: Widest row that is kept whole in one block (registers) in the interpreter, and the widest
+#: row of a multi-row tile; wider rows take the looped kernel (interpreter) or, on a GPU, one
+#: program with many warps up to MAX_GPU_SINGLE_BLOCK, the split-row kernel past that.
 MAX_SINGLE_BLOCK = 8192
+#: Widest row one program keeps whole on a GPU (32 warps, 32 float32 values a thread).
+MAX_GPU_SINGLE_BLOCK = 32768
 #: Widest row the library accepts (4 MiB of float32 per row).
 MAX_COLS = 2**20
 #: The kernels the launchers choose between, named by strategy.
@@ -81,12 +86,31 @@ _ROW_TILE_BYTES = 4096
 # every load 16 bytes wide without running out of registers. More warps than that only add
 # synchronisation to the two reductions: on an H200, 2048 bfloat16 columns ran at 1.0 of the
 # copy ceiling with 4 warps, 0.88 with 8 and 0.57 with 16.
+#
+# Past 8192 columns (on a GPU only) the same rule goes on: 16 warps for 16384 columns and 32,
+# the most a program can have, for 32768. Measured on an H200 (bench/RESULTS.md), one program
+# of 16 warps per 16384-column row beat every split-row plan, in the forward pass (0.95 of
+# the copy ceiling in float32 against 0.89, 0.90 in bfloat16 against 0.79) and in the
+# backward pass (0.99 and 0.98 against 0.94 and 0.80).
 _WARPS = (
     (1024, 4),
     (2048, 4),
     (4096, 8),
     (8192, 16),
+    (16384, 16),
+    (32768, 32),
 )
+
+# The widest row one program keeps whole on a GPU, per launcher and bytes per element. A
+# 32768-column float32 row in one program of 32 warps ran at 0.93 of the ceiling against 0.88
+# split; in 16-bit the split kernel won at that width (0.77 against 0.74), and the backward
+# pass, which holds two rows in registers, is split past 16384 columns.
+_GPU_WHOLE_ROW = {
+    ("softmax", 4): 32768,
+    ("softmax", 2): 16384,
+    ("softmax_backward", 4): 16384,
+    ("softmax_backward", 2): 16384,
+}
 
 # The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
 # of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, so that few
@@ -100,14 +124,16 @@ _LOOPED_WARPS = 16
 _LOOPED_PROGRAMS_PER_SM = 2
 _LOOPED_STAGES = 1
 
-# On a GPU, rows wider than MAX_SINGLE_BLOCK are cut into pieces of SPLIT_BLOCK columns, one
-# program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200: 8 warps
-# beat 16 and 32 at every width, and 8192 columns beat 4096 and 16384. A later sweep found 4
-# warps faster still for the forward pass (0.94 against 0.92 of the ceiling at 16384 float32
-# columns, 0.82 against 0.74 in bfloat16: bench/RESULTS.md); it becomes the default once a
-# full run confirms it.
+# On a GPU, rows wider than _GPU_WHOLE_ROW are cut into pieces of SPLIT_BLOCK columns, one
+# program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200
+# (bench/RESULTS.md): 4 warps beat 8 (0.87 against 0.84 of the ceiling at 65536 float32
+# columns, 0.75 against 0.68 in bfloat16), and pieces of 8192 columns beat 4096 and 16384 in
+# every dtype, 16-bit included. Two variants that were measured and dropped: reading the
+# piece again after the exchange instead of keeping exp(x) in registers (5 to 12 % slower),
+# and publishing each piece's partials in one 64-bit word that the others poll instead of an
+# arrival counter (20 to 40 % slower: every waiting program polls the whole row's words).
 _SPLIT_BLOCK = 8192
-_SPLIT_WARPS = 8
+_SPLIT_WARPS = 4
 # The interpreter runs programs one after another; two programs still exercise the row loop.
 _INTERPRETER_PROGRAMS = 2
 
@@ -617,6 +643,8 @@ def _plan(
         elif n_cols <= MAX_SINGLE_BLOCK:
             row_bytes = triton.next_power_of_2(n_cols) * itemsize
             strategy = "multi_row" if 2 * row_bytes <= _ROW_TILE_BYTES else "single_block"
+        elif max_pieces > 0 and n_cols <= _GPU_WHOLE_ROW.get((fn, itemsize), 0):
+            strategy = "single_block"  # a GPU: one program with many warps
         elif triton.cdiv(n_cols, _SPLIT_BLOCK) <= max_pieces:
             strategy = "split_row"
         else:
@@ -653,10 +681,14 @@ def _plan(
                 f"kernel keeps whole: pass block >= {whole}, or strategy='looped'"
             )
         whole = block
-    if whole > MAX_SINGLE_BLOCK:
+    widest = MAX_GPU_SINGLE_BLOCK if strategy == "single_block" and max_pieces else \
+        MAX_SINGLE_BLOCK
+    if whole > widest:
+        where = "on a GPU: MAX_GPU_SINGLE_BLOCK" if widest > MAX_SINGLE_BLOCK else \
+            "MAX_SINGLE_BLOCK"
         raise ValueError(
-            f"{fn}: a {strategy} block of {whole} columns is wider than MAX_SINGLE_BLOCK="
-            f"{MAX_SINGLE_BLOCK}, the widest row kept in registers: use strategy='looped'"
+            f"{fn}: a {strategy} block of {whole} columns is wider than {where}={widest}, "
+            f"the widest row kept in registers: use strategy='looped'"
         )
     if strategy == "single_block":
         return Plan("single_block", whole, num_warps=_warps_for(whole))
@@ -745,7 +777,9 @@ def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
 
 def _on_device(t: torch.Tensor):
     """Make ``t``'s GPU the current one for a launch (Triton launches on the current device)."""
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
+    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
+        return contextlib.nullcontext()  # nothing to switch: saves microseconds per launch
+    return torch.cuda.device(t.device)
 
 
 def _max_pieces(device: torch.device) -> int:
@@ -842,11 +876,13 @@ def softmax(
 
     Rows of up to ``MAX_SINGLE_BLOCK`` columns are kept whole in one block (``_softmax``, or
     ``_softmax_multi_row`` for narrow rows). Wider rows go through ``_softmax_looped`` in the
-    interpreter, and on a GPU through ``_softmax_split_row`` (pieces of 8192 columns in
-    programs that run at once; ``_softmax_looped`` if a row needs more pieces than the GPU
-    has multiprocessors). ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block``
-    its block width: a ``block`` narrower than the row forces the looped kernel with chunks
-    of that many columns, which lets the tests exercise it cheaply on small rows.
+    interpreter. On a GPU one program with 16 or 32 warps keeps rows whole up to 16384
+    columns (32768 in float32), and wider rows go through ``_softmax_split_row`` (pieces of
+    8192 columns in programs that run at once; ``_softmax_looped`` if a row needs more
+    pieces than the GPU has multiprocessors). ``strategy`` (one of ``STRATEGIES``) forces a
+    kernel, and ``block`` its block width: a ``block`` narrower than the row forces the looped
+    kernel with chunks of that many columns, which lets the tests exercise it cheaply on small
+    rows.
 
     An empty tensor gives an empty tensor; a row that is entirely -inf gives NaN (as PyTorch).
     """
@@ -903,9 +939,9 @@ def rmsnorm(
 
     Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 with
     shape ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in
-    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns take one program
-    per row with the whole row in a block (``_rmsnorm``); wider rows, or a ``block`` narrower
-    than the row, take ``_rmsnorm_looped``.
+    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns (16384 on a GPU)
+    take one program per row with the whole row in a block (``_rmsnorm``); wider rows, or a
+    ``block`` narrower than the row, take ``_rmsnorm_looped``.
     """
     x = _check_tensor("rmsnorm", "x", x)
     weight = _check_tensor("rmsnorm", "weight", weight)
@@ -927,7 +963,8 @@ def rmsnorm(
     n_rows = rows.shape[0]
     if block is not None:
         _check_block("rmsnorm", block)
-    looped = n_cols > MAX_SINGLE_BLOCK if block is None else block < n_cols
+    widest = MAX_SINGLE_BLOCK if x.device.type != "cuda" else _GPU_WHOLE_ROW[("softmax", 2)]
+    looped = n_cols > widest if block is None else block < n_cols
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     with _on_device(x):
         if not looped:

@@ -268,7 +268,13 @@ def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk._plan("softmax", 100, block=16).strategy == "looped"
     # the interpreter (no program runs beside another) loops; a GPU splits if the pieces fit
     assert tk._plan("softmax", 8193, max_pieces=0).strategy == "looped"
-    assert tk._plan("softmax", 8193, max_pieces=132).strategy == "split_row"
+    # a GPU keeps rows whole in one program of many warps up to 16384 columns (32768 float32)
+    assert tk._plan("softmax", 8193, max_pieces=132) == tk.Plan("single_block", 16384, num_warps=16)
+    assert tk._plan("softmax", 32768, max_pieces=132).num_warps == 32
+    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2).strategy == "split_row"
+    assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
+    assert tk._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
+    assert tk._plan("softmax", 32769, max_pieces=132).strategy == "split_row"
     assert tk._plan("softmax", 2**20, max_pieces=132).strategy == "split_row"
     assert tk._plan("softmax", 2**20, max_pieces=100).strategy == "looped"
 
@@ -284,6 +290,16 @@ def test_split_row_with_one_piece_matches_torch(width, device):
     y, dy = tk.softmax(x[2:]), make((2, width), torch.float32, device, seed=1)
     got = tk.softmax_backward(y, dy, strategy="split_row", block=1024)
     assert_matches(got, backward_ref(y, dy), torch.float32)
+
+
+def launch_plan(fn, plan, *args):
+    """Launch one plan directly into a NaN-filled output, so unwritten elements fail."""
+    out = torch.full_like(args[0], float("nan"))
+    if fn == "softmax":
+        tk._launch_softmax(out, args[0], plan)
+    else:
+        tk._launch_softmax_backward(out, args[0], args[1], plan)
+    return out
 
 
 def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device):
@@ -345,8 +361,8 @@ def test_bad_block_and_strategy_are_rejected(device):
         tk.softmax(x, strategy="single_block", block=64)
     with pytest.raises(ValueError, match=r"unknown strategy 'fast'"):
         tk.softmax(x, strategy="fast")
-    with pytest.raises(ValueError, match=r"MAX_SINGLE_BLOCK"):
-        tk.softmax(make((1, 9000), torch.float32, device), strategy="single_block")
+    with pytest.raises(ValueError, match=r"MAX_(GPU_)?SINGLE_BLOCK=(8192|32768)"):
+        tk.softmax(make((1, 40000), torch.float32, device), strategy="single_block")
 
 
 def test_mismatched_arguments_are_rejected(device):
@@ -452,3 +468,33 @@ def test_gpu_tensor_on_a_second_gpu_or_the_first(device):
     for index in range(torch.cuda.device_count()):
         x = make((4, 1000), torch.float32, f"cuda:{index}")
         assert_matches(tk.softmax(x), softmax_ref(x), torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width, warps", [(16384, 16), (16384, 32), (32768, 32), (20000, 32)])
+def test_gpu_wide_single_block_matches_torch(width, warps, dtype, device):
+    x = make((7, width), dtype, device, seed=width, scale=3.0)
+    x[1, ::3] = NEG_INF
+    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=warps)
+    assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+    y, dy = tk.softmax(x), make((7, width), dtype, device, seed=width + 1)
+    assert_matches(launch_plan("backward", plan, y, dy), backward_ref(y, dy), dtype)
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [9000, 16384, 32768, 32769, 65536, 2**18, 2**20])
+def test_gpu_default_plans_write_every_element(width, dtype, device):
+    x = make((4, width), dtype, device, seed=width, scale=3.0)
+    x[1, : width // 3] = NEG_INF
+    size = x.element_size()
+    plan = tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
+    assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+    y, dy = tk.softmax(x), make((4, width), dtype, device, seed=width + 1)
+    plan = tk._plan("softmax_backward", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
+    assert_matches(launch_plan("backward", plan, y, dy), backward_ref(y, dy), dtype)

@@ -10,6 +10,7 @@ TOPICS = {
     "rmsnorm": "learning.explainers.rmsnorm",
     "softmax_backward": "learning.explainers.softmax_backward",
     "online_softmax": "learning.explainers.online_softmax",
+    "bench": "learning.explainers.bench",
 }
 
 

@@ -1,0 +1,159 @@
+"""The course's measured figures: tables drawn from the committed results in bench/results/.
+
+``python -m learning.bench`` writes one JSON file per kernel; the files the course measured
+are committed under bench/results/, and this topic turns them into the tables that lesson 10
+and bench/RESULTS.md show. Nothing here measures anything: it reads JSON, so it needs no GPU,
+no torch and no triton, and every figure it prints carries the device, versions, date and
+command that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from learning.cli import ArgumentError
+from learning.course import COURSE_ROOT
+from learning.page import Heading, Page, Table, Text
+
+RESULTS = COURSE_ROOT / "bench" / "results"
+KERNELS = ("softmax", "softmax_backward", "rmsnorm")
+IMPLS = (("reference", "triton_kernels"), ("torch", "torch"), ("eager", "eager"))
+# the course's targets for triton_kernels.softmax on this GPU, as fractions of the copy ceiling
+FORWARD_TARGET, WIDEST_TARGET, BACKWARD_TARGET = 0.95, 0.90, 0.95
+
+
+@cache
+def load(kernel: str, directory: Path = RESULTS) -> dict:
+    return json.loads((directory / f"{kernel}.json").read_text(encoding="utf-8"))
+
+
+def _rows(data: dict) -> dict:
+    """(dtype, cols) -> {impl: row}, in the order measured."""
+    cases: dict = {}
+    for r in data["results"]:
+        cases.setdefault((r["dtype"], r["cols"]), {})[r["impl"]] = r
+    return cases
+
+
+def _cell(row) -> str:
+    if not row or "gbps" not in row:
+        return "-"
+    return f"{row['gbps']:.0f} ({row['frac']:.2f})"
+
+
+def provenance(kernel: str) -> str:
+    data = load(kernel)
+    env = data["env"]
+    return (f"{env['device']} ({env['sms']} SMs), torch {env['torch']}, triton {env['triton']}, "
+            f"CUDA {env['cuda']}, {env['date']}; command `{data['command']}`; copy ceiling "
+            f"{data['copy_gbps']:.0f} GB/s at the start of the run, "
+            f"{data['copy_gbps_end']:.0f} at its end.")
+
+
+def sweep_table(kernel: str, dtypes=None) -> Table:
+    """GB/s and fraction of the copy ceiling per width, for each implementation."""
+    data = load(kernel)
+    rows = []
+    for (dtype, cols), case in _rows(data).items():
+        if dtypes and dtype not in dtypes:
+            continue
+        ref, theirs = case.get("reference"), case.get("torch")
+        ratio = f"{ref['gbps'] / theirs['gbps']:.2f}" if ref and theirs and "gbps" in ref \
+            and "gbps" in theirs else "-"
+        rows.append((dtype, str(cols), *(_cell(case.get(impl)) for impl, _ in IMPLS), ratio))
+    columns = ("dtype", "cols", *(f"{label} GB/s (of copy)" for _, label in IMPLS),
+               "triton_kernels / torch")
+    return Table(columns, tuple(rows), provenance(kernel))
+
+
+def latency_table(kernel: str) -> Table:
+    data = load(kernel)
+    cases: dict = {}
+    for r in data["latency"]:
+        cases.setdefault((r["dtype"], r["cols"], r["rows"]), {})[r["impl"]] = r
+    rows = tuple(
+        (dtype, str(cols), str(n), f"{c['reference']['us']:.1f}", f"{c['torch']['us']:.1f}",
+         f"{c['reference']['graph_us']:.1f}", f"{c['torch']['graph_us']:.1f}")
+        for (dtype, cols, n), c in cases.items())
+    columns = ("dtype", "cols", "rows", "triton_kernels us", "torch us",
+               "triton_kernels us (graph)", "torch us (graph)")
+    return Table(columns, rows, provenance(kernel))
+
+
+def _fractions(kernel: str, low: int, high: int) -> list[float]:
+    return [case["reference"]["frac"] for (dtype, cols), case in _rows(load(kernel)).items()
+            if low <= cols <= high and "frac" in case.get("reference", {})]
+
+
+def targets_table(_numbers=None) -> Table:
+    """Each target with the lowest measured fraction in its range, and whether it is met."""
+    checks = [
+        ("forward, 128 to 65536 columns", "softmax", 128, 65536, FORWARD_TARGET),
+        ("forward, 2**18 and 2**20 columns", "softmax", 2**18, 2**20, WIDEST_TARGET),
+        ("backward, 512 to 32768 columns", "softmax_backward", 512, 32768, BACKWARD_TARGET),
+    ]
+    rows = []
+    for label, kernel, low, high, target in checks:
+        worst = min(_fractions(kernel, low, high))
+        rows.append((label, f">= {target:.2f}", f"{worst:.2f}", "met" if worst >= target
+                     else "not met"))
+    ratios = [case["reference"]["gbps"] / case["torch"]["gbps"]
+              for case in _rows(load("softmax")).values()
+              if "gbps" in case.get("reference", {}) and "gbps" in case.get("torch", {})]
+    worst = min(ratios)
+    rows.append(("forward, never slower than torch.softmax (1 to 2**20 columns)", ">= 1.00",
+                 f"{worst:.2f}", "met" if worst >= 1.0 else "not met"))
+    return Table(("target (triton_kernels, all three dtypes)", "goal", "lowest measured",
+                  "status"), tuple(rows), provenance("softmax"))
+
+
+def summary_table(_numbers=None) -> Table:
+    """A few widths of the forward pass in float32 and bfloat16: the short version."""
+    cases = _rows(load("softmax"))
+    rows = []
+    for dtype in ("fp32", "bf16"):
+        for cols in (128, 4096, 16384, 65536, 1048576):
+            case = cases.get((dtype, cols))
+            if case:
+                rows.append((dtype, str(cols), _cell(case.get("reference")),
+                             _cell(case.get("torch")), _cell(case.get("eager"))))
+    return Table(("dtype", "cols", "triton_kernels GB/s (of copy)", "torch GB/s (of copy)",
+                  "eager GB/s (of copy)"), tuple(rows), provenance("softmax"))
+
+
+def ceiling_text(_numbers=None) -> Text:
+    data = load("softmax")
+    env = data["env"]
+    return Text(f"Copy ceiling measured on the {env['device']} at the start of the softmax run: "
+                f"{data['copy_gbps']:.0f} GB/s (1 GiB copied, read plus write), "
+                f"{data['copy_gbps_end']:.0f} GB/s at its end.")
+
+
+def page(row=None) -> Page:
+    if row is not None:
+        raise ArgumentError("bench shows the committed measurements and takes no --input")
+    result = Page("What the course measured: triton_kernels against torch and eager")
+    result.add(Text("Read from bench/results/*.json, written by python -m learning.bench on a "
+                    "GPU. GB/s counts each input read once and each output written once; the "
+                    "fraction in brackets divides by the copy ceiling of the same run."),
+               Heading("Targets"), targets_table(),
+               Heading("Softmax forward"), sweep_table("softmax"),
+               Heading("Softmax backward"), sweep_table("softmax_backward"),
+               Heading("RMSNorm"), sweep_table("rmsnorm"),
+               Heading("Small batches"), latency_table("softmax"))
+    return result
+
+
+BLOCKS = {
+    "ceiling": ceiling_text,
+    "summary": summary_table,
+    "targets": targets_table,
+    "forward": lambda _numbers=None: sweep_table("softmax"),
+    "forward32": lambda _numbers=None: sweep_table("softmax", ("fp32",)),
+    "backward": lambda _numbers=None: sweep_table("softmax_backward"),
+    "rmsnorm": lambda _numbers=None: sweep_table("rmsnorm"),
+    "latency": lambda _numbers=None: latency_table("softmax"),
+    "latency_backward": lambda _numbers=None: latency_table("softmax_backward"),
+}

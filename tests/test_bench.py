@@ -1,0 +1,93 @@
+"""learning.bench and the bench explainer: clean without a GPU, one-line errors, the measuring
+code right in the interpreter, and the committed results rendered where they are shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from learning import bench, computed, explain
+from learning.explainers import bench as bench_page
+from tests.helpers import COURSE_ROOT
+
+
+def test_without_a_gpu_the_bench_says_so_and_exits_0(capsys, mode):
+    if not mode.interpret:
+        pytest.skip("a GPU is present: the bench would time")
+    assert bench.main(["softmax", "--quick"]) == 0
+    assert "need a CUDA GPU" in capsys.readouterr().out.replace("\n", " ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["nope"], "unknown kernel 'nope'"),
+    (["softmax", "--widths", "12x"], "'12x' is not a whole number"),
+    (["softmax", "--widths", "0"], "outside 1..1048576"),
+    (["softmax", "--dtypes", "fp64"], "unknown dtype 'fp64'"),
+    ([], "the following arguments are required"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
+    assert bench.main(argv) == 2
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert message in out and "Traceback" not in out
+
+
+def test_measuring_code_checks_then_times_every_implementation(monkeypatch, mode):
+    if not mode.interpret:
+        pytest.skip("runs the measuring code in the interpreter")
+    from learning.solutions import softmax as solution
+
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(bench, "GIB", 4 * 300 * 4)  # 4 rows of 300 float32 columns
+    kernel = bench.KERNELS["softmax"]
+    assert bench.try_small(kernel, solution.softmax_triton) == ""
+    rows = bench.measure(kernel, (300,), ("fp32",), 1.0, False, solution.softmax_triton,
+                         lambda row: None)
+    assert [r["impl"] for r in rows] == ["yours", "reference", "torch", "eager"]
+    assert all(r["correct"] and r["gbps"] == 2 * 4 * 300 * 4 / 2.0 / 1e6 for r in rows)
+    table = "\n".join(bench.table_lines(rows))
+    assert "| softmax | fp32 | 300 |" in table
+
+    def forgets_a_row(x):
+        out = solution.softmax_triton(x)
+        out[-1] = 0.0
+        return out
+
+    rows = bench.measure(kernel, (300,), ("fp32",), 1.0, False, forgets_a_row, lambda row: None)
+    assert not rows[0]["correct"] and "not timed" in rows[0]["note"] and "ms" not in rows[0]
+
+
+def test_a_stub_is_skipped_with_a_note(mode):
+    if not mode.interpret:
+        pytest.skip("draws its inputs on the CPU")
+    bench.DEVICE, saved = "cpu", bench.DEVICE
+    try:
+        function, why = bench.load_learner(COURSE_ROOT, bench.KERNELS["softmax"])
+        assert why == "" and "NotImplementedError" in bench.try_small(bench.KERNELS["softmax"],
+                                                                      function)
+    finally:
+        bench.DEVICE = saved
+    _, why = bench.load_learner(COURSE_ROOT / "nowhere", bench.KERNELS["softmax"])
+    assert "does not exist" in why
+
+
+def test_explain_bench_prints_the_committed_figures_and_rejects_input(capsys):
+    assert explain.main(["bench"]) == 0
+    out = capsys.readouterr().out
+    for text in ("Targets", "Softmax forward", "NVIDIA H200", "triton 3.6.0", "2026-11-29"):
+        assert text in out
+    assert explain.main(["bench", "--input", "1,2"]) == 2
+    assert "takes no --input" in capsys.readouterr().out
+
+
+def test_targets_are_judged_from_the_numbers():
+    for _label, goal, lowest, status in bench_page.targets_table().rows:
+        if status == "not met":
+            assert float(lowest) < float(goal.removeprefix(">= "))
+        else:
+            assert status == "met" and float(lowest) >= float(goal.removeprefix(">= ")) - 0.005
+
+
+def test_results_md_tables_are_current():
+    path = COURSE_ROOT / "bench" / "RESULTS.md"
+    text = path.read_text(encoding="utf-8")
+    assert computed.refresh(text) == text, "run the refresh command at the top of RESULTS.md"
