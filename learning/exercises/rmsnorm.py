@@ -334,6 +334,28 @@ TRITON_CASES = (
          "interpret)", _tensor(12, 4096, 781), catches=("row-offset",), gpu_only=True),
 )
 
+PYTHON_HINTS = (
+    "largest = max(abs(v) for v in values); if it is 0, the row is all zeros and so is the "
+    "output.",
+    "scaled = [v / largest for v in values]; mean_square = the sum of their squares divided "
+    "by len(values), the number of values.",
+    "rms = math.sqrt(mean_square + eps / largest / largest): eps under the root, scaled like "
+    "the row.",
+    "output = [s / rms * w for s, w in zip(scaled, weight)], a new list.",
+)
+
+TRITON_HINTS = (
+    "row = tl.program_id(0); offsets = tl.arange(0, BLOCK); mask = offsets < n_cols; row r "
+    "starts at input_ptr + row * input_row_stride.",
+    "Load with mask=mask, other=0.0 (the identity of a sum, not softmax's -inf), then "
+    ".to(tl.float32) before squaring.",
+    "mean_square = tl.sum(x * x, axis=0) / n_cols (never BLOCK); inverse_rms = "
+    "tl.rsqrt(mean_square + eps).",
+    "w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32); store "
+    "x * inverse_rms * w at output_ptr + row * output_row_stride + offsets with the mask; "
+    "launch grid (n_rows,) with BLOCK = triton.next_power_of_2(n_cols).",
+)
+
 EXERCISE = Exercise(
     name="rmsnorm",
     title="RMSNorm: derive it, then write the kernel",
@@ -341,9 +363,11 @@ EXERCISE = Exercise(
     parts=(
         Part("python", "rmsnorm_python: one row in plain Python", lesson="05",
              function="rmsnorm_python", reference=reference_rows, cases=PYTHON_CASES,
-             tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list"),
+             tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
+             hints=PYTHON_HINTS),
         Part("triton", "rmsnorm_triton: one program per row", lesson="09",
              function="rmsnorm_triton", reference=reference_rows, cases=TRITON_CASES,
-             tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True),
+             tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
+             hints=TRITON_HINTS),
     ),
 )

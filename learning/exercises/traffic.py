@@ -233,6 +233,17 @@ CASES = (
          catches=("wrong-bound",)),
 )
 
+HINTS = (
+    "Loop over the kernels; for each one, loop over its \"reads\" and then its \"writes\". "
+    "Every name you meet adds arrays[name] * element_bytes: do not gather the names in a set.",
+    "total_flops is sum(k[\"flops\"] for k in kernels); the intensity is flops / nbytes with "
+    "a true division, on the two totals.",
+    "The ridge point is peak_flops / bandwidth: below it \"memory-bound\", at or above it "
+    "\"compute-bound\".",
+    "roofline returns {\"bytes\": nbytes, \"flops\": flops, \"intensity\": flops / nbytes, "
+    "\"bound\": bound(flops / nbytes, peak_flops, bandwidth)}.",
+)
+
 EXERCISE = Exercise(
     name="traffic",
     title="Memory traffic: bytes, intensity, the roofline",
@@ -240,6 +251,7 @@ EXERCISE = Exercise(
     parts=(
         Part("python", "roofline: bytes, FLOPs, intensity and bound of a kernel sequence",
              lesson="02", function="roofline", reference=report, cases=CASES,
-             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=BUGS, returns="exact"),
+             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=BUGS, returns="exact",
+             hints=HINTS),
     ),
 )
