@@ -1,4 +1,6 @@
-"""Keep the computed sections of the lessons current: ``python -m learning.computed [--check]``.
+"""Keep the computed sections of the documents current: ``python -m learning.computed [--check]``.
+
+The lessons, README.md and bench/RESULTS.md may hold computed sections.
 
 A lesson marks a section it does not write by hand like this:
 
@@ -54,8 +56,15 @@ def refresh(text: str) -> str:
     return MARKER.sub(replace, text)
 
 
+def documents(directory: Path = LESSONS_DIR) -> list[Path]:
+    """Every document with computed sections: the lessons, the README and the bench results."""
+    root = directory.parent
+    extra = [root / "README.md", root / "bench" / "RESULTS.md"]
+    return sorted(directory.glob("*.md")) + [path for path in extra if path.exists()]
+
+
 def stale_lessons(directory: Path = LESSONS_DIR) -> list[Path]:
-    return [path for path in sorted(directory.glob("*.md"))
+    return [path for path in documents(directory)
             if refresh(path.read_text(encoding="utf-8")) != path.read_text(encoding="utf-8")]
 
 
