@@ -34,3 +34,17 @@ def failing_bugs(part_result) -> set[str]:
     """The bug keys the grader named for the failing cases of one part."""
     return {c.verdict.bug.key for c in part_result.cases
             if c.verdict.status not in ("passed", "skipped", "not-run") and c.verdict.bug}
+
+
+def version_text(exercise: str, version) -> str:
+    """The module a catalogued version is graded as. A Python-part version leaves out the
+    Triton part and its imports: the Python part never touches them, and importing torch and
+    triton would cost every graded version seconds."""
+    text = version.module_text(exercise)
+    if version.part != "python" or "@triton.jit" not in text:
+        return text
+    head, _, tail = text.partition("@triton.jit")
+    replaced = tail[tail.index("# --- known-wrong version"):]
+    imports = ("import torch", "import triton", "import triton.language as tl")
+    head = "\n".join(line for line in head.splitlines() if line not in imports)
+    return f"{head}\n\n{replaced}"

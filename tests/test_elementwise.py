@@ -10,7 +10,14 @@ from learning import explain
 from learning.catalogue import versions
 from learning.compare import COMMON_BUGS
 from learning.exercises.elementwise import EXERCISE
-from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+from tests.helpers import (
+    COURSE_ROOT,
+    failing_bugs,
+    grade_text,
+    solution_text,
+    stub_text,
+    version_text,
+)
 
 NAME = "elementwise"
 
@@ -40,7 +47,7 @@ def test_the_learner_file_at_the_course_root_is_the_stub():
 
 @pytest.mark.parametrize("version", versions(NAME), ids=lambda v: f"{v.part}: {v.name}")
 def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    result = grade_text(tmp_path, NAME, version.module_text(NAME), [version.part])
+    result = grade_text(tmp_path, NAME, version_text(NAME, version), [version.part])
     (part,) = result.parts
     if version.bug is None:
         failures = {c.name: c.verdict.summary for c in part.cases

@@ -8,7 +8,14 @@ import pytest
 from learning import explain
 from learning.catalogue import versions
 from learning.exercises.online_softmax import EXERCISE, reference, simulate
-from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+from tests.helpers import (
+    COURSE_ROOT,
+    failing_bugs,
+    grade_text,
+    solution_text,
+    stub_text,
+    version_text,
+)
 
 NAME = "online_softmax"
 
@@ -48,7 +55,7 @@ def test_the_recurrence_without_mistakes_is_softmax(width, block):
 
 @pytest.mark.parametrize("version", versions(NAME), ids=lambda v: f"{v.part}: {v.name}")
 def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    result = grade_text(tmp_path, NAME, version.module_text(NAME), [version.part])
+    result = grade_text(tmp_path, NAME, version_text(NAME, version), [version.part])
     (part,) = result.parts
     if version.bug is None:
         failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status

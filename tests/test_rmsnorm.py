@@ -11,7 +11,14 @@ from learning import explain
 from learning.catalogue import versions
 from learning.exercises.rmsnorm import EXERCISE, reference_rows
 from learning.explainers import rmsnorm as rmsnorm_page
-from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+from tests.helpers import (
+    COURSE_ROOT,
+    failing_bugs,
+    grade_text,
+    solution_text,
+    stub_text,
+    version_text,
+)
 
 
 def test_reference_solution_passes_every_case(tmp_path):
@@ -47,22 +54,9 @@ def test_importing_the_stub_and_the_solution_runs_nothing():
     assert done.stdout.strip() == "ok"
 
 
-def python_only(text: str) -> str:
-    """A version of the Python part without the Triton part and its imports: the Python part
-    never touches them, and importing torch and triton would cost each graded version seconds."""
-    head, _, tail = text.partition("@triton.jit")
-    version = tail[tail.index("# --- known-wrong version"):]
-    imports = ("import torch", "import triton", "import triton.language as tl")
-    head = "\n".join(line for line in head.splitlines() if line not in imports)
-    return f"{head}\n\n{version}"
-
-
 @pytest.mark.parametrize("version", versions("rmsnorm"), ids=lambda v: f"{v.part}: {v.name}")
 def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    text = version.module_text("rmsnorm")
-    if version.part == "python":
-        text = python_only(text)
-    result = grade_text(tmp_path, "rmsnorm", text, [version.part])
+    result = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", version), [version.part])
     (part,) = result.parts
     if version.bug is None:
         failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status

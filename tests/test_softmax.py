@@ -5,7 +5,7 @@ import pytest
 
 from learning.catalogue import versions
 from learning.exercises.softmax import EXERCISE
-from tests.helpers import failing_bugs, grade_text, solution_text, stub_text
+from tests.helpers import failing_bugs, grade_text, solution_text, stub_text, version_text
 
 
 def test_reference_solution_passes_every_case(tmp_path):
@@ -31,7 +31,7 @@ def test_the_learner_file_at_the_course_root_is_the_stub():
 
 @pytest.mark.parametrize("version", versions("softmax"), ids=lambda v: f"{v.part}: {v.name}")
 def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    result = grade_text(tmp_path, "softmax", version.module_text("softmax"), [version.part])
+    result = grade_text(tmp_path, "softmax", version_text("softmax", version), [version.part])
     (part,) = result.parts
     if version.bug is None:
         failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status

@@ -8,7 +8,14 @@ import pytest
 from learning import explain
 from learning.catalogue import versions
 from learning.exercises.softmax_backward import EXERCISE
-from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, stub_text
+from tests.helpers import (
+    COURSE_ROOT,
+    failing_bugs,
+    grade_text,
+    solution_text,
+    stub_text,
+    version_text,
+)
 
 NAME = "softmax_backward"
 
@@ -72,7 +79,7 @@ def test_stub_keeps_the_reference_names():
 
 @pytest.mark.parametrize("version", versions(NAME), ids=lambda v: f"{v.part}: {v.name}")
 def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    result = grade_text(tmp_path, NAME, version.module_text(NAME), [version.part])
+    result = grade_text(tmp_path, NAME, version_text(NAME, version), [version.part])
     (part,) = result.parts
     if version.bug is None:
         failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status
