@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import sys
 
 from rich.console import Console
+
+# The course's own non-ASCII characters, and what they become on a terminal that cannot show them.
+ASCII_FALLBACK = str.maketrans({"·": "*", "—": "-", "–": "-", "×": "x", "→": "->", "…": "...",
+                                "≤": "<=", "≥": ">=", "−": "-", "’": "'", "“": '"', "”": '"'})
 
 
 class ArgumentError(Exception):
@@ -32,6 +38,46 @@ class HelpShown(Exception):
         self.code = code
 
 
+class _AsciiSafe:
+    """A text stream for an output that cannot encode everything (LANG=C, PYTHONIOENCODING=
+    ascii): known characters get ASCII stand-ins, anything else becomes '?', never an error."""
+
+    def __init__(self, stream, encoding: str):
+        self._stream = stream
+        self._encoding = encoding
+
+    def write(self, text: str) -> int:
+        text = text.translate(ASCII_FALLBACK)
+        safe = text.encode(self._encoding, errors="replace").decode(self._encoding)
+        return self._stream.write(safe)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _can_encode(stream, sample: str = "·—×") -> str | None:
+    """None if ``stream`` takes ``sample``, else its encoding."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        codecs.lookup(encoding)
+        sample.encode(encoding)
+    except (LookupError, UnicodeEncodeError):
+        return encoding if _known(encoding) else "ascii"
+    return None
+
+
+def _known(encoding: str) -> bool:
+    try:
+        codecs.lookup(encoding)
+        return True
+    except LookupError:
+        return False
+
+
 def make_console() -> Console:
-    """Colour in a terminal, plain text when piped or when NO_COLOR is set (rich decides)."""
-    return Console(highlight=False)
+    """Colour in a terminal, plain text when piped or when NO_COLOR is set (rich decides);
+    ASCII stand-ins on an output that cannot encode the course's characters."""
+    encoding = _can_encode(sys.stdout)
+    if encoding is None:
+        return Console(highlight=False)
+    return Console(highlight=False, file=_AsciiSafe(sys.stdout, encoding))

@@ -275,9 +275,18 @@ def _judge_exact(returned: Returned, want) -> Verdict:
     got = returned.raw if returned.raw is not None else returned.note
     if type(got) is type(want) and got == want or _same_number(got, want):
         return Verdict("passed")
-    verdict = Verdict("failed", f"returned {got!r}", got=repr(got))
-    verdict.expected = repr(want)
+    shown = _shorten(repr(got))
+    verdict = Verdict("failed", f"returned {shown}", got=shown)
+    verdict.expected = _shorten(repr(want))
     return verdict
+
+
+MAX_SHOWN_CHARS = 300
+
+
+def _shorten(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [cut: {len(text) - limit} more " \
+        "characters]"
 
 
 def _same_number(got, want) -> bool:
@@ -338,10 +347,37 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     bug, confident = _recognise(part, case, got, args, want)
     summary = (f"{len(bad)} of {got.size} values differ from the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
+    special = special_values(got, want)
+    if special:
+        summary += f"; {special}"
     if problems and len(bad):
         summary += f"; {problems[0]}"
     return Verdict("failed", summary, bug=bug, confident=confident, got=format_values(got),
                    mismatches=mismatches, mismatch_count=len(bad), size=int(got.size))
+
+
+def special_values(got, want) -> str:
+    """Name the NaN and infinity mismatches, which a count of differing values hides."""
+    import numpy as np
+
+    if np.shape(got) != np.shape(want):
+        return ""
+    got_nan, want_nan = np.isnan(got), np.isnan(want)
+    got_inf, want_inf = np.isinf(got), np.isinf(want)
+    want_finite, got_finite = np.isfinite(want), np.isfinite(got)
+    said = []
+    for count, text in (
+            (got_nan & want_finite, "{n} {outputs} NaN where the reference is finite"),
+            (got_inf & want_finite, "{n} {outputs} infinite where the reference is finite"),
+            (want_nan & got_finite, "the reference is NaN at {n} {places} where your output is "
+             "finite"),
+            (want_inf & got_finite, "the reference is infinite at {n} {places} where your "
+             "output is finite")):
+        n = int(np.count_nonzero(count))
+        if n:
+            said.append(text.format(n=n, outputs="output is" if n == 1 else "outputs are",
+                                    places="place" if n == 1 else "places"))
+    return "; ".join(said)
 
 
 def _recognise_exact(part: Part, case: Case, got, args, want) -> Bug:

@@ -71,6 +71,8 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
         return
     for case_result in part_result.cases:
         _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state))
+    if part_result.compile_check is not None:
+        _render_compile_check(console, part_result.compile_check)
     grade_style = "green" if status == "passed" else "red"
     console.print(f"  [{grade_style}]{part_result.passed}/{part_result.graded} cases passed"
                   f"[/{grade_style}]", highlight=False)
@@ -120,6 +122,32 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
         console.print(f"{indent}[cyan]{escape(hint)}[/cyan]", highlight=False)
 
 
+def _render_compile_check(console: Console, check: runner.CompileCheck):
+    """The kernels compiled for a GPU after the interpreter run: what the compiler rejected."""
+    from learning.gpu_compile import TARGET_LABEL
+
+    indent = "          "
+    if not check.ran:
+        console.print(f"  [dim]note: the GPU compile check could not run: {escape(check.note)}"
+                      "[/dim]", highlight=False)
+        return
+    rejected = check.rejected
+    kernels = ", ".join(sorted({c.kernel for c in check.compiled}))
+    label, style = STATUS_STYLE["failed" if rejected else "passed"]
+    console.print(f"  [{style}]{label:<7}[/{style}] [bold]GPU compile[/bold]: the kernels "
+                  f"compile for a GPU ({TARGET_LABEL}), not only in the interpreter: "
+                  f"{escape(kernels)}", highlight=False)
+    for compiled in rejected:
+        where = f", line {compiled.line}" if compiled.line else ""
+        console.print(f"{indent}the compiler rejected {escape(compiled.kernel)}{where}: "
+                      f"{escape(compiled.message)}", highlight=False)
+        if compiled.hint:
+            console.print(f"{indent}[yellow]likely cause:[/yellow] {escape(compiled.hint)}",
+                          highlight=False)
+    if check.note:
+        console.print(f"{indent}[dim]not checked: {escape(check.note)}[/dim]", highlight=False)
+
+
 def _fmt(value: float) -> str:
     return format_value(value)
 
@@ -133,7 +161,9 @@ def _render_summary(console: Console, result: runner.CheckResult):
         elif part_result.status == "missing":
             grades.append(f"{name} missing")
         else:
-            grades.append(f"{name} {part_result.passed}/{part_result.graded}")
+            check = part_result.compile_check
+            rejected = " (rejected by the GPU compiler)" if check and check.rejected else ""
+            grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = "green" if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
     console.print(_next_step(result), highlight=False)
@@ -193,7 +223,16 @@ def _part_json(exercise: registry.Exercise, part_result: runner.PartResult) -> d
         "total": part_result.graded,
         "problem": None if part_result.problem is None else part_result.problem.message,
         "cases": [_case_json(c) for c in part_result.cases],
+        "gpu_compile": _compile_json(part_result.compile_check),
     }
+
+
+def _compile_json(check: runner.CompileCheck | None) -> dict | None:
+    if check is None:
+        return None
+    return {"ran": check.ran, "note": check.note,
+            "kernels": [{"kernel": c.kernel, "status": c.status, "message": c.message,
+                         "line": c.line, "likely_cause": c.hint} for c in check.compiled]}
 
 
 def _case_json(case_result: runner.CaseResult) -> dict:

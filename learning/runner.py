@@ -26,9 +26,18 @@ from learning.tensors import TensorSpec
 
 PYTHON_CASE_SECONDS = 10.0
 KERNEL_CASE_SECONDS = 60.0
-IMPORT_SECONDS = 120.0
+# The grader's own start-up in the child (Python, torch, triton) before the learner's code runs.
+STARTUP_SECONDS = 120.0
+# The learner's import gets the case limit, but never less than this: a module may import
+# libraries of its own, and a slow machine should not turn that into a failure.
+IMPORT_FLOOR_SECONDS = 30.0
+IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
+COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 MAX_OUTPUT_LINES = 40
 MAX_OUTPUT_CHARS = 4000
+MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
+# Settings of the learner's shell that would change how the child runs, not what it computes.
+_DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 _FRAME_HEADER = struct.Struct("<Q")
 
@@ -41,10 +50,29 @@ class CaseResult:
 
 
 @dataclass
+class CompileCheck:
+    """The GPU compile check of one part's kernels (interpreter runs only)."""
+
+    ran: bool  # False: it could not run here, and ``note`` says why
+    note: str = ""
+    compiled: list = field(default_factory=list)  # learning.gpu_compile.Compiled, one per launch
+
+    @property
+    def rejected(self) -> list:
+        """One entry per distinct rejection (the same line fails for every argument type)."""
+        unique = {}
+        for c in self.compiled:
+            if c.status == "rejected":
+                unique.setdefault((c.kernel, c.line) if c.line else (c.kernel, c.message), c)
+        return list(unique.values())
+
+
+@dataclass
 class PartResult:
     part: Part
     cases: list[CaseResult] = field(default_factory=list)
     problem: ImportProblem | None = None  # the function is missing, or the module won't import
+    compile_check: CompileCheck | None = None
 
     @property
     def passed(self) -> int:
@@ -62,6 +90,8 @@ class PartResult:
             return "missing" if self.problem.kind == "missing-function" else "failed"
         if any(c.verdict.status == "not-started" for c in self.cases):
             return "not-started"
+        if self.compile_check is not None and self.compile_check.rejected:
+            return "failed"
         return "passed" if self.passed == self.graded and self.graded else "failed"
 
     @property
@@ -86,9 +116,20 @@ class CheckResult:
         return bool(started) and all(p.status == "passed" for p in started)
 
 
+def import_limit(case_seconds: float) -> float:
+    """Seconds the learner's module may take to import, given the per-case limit."""
+    return max(IMPORT_FLOOR_SECONDS, case_seconds)
+
+
 def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None = None,
-          force_interpret: bool = False, case_seconds: float | None = None) -> CheckResult:
-    """Run the learner's ``<root>/<exercise>.py`` against the chosen parts' cases."""
+          force_interpret: bool = False, case_seconds: float | None = None,
+          import_seconds: float | None = None, compile_check: bool = True) -> CheckResult:
+    """Run the learner's ``<root>/<exercise>.py`` against the chosen parts' cases.
+
+    ``case_seconds`` limits each case, ``import_seconds`` the learner's import (default:
+    ``import_limit(case_seconds)``). With ``compile_check``, kernels that ran in the
+    interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
+    """
     start = time.perf_counter()
     root = Path(root or Path.cwd())
     module_path = root / exercise.filename
@@ -101,14 +142,34 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         _mark_not_run(result.parts, "the module is missing")
         result.seconds = time.perf_counter() - start
         return result
-    output_chunks = []
-    pending = list(result.parts)
+    output_chunks, launches = [], []
+    compiler = _CompileRun(module_path) if compile_check else None
+    try:
+        _run_parts(result, exercise, module_path, force_interpret, case_seconds,
+                   import_seconds, compiler, output_chunks, list(result.parts), launches)
+        if compiler is not None and compiler.started:
+            _attach_compile_check(result, compiler, launches)
+    finally:
+        if compiler is not None and compiler.started:
+            compiler.cancel()
+    result.learner_output = _cap_output("".join(output_chunks))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run_parts(result, exercise, module_path, force_interpret, case_seconds, import_seconds,
+               compiler, output_chunks, pending, launches):
+    """One worker process after another, until every pending part has run or cannot."""
     while pending:
-        run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds)
+        run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds,
+                         import_seconds, compiler)
         run.execute()
         output_chunks.append(run.output)
+        launches += run.launches
         if run.mode is not None:
             result.mode = run.mode
+        if run.import_problem is None and not run.imported:
+            run.import_problem = run.import_failure()
         if run.import_problem is not None:
             result.import_problem = run.import_problem
             _mark_not_run(pending, "the module could not be imported")
@@ -121,11 +182,28 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         stopped_in = run.current[0] if run.current else run.abandoned[0] if run.abandoned \
             else pending[0].part.name
         broken = next(p for p in pending if p.part.name == stopped_in)
-        pending = pending[pending.index(broken) + 1:]
-    result.learner_output = _cap_output("".join(output_chunks))
-    result.seconds = time.perf_counter() - start
-    return result
+        pending[:] = pending[pending.index(broken) + 1:]
 
+
+def _attach_compile_check(result: CheckResult, compiler: _CompileRun, launches: list):
+    """Compile what the interpreter launched, and give each kernel part its report."""
+    kernel_parts = [p for p in result.parts if p.part.needs_kernels and p.started
+                    and p.problem is None]
+    if not kernel_parts or result.import_problem is not None or not launches:
+        return
+    compiled, note = compiler.finish(launches)
+    for part_result in kernel_parts:
+        mine = [launch for launch in launches if launch.part == part_result.part.name]
+        if not mine:
+            continue
+        if note:
+            part_result.compile_check = CompileCheck(False, note)
+            continue
+        kernels = {launch.kernel for launch in mine}
+        found = [c for c in compiled if c.kernel in kernels]
+        skipped = [c for c in found if c.status == "not-checked"]
+        part_result.compile_check = CompileCheck(
+            True, "; ".join(f"{c.kernel}: {c.message}" for c in skipped), found)
 
 def _mark_not_run(parts: list[PartResult], why: str):
     for part_result in parts:
@@ -201,7 +279,8 @@ class _WorkerRun:
     """One learner process: start it, read its events under time limits, end it."""
 
     def __init__(self, exercise: Exercise, module_path: Path, parts: list[PartResult],
-                 force_interpret: bool, case_seconds: float | None):
+                 force_interpret: bool, case_seconds: float | None,
+                 import_seconds: float | None = None, compiler: _CompileRun | None = None):
         self.exercise = exercise
         self.module_path = module_path
         self.part_names = [p.part.name for p in parts]
@@ -209,6 +288,11 @@ class _WorkerRun:
         kernels = any(p.part.needs_kernels for p in parts)
         default = KERNEL_CASE_SECONDS if kernels else PYTHON_CASE_SECONDS
         self.case_seconds = case_seconds or default
+        self.import_seconds = import_seconds or import_limit(self.case_seconds)
+        self.compiler = compiler
+        self.phase = "start-up"  # then "import", then "cases"
+        self.imported = False
+        self.launches: list = []
         self.mode: tuple[bool, str] | None = None
         self.import_problem: ImportProblem | None = None
         self.missing: dict[str, ImportProblem] = {}
@@ -218,44 +302,52 @@ class _WorkerRun:
         self.abandoned: tuple[str, str] | None = None  # (part, why): the process gave up on it
         self.finished = False
         self.timed_out = False
+        self.garbled = ""  # the process sent something that is not one of the course's events
         self.returncode: int | None = None
         self.output = ""
 
     def execute(self):
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(COURSE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        out_read, out_write = os.pipe()
         command = [sys.executable, "-m", "learning.worker", "--exercise", self.exercise.name,
                    "--module-path", str(self.module_path), "--parts", ",".join(self.part_names),
                    "--fd", str(write_fd)]
         if self.force_interpret:
             command.append("--interpret")
-        with tempfile.TemporaryFile() as output:
+        self._output = _CappedOutput()
+        try:
             process = subprocess.Popen(
-                command, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, cwd=str(self.module_path.parent), env=env,
+                command, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=out_write,
+                stderr=out_write, cwd=str(self.module_path.parent), env=child_environment(),
                 start_new_session=True)
+        finally:
             os.close(write_fd)
-            try:
-                self._read_events(read_fd)
-            finally:
-                os.close(read_fd)
-                self._stop(process)
-            output.seek(0)
-            self.output = output.read().decode("utf-8", errors="replace")
+            os.close(out_write)
+        try:
+            self._read_events(read_fd, out_read)
+        finally:
+            os.close(read_fd)
+            self._stop(process, out_read)
+            os.close(out_read)
+        self.output = self._output.text()
 
-    def _read_events(self, fd: int):
+    def _limit(self) -> float:
+        return {"start-up": STARTUP_SECONDS, "import": self.import_seconds}.get(
+            self.phase, self.case_seconds)
+
+    def _read_events(self, fd: int, out_fd: int):
         buffer = b""
-        deadline = time.monotonic() + IMPORT_SECONDS
-        while True:
+        deadline = time.monotonic() + self._limit()
+        watched = [fd, out_fd]
+        while fd in watched:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.timed_out = True
                 return
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            ready, _, _ = select.select(watched, [], [], remaining)
+            if out_fd in ready and not self._output.read_from(out_fd):
+                watched.remove(out_fd)
+            if fd not in ready:
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -267,11 +359,14 @@ class _WorkerRun:
                     break
                 frame = buffer[_FRAME_HEADER.size:_FRAME_HEADER.size + size]
                 buffer = buffer[_FRAME_HEADER.size + size:]
-                event = pickle.loads(frame)
+                try:
+                    event = load_event(frame)
+                except Exception as exc:  # noqa: BLE001 - garbage on the pipe ends the run
+                    self.garbled = f"{type(exc).__name__}: {exc}"
+                    return
                 self._handle(event)
-                # After the mode is chosen the learner's module is imported, which may be slow.
-                wait = IMPORT_SECONDS if event[0] == "mode" else self.case_seconds
-                deadline = time.monotonic() + wait
+                if event[0] != "launch":  # a launch happens inside a case: its clock runs on
+                    deadline = time.monotonic() + self._limit()
                 if self.finished:
                     return
 
@@ -279,8 +374,16 @@ class _WorkerRun:
         kind = event[0]
         if kind == "mode":
             self.mode = (event[1], event[2])
+            if event[1] and self.compiler is not None:
+                self.compiler.start()  # overlaps its start-up with the interpreter run
+        elif kind == "importing":
+            self.phase = "import"
         elif kind == "import":
             self.import_problem = event[1]
+            self.imported = True
+            self.phase = "cases"
+        elif kind == "launch":
+            self.launches.append(event[1])
         elif kind == "part-missing":
             self.missing[event[1]] = event[2]
         elif kind == "start":
@@ -295,28 +398,49 @@ class _WorkerRun:
         elif kind == "finished":
             self.finished = True
 
-    def _stop(self, process: subprocess.Popen):
-        if self.finished:
-            try:
-                self.returncode = process.wait(timeout=10)
+    def _stop(self, process: subprocess.Popen, out_fd: int):
+        """Let a process that is done exit on its own (reading what it still prints), else
+        kill its whole process group."""
+        if not self.timed_out:
+            wait = 10.0 if self.finished else 5.0
+            self.returncode = self._output.drain_until_exit(process, out_fd, wait)
+            if self.returncode is not None:
                 return
-            except subprocess.TimeoutExpired:
-                pass
-        elif not self.timed_out:
-            try:
-                self.returncode = process.wait(timeout=5)
-                return
-            except subprocess.TimeoutExpired:
-                pass
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.returncode = process.wait()
+        self._output.drain_until_exit(process, out_fd, 1.0)
+
+    def import_failure(self) -> ImportProblem:
+        """The process stopped before the learner's module finished importing: say how."""
+        name = self.module_path.name
+        if self.phase == "start-up":
+            verdict = self.failure_verdict()
+            return ImportProblem("start-up", f"the grader's process could not start: "
+                                 f"{verdict.summary}; the output below may say why")
+        if self.timed_out:
+            return ImportProblem(
+                "timed-out", f"importing {name} timed out after {self.import_seconds:g} s: code "
+                "at the top level of the module runs on import; an endless loop or a long "
+                "computation there belongs inside a function")
+        code = self.returncode
+        if code is not None and code < 0:
+            return ImportProblem("crashed", f"the process crashed (signal {-code}, "
+                                 f"{_signal_name(-code)}) while importing {name}")
+        return ImportProblem("exited", f"{name} ended the program while being imported "
+                             f"(exit status {code}): code at the top level of the module runs on "
+                             "import; do not call sys.exit or os._exit there")
 
     def failure_verdict(self) -> compare.Verdict:
         """What to say about the case that was running when the process stopped answering."""
         name = f"{self.current[0]}/{self.current[1]}" if self.current else "start-up"
+        if self.garbled:
+            return compare.Verdict(
+                "crashed", f"the process sent the grader something it could not read in case "
+                f"{name} ({self.garbled[:200]}): the code wrote to a pipe or file descriptor "
+                "it does not own")
         if self.timed_out:
             return compare.Verdict(
                 "timed-out", f"timed out after {self.case_seconds:g} s in case {name}: an "
@@ -324,14 +448,226 @@ class _WorkerRun:
         code = self.returncode
         if code is not None and code < 0:
             number = -code
-            try:
-                label = signal.Signals(number).name
-            except ValueError:
-                label = "unknown"
-            memory = ("SIGSEGV", "SIGBUS", "SIGABRT")
-            cause = ": likely an out-of-bounds load or store" if label in memory else ""
+            label = _signal_name(number)
+            cause = SIGNAL_CAUSES.get(label, "")
             return compare.Verdict(
-                "crashed", f"the process crashed (signal {number}, {label}) in case {name}{cause}")
+                "crashed", f"the process crashed (signal {number}, {label}) in case {name}"
+                f"{': ' + cause if cause else ''}", bug=_crash_bug(label))
         return compare.Verdict(
             "crashed", f"the process exited (status {code}) in case {name}: the code ended the "
             "program (sys.exit, os._exit) instead of returning", bug=compare.COMMON_BUGS["exited"])
+
+
+# The likely cause of each way a process can be killed, as the learner should read it.
+SIGNAL_CAUSES = {
+    "SIGSEGV": "likely an out-of-bounds load or store (or a pointer computed from the wrong "
+               "tensor)",
+    "SIGBUS": "likely an out-of-bounds or misaligned load or store",
+    "SIGABRT": "the process aborted itself: likely corrupted memory after an out-of-bounds "
+               "store, or a failed check inside a library",
+    "SIGFPE": "an arithmetic fault in native code, such as an integer division by zero",
+    "SIGKILL": "killed from outside: most often the system ran out of memory (a tensor far "
+               "larger than the case needs), or the code killed its own process",
+    "SIGTERM": "asked to stop from outside, or the code ended its own process",
+    "SIGILL": "an illegal instruction in native code",
+}
+
+
+class _EventUnpickler(pickle.Unpickler):
+    """Events come from a process that runs the learner's code: rebuild only the plain data
+    the course sends (its result classes, NumPy arrays), never an arbitrary callable."""
+
+    ALLOWED = {
+        "learning.returned": {"Returned", "Raised", "Skipped", "ImportProblem"},
+        "learning.gpu_compile": {"Launch", "Compiled"},
+        "numpy": {"ndarray", "dtype"},
+        "numpy.core.multiarray": {"_reconstruct", "scalar"},
+        "numpy.core.numeric": {"_frombuffer"},
+        "numpy._core.numeric": {"_frombuffer"},
+        "numpy._core.multiarray": {"_reconstruct", "scalar"},
+        "numpy.dtypes": None,  # NumPy 2's dtype classes (Float64DType, ...)
+        "builtins": {"complex", "frozenset", "set", "slice", "range"},
+        "collections": {"OrderedDict"},
+    }
+
+    def find_class(self, module: str, name: str):
+        allowed = self.ALLOWED.get(module, ())
+        if allowed is None and name.endswith("DType") or allowed and name in allowed:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused {module}.{name} from the learner's process")
+
+
+def load_event(frame: bytes) -> tuple:
+    import io
+
+    return _EventUnpickler(io.BytesIO(frame)).load()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def _crash_bug(label: str):
+    if label in ("SIGSEGV", "SIGBUS", "SIGABRT"):
+        return compare.COMMON_BUGS["out-of-bounds"]
+    return None
+
+
+def child_environment() -> dict:
+    """The environment of a child process: the learner's, minus what would change how Python
+    runs, with the course importable and output unbuffered (a crash loses nothing printed)."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(COURSE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+class _CappedOutput:
+    """What the learner's process prints: the first MAX_CAPTURED_BYTES kept, the rest counted."""
+
+    def __init__(self):
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def read_from(self, fd: int) -> bool:
+        """Read what is there; False at end of file."""
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return False
+        room = MAX_CAPTURED_BYTES - len(self.kept)
+        self.kept += chunk[:max(room, 0)]
+        self.dropped += max(len(chunk) - max(room, 0), 0)
+        return True
+
+    def drain_until_exit(self, process: subprocess.Popen, fd: int, seconds: float):
+        """Keep reading until the process exits or ``seconds`` pass; its status, or None."""
+        deadline = time.monotonic() + seconds
+        open_ = True
+        while True:
+            code = process.poll()
+            remaining = deadline - time.monotonic()
+            if code is not None and not open_:
+                return code
+            if remaining <= 0:
+                return code
+            if open_:
+                ready, _, _ = select.select([fd], [], [], min(remaining, 0.2))
+                if ready and not self.read_from(fd):
+                    open_ = False
+            else:
+                time.sleep(min(remaining, 0.05))
+            if code is not None and not open_:
+                return code
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[output cut: {self.dropped} more bytes]"
+        return text
+
+
+class _CompileRun:
+    """The GPU compile check's process (learning.gpu_compile): started when the worker says
+    kernels run in the interpreter, so that its imports overlap the interpreter run; given the
+    recorded launches at the end."""
+
+    def __init__(self, module_path: Path):
+        self.module_path = module_path
+        self.process: subprocess.Popen | None = None
+        self.read_fd: int | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.process is not None
+
+    def start(self):
+        if self.process is not None:
+            return
+        read_fd, write_fd = os.pipe()
+        env = child_environment()
+        env.pop("TRITON_INTERPRET", None)
+        env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="learning-compile-")
+        self.cache_dir = env["TRITON_CACHE_DIR"]
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "learning.gpu_compile", "--module-path",
+                 str(self.module_path), "--fd", str(write_fd)],
+                pass_fds=(write_fd,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, cwd=str(self.module_path.parent), env=env,
+                start_new_session=True)
+        finally:
+            os.close(write_fd)
+        self.read_fd = read_fd
+
+    def cancel(self):
+        """Nothing to compile: end the process without waiting for it."""
+        self.finish(None)
+
+    def finish(self, launches: list | None) -> tuple[list, str]:
+        """Send the launches, collect what the compiler said; (results, why it could not run)."""
+        import shutil
+
+        from learning.gpu_compile import chosen
+
+        results, note = [], ""
+        try:
+            if launches is None:
+                return results, note
+            unique = chosen(launches)
+            try:
+                pickle.dump(unique, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                self.process.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            note = self._collect(results, len(unique))
+        finally:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+            os.close(self.read_fd)
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+            self.process = None
+        return results, note
+
+    def _collect(self, results: list, expected: int) -> str:
+        buffer = b""
+        deadline = time.monotonic() + COMPILE_SECONDS
+        ready_seen = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return f"it did not finish within {COMPILE_SECONDS:g} s"
+            ready, _, _ = select.select([self.read_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.read_fd, 1 << 20)
+            if not chunk:
+                return "" if ready_seen and len(results) >= expected else \
+                    "its process stopped before it finished"
+            buffer += chunk
+            while len(buffer) >= _FRAME_HEADER.size:
+                (size,) = _FRAME_HEADER.unpack_from(buffer)
+                if len(buffer) < _FRAME_HEADER.size + size:
+                    break
+                event = load_event(buffer[_FRAME_HEADER.size:_FRAME_HEADER.size + size])
+                buffer = buffer[_FRAME_HEADER.size + size:]
+                if event[0] == "ready":
+                    ready_seen = True
+                    if event[1]:
+                        return event[1]
+                elif event[0] == "compiled":
+                    results.append(event[1])
+                elif event[0] == "finished":
+                    return ""

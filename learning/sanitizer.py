@@ -24,13 +24,17 @@ class OutOfBoundsAccess(IndexError):
 
 
 def _allowed_ranges() -> list[tuple[int, int]]:
-    return getattr(_state, "ranges", [])
+    return getattr(_state, "ranges", None) or []
 
 
 def _record_ranges(args) -> None:
+    """Remember the launch's tensors; None (no checking) when one of them cannot be measured,
+    since a wrong "out of bounds" would be worse than an unchecked launch."""
     ranges = []
+    unknown = False
 
     def visit(arg):
+        nonlocal unknown
         if isinstance(arg, (tuple, list)):
             for item in arg:
                 visit(item)
@@ -40,15 +44,19 @@ def _record_ranges(args) -> None:
             ranges.append((start, start + storage.nbytes()))
         elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):  # descriptors
             visit(arg.base)
+        elif hasattr(arg, "data_ptr"):  # a pointer without a size: a later Triton's stand-in
+            unknown = True
 
     for arg in args:
         visit(arg)
-    _state.ranges = ranges
+    _state.ranges = None if unknown else ranges
 
 
 def _check(kind: str, ptrs, mask) -> None:
     import numpy as np
 
+    if getattr(_state, "ranges", []) is None:
+        return
     addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
     active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
     addresses = addresses[active]

@@ -14,6 +14,7 @@ import importlib.util
 import math
 import os
 import pickle
+import re
 import struct
 import sys
 import time
@@ -26,6 +27,10 @@ from learning.returned import ImportProblem, Raised, Returned, Skipped
 from learning.tensors import TensorSpec
 
 MAX_MESSAGE = 2000
+MAX_MESSAGE_LINES = 30
+# Libraries a learner's module usually imports: loaded before the clock on the learner's import
+# starts, so that its limit measures their code, not torch's start-up on a slow machine.
+WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
 # Written over fresh allocations on the second run of a case that came back with NaN: an element
 # still holding it was never written. Negative, so no softmax or norm output can equal it.
 UNWRITTEN_SENTINEL = -12345.0
@@ -42,10 +47,22 @@ class Channel:
         self._file.write(struct.pack("<Q", len(payload)) + payload)
 
 
-def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
+def _cut(text: str, limit: int = MAX_MESSAGE, max_lines: int = MAX_MESSAGE_LINES) -> str:
+    """At most ``limit`` characters and ``max_lines`` lines, saying what was cut."""
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        text = "\n".join(lines[:max_lines]) + f"\n... [cut: {len(lines) - max_lines} more lines]"
     if len(text) <= limit:
         return text
     return text[:limit] + f"... [cut: {len(text) - limit} more characters]"
+
+
+def safe_str(value) -> str:
+    """str() of something the learner made, which may itself raise (a broken __str__)."""
+    try:
+        return str(value)
+    except BaseException as exc:  # noqa: BLE001 - anything the learner's __str__ raises
+        return f"<could not be shown: its __str__ raised {type(exc).__name__}>"
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -76,7 +93,7 @@ def learner_traceback(exc: BaseException, learner_file: str) -> str:
     lines = ["Traceback (most recent call last, your code only):\n"]
     lines += traceback.format_list(mine)
     lines += traceback.format_exception_only(type(exc), exc)
-    return _cut("".join(lines), 4 * MAX_MESSAGE)
+    return _cut("".join(lines), 4 * MAX_MESSAGE, 4 * MAX_MESSAGE_LINES)
 
 
 def import_learner_module(path: str) -> tuple[object | None, ImportProblem | None]:
@@ -95,13 +112,56 @@ def import_learner_module(path: str) -> tuple[object | None, ImportProblem | Non
         message = f"syntax error in {where}: {exc.msg}"
         return None, ImportProblem("syntax", message, text, details={"line": exc.lineno})
     except ImportError as exc:
-        missing = getattr(exc, "name", None) or str(exc)
-        message = f"importing {os.path.basename(path)} failed: cannot import {missing!s} ({exc})"
-        return None, ImportProblem("import", _cut(message), learner_traceback(exc, path))
-    except BaseException as exc:  # the learner's module may raise anything, SystemExit too
-        message = f"importing {os.path.basename(path)} raised {type(exc).__name__}: {exc}"
+        message = f"importing {os.path.basename(path)} failed: {_missing_name(exc)}"
+        return None, ImportProblem("import", _cut(message), learner_traceback(exc, path),
+                                   details={"name": getattr(exc, "name", None)})
+    except SystemExit as exc:
+        message = (f"{os.path.basename(path)} ended the program while being imported "
+                   f"(SystemExit: {safe_str(exc.code)}): code at the top level of the module "
+                   "runs on import; keep it inside functions")
+        return None, ImportProblem("exited", _cut(message), learner_traceback(exc, path))
+    except BaseException as exc:  # the learner's module may raise anything
+        message = f"importing {os.path.basename(path)} raised {type(exc).__name__}: " \
+                  f"{safe_str(exc)}"
         return None, ImportProblem("exception", _cut(message), learner_traceback(exc, path))
     return module, None
+
+
+def _missing_name(exc: ImportError) -> str:
+    """What could not be imported, in words: a module, or a name inside a module."""
+    text = safe_str(exc)
+    found = re.match(r"cannot import name '([^']+)' from '([^']+)'", text)
+    if found:
+        return (f"module {found[2]} has no name {found[1]!r}: check the spelling, or import "
+                f"it from the module that defines it ({text})")
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return (f"no module named {exc.name!r}: is it installed, and is the name spelt "
+                f"right? ({text})")
+    return f"cannot import {getattr(exc, 'name', None) or text} ({text})"
+
+
+def warm_up(path: str) -> None:
+    """Import the heavy libraries ``path`` imports at its top level, ahead of the learner's
+    own import (whose time limit should not pay for them). Errors are left for that import."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    wanted = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            wanted.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            wanted.add(node.module)
+    for name in WARM_IMPORTS:
+        if name in wanted or any(w.startswith(name + ".") for w in wanted):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the learner's import reports it
+                pass
 
 
 def _is_number(value) -> bool:
@@ -248,15 +308,27 @@ def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses
         name = type(cause).__name__
         if device == "cuda" and _lost_gpu(cause):
             name = "CudaFault"
-        return Raised(name, _cut(str(cause)), learner_traceback(exc, learner_file),
+        return Raised(name, _cut(safe_str(cause)), learner_traceback(exc, learner_file),
                       not_started=not_started, seconds=seconds)
     seconds = time.perf_counter() - start
-    returned = summarise(result, args, before)
+    try:
+        returned = summarise(result, args, before)
+    except Exception as exc:  # noqa: BLE001 - a returned object that resists being read
+        returned = Returned(_type_name(result), None,
+                            note=_cut(f"could not read it: {type(exc).__name__}: "
+                                      f"{safe_str(exc)}", 300))
     returned.seconds = seconds
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
     return returned
+
+
+def _type_name(value) -> str:
+    try:
+        return type(value).__name__
+    except Exception:  # noqa: BLE001
+        return "object"
 
 
 def _has_nan(values) -> bool:
@@ -297,6 +369,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     exercise = registry.find(exercise_name)
     parts = [exercise.part(name) for name in part_names]
     device = "cpu"
+    recorder = None
     if any(part.needs_kernels for part in parts) or force_interpret:
         from learning import mode as kernel_mode
 
@@ -304,15 +377,21 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning import sanitizer
+            from learning import gpu_compile, sanitizer
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
+            recorder = gpu_compile.LaunchRecorder(
+                module_path, lambda launch: channel.send("launch", launch))
+            if not recorder.install():
+                recorder = None
         channel.send("mode", mode.interpret, reason)
     # Build every input before the learner's code runs, so their import cannot change them.
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases}
     course_root = os.path.dirname(os.path.abspath(module_path))
     sys.path.insert(0, course_root)
+    warm_up(module_path)
+    channel.send("importing")
     module, problem = import_learner_module(module_path)
     channel.send("import", problem)
     if problem:
@@ -327,6 +406,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                 function=part.function,
             ))
             continue
+        if recorder is not None:
+            recorder.part = part.name
         for case in part.cases:
             if case.gpu_only and device != "cuda":
                 channel.send("done", part.name, case.name, Skipped("needs a CUDA GPU"))

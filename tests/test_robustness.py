@@ -1,0 +1,486 @@
+"""The grader against everything a learner's code can do wrong: each test feeds it the bad code
+and asserts the verdict, the message the learner reads, and that it ended in bounded time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from learning import compare, gpu_compile, registry, runner, sanitizer
+from learning.returned import Returned
+from tests.helpers import COURSE_ROOT, grade_text, solution_text
+
+SOFTMAX = registry.find("softmax")
+# Bounds on the wall time of one graded check, generous for a loaded 2-core machine: what they
+# prove is that nothing waits for a limit it should not (120 s start-up, 60 s per kernel case).
+PYTHON_PART_SECONDS = 60
+KERNEL_PART_SECONDS = 90
+WORKED = "[0.090030573, 0.244728471, 0.665240956]"
+
+
+def with_code(body: str) -> str:
+    """The reference solution, with ``body`` appended (later definitions win)."""
+    return f"{solution_text('softmax')}\n\n{body}\n"
+
+
+def grade(tmp_path, text: str, parts=("python",), **options):
+    start = time.monotonic()
+    result = grade_text(tmp_path, "softmax", text, list(parts), **options)
+    return result, time.monotonic() - start
+
+
+def rendered(result) -> str:
+    """What the learner reads for ``result``, as plain text."""
+    import io
+
+    from rich.console import Console
+
+    from learning import report
+
+    buffer = io.StringIO()
+    report.render(Console(file=buffer, width=200, no_color=True, highlight=False), result)
+    return buffer.getvalue()
+
+
+def statuses(part_result) -> list[str]:
+    return [c.verdict.status for c in part_result.cases]
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Isolation: loops, crashes and exits end in a verdict, never in a hung or dead grader.
+
+
+def test_endless_loop_inside_a_kernel_times_out_and_the_rest_is_not_run(tmp_path):
+    text = solution_text("softmax").replace(
+        "    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n    while True:\n"
+        "        pass\n")
+    result, seconds = grade(tmp_path, text, ["triton"], case_seconds=2)
+    (part,) = result.parts
+    first = part.cases[0].verdict
+    assert first.status == "timed-out"
+    assert first.summary.startswith("timed out after 2 s in case triton/width 3: an endless loop")
+    assert set(statuses(part)[1:]) <= {"not-run", "skipped"}
+    assert "not run" in part.cases[1].verdict.summary
+    assert not result.ok and seconds < KERNEL_PART_SECONDS
+
+
+@pytest.mark.parametrize("signal_name, cause", [
+    ("SIGSEGV", "likely an out-of-bounds load or store"),
+    ("SIGKILL", "killed from outside: most often the system ran out of memory"),
+])
+def test_a_process_killed_by_a_signal_is_reported_with_the_signal_and_its_likely_cause(
+        tmp_path, signal_name, cause):
+    number = int(getattr(signal, signal_name))
+    result, seconds = grade(tmp_path, with_code(
+        "import os, signal\n\ndef softmax_python(values):\n"
+        f"    os.kill(os.getpid(), signal.{signal_name})"))
+    (part,) = result.parts
+    verdict = part.cases[0].verdict
+    assert verdict.status == "crashed"
+    assert verdict.summary.startswith(f"the process crashed (signal {number}, {signal_name}) in "
+                                      "case python/worked example: ")
+    assert cause in verdict.summary
+    assert set(statuses(part)[1:]) == {"not-run"}
+    assert not result.ok and seconds < PYTHON_PART_SECONDS
+
+
+@pytest.mark.parametrize("call, status, message", [
+    ("sys.exit(0)", "error", "the code called sys.exit()"),
+    ("raise SystemExit", "error", "the code called sys.exit()"),
+    ("exit()", "error", "the code called sys.exit()"),
+    ("os._exit(0)", "crashed", "the process exited (status 0) in case python/worked example"),
+])
+def test_any_exit_from_a_call_is_a_failure_never_a_pass(tmp_path, call, status, message):
+    result, seconds = grade(tmp_path, with_code(
+        f"import os, sys\n\ndef softmax_python(values):\n    {call}"))
+    (part,) = result.parts
+    verdict = part.cases[0].verdict
+    assert verdict.status == status and message in verdict.summary
+    assert verdict.bug is compare.COMMON_BUGS["exited"]
+    assert part.status == "failed" and not result.ok
+    assert seconds < PYTHON_PART_SECONDS
+
+
+@pytest.mark.parametrize("call, message", [
+    ("sys.exit(0)", "softmax.py ended the program while being imported (SystemExit: 0)"),
+    ("os._exit(0)", "softmax.py ended the program while being imported (exit status 0)"),
+])
+def test_an_exit_at_import_is_a_failure_and_every_case_is_not_run(tmp_path, call, message):
+    result, seconds = grade(tmp_path, with_code(f"import os, sys\n{call}"), ["python", "triton"])
+    assert result.import_problem is not None
+    assert result.import_problem.message.startswith(message)
+    assert "do not call sys.exit" in result.import_problem.message or \
+        "keep it inside functions" in result.import_problem.message
+    for part in result.parts:
+        assert set(statuses(part)) == {"not-run"}
+        assert part.cases[0].verdict.summary == "the module could not be imported"
+    assert not result.ok and seconds < PYTHON_PART_SECONDS
+
+
+def test_a_module_that_hangs_at_import_times_out_on_the_import_limit(tmp_path):
+    result, seconds = grade(tmp_path, with_code("while True:\n    pass"), import_seconds=2)
+    assert result.import_problem.kind == "timed-out"
+    assert result.import_problem.message.startswith(
+        "importing softmax.py timed out after 2 s: code at the top level of the module runs on "
+        "import")
+    assert set(statuses(result.parts[0])) == {"not-run"}
+    assert not result.ok and seconds < PYTHON_PART_SECONDS
+
+
+def test_the_import_limit_follows_the_case_limit_with_a_floor():
+    assert runner.import_limit(1) == runner.IMPORT_FLOOR_SECONDS == 30
+    assert runner.import_limit(10) == 30
+    assert runner.import_limit(200) == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Import problems name what is missing; nothing runs.
+
+
+@pytest.mark.parametrize("line, message", [
+    ("import nonexistent_module", "importing softmax.py failed: no module named "
+     "'nonexistent_module': is it installed, and is the name spelt right?"),
+    ("from math import nothing", "importing softmax.py failed: module math has no name "
+     "'nothing': check the spelling"),
+])
+def test_an_import_error_names_the_missing_module_or_name(tmp_path, line, message):
+    result, seconds = grade(tmp_path, f"{line}\n{solution_text('softmax')}")
+    problem = result.import_problem
+    assert problem.kind == "import" and problem.message.startswith(message)
+    assert 'softmax.py", line 1' in problem.traceback
+    assert set(statuses(result.parts[0])) == {"not-run"}
+    assert not result.ok and seconds < PYTHON_PART_SECONDS
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The interpreter's bounds checking degrades gracefully.
+
+
+def test_sanitizer_install_returns_false_when_the_interpreter_lacks_its_hooks(monkeypatch):
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(sanitizer, "_installed", False)
+    monkeypatch.delattr(interpreter.InterpreterBuilder, "create_masked_store")
+    assert sanitizer.install() is False
+
+
+def test_sanitizer_does_not_check_a_launch_whose_tensors_it_cannot_measure():
+    class Pointer:  # a stand-in with an address but no storage, as some interpreters pass
+        def data_ptr(self):
+            return 64
+
+    sanitizer._record_ranges([Pointer()])
+    try:
+        assert sanitizer._state.ranges is None
+        sanitizer._check("load", None, None)  # returns before looking at the addresses
+    finally:
+        sanitizer._state.ranges = []
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Mistakes only a GPU compiler sees, caught without a GPU.
+
+_STORE = "    tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)\n"
+
+
+def _kernel_line(text: str, fragment: str) -> int:
+    """The first line holding ``fragment`` inside softmax_kernel."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines, 1) if line.startswith("def softmax_kernel"))
+    return next(i for i, line in enumerate(lines, 1) if i > start and fragment in line)
+
+
+@pytest.mark.parametrize("edit, fragment, message, cause", [
+    (lambda t: t.replace("    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n"
+                         "    for step in range(0, 2):\n        if step > 0:\n"
+                         "            break\n"),
+     "            break", "unsupported AST node type: Break", "cannot `break`"),
+    (lambda t: t.replace("    output = numerator / denominator\n",
+                         "    output = numerator / denominator\n    if output > 0.5:\n"
+                         "        output = output * 1.0\n"),
+     "    if output > 0.5:", "Boolean value of Tensor", "an `if` on a block of values"),
+    (lambda t: t.replace(_STORE, _STORE + "    return output\n"),
+     "    return output", "tt.return", "a kernel cannot return a value"),
+], ids=["break", "if-on-a-block", "returns-a-value"])
+def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, fragment,
+                                                                message, cause):
+    text = edit(solution_text("softmax"))
+    assert text != solution_text("softmax")
+    result, seconds = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded  # the interpreter runs it fine
+    assert part.status == "failed" and not result.ok
+    check = part.compile_check
+    assert check.ran and len(check.rejected) == 1
+    (rejected,) = check.rejected
+    assert rejected.kernel == "softmax_kernel" and message in rejected.message
+    assert rejected.line == _kernel_line(text, fragment)
+    assert cause in rejected.hint
+    assert seconds < KERNEL_PART_SECONDS
+    shown = rendered(result)
+    assert f"the compiler rejected softmax_kernel, line {rejected.line}: " in shown
+    assert f"Grade: Triton {part.passed}/{part.graded} (rejected by the GPU compiler)" in shown
+
+
+def test_the_reference_kernel_compiles_and_the_check_costs_little(tmp_path):
+    result, seconds = grade(tmp_path, solution_text("softmax"), ["triton"])
+    (part,) = result.parts
+    assert part.status == "passed"
+    check = part.compile_check
+    assert check.ran and not check.rejected and check.note == ""
+    assert {c.kernel for c in check.compiled} == {"softmax_kernel"}
+    assert all(c.status == "ok" for c in check.compiled)
+    # One compile per argument types (float32 and float16 here), not one per block size.
+    assert len(check.compiled) == 2
+    assert sum(c.seconds for c in check.compiled) < 20
+    assert seconds < KERNEL_PART_SECONDS
+
+
+def test_the_check_says_plainly_when_the_compile_check_could_not_run(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpu_compile.OFF_SWITCH, "0")
+    result, _ = grade(tmp_path, solution_text("softmax"), ["triton"])
+    (part,) = result.parts
+    assert part.status == "passed"  # not running the check is no failure of the learner's
+    assert part.compile_check.ran is False
+    assert part.compile_check.note == f"it was turned off ({gpu_compile.OFF_SWITCH}=0)"
+
+
+def test_a_missing_ptxas_is_named(monkeypatch):
+    monkeypatch.delenv(gpu_compile.OFF_SWITCH, raising=False)
+    monkeypatch.setattr(gpu_compile, "_ptxas_path", lambda: None)
+    assert gpu_compile.unavailable() == ("no ptxas was found (Triton's bundled one, or "
+                                         "TRITON_PTXAS_PATH)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Wrong results each get a named message, and nothing floods the terminal.
+
+
+def test_nan_outputs_are_counted_by_name(tmp_path):
+    result, seconds = grade(tmp_path, with_code(
+        "def softmax_python(values):\n    return [float('nan')] * len(values)"))
+    verdict = result.parts[0].cases[0].verdict
+    assert verdict.status == "failed"
+    assert verdict.summary.endswith("; 3 outputs are NaN where the reference is finite")
+    assert verdict.expected == WORKED
+    assert seconds < PYTHON_PART_SECONDS
+
+
+def test_special_values_name_each_direction():
+    import numpy as np
+
+    nan, inf = float("nan"), float("inf")
+    want = np.array([0.5, nan, nan, 1.0, inf])
+    got = np.array([inf, 0.1, 0.2, nan, 2.0])
+    assert compare.special_values(got, want) == (
+        "1 output is NaN where the reference is finite; 1 output is infinite where the "
+        "reference is finite; the reference is NaN at 2 places where your output is finite; "
+        "the reference is infinite at 1 place where your output is finite")
+    assert compare.special_values(want, want) == ""
+
+
+def test_the_reference_nan_at_an_all_minus_inf_row_is_named():
+    import numpy as np
+
+    part = SOFTMAX.part("triton")
+    case = part.case("all -inf row")
+    args = tuple(a.exact() for a in case.make_args())
+    want = part.reference(*args)
+    got = np.where(np.isnan(want), 0.0, want)  # the learner wrote 0 where there is no softmax
+    returned = Returned("Tensor", got, shape=got.shape, dtype="float32", device="cpu")
+    verdict = compare.judge(part, case, returned, args, want, {"dtype": "float32",
+                                                              "device": "cpu"})
+    assert verdict.status == "failed"
+    assert "the reference is NaN at 20 places where your output is finite" in verdict.summary
+
+
+def test_a_huge_exception_message_is_cut_and_says_so(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "def softmax_python(values):\n    raise ValueError('x' * 100000)"))
+    verdict = result.parts[0].cases[0].verdict
+    assert verdict.status == "error"
+    assert verdict.summary.startswith("raised ValueError: xxx")
+    assert "[cut: 98000 more characters]" in verdict.summary and len(verdict.summary) < 2200
+    assert len(verdict.traceback) < 4 * 2000 + 200
+
+
+def test_an_exception_message_of_many_lines_is_cut_and_says_so(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "def softmax_python(values):\n"
+        "    raise ValueError('\\n'.join(f'line {i}' for i in range(5000)))"))
+    summary = result.parts[0].cases[0].verdict.summary
+    assert "line 0" in summary and "line 4999" not in summary
+    assert "more lines]" in summary and summary.count("\n") <= 31
+
+
+def test_an_exception_whose_str_raises_still_gets_a_verdict(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\n\n"
+        "def softmax_python(values):\n    raise Odd()"))
+    verdict = result.parts[0].cases[0].verdict
+    assert verdict.status == "error"
+    assert verdict.summary == "raised Odd: <could not be shown: its __str__ raised RuntimeError>"
+    assert set(statuses(result.parts[0])) == {"error"}  # every case ran
+
+
+def test_a_mismatch_list_is_capped(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "def softmax_python(values):\n    return [0.5] * len(values)"))
+    verdict = next(c.verdict for c in result.parts[0].cases if c.name == "long row")
+    assert verdict.mismatch_count == 200
+    assert len(verdict.mismatches) == compare.MAX_MISMATCHES_SHOWN
+    assert verdict.got.endswith("... (192 more)]")
+
+
+def test_printing_without_end_is_cut_and_the_grader_stays_bounded(tmp_path):
+    result, seconds = grade(tmp_path, with_code(
+        "def softmax_python(values):\n    while True:\n        print('spam ' * 2000)"),
+        case_seconds=2)
+    assert result.parts[0].cases[0].verdict.status == "timed-out"
+    assert "[output cut:" in result.learner_output
+    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+    assert seconds < PYTHON_PART_SECONDS
+
+
+def test_one_enormous_line_is_cut(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "import sys\n_solution = softmax_python\n\ndef softmax_python(values):\n"
+        "    sys.stdout.write('z' * 3_000_000)\n    return _solution(values)"))
+    assert result.parts[0].status == "passed"
+    assert result.learner_output.startswith("zzz")
+    assert "[output cut:" in result.learner_output
+    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The reference cannot be fooled from the learner's process.
+
+_SABOTAGE = """
+import builtins
+import math
+
+import numpy
+import torch
+
+import learning.compare
+import learning.exercises.softmax as exercise
+
+math.exp = lambda v: 1.0
+numpy.exp = lambda v: numpy.ones_like(v)
+torch.softmax = lambda x, dim=-1: torch.full_like(x, 1.0 / x.shape[dim])
+builtins.max = lambda *a, **k: 0.0
+builtins.sum = lambda *a, **k: 1.0
+exercise.reference_rows = lambda x: numpy.full(numpy.shape(x), 1.0 / numpy.shape(x)[-1])
+learning.compare._close = lambda got, want, atol, rtol: numpy.ones(numpy.shape(want), bool)
+
+
+def softmax_python(values):
+    numerator = [math.exp(v - max(values)) for v in values]
+    return [n / sum(numerator) for n in numerator]  # 1 each, under the patches
+"""
+
+
+def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_expected_values(
+        tmp_path):
+    result, seconds = grade(tmp_path, with_code(_SABOTAGE))
+    (part,) = result.parts
+    worked = part.cases[0].verdict
+    assert worked.status == "failed"
+    assert worked.expected == WORKED
+    assert worked.got == "[1.000000000, 1.000000000, 1.000000000]"  # what the patches give
+    assert part.status == "failed" and not result.ok
+    assert seconds < PYTHON_PART_SECONDS
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The learner's folder, concurrent checks, and the learner's environment.
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_grading_never_writes_the_folder_not_even_a_pycache(tmp_path):
+    (tmp_path / "helpers_of_mine.py").write_text("SCALE = 1.0\n", encoding="utf-8")
+    text = with_code("import helpers_of_mine  # noqa: F401  (a module of the learner's own)")
+    (tmp_path / "softmax.py").write_text(text, encoding="utf-8")
+    before = _tree(tmp_path)
+    result = runner.grade(SOFTMAX, tmp_path, ["python", "triton"])
+    assert result.ok
+    assert _tree(tmp_path) == before
+    assert not list(tmp_path.rglob("__pycache__"))
+
+
+def _check_command(root: Path, *parts: str) -> list[str]:
+    argv = [sys.executable, "-m", "learning.check", "softmax", "--root", str(root)]
+    for part in parts:
+        argv += ["--part", part]
+    return argv
+
+
+def _environment(**changes) -> dict:
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+    env["PYTHONPATH"] = str(COURSE_ROOT)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def test_two_checks_of_one_folder_at_once_do_not_interfere(tmp_path):
+    (tmp_path / "softmax.py").write_text(solution_text("softmax"), encoding="utf-8")
+    learner_files = {p.name: p.read_bytes() for p in tmp_path.glob("*.py")}
+    outputs = [None, None]
+
+    def check(index: int):
+        outputs[index] = subprocess.run(_check_command(tmp_path, "python"), capture_output=True,
+                                        text=True, env=_environment(), cwd=str(COURSE_ROOT),
+                                        timeout=300)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=check, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for done in outputs:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Grade: Python 11/11" in done.stdout
+        assert "Traceback" not in done.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.py")} == learner_files
+    assert not list(tmp_path.rglob("__pycache__"))
+    assert time.monotonic() - start < 2 * PYTHON_PART_SECONDS
+
+
+@pytest.mark.parametrize("changes, part, expect", [
+    ({"TRITON_INTERPRET": "1"}, "triton", "because TRITON_INTERPRET=1 is set in the environment"),
+    ({"CUDA_VISIBLE_DEVICES": ""}, "python", "Grade: Python 11/11"),
+    ({"NO_COLOR": "1", "TERM": "dumb"}, "python", "Grade: Python 11/11"),
+    ({"COLUMNS": "40"}, "python", "Grade:"),
+    ({"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}, "python",
+     "Grade: Python 11/11"),
+    ({"PYTHONWARNINGS": "error"}, "python", "Grade: Python 11/11"),
+], ids=["TRITON_INTERPRET", "no-GPU", "NO_COLOR", "COLUMNS=40", "ascii", "warnings-as-errors"])
+def test_the_learners_environment_does_not_break_the_check(tmp_path, changes, part, expect):
+    (tmp_path / "softmax.py").write_text(solution_text("softmax"), encoding="utf-8")
+    start = time.monotonic()
+    done = subprocess.run(_check_command(tmp_path, part), capture_output=True,
+                          env=_environment(**changes), cwd=str(COURSE_ROOT), timeout=300)
+    seconds = time.monotonic() - start
+    out = done.stdout.decode("utf-8")
+    assert done.returncode == 0, out + done.stderr.decode("utf-8", "replace")
+    assert expect in out
+    assert "Traceback" not in out and not done.stderr.strip()
+    if changes.get("PYTHONIOENCODING") == "ascii":
+        done.stdout.decode("ascii")  # every character could be shown
+    assert seconds < KERNEL_PART_SECONDS
