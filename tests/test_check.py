@@ -146,7 +146,7 @@ def test_what_the_learners_code_prints_is_shown_and_cut(tmp_path, capsys):
     (["softmax", "--part", "cuda"], "exercise 'softmax' has no part 'cuda'"),
     (["softmax", "--timeout", "0"], "--timeout must be positive"),
     (["softmax", "--timeout", "soon"], "invalid float value: 'soon'"),
-    ([], "the following arguments are required: exercise"),
+    (["softmax", "extra"], "unrecognized arguments: extra"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(capsys, argv, message):
     code, out = run_check(capsys, *argv)
