@@ -57,6 +57,7 @@ def statuses(part_result) -> list[str]:
 # 1. Isolation: loops, crashes and exits end in a verdict, never in a hung or dead grader.
 
 
+@pytest.mark.interpreter
 def test_endless_loop_inside_a_kernel_times_out_and_the_rest_is_not_run(tmp_path):
     text = solution_text("softmax").replace(
         "    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n    while True:\n"
@@ -209,6 +210,7 @@ def _kernel_line(text: str, fragment: str) -> int:
     (lambda t: t.replace(_STORE, _STORE + "    return output\n"),
      "    return output", "tt.return", "a kernel cannot return a value"),
 ], ids=["break", "if-on-a-block", "returns-a-value"])
+@pytest.mark.interpreter
 def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, fragment,
                                                                 message, cause):
     text = edit(solution_text("softmax"))
@@ -229,6 +231,7 @@ def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, f
     assert f"Grade: Triton {part.passed}/{part.graded} (rejected by the GPU compiler)" in shown
 
 
+@pytest.mark.interpreter
 def test_the_reference_kernel_compiles_and_the_check_costs_little(tmp_path):
     result, seconds = grade(tmp_path, solution_text("softmax"), ["triton"])
     (part,) = result.parts
@@ -243,6 +246,7 @@ def test_the_reference_kernel_compiles_and_the_check_costs_little(tmp_path):
     assert seconds < KERNEL_PART_SECONDS
 
 
+@pytest.mark.interpreter
 def test_the_check_says_plainly_when_the_compile_check_could_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv(gpu_compile.OFF_SWITCH, "0")
     result, _ = grade(tmp_path, solution_text("softmax"), ["triton"])

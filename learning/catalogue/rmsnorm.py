@@ -213,7 +213,7 @@ TRITON = (
     Version("a fixed BLOCK of 1024", "triton", "block-too-small", '''
         def rmsnorm_triton(x, weight, eps=1e-6):
             n_rows, n_cols = x.shape
-            output = torch.empty((n_rows, n_cols), dtype=x.dtype)
+            output = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
             block = min(triton.next_power_of_2(n_cols), 1024)
             rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0),
                                       min(n_cols, block), eps, BLOCK=block)
