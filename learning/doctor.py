@@ -10,8 +10,10 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -79,12 +81,16 @@ def check_package(name: str) -> Finding:
 def check_kernel(force_interpret: bool) -> Finding:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(COURSE_ROOT), env.get("PYTHONPATH", "")])
-    try:
-        done = subprocess.run([sys.executable, "-c", PROBE.format(force=force_interpret)],
-                              capture_output=True, text=True, timeout=KERNEL_SECONDS, env=env)
-    except subprocess.TimeoutExpired:
-        return Finding("tiny kernel", f"did not finish in {KERNEL_SECONDS} s", False,
-                       "run it again; a first compile can be slow, a hang is not normal")
+    # Triton compiles a kernel from its source file, so the probe must be a file, not -c.
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / "doctor_probe.py"
+        probe.write_text(PROBE.format(force=force_interpret), encoding="utf-8")
+        try:
+            done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
+                                  timeout=KERNEL_SECONDS, env=env)
+        except subprocess.TimeoutExpired:
+            return Finding("tiny kernel", f"did not finish in {KERNEL_SECONDS} s", False,
+                           "run it again; a first compile can be slow, a hang is not normal")
     if done.returncode == 0:
         return Finding("tiny kernel", f"ran correctly: {done.stdout.strip()}", True)
     last = (done.stderr.strip().splitlines() or ["no message"])[-1]
