@@ -80,7 +80,7 @@ def learner_traceback(exc: BaseException, learner_file: str) -> str:
     chain = [exc]
     while chain[-1].__cause__ is not None and len(chain) < 8:
         chain.append(chain[-1].__cause__)
-    for link in reversed(chain):  # outermost call first, the kernel's line last
+    for link in chain:  # outermost call first, the kernel's line last
         for frame in traceback.extract_tb(link.__traceback__):
             if all((frame.filename, frame.lineno) != (f.filename, f.lineno) for f in frames):
                 frames.append(frame)

@@ -172,3 +172,17 @@ def test_check_runs_as_a_module_from_a_fresh_process(tmp_path):
                           env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Grade: Python 11/11" in done.stdout
+
+
+@pytest.mark.interpreter
+def test_out_of_bounds_traceback_runs_from_the_launch_down_to_the_kernel_line(tmp_path, capsys):
+    unmasked = solution_text("softmax").replace(
+        'x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask, other=-float("inf"))',
+        "x = tl.load(input_ptr + row * input_row_stride + offsets)")
+    write_module(tmp_path, "softmax", unmasked)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton")
+    assert code == 1
+    assert "out-of-bounds load" in out
+    launch = out.index("softmax_kernel[(n_rows,)](")
+    kernel_line = out.index("x = tl.load(input_ptr + row * input_row_stride + offsets)")
+    assert launch < kernel_line
