@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import compare
+from learning import compare, forkserver
 from learning.registry import Exercise, Part
 from learning.returned import ImportProblem, Returned, Skipped
 from learning.tensors import TensorSpec
@@ -316,10 +316,7 @@ class _WorkerRun:
             command.append("--interpret")
         self._output = _CappedOutput()
         try:
-            process = subprocess.Popen(
-                command, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=out_write,
-                stderr=out_write, cwd=str(self.module_path.parent), env=child_environment(),
-                start_new_session=True)
+            process = self._start(command, write_fd, out_write)
         finally:
             os.close(write_fd)
             os.close(out_write)
@@ -330,6 +327,19 @@ class _WorkerRun:
             self._stop(process, out_read)
             os.close(out_read)
         self.output = self._output.text()
+
+    def _start(self, command: list[str], event_fd: int, output_fd: int):
+        """A fresh worker process: forked by the warm server when the test suite asked for
+        one (learning.forkserver), started from scratch otherwise."""
+        cwd, env = str(self.module_path.parent), child_environment()
+        if forkserver.enabled():
+            server = forkserver.ForkServer.get()
+            forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
+            if forked:
+                return forked
+        return subprocess.Popen(
+            command, pass_fds=(event_fd,), stdin=subprocess.DEVNULL, stdout=output_fd,
+            stderr=output_fd, cwd=cwd, env=env, start_new_session=True)
 
     def _limit(self) -> float:
         return {"start-up": STARTUP_SECONDS, "import": self.import_seconds}.get(

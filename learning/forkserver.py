@@ -1,0 +1,227 @@
+"""A warm process that forks the grader's worker processes, for the test suite on a CPU.
+
+Every check runs the learner's code in a fresh ``learning.worker`` process, and starting one
+costs seconds of importing torch and triton before any case runs. The course's own tests grade
+hundreds of versions, so with ``LEARNING_FORKSERVER=1`` the runner instead asks one server
+process, which imported those libraries once, to fork each worker. A forked worker is still a
+separate process with its own session, output, working folder and environment, so time limits,
+crashes and exits behave as before. Learners' checks never use it, and it is not used where
+kernels run on a GPU (the test suite turns it on only in interpreter mode).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+
+SWITCH = "LEARNING_FORKSERVER"
+START_SECONDS = 180.0
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "") == "1"
+
+
+# --- the server -------------------------------------------------------------------------------
+
+def _preload():
+    """Import once what every worker imports, so that a fork starts with it loaded. Triton's
+    own library kernels (tl.max, ...) are made for the interpreter only if TRITON_INTERPRET is
+    set when triton.language is imported, hence interpreter mode only."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    from learning import allocations, mode, registry, sanitizer, worker  # noqa: F401
+
+    registry.all_exercises()
+
+
+def _send(sock: socket.socket, message: dict):
+    sock.send(json.dumps(message).encode())
+
+
+def _become_worker(sock: socket.socket, request: dict, fds: list[int]):
+    """In the forked child: take the request's output, folder and environment, run the worker."""
+    code = 1
+    try:
+        sock.close()
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        event_fd, output_fd = fds
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(stdin, 0)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        argv = list(request["argv"])
+        argv[argv.index("--fd") + 1] = str(event_fd)
+        from learning import worker
+
+        code = worker.main(argv)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+
+
+def serve(fd: int):
+    sock = socket.socket(fileno=fd)
+    _preload()
+    _send(sock, {"ready": True})
+    while True:
+        _reap(sock)
+        ready, _, _ = select.select([sock], [], [], 0.05)
+        if not ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        if not message:
+            return  # the grader went away
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            _become_worker(sock, request, fds)
+        for received in fds:
+            os.close(received)
+        _send(sock, {"started": request["id"], "pid": pid})
+
+
+def _reap(sock: socket.socket):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+# --- the grader's side ------------------------------------------------------------------------
+
+class ForkedProcess:
+    """The part of subprocess.Popen that the runner uses, for a worker the server forked."""
+
+    def __init__(self, server: ForkServer, pid: int):
+        self.server = server
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        return self.server.exit_code(self.pid)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.server.wait_exit(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        return code
+
+
+class ForkServer:
+    """One server per grader process, started on first use."""
+
+    _instance: ForkServer | None = None
+    _create = threading.Lock()
+
+    def __init__(self):
+        from learning.runner import child_environment
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "learning.forkserver", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_environment(),
+            start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        self.ids = itertools.count()
+        self.started: dict[int, int] = {}
+        self.exits: dict[int, int] = {}
+        self.ready = False
+        self.closed = False
+        self.sending = threading.Lock()
+        self.changed = threading.Condition()
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    @classmethod
+    def get(cls) -> ForkServer | None:
+        """The running server, or None when it cannot be had (then the runner spawns)."""
+        with cls._create:
+            if cls._instance is None or cls._instance.closed:
+                try:
+                    cls._instance = ForkServer()
+                except OSError:
+                    return None
+            return cls._instance
+
+    def _listen(self):
+        while True:
+            try:
+                message = self.sock.recv(1 << 16)
+            except OSError:
+                message = b""
+            with self.changed:
+                if not message:
+                    self.closed = True
+                    self.changed.notify_all()
+                    return
+                data = json.loads(message)
+                if "ready" in data:
+                    self.ready = True
+                elif "started" in data:
+                    self.started[data["started"]] = data["pid"]
+                elif "exit" in data:
+                    self.exits[data["exit"]] = data["code"]
+                self.changed.notify_all()
+
+    def spawn(self, argv: list[str], cwd: str, env: dict, event_fd: int,
+              output_fd: int) -> ForkedProcess | None:
+        """Fork a worker; None if the server is gone, so that the caller can spawn instead."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.ready or self.closed, START_SECONDS):
+                return None
+            if self.closed:
+                return None
+        request_id = next(self.ids)
+        request = {"id": request_id, "argv": argv, "cwd": cwd, "env": env}
+        try:
+            with self.sending:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], [event_fd, output_fd])
+        except OSError:
+            return None
+        with self.changed:
+            if not self.changed.wait_for(lambda: request_id in self.started or self.closed,
+                                         START_SECONDS):
+                return None
+            pid = self.started.pop(request_id, None)
+        return None if pid is None else ForkedProcess(self, pid)
+
+    def exit_code(self, pid: int) -> int | None:
+        with self.changed:
+            return self.exits.get(pid)
+
+    def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+        with self.changed:
+            self.changed.wait_for(lambda: pid in self.exits or self.closed, timeout)
+            return self.exits.get(pid)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
