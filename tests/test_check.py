@@ -167,6 +167,7 @@ def test_check_runs_as_a_module_from_a_fresh_process(tmp_path):
 
     write_module(tmp_path, "softmax", solution_text("softmax"))
     env = dict(os.environ, **WIDE)
+    env.pop("LEARNING_FORKSERVER", None)  # as a learner runs it: each worker started afresh
     done = subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--root",
                            str(tmp_path), "--part", "python"], capture_output=True, text=True,
                           env=env, timeout=120)

@@ -433,6 +433,7 @@ def _check_command(root: Path, *parts: str) -> list[str]:
 def _environment(**changes) -> dict:
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     env["PYTHONPATH"] = str(COURSE_ROOT)
+    env.pop("LEARNING_FORKSERVER", None)  # the command as a learner runs it: fresh workers
     for key, value in changes.items():
         if value is None:
             env.pop(key, None)
@@ -488,3 +489,16 @@ def test_the_learners_environment_does_not_break_the_check(tmp_path, changes, pa
     if changes.get("PYTHONIOENCODING") == "ascii":
         done.stdout.decode("ascii")  # every character could be shown
     assert seconds < KERNEL_PART_SECONDS
+
+
+def test_forked_and_fresh_workers_give_the_same_verdicts(tmp_path, monkeypatch):
+    """The test suite forks workers from a warm process; learners start each one afresh."""
+    text = solution_text("softmax").replace('other=-float("inf")', "other=0.0")
+    verdicts = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("LEARNING_FORKSERVER", switch)
+        result = grade_text(tmp_path, "softmax", text, ["triton"])
+        verdicts[switch] = [(c.name, c.verdict.status, c.verdict.bug and c.verdict.bug.key)
+                            for c in result.parts[0].cases]
+    assert verdicts["1"] == verdicts["0"]
+    assert ("width 3", "failed", "zero-padding") in verdicts["1"]

@@ -252,6 +252,7 @@ def test_watch_rechecks_on_save_and_stops_cleanly_on_ctrl_c(tmp_path, method):
     command = [sys.executable, "-m", "learning.watch", "softmax", "--part", "python",
                "--root", str(tmp_path)] + ([method] if method else [])
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(COURSE_ROOT))
+    env.pop("LEARNING_FORKSERVER", None)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env=env)
     try:
