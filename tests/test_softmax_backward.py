@@ -10,11 +10,8 @@ from learning.catalogue import versions
 from learning.exercises.softmax_backward import EXERCISE
 from tests.helpers import (
     COURSE_ROOT,
-    failing_bugs,
-    grade_text,
     solution_text,
     stub_text,
-    version_text,
 )
 
 NAME = "softmax_backward"
@@ -23,12 +20,6 @@ NAME = "softmax_backward"
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 
 
-def test_reference_solution_passes_every_case(tmp_path):
-    result = grade_text(tmp_path, NAME, solution_text(NAME))
-    assert result.ok
-    for part in result.parts:
-        assert part.status == "passed", part.part.name
-        assert all(c.verdict.status in ("passed", "skipped") for c in part.cases)
 
 
 def test_reference_autograd_function_passes_gradcheck_in_float64(device):
@@ -59,10 +50,6 @@ def test_reference_kernel_agrees_with_torch_autograd(device):
     torch.testing.assert_close(leaf.grad, torch.zeros_like(x), atol=1e-6, rtol=0)
 
 
-def test_stub_reports_not_started_for_every_part(tmp_path):
-    result = grade_text(tmp_path, NAME, stub_text(NAME))
-    assert [p.status for p in result.parts] == ["not-started"] * 3
-    assert not result.ok
 
 
 def test_stub_keeps_the_reference_names():
@@ -77,25 +64,8 @@ def test_stub_keeps_the_reference_names():
     assert (COURSE_ROOT / f"{NAME}.py").read_text() == stub_text(NAME)
 
 
-@pytest.mark.parametrize("version", versions(NAME), ids=lambda v: f"{v.part}: {v.name}")
-def test_catalogued_version_gets_its_verdict(tmp_path, version):
-    result = grade_text(tmp_path, NAME, version_text(NAME, version), [version.part])
-    (part,) = result.parts
-    if version.bug is None:
-        failures = {c.name: c.verdict.summary for c in part.cases if c.verdict.status
-                    not in ("passed", "skipped")}
-        assert part.status == "passed", failures
-    else:
-        assert part.status == "failed"
-        assert version.bug in failing_bugs(part), failing_bugs(part)
 
 
-def test_every_case_declares_a_purpose_and_a_known_bug():
-    for part in EXERCISE.parts:
-        keys = {bug.key for bug in part.bugs}
-        for case in part.cases:
-            assert case.purpose and case.catches, case.name
-            assert set(case.catches) <= keys, (part.name, case.name, case.catches)
 
 
 def test_every_declared_bug_is_caught_by_some_catalogued_version():

@@ -200,6 +200,20 @@ TRITON_CASES = (
          _vectors(9, 1 << 20), catches=("grid-too-small",), gpu_only=True),
 )
 
+PYTHON_HINTS = (
+    "range(BLOCK) gives a program's lanes; the element a lane works on is pid * BLOCK + lane.",
+    "A lane's mask is offset < len(x): read and write only where it holds.",
+    "The grid is (n + BLOCK - 1) // BLOCK programs: for n = 10 and BLOCK = 4 that is 3, not 2.",
+    "For n = 0 the grid is 0 programs and the result is the empty list.",
+)
+
+TRITON_HINTS = (
+    "pid = tl.program_id(0) is lesson 01's pid; the grid has one dimension, axis 0.",
+    "offsets = pid * BLOCK + tl.arange(0, BLOCK), and mask = offsets < n.",
+    "Both loads and the store take mask=mask: then the padded lanes never touch memory.",
+    "The launch: add_relu_kernel[(triton.cdiv(n, BLOCK),)](out, x, y, n, BLOCK=BLOCK).",
+)
+
 EXERCISE = Exercise(
     name="elementwise",
     title="Elementwise work: relu(x + y) in blocks of lanes",
@@ -207,10 +221,11 @@ EXERCISE = Exercise(
     parts=(
         Part("python", "add_relu_python: blocks of lanes with a mask, by hand", lesson="01",
              function="add_relu_python", reference=reference, cases=PYTHON_CASES,
-             tolerance=Tolerance(atol=1e-12, rtol=1e-12), bugs=PYTHON_BUGS, returns="list"),
+             tolerance=Tolerance(atol=1e-12, rtol=1e-12), bugs=PYTHON_BUGS, returns="list",
+             hints=PYTHON_HINTS),
         Part("triton", "add_relu_triton: your first kernel", lesson="06",
              function="add_relu_triton", reference=reference, cases=TRITON_CASES,
              tolerance=Tolerance(atol=1e-6, rtol=1e-6), bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True),
+             needs_kernels=True, hints=TRITON_HINTS),
     ),
 )

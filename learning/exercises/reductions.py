@@ -248,6 +248,23 @@ TRITON_CASES = (
          gpu_only=True),
 )
 
+PYTHON_HINTS = (
+    "The identities are 0.0 for sum, -math.inf for max, math.inf for min and 1.0 for product.",
+    "The padded width is the smallest power of two at least len(values): start at 1, double.",
+    "One level from the last: [combine(op, level[i], level[i + 1]) for i in range(0, "
+    "len(level), 2)].",
+    "Append each new level to a list that starts with the padded row; stop at one value.",
+)
+
+TRITON_HINTS = (
+    "OP is a tl.constexpr, so `if OP == \"max\":` is decided when the kernel compiles; give "
+    "each branch its own tl.load with its own other.",
+    "keep_dims=True turns the (ROWS,) statistic into (ROWS, 1), which subtracts row by row.",
+    "Row r starts at x_ptr + r * x_row_stride; with rows of shape (ROWS, 1) and cols of shape "
+    "(1, BLOCK), x_ptr + rows * x_row_stride + cols addresses the whole tile.",
+    "A masked-off row of the last tile reduces to -inf or 0, and its store is masked: harmless.",
+)
+
 EXERCISE = Exercise(
     name="reductions",
     title="Reductions and their identities",
@@ -255,10 +272,11 @@ EXERCISE = Exercise(
     parts=(
         Part("python", "tree_reduce: a pairwise tree padded with the identity", lesson="03",
              function="tree_reduce", reference=reference_tree, cases=PYTHON_CASES,
-             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=PYTHON_BUGS, returns="exact"),
+             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=PYTHON_BUGS, returns="exact",
+             hints=PYTHON_HINTS),
         Part("triton", "centre_rows_triton: masked loads whose other is the identity",
              lesson="07", function="centre_rows_triton", reference=reference_centred,
              cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,
-             returns="tensor", needs_kernels=True),
+             returns="tensor", needs_kernels=True, hints=TRITON_HINTS),
     ),
 )
