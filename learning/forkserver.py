@@ -27,7 +27,11 @@ START_SECONDS = 180.0
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH, "") == "1"
+    """Asked for, and kernels already bound to the interpreter in this process's environment
+    (the server imports triton for the interpreter, so it cannot serve compiled kernels)."""
+    interpreting = os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes",
+                                                                              "on")
+    return os.environ.get(SWITCH, "") == "1" and interpreting
 
 
 # --- the server -------------------------------------------------------------------------------

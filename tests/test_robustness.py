@@ -491,6 +491,7 @@ def test_the_learners_environment_does_not_break_the_check(tmp_path, changes, pa
     assert seconds < KERNEL_PART_SECONDS
 
 
+@pytest.mark.interpreter
 def test_forked_and_fresh_workers_give_the_same_verdicts(tmp_path, monkeypatch):
     """The test suite forks workers from a warm process; learners start each one afresh."""
     text = solution_text("softmax").replace('other=-float("inf")', "other=0.0")
