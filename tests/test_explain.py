@@ -110,3 +110,17 @@ def test_explain_imports_neither_torch_nor_triton_and_is_instant():
     loaded, seconds = done.stderr.strip().rsplit(" ", 1)
     assert loaded == "[]"
     assert float(seconds) < 1.0
+
+
+def test_exp_limits_table_matches_where_exp_really_overflows_and_underflows():
+    import numpy as np
+
+    rows = {row[0]: (float(row[1]), float(row[2])) for row in softmax_page.exp_limits().rows}
+    dtypes = {"float64 (a Python float)": np.float64, "float32": np.float32}
+    with np.errstate(all="ignore"):
+        for name, dtype in dtypes.items():
+            overflow, underflow = rows[name]
+            assert np.isfinite(np.exp(dtype(overflow - 0.01)))
+            assert np.isinf(np.exp(dtype(overflow + 0.01)))
+            assert np.exp(dtype(underflow + 0.01)) > 0
+            assert np.exp(dtype(underflow - 0.01)) == 0

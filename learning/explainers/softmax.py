@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 from learning.page import Heading, Page, Step, Steps, Table, Text
 
@@ -113,7 +114,8 @@ def page(row=None) -> Page:
             Heading(f"The same row plus 1000: {_values(shifted)}"),
             Text(f"The shifted inputs are {_values(stable_softmax(shifted)['shifted'])} again, so "
                  f"the probabilities are {'identical' if same else 'different'}. Exponentiating "
-                 "directly overflows a double past about 709:"),
+                 f"directly overflows a double once x passes "
+                 f"{math.log(sys.float_info.max):.2f}:"),
             overflow_table(shifted),
         )
     else:
@@ -188,6 +190,27 @@ def block_cost(*widths: int) -> Table:
     return Table(("Row width", "BLOCK", "Padded lanes", "Lanes doing work"), tuple(rows))
 
 
+# The widest and narrowest finite floats of each format: (largest, smallest positive subnormal).
+FLOAT_LIMITS = (
+    ("float64 (a Python float)", sys.float_info.max, 2.0 ** -1074),
+    ("float32", (2 - 2.0 ** -23) * 2.0 ** 127, 2.0 ** -149),
+    ("float16", 65504.0, 2.0 ** -24),
+)
+
+
+def exp_limits(_numbers=None) -> Table:
+    """Where exp(x) stops being a finite, nonzero number in each float format."""
+    rows = []
+    for name, largest, smallest in FLOAT_LIMITS:
+        # exp(x) overflows once x > log(largest); it rounds to 0 once it is below half the
+        # smallest subnormal, i.e. x < log(smallest / 2).
+        rows.append((name, f"{math.log(largest):.2f}",
+                     f"{math.log(smallest) - math.log(2):.2f}"))
+    return Table(("Format", "exp(x) overflows once x passes", "exp(x) rounds to 0 below"),
+                 tuple(rows), "Computed from each format's largest value and smallest "
+                              "subnormal: log(largest) and log(smallest / 2).")
+
+
 # Blocks a lesson can embed by name, each taking the marker's numbers as one list
 # (see learning.computed).
 BLOCKS = {
@@ -197,4 +220,5 @@ BLOCKS = {
     "fusion_traffic": lambda numbers: fusion_traffic(*numbers),
     "padding": padding_table,
     "block_cost": lambda numbers: block_cost(*numbers),
+    "exp_limits": exp_limits,
 }
