@@ -202,7 +202,7 @@ def _fail(key: str, summary: str, got: str = "") -> Verdict:
 
 def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verdict | None:
     """The checks that come before the numbers; None when all of them pass."""
-    shape_check = {"tensor": _tensor_shape, "list": _list_shape, "number": _number_shape}
+    shape_check = {"tensor": _tensor_shape, "list": _list_shape}
     verdict = shape_check[part.returns](returned, want, expect)
     if verdict is not None:
         return verdict
@@ -254,15 +254,6 @@ def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:
                          f"{want.shape[0]} inputs", format_values(returned.values))
         return _fail("wrong-length", f"returned a list of shape {returned.shape}, expected "
                      f"{tuple(want.shape)}", format_values(returned.values))
-    return None
-
-
-def _number_shape(returned: Returned, want, expect: dict) -> Verdict | None:
-    if returned.type_name == "NoneType":
-        return _fail("returned-none", "returned None")
-    if returned.shape != () or returned.values is None:
-        return _fail("wrong-type", f"returned {returned.type_name}, not a number",
-                     returned.note)
     return None
 
 

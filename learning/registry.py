@@ -75,7 +75,6 @@ class Part:
     bugs: tuple[Bug, ...] = ()  # the mistakes this part's cases can name, most specific first
     # What the function returns, which decides how it is compared:
     #   "list"   a list of floats (nested lists for 2-D), compared with the tolerance;
-    #   "number" one float or int, compared with the tolerance;
     #   "tensor" a torch.Tensor of the input's dtype and device, compared with the tolerance;
     #   "exact"  plain data (str, int, tuple, ...), compared with ==.
     returns: str = "list"
