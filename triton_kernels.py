@@ -15,7 +15,8 @@ The file reads top to bottom like the Triton tutorials:
 
 1. ``_softmax``: one program per row, the whole row in one block. Lesson 08 teaches it.
 2. ``_softmax_multi_row``: the same computation on several narrow rows per program. (On a GPU
-   ``_softmax`` also keeps rows of up to 16384 or 32768 columns whole, with 16 or 32 warps.)
+   ``_softmax`` also keeps float32 rows of up to 32768 columns whole, with 16 or 32 warps;
+   ``_softmax_one_pass`` does the same for 16-bit rows, with its two reductions made one.)
 3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
    online maximum and sum per lane, then a second pass that writes.
    ``_softmax_split_row``: the GPU's faster way with wide rows, one program per piece of a row,
@@ -103,14 +104,21 @@ _WARPS = (
 
 # The widest row one program keeps whole on a GPU, per launcher and bytes per element. A
 # 32768-column float32 row in one program of 32 warps ran at 0.93 of the ceiling against 0.88
-# split; in 16-bit the split kernel won at that width (0.77 against 0.74), and the backward
-# pass, which holds two rows in registers, is split past 16384 columns.
+# split. 16-bit rows wider than MAX_SINGLE_BLOCK take _softmax_one_pass with ONE_PASS_WARPS
+# warps: measured on an H200 (256 MiB inputs, bench/RESULTS.md), bfloat16 rows of 16384
+# columns ran at 0.94 of the ceiling against 0.90 for _softmax, and of 32768 columns at 0.82
+# against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
+# 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass, which holds two rows in
+# registers, is split past 16384 columns.
 _GPU_WHOLE_ROW = {
     ("softmax", 4): 32768,
-    ("softmax", 2): 16384,
+    ("softmax", 2): 32768,
     ("softmax_backward", 4): 16384,
     ("softmax_backward", 2): 16384,
+    ("rmsnorm", 4): 16384,
+    ("rmsnorm", 2): 16384,
 }
+_ONE_PASS_WARPS = 32
 
 # The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
 # of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, so that few
@@ -148,6 +156,7 @@ class Plan:
     num_warps: int = 4
     programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
     stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
+    one_pass: bool = False  # single_block softmax only: one reduction of (max, sum) pairs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,6 +250,61 @@ def _softmax_multi_row(
     # y[r, c] = e[r, c] * inv[r]
     y = e * inv[:, None]
     tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2b. Softmax, one row per program, the two reductions made one (GPU, wide 16-bit rows)
+# ---------------------------------------------------------------------------------------------
+#
+# _softmax reduces its row twice, the maximum and then the sum, and each reduction across the
+# warps of a program is a round trip through shared memory with a barrier. With 16-bit rows of
+# 16384 columns or more, one program of 32 warps fills a multiprocessor, nothing else runs
+# beside it to hide that wait, and it shows (bench/RESULTS.md). This kernel reduces once.
+#
+# It views the row as (BLOCK // VEC, VEC) tiles, VEC being the elements of one 16-byte load, so
+# that each tile sits in one thread. Each tile t gets its own maximum m_t and sum
+# s_t = sum exp(x - m_t) without leaving its thread; then one reduction over the tiles combines
+# the (m_t, s_t) pairs as the looped kernel's lanes do,
+#
+#     M = max(m_a, m_b),   S = s_a * exp(m_a - M) + s_b * exp(m_b - M),
+#
+# with the same guard for a tile of only -inf. Finally y = e_t * exp(m_t - M) / S: the
+# exponentials e_t = exp(x - m_t) stay in registers and each tile is rescaled once.
+
+
+@triton.jit
+def _combine_max_sum(m_a, s_a, m_b, s_b):
+    """Two (maximum, sum of exp(x - maximum)) pairs as one; a pair of only -inf is (-inf, 0)."""
+    m = tl.maximum(m_a, m_b)
+    m_ref = tl.where(m == -float("inf"), 0.0, m)  # both -inf: measure from 0, both terms 0
+    return m, s_a * tl.exp2((m_a - m_ref) * _LOG2E) + s_b * tl.exp2((m_b - m_ref) * _LOG2E)
+
+
+@triton.jit
+def _softmax_one_pass(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    BLOCK: tl.constexpr,  # lanes per program: a power of two >= n_cols
+    VEC: tl.constexpr,  # columns per tile: one 16-byte load (8 16-bit values), <= BLOCK
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    # the row as tiles of VEC columns, in float32
+    x = tl.reshape(x.to(tl.float32), (BLOCK // VEC, VEC))
+    # per tile, within one thread: m_t = max, e = exp(x - m_t) (from 0 if the tile is all -inf)
+    m_t = tl.max(x, axis=1)
+    e = tl.exp2((x - tl.where(m_t == -float("inf"), 0.0, m_t)[:, None]) * _LOG2E)
+    # the one reduction across the program: (M, S) from the tiles' (m_t, s_t)
+    m_row, s_row = tl.reduce((m_t, tl.sum(e, axis=1)), 0, _combine_max_sum)
+    # y = e * exp(m_t - M) / S; a row of only -inf has S = 0 and comes out NaN, as in PyTorch
+    scale = tl.where(m_t == -float("inf"), 0.0, tl.exp2((m_t - m_row) * _LOG2E)) / s_row
+    y = tl.reshape(e * scale[:, None], (BLOCK,))
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -691,6 +755,8 @@ def _plan(
             f"the widest row kept in registers: use strategy='looped'"
         )
     if strategy == "single_block":
+        if fn == "softmax" and itemsize == 2 and max_pieces and whole > MAX_SINGLE_BLOCK:
+            return Plan("single_block", whole, num_warps=_ONE_PASS_WARPS, one_pass=True)
         return Plan("single_block", whole, num_warps=_warps_for(whole))
     rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
     return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
@@ -806,7 +872,12 @@ def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.devic
 def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
     n_rows, n_cols = x.shape
-    if plan.strategy == "single_block":
+    if plan.strategy == "single_block" and plan.one_pass:
+        _softmax_one_pass[(n_rows,)](
+            out, x, out.stride(0), x.stride(0), n_cols,
+            BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.strategy == "single_block":
         _softmax[(n_rows,)](
             out, x, out.stride(0), x.stride(0), n_cols, BLOCK=plan.block, num_warps=plan.num_warps
         )
@@ -876,8 +947,9 @@ def softmax(
 
     Rows of up to ``MAX_SINGLE_BLOCK`` columns are kept whole in one block (``_softmax``, or
     ``_softmax_multi_row`` for narrow rows). Wider rows go through ``_softmax_looped`` in the
-    interpreter. On a GPU one program with 16 or 32 warps keeps rows whole up to 16384
-    columns (32768 in float32), and wider rows go through ``_softmax_split_row`` (pieces of
+    interpreter. On a GPU one program with 16 or 32 warps keeps rows whole up to 32768
+    columns (``_softmax``, or ``_softmax_one_pass`` for 16-bit rows wider than
+    ``MAX_SINGLE_BLOCK``), and wider rows go through ``_softmax_split_row`` (pieces of
     8192 columns in programs that run at once; ``_softmax_looped`` if a row needs more
     pieces than the GPU has multiprocessors). ``strategy`` (one of ``STRATEGIES``) forces a
     kernel, and ``block`` its block width: a ``block`` narrower than the row forces the looped
@@ -963,7 +1035,9 @@ def rmsnorm(
     n_rows = rows.shape[0]
     if block is not None:
         _check_block("rmsnorm", block)
-    widest = MAX_SINGLE_BLOCK if x.device.type != "cuda" else _GPU_WHOLE_ROW[("softmax", 2)]
+    widest = MAX_SINGLE_BLOCK
+    if x.device.type == "cuda":
+        widest = _GPU_WHOLE_ROW[("rmsnorm", x.element_size())]
     looped = n_cols > widest if block is None else block < n_cols
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     with _on_device(x):

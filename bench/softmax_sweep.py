@@ -34,6 +34,8 @@ def candidates(tk, width: int, backward: bool, itemsize: int, max_pieces: int) -
         for warps in (16, 32):
             if not (backward and width > 16384):
                 plans.append(tk.Plan("single_block", width, num_warps=warps))
+            if not backward:  # the same with the two reductions made one
+                plans.append(tk.Plan("single_block", width, num_warps=warps, one_pass=True))
     for piece, warps in ((4096, 4), (8192, 4), (8192, 8), (16384, 8)):
         if piece < width and -(-width // piece) <= max(max_pieces, 1):
             plans.append(tk.Plan("split_row", piece, num_warps=warps))
@@ -94,6 +96,8 @@ def plan_name(p: dict) -> str:
     if p["strategy"] == "multi_row":
         name += f" r{p['rows']}"
     name += f" w{p['num_warps']}"
+    if p.get("one_pass"):
+        name += " one-pass"
     if p["strategy"] == "looped":
         name += f" p{p['programs_per_sm']} s{p['stages']}"
     return name

@@ -268,10 +268,17 @@ def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk._plan("softmax", 100, block=16).strategy == "looped"
     # the interpreter (no program runs beside another) loops; a GPU splits if the pieces fit
     assert tk._plan("softmax", 8193, max_pieces=0).strategy == "looped"
-    # a GPU keeps rows whole in one program of many warps up to 16384 columns (32768 float32)
+    # a GPU keeps rows whole in one program of many warps up to 32768 columns; 16-bit rows
+    # wider than MAX_SINGLE_BLOCK take the one-pass kernel
     assert tk._plan("softmax", 8193, max_pieces=132) == tk.Plan("single_block", 16384, num_warps=16)
     assert tk._plan("softmax", 32768, max_pieces=132).num_warps == 32
-    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2).strategy == "split_row"
+    one_pass = tk.Plan("single_block", 32768, num_warps=32, one_pass=True)
+    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2) == one_pass
+    assert tk._plan("softmax", 8193, max_pieces=132, itemsize=2).one_pass
+    assert not tk._plan("softmax", 8192, max_pieces=132, itemsize=2).one_pass
+    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).one_pass
+    assert tk._plan("softmax", 32769, max_pieces=132, itemsize=2).strategy == "split_row"
+    assert tk._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
     assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
     assert tk._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
     assert tk._plan("softmax", 32769, max_pieces=132).strategy == "split_row"
@@ -300,6 +307,20 @@ def launch_plan(fn, plan, *args):
     else:
         tk._launch_softmax_backward(out, args[0], args[1], plan)
     return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 100, 781])
+def test_one_pass_kernel_matches_torch(width, dtype, device):
+    # the GPU takes it for wide 16-bit rows; the same code on small rows runs in the interpreter
+    x = make((7, width), dtype, device, seed=width, scale=3.0)
+    x[1, : width // 2 + 1] = NEG_INF  # whole tiles of -inf beside finite ones
+    x[2] = NEG_INF  # no softmax: NaN, as in PyTorch
+    x[3] = x[3] * 100 + 1000  # exp would overflow without the maximum
+    x[4, width // 3 :] -= 1000  # tiles far below the row's maximum
+    x[5, 0] = float("nan")
+    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, one_pass=True)
+    assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
 
 
 def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device):
@@ -487,8 +508,8 @@ def triton_next_power_of_2(n: int) -> int:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("width", [9000, 16384, 32768, 32769, 65536, 2**18, 2**20])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [9000, 16384, 20000, 32768, 32769, 65536, 2**18, 2**20])
 def test_gpu_default_plans_write_every_element(width, dtype, device):
     x = make((4, width), dtype, device, seed=width, scale=3.0)
     x[1, : width // 3] = NEG_INF
