@@ -23,7 +23,7 @@ The file reads top to bottom like the Triton tutorials:
    the pieces exchanging their (maximum, sum) so that every element is read only once.
 4. ``_softmax_backward`` (and its multi-row, looped and split-row forms):
    dx = y * (dy - sum(y * dy)).
-5. ``_rmsnorm`` and ``_rmsnorm_looped``: y = x / sqrt(mean(x**2) + eps) * w.
+5. ``_rmsnorm``, ``_rmsnorm_multi_row`` and ``_rmsnorm_looped``: y = x / sqrt(mean(x**2) + eps) * w.
 6. The launchers ``softmax``, ``softmax_backward`` and ``rmsnorm``: they check the
    preconditions (with messages that carry the numbers and the fix), pick a kernel from small
    tables, and launch it.
@@ -115,8 +115,8 @@ _GPU_WHOLE_ROW = {
     ("softmax", 2): 32768,
     ("softmax_backward", 4): 16384,
     ("softmax_backward", 2): 16384,
-    ("rmsnorm", 4): 16384,
-    ("rmsnorm", 2): 16384,
+    ("rmsnorm", 4): 32768,
+    ("rmsnorm", 2): 32768,
 }
 _ONE_PASS_WARPS = 32
 
@@ -639,6 +639,34 @@ def _rmsnorm(
 
 
 @triton.jit
+def _rmsnorm_multi_row(
+    out_ptr,  # *T: output rows, column stride 1
+    in_ptr,  # *T: input rows, column stride 1
+    w_ptr,  # *W: weight, n_cols elements, stride 1
+    out_row_stride,  # elements from one output row to the next
+    in_row_stride,  # elements from one input row to the next
+    n_rows,  # rows in the tensor: the last tile may hang over the end
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    eps,  # float32 added to the mean square
+    ROWS: tl.constexpr,  # rows per program, a power of two
+    BLOCK: tl.constexpr,  # lanes per row, a power of two >= n_cols
+):
+    # _rmsnorm on a (ROWS, BLOCK) tile of narrow rows, as _softmax_multi_row is to _softmax
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask, other=0.0)
+    x = x.to(tl.float32)
+    # r[row] = 1 / sqrt(sum_c x[row, c] ** 2 / n_cols + eps)
+    r = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    # the weight is loaded once per program and shared by its rows
+    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    y = x * r[:, None] * w[None, :]
+    out_ptrs = out_ptr + rows[:, None] * out_row_stride + cols[None, :]
+    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _rmsnorm_looped(
     out_ptr,  # *T: output rows, column stride 1
     in_ptr,  # *T: input rows, column stride 1
@@ -1011,9 +1039,10 @@ def rmsnorm(
 
     Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 with
     shape ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in
-    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns (16384 on a GPU)
-    take one program per row with the whole row in a block (``_rmsnorm``); wider rows, or a
-    ``block`` narrower than the row, take ``_rmsnorm_looped``.
+    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns (32768 on a GPU)
+    are kept whole in a block: several narrow rows per program (``_rmsnorm_multi_row``) or one
+    row per program (``_rmsnorm``); wider rows, or a ``block`` narrower than the row, take
+    ``_rmsnorm_looped``.
     """
     x = _check_tensor("rmsnorm", "x", x)
     weight = _check_tensor("rmsnorm", "weight", weight)
@@ -1033,25 +1062,26 @@ def rmsnorm(
         return torch.empty_like(x)
     rows = _rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
     n_rows = rows.shape[0]
-    if block is not None:
-        _check_block("rmsnorm", block)
-    widest = MAX_SINGLE_BLOCK
-    if x.device.type == "cuda":
-        widest = _GPU_WHOLE_ROW[("rmsnorm", x.element_size())]
-    looped = n_cols > widest if block is None else block < n_cols
+    # the same plans as softmax: several narrow rows per program, one row per program up to
+    # the widest row kept whole, the looped kernel past that (rmsnorm has no split kernel)
+    max_pieces = _max_pieces(x.device)
+    widest = _GPU_WHOLE_ROW[("rmsnorm", x.element_size())] if max_pieces else MAX_SINGLE_BLOCK
+    strategy = "looped" if block is None and n_cols > widest else None
+    plan = _plan("rmsnorm", n_cols, strategy, block, max_pieces, x.element_size())
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
+    args = (out, rows, weight, out.stride(0), rows.stride(0))
     with _on_device(x):
-        if not looped:
-            whole = triton.next_power_of_2(n_cols) if block is None else block
+        if plan.strategy == "single_block":
             _rmsnorm[(n_rows,)](
-                out, rows, weight, out.stride(0), rows.stride(0), n_cols, float(eps),
-                BLOCK=whole, num_warps=_warps_for(whole),
+                *args, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps
+            )
+        elif plan.strategy == "multi_row":
+            _rmsnorm_multi_row[(triton.cdiv(n_rows, plan.rows),)](
+                *args, n_rows, n_cols, float(eps),
+                ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
             )  # fmt: skip
         else:
-            plan = _plan("rmsnorm", n_cols, "looped", block)
-            grid = (_persistent_programs(n_rows, x.device, plan),)
-            _rmsnorm_looped[grid](
-                out, rows, weight, out.stride(0), rows.stride(0), n_rows, n_cols, float(eps),
-                BLOCK=plan.block, num_warps=plan.num_warps,
-            )  # fmt: skip
+            _rmsnorm_looped[(_persistent_programs(n_rows, x.device, plan),)](
+                *args, n_rows, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps
+            )
     return out.view(x.shape)

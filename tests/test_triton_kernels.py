@@ -242,6 +242,20 @@ def test_rmsnorm_matches_the_formula(width, block, dtype, device):
     assert_matches(tk.rmsnorm(x, w, block=block), rmsnorm_ref(x, w, 1e-6), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("rows", [1, 5, 37])
+def test_rmsnorm_of_narrow_rows_several_to_a_program(rows, dtype, device):
+    # 128 columns: 8 (float32) or 16 (bfloat16) rows per program, the last tile part empty
+    plan = tk._plan("rmsnorm", 128, itemsize=torch.tensor([], dtype=dtype).element_size())
+    assert plan.strategy == "multi_row" and plan.rows in (8, 16)
+    x = make((rows, 128), dtype, device, seed=rows, scale=3.0)
+    x[0] = 0.0  # a zero row stays zero (eps keeps it finite)
+    w = make((128,), dtype, device, seed=rows + 1)
+    out = tk.rmsnorm(x, w)
+    assert_matches(out, rmsnorm_ref(x, w, 1e-6), dtype)
+    assert torch.equal(out[0], x[0])
+
+
 def test_rmsnorm_of_3d_strided_and_mixed_dtypes(device):
     x = make((2, 3, 781), torch.float16, device, seed=12)
     w = make((781,), torch.float32, device, seed=13)
@@ -419,7 +433,7 @@ def test_gpu_bfloat16_each_kernel(strategy, block, width, device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("width", [8192, 8193, 16384, 65536, 262144 + 17, 2**20])
+@pytest.mark.parametrize("width", [8192, 8193, 16384, 20000, 32768, 65536, 262144 + 17, 2**20])
 def test_gpu_wide_rows(width, dtype, device):
     x = make((3, width), dtype, device, seed=width, scale=2.0)
     x[1, : width // 2] = NEG_INF
