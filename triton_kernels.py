@@ -105,11 +105,13 @@ _WARPS = (
 # The widest row one program keeps whole on a GPU, per launcher and bytes per element. A
 # 32768-column float32 row in one program of 32 warps ran at 0.93 of the ceiling against 0.88
 # split. 16-bit rows wider than MAX_SINGLE_BLOCK take _softmax_one_pass with ONE_PASS_WARPS
-# warps: measured on an H200 (256 MiB inputs, bench/RESULTS.md), bfloat16 rows of 16384
+# warps: measured on an H200 (256 MiB inputs, bench/results/tune.json), bfloat16 rows of 16384
 # columns ran at 0.94 of the ceiling against 0.90 for _softmax, and of 32768 columns at 0.82
 # against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
 # 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass, which holds two rows in
-# registers, is split past 16384 columns.
+# registers, is split past 16384 columns. RMSNorm holds one row, as the forward pass does: kept
+# whole up to 32768 columns it ran at 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78
+# for its looped kernel (bench/RESULTS.md).
 _GPU_WHOLE_ROW = {
     ("softmax", 4): 32768,
     ("softmax", 2): 32768,
