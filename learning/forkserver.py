@@ -146,7 +146,7 @@ class ForkServer:
     _create = threading.Lock()
 
     def __init__(self):
-        from learning.runner import child_environment
+        from learning.childproc import child_environment
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(

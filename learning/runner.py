@@ -3,23 +3,21 @@
 ``grade`` returns plain results and prints nothing; ``learning.check`` renders them. The
 learner's code only ever runs in ``learning.worker``'s process, under a time limit, so a hang,
 a crash or an exit in their code is reported as such and never takes the grader down with it.
+The processes' plumbing (environment, events, output, signals) is ``learning.childproc``.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import compare, forkserver
+from learning import childproc, compare, forkserver
 from learning.registry import Exercise, Part
 from learning.returned import ImportProblem, Returned, Skipped
 from learning.tensors import TensorSpec
@@ -32,14 +30,9 @@ STARTUP_SECONDS = 120.0
 # libraries of its own, and a slow machine should not turn that into a failure.
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
-COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 MAX_OUTPUT_LINES = 40
 MAX_OUTPUT_CHARS = 4000
-MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
 # Settings of the learner's shell that would change how the child runs, not what it computes.
-_DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-_FRAME_HEADER = struct.Struct("<Q")
 
 
 @dataclass
@@ -143,7 +136,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         result.seconds = time.perf_counter() - start
         return result
     output_chunks, launches = [], []
-    compiler = _CompileRun(module_path) if compile_check else None
+    compiler = childproc.CompileRun(module_path) if compile_check else None
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches)
@@ -185,7 +178,7 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
         pending[:] = pending[pending.index(broken) + 1:]
 
 
-def _attach_compile_check(result: CheckResult, compiler: _CompileRun, launches: list):
+def _attach_compile_check(result: CheckResult, compiler: childproc.CompileRun, launches: list):
     """Compile what the interpreter launched, and give each kernel part its report."""
     kernel_parts = [p for p in result.parts if p.part.needs_kernels and p.started
                     and p.problem is None]
@@ -280,7 +273,7 @@ class _WorkerRun:
 
     def __init__(self, exercise: Exercise, module_path: Path, parts: list[PartResult],
                  force_interpret: bool, case_seconds: float | None,
-                 import_seconds: float | None = None, compiler: _CompileRun | None = None):
+                 import_seconds: float | None = None, compiler: childproc.CompileRun | None = None):
         self.exercise = exercise
         self.module_path = module_path
         self.part_names = [p.part.name for p in parts]
@@ -314,7 +307,7 @@ class _WorkerRun:
                    "--fd", str(write_fd)]
         if self.force_interpret:
             command.append("--interpret")
-        self._output = _CappedOutput()
+        self._output = childproc.CappedOutput()
         try:
             process = self._start(command, write_fd, out_write)
         finally:
@@ -331,7 +324,7 @@ class _WorkerRun:
     def _start(self, command: list[str], event_fd: int, output_fd: int):
         """A fresh worker process: forked by the warm server when the test suite asked for
         one (learning.forkserver), started from scratch otherwise."""
-        cwd, env = str(self.module_path.parent), child_environment()
+        cwd, env = str(self.module_path.parent), childproc.child_environment()
         if forkserver.enabled():
             server = forkserver.ForkServer.get()
             forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
@@ -363,14 +356,14 @@ class _WorkerRun:
             if not chunk:
                 return
             buffer += chunk
-            while len(buffer) >= _FRAME_HEADER.size:
-                (size,) = _FRAME_HEADER.unpack_from(buffer)
-                if len(buffer) < _FRAME_HEADER.size + size:
+            while len(buffer) >= childproc.FRAME_HEADER.size:
+                (size,) = childproc.FRAME_HEADER.unpack_from(buffer)
+                if len(buffer) < childproc.FRAME_HEADER.size + size:
                     break
-                frame = buffer[_FRAME_HEADER.size:_FRAME_HEADER.size + size]
-                buffer = buffer[_FRAME_HEADER.size + size:]
+                frame = buffer[childproc.FRAME_HEADER.size:childproc.FRAME_HEADER.size + size]
+                buffer = buffer[childproc.FRAME_HEADER.size + size:]
                 try:
-                    event = load_event(frame)
+                    event = childproc.load_event(frame)
                 except Exception as exc:  # noqa: BLE001 - garbage on the pipe ends the run
                     self.garbled = f"{type(exc).__name__}: {exc}"
                     return
@@ -438,7 +431,7 @@ class _WorkerRun:
         code = self.returncode
         if code is not None and code < 0:
             return ImportProblem("crashed", f"the process crashed (signal {-code}, "
-                                 f"{_signal_name(-code)}) while importing {name}")
+                                 f"{childproc.signal_name(-code)}) while importing {name}")
         return ImportProblem("exited", f"{name} ended the program while being imported "
                              f"(exit status {code}): code at the top level of the module runs on "
                              "import; do not call sys.exit or os._exit there")
@@ -458,8 +451,8 @@ class _WorkerRun:
         code = self.returncode
         if code is not None and code < 0:
             number = -code
-            label = _signal_name(number)
-            cause = SIGNAL_CAUSES.get(label, "")
+            label = childproc.signal_name(number)
+            cause = childproc.SIGNAL_CAUSES.get(label, "")
             return compare.Verdict(
                 "crashed", f"the process crashed (signal {number}, {label}) in case {name}"
                 f"{': ' + cause if cause else ''}", bug=_crash_bug(label))
@@ -468,216 +461,7 @@ class _WorkerRun:
             "program (sys.exit, os._exit) instead of returning", bug=compare.COMMON_BUGS["exited"])
 
 
-# The likely cause of each way a process can be killed, as the learner should read it.
-SIGNAL_CAUSES = {
-    "SIGSEGV": "likely an out-of-bounds load or store (or a pointer computed from the wrong "
-               "tensor)",
-    "SIGBUS": "likely an out-of-bounds or misaligned load or store",
-    "SIGABRT": "the process aborted itself: likely corrupted memory after an out-of-bounds "
-               "store, or a failed check inside a library",
-    "SIGFPE": "an arithmetic fault in native code, such as an integer division by zero",
-    "SIGKILL": "killed from outside: most often the system ran out of memory (a tensor far "
-               "larger than the case needs), or the code killed its own process",
-    "SIGTERM": "asked to stop from outside, or the code ended its own process",
-    "SIGILL": "an illegal instruction in native code",
-}
-
-
-class _EventUnpickler(pickle.Unpickler):
-    """Events come from a process that runs the learner's code: rebuild only the plain data
-    the course sends (its result classes, NumPy arrays), never an arbitrary callable."""
-
-    ALLOWED = {
-        "learning.returned": {"Returned", "Raised", "Skipped", "ImportProblem"},
-        "learning.gpu_compile": {"Launch", "Compiled"},
-        "numpy": {"ndarray", "dtype"},
-        "numpy.core.multiarray": {"_reconstruct", "scalar"},
-        "numpy.core.numeric": {"_frombuffer"},
-        "numpy._core.numeric": {"_frombuffer"},
-        "numpy._core.multiarray": {"_reconstruct", "scalar"},
-        "numpy.dtypes": None,  # NumPy 2's dtype classes (Float64DType, ...)
-        "builtins": {"complex", "frozenset", "set", "slice", "range"},
-        "collections": {"OrderedDict"},
-    }
-
-    def find_class(self, module: str, name: str):
-        allowed = self.ALLOWED.get(module, ())
-        if allowed is None and name.endswith("DType") or allowed and name in allowed:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refused {module}.{name} from the learner's process")
-
-
-def load_event(frame: bytes) -> tuple:
-    import io
-
-    return _EventUnpickler(io.BytesIO(frame)).load()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "unknown"
-
-
 def _crash_bug(label: str):
     if label in ("SIGSEGV", "SIGBUS", "SIGABRT"):
         return compare.COMMON_BUGS["out-of-bounds"]
     return None
-
-
-def child_environment() -> dict:
-    """The environment of a child process: the learner's, minus what would change how Python
-    runs, with the course importable and output unbuffered (a crash loses nothing printed)."""
-    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONIOENCODING"] = "utf-8"
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(COURSE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    return env
-
-
-class _CappedOutput:
-    """What the learner's process prints: the first MAX_CAPTURED_BYTES kept, the rest counted."""
-
-    def __init__(self):
-        self.kept = bytearray()
-        self.dropped = 0
-
-    def read_from(self, fd: int) -> bool:
-        """Read what is there; False at end of file."""
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return False
-        room = MAX_CAPTURED_BYTES - len(self.kept)
-        self.kept += chunk[:max(room, 0)]
-        self.dropped += max(len(chunk) - max(room, 0), 0)
-        return True
-
-    def drain_until_exit(self, process: subprocess.Popen, fd: int, seconds: float):
-        """Keep reading until the process exits or ``seconds`` pass; its status, or None."""
-        deadline = time.monotonic() + seconds
-        open_ = True
-        while True:
-            code = process.poll()
-            remaining = deadline - time.monotonic()
-            if code is not None and not open_:
-                return code
-            if remaining <= 0:
-                return code
-            if open_:
-                ready, _, _ = select.select([fd], [], [], min(remaining, 0.2))
-                if ready and not self.read_from(fd):
-                    open_ = False
-            else:
-                time.sleep(min(remaining, 0.05))
-            if code is not None and not open_:
-                return code
-
-    def text(self) -> str:
-        text = self.kept.decode("utf-8", errors="replace")
-        if self.dropped:
-            text += f"\n[output cut: {self.dropped} more bytes]"
-        return text
-
-
-class _CompileRun:
-    """The GPU compile check's process (learning.gpu_compile): started when the worker says
-    kernels run in the interpreter, so that its imports overlap the interpreter run; given the
-    recorded launches at the end."""
-
-    def __init__(self, module_path: Path):
-        self.module_path = module_path
-        self.process: subprocess.Popen | None = None
-        self.read_fd: int | None = None
-
-    @property
-    def started(self) -> bool:
-        return self.process is not None
-
-    def start(self):
-        if self.process is not None:
-            return
-        read_fd, write_fd = os.pipe()
-        env = child_environment()
-        env.pop("TRITON_INTERPRET", None)
-        env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="learning-compile-")
-        self.cache_dir = env["TRITON_CACHE_DIR"]
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "learning.gpu_compile", "--module-path",
-                 str(self.module_path), "--fd", str(write_fd)],
-                pass_fds=(write_fd,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, cwd=str(self.module_path.parent), env=env,
-                start_new_session=True)
-        finally:
-            os.close(write_fd)
-        self.read_fd = read_fd
-
-    def cancel(self):
-        """Nothing to compile: end the process without waiting for it."""
-        self.finish(None)
-
-    def finish(self, launches: list | None) -> tuple[list, str]:
-        """Send the launches, collect what the compiler said; (results, why it could not run)."""
-        import shutil
-
-        from learning.gpu_compile import chosen
-
-        results, note = [], ""
-        try:
-            if launches is None:
-                return results, note
-            unique = chosen(launches)
-            try:
-                pickle.dump(unique, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                self.process.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
-            note = self._collect(results, len(unique))
-        finally:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait()
-            try:
-                self.process.stdin.close()
-            except OSError:
-                pass
-            os.close(self.read_fd)
-            shutil.rmtree(self.cache_dir, ignore_errors=True)
-            self.process = None
-        return results, note
-
-    def _collect(self, results: list, expected: int) -> str:
-        buffer = b""
-        deadline = time.monotonic() + COMPILE_SECONDS
-        ready_seen = False
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return f"it did not finish within {COMPILE_SECONDS:g} s"
-            ready, _, _ = select.select([self.read_fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(self.read_fd, 1 << 20)
-            if not chunk:
-                return "" if ready_seen and len(results) >= expected else \
-                    "its process stopped before it finished"
-            buffer += chunk
-            while len(buffer) >= _FRAME_HEADER.size:
-                (size,) = _FRAME_HEADER.unpack_from(buffer)
-                if len(buffer) < _FRAME_HEADER.size + size:
-                    break
-                event = load_event(buffer[_FRAME_HEADER.size:_FRAME_HEADER.size + size])
-                buffer = buffer[_FRAME_HEADER.size + size:]
-                if event[0] == "ready":
-                    ready_seen = True
-                    if event[1]:
-                        return event[1]
-                elif event[0] == "compiled":
-                    results.append(event[1])
-                elif event[0] == "finished":
-                    return ""
