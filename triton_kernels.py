@@ -23,7 +23,7 @@ The file reads top to bottom like the Triton tutorials:
    the pieces exchanging their (maximum, sum) so that every element is read only once.
 4. ``_softmax_backward`` (and its multi-row, looped and split-row forms):
    dx = y * (dy - sum(y * dy)).
-5. ``_rmsnorm``, ``_rmsnorm_multi_row`` and ``_rmsnorm_looped``: y = x / sqrt(mean(x**2) + eps) * w.
+5. ``_rmsnorm`` (and its multi-row and looped forms): y = x / sqrt(mean(x**2) + eps) * w.
 6. The launchers ``softmax``, ``softmax_backward`` and ``rmsnorm``: they check the
    preconditions (with messages that carry the numbers and the fix), pick a kernel from small
    tables, and launch it.
