@@ -138,10 +138,13 @@ _LOOPED_STAGES = 1
 # program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200
 # (bench/RESULTS.md): 4 warps beat 8 (0.87 against 0.84 of the ceiling at 65536 float32
 # columns, 0.75 against 0.68 in bfloat16), and pieces of 8192 columns beat 4096 and 16384 in
-# every dtype, 16-bit included. Two variants that were measured and dropped: reading the
-# piece again after the exchange instead of keeping exp(x) in registers (5 to 12 % slower),
-# and publishing each piece's partials in one 64-bit word that the others poll instead of an
-# arrival counter (20 to 40 % slower: every waiting program polls the whole row's words).
+# every dtype, 16-bit included (but for a 3 % edge of 4096 in the 16-bit backward pass at
+# 32768 columns). Two variants that were measured and dropped: reading the piece again after
+# the exchange instead of keeping exp(x) in registers (5 to 12 % slower), and publishing each
+# piece's partials in one 64-bit word that the others poll instead of an arrival counter (20
+# to 40 % slower: every waiting program polls the whole row's words). RESULTS.md lists the
+# other variants measured and dropped (a persistent kernel that loads its next row while it
+# waits among them).
 _SPLIT_BLOCK = 8192
 _SPLIT_WARPS = 4
 # The interpreter runs programs one after another; two programs still exercise the row loop.
