@@ -16,7 +16,9 @@ The file reads top to bottom like the Triton tutorials:
 1. ``_softmax``: one program per row, the whole row in one block. Lesson 08 teaches it.
 2. ``_softmax_multi_row``: the same computation on several narrow rows per program. (On a GPU
    ``_softmax`` also keeps float32 rows of up to 32768 columns whole, with 16 or 32 warps;
-   ``_softmax_one_pass`` does the same for 16-bit rows, with its two reductions made one.)
+   ``_softmax_one_pass`` does the same for 16-bit rows, with its two reductions made one, and
+   ``_softmax_pipelined`` keeps one program per multiprocessor on 16-bit rows of 32768
+   columns, loading its next rows into shared memory while it computes.)
 3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
    online maximum and sum per lane, then a second pass that writes.
    ``_softmax_split_row``: the GPU's faster way with wide rows, one program per piece of a row,
@@ -121,6 +123,15 @@ _GPU_WHOLE_ROW = {
     ("rmsnorm", 2): 32768,
 }
 _ONE_PASS_WARPS = 32
+# 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
+# _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
+# to PIPELINED_STAGES - 1 rows in flight in shared memory. Measured on an H200 (1 GiB inputs,
+# bench/results/whole_row.json): 32768 16-bit columns ran at 0.94 of the copy ceiling with 3
+# or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.91; two stages, one row in
+# flight: 0.66, slower than no pipelining); at 16384 columns the one-pass kernel stays ahead
+# (0.97 against 0.56 to 0.95), so the pipelined kernel starts above 16384.
+_PIPELINED_WARPS = 32
+_PIPELINED_STAGES = 4
 
 # The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
 # of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, so that few
@@ -162,6 +173,7 @@ class Plan:
     programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
     stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
     one_pass: bool = False  # single_block softmax only: one reduction of (max, sum) pairs
+    pipelined: bool = False  # single_block softmax only: _softmax_pipelined (16-bit pairs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,6 +322,76 @@ def _softmax_one_pass(
     scale = tl.where(m_t == -float("inf"), 0.0, tl.exp2((m_t - m_row) * _LOG2E)) / s_row
     y = tl.reshape(e * scale[:, None], (BLOCK,))
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2c. Softmax, the next rows loaded while this one is computed (GPU, 16-bit rows of 32768)
+# ---------------------------------------------------------------------------------------------
+#
+# A 32768-column row held in float32 is 128 KiB of registers, half of a multiprocessor's, so
+# one program runs per multiprocessor and its load, reductions and store follow one another:
+# while it reduces, that multiprocessor reads nothing. Here one program per multiprocessor
+# walks over rows (rows p, p + P, p + 2P, ...), and the loop carries STAGES - 1 rows in flight:
+# Triton's loop pipeliner copies the next rows from device memory into shared memory
+# (asynchronous copies) while the current one is computed. The shared memory must hold them,
+# 64 KiB per 16-bit row of 32768 columns, so the launcher picks STAGES from what the GPU has.
+#
+# The row is read as 32-bit words, two 16-bit values each, and unpacked in registers:
+# bfloat16 is the upper half of a float32, so a shift or a mask makes the float32; float16 is
+# converted. The same loop over plain 16-bit loads is pipelined too, but ran 2 to 3 % slower
+# (bench/results/whole_row.json). Words need an even n_cols, even row strides and 4-byte
+# aligned rows; the launcher checks, and otherwise takes _softmax_one_pass. The padding is a
+# word of two -inf.
+
+
+@triton.jit
+def _unpack_pairs(w, DT: tl.constexpr):
+    """32-bit words as their two 16-bit values of dtype DT (low half first), in float32."""
+    if DT == tl.bfloat16:
+        lo = (w << 16).to(tl.float32, bitcast=True)
+        hi = (w & -65536).to(tl.float32, bitcast=True)  # -65536 = 0xFFFF0000
+    else:
+        lo = w.to(tl.int16).to(DT, bitcast=True).to(tl.float32)
+        hi = (w >> 16).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _pack_pairs(lo, hi, DT: tl.constexpr):
+    """Two float32 tensors rounded to dtype DT and packed in 32-bit words (lo in the low half)."""
+    lo16 = lo.to(DT).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    hi16 = hi.to(DT).to(tl.int16, bitcast=True).to(tl.int32)
+    return lo16 | (hi16 << 16)
+
+
+@triton.jit
+def _softmax_pipelined(
+    out_ptr,  # *T: 16-bit output rows, column stride 1, rows 4-byte aligned
+    in_ptr,  # *T: 16-bit input rows, column stride 1, rows 4-byte aligned
+    out_row_stride,  # elements from one output row to the next, even
+    in_row_stride,  # elements from one input row to the next, even
+    n_rows,  # rows in the tensor; program p takes rows p, p + P, p + 2P, ... (P programs)
+    n_cols,  # columns in a row, even, n_cols <= BLOCK
+    NEG_INF_PAIR: tl.constexpr,  # the int32 word holding two -inf of dtype T: the padding
+    BLOCK: tl.constexpr,  # columns per row, a power of two >= n_cols: BLOCK // 2 words
+    STAGES: tl.constexpr,  # rows in flight in the loop (the loop pipeliner's stages)
+):
+    DT: tl.constexpr = in_ptr.dtype.element_ty
+    in_words = in_ptr.to(tl.pointer_type(tl.int32))
+    out_words = out_ptr.to(tl.pointer_type(tl.int32))
+    words = tl.arange(0, BLOCK // 2)
+    mask = words < n_cols // 2
+    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0),
+                        num_stages=STAGES):
+        w = tl.load(in_words + row * (in_row_stride // 2) + words, mask=mask, other=NEG_INF_PAIR)
+        lo, hi = _unpack_pairs(w, DT)
+        # the two reductions of _softmax, over both halves of each word
+        m = tl.max(tl.maximum(lo, hi), axis=0)
+        e_lo = tl.exp2((lo - m) * _LOG2E)
+        e_hi = tl.exp2((hi - m) * _LOG2E)
+        inv = 1.0 / tl.sum(e_lo + e_hi, axis=0)
+        y = _pack_pairs(e_lo * inv, e_hi * inv, DT)
+        tl.store(out_words + row * (out_row_stride // 2) + words, y, mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -727,12 +809,14 @@ def _plan(
     block: int | None = None,
     max_pieces: int = 0,
     itemsize: int = 4,
+    paired: bool = False,
 ) -> Plan:
     """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
 
     ``max_pieces`` is how many programs of one row are sure to run at the same time (the
     number of multiprocessors on a GPU, 0 in the interpreter): the split_row kernel needs them.
     ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
+    ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
     """
     if strategy is None:
         if block is not None and block < n_cols:
@@ -789,6 +873,9 @@ def _plan(
         )
     if strategy == "single_block":
         if fn == "softmax" and itemsize == 2 and max_pieces and whole > MAX_SINGLE_BLOCK:
+            if paired and whole == MAX_GPU_SINGLE_BLOCK:
+                return Plan("single_block", whole, num_warps=_PIPELINED_WARPS, programs_per_sm=1,
+                            stages=_PIPELINED_STAGES, pipelined=True)
             return Plan("single_block", whole, num_warps=_ONE_PASS_WARPS, one_pass=True)
         return Plan("single_block", whole, num_warps=_warps_for(whole))
     rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
@@ -902,10 +989,51 @@ def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.devic
     return part, sync
 
 
+# two -inf of a 16-bit dtype in one 32-bit word: the padding _softmax_pipelined loads
+_NEG_INF_PAIR = {
+    dtype: torch.full((2,), -float("inf"), dtype=dtype).view(torch.int32).item()
+    for dtype in (torch.float16, torch.bfloat16)
+}
+
+
+def _pairs_of_16_bits(*tensors: torch.Tensor) -> bool:
+    """True if these (rows, cols) 16-bit views can be read as aligned 32-bit words: an even
+    number of columns, even row strides, and rows that start on a 4-byte boundary."""
+    return all(
+        t.element_size() == 2
+        and t.shape[1] % 2 == 0
+        and (t.shape[0] == 1 or t.stride(0) % 2 == 0)
+        and t.data_ptr() % 4 == 0
+        for t in tensors
+    )
+
+
+@functools.cache
+def _shared_memory(index: int) -> int:
+    """Bytes of shared memory one program may use on GPU ``index`` (what Triton checks)."""
+    return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+
+
+def _pipeline_stages(device: torch.device, plan: Plan) -> int:
+    """plan.stages, or fewer where shared memory cannot hold stages - 1 rows of 16-bit pairs
+    (and 4 KiB for the reductions); 1 in the interpreter, which ignores it."""
+    if device.type != "cuda":
+        return 1
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    in_flight = (_shared_memory(index) - 4096) // (plan.block * 2)
+    return max(1, min(plan.stages, 1 + in_flight))
+
+
 def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
     n_rows, n_cols = x.shape
-    if plan.strategy == "single_block" and plan.one_pass:
+    if plan.strategy == "single_block" and plan.pipelined:
+        _softmax_pipelined[(_persistent_programs(n_rows, x.device, plan),)](
+            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
+            NEG_INF_PAIR=_NEG_INF_PAIR[x.dtype], BLOCK=plan.block,
+            STAGES=_pipeline_stages(x.device, plan), num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.strategy == "single_block" and plan.one_pass:
         _softmax_one_pass[(n_rows,)](
             out, x, out.stride(0), x.stride(0), n_cols,
             BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
@@ -982,12 +1110,13 @@ def softmax(
     ``_softmax_multi_row`` for narrow rows). Wider rows go through ``_softmax_looped`` in the
     interpreter. On a GPU one program with 16 or 32 warps keeps rows whole up to 32768
     columns (``_softmax``, or ``_softmax_one_pass`` for 16-bit rows wider than
-    ``MAX_SINGLE_BLOCK``), and wider rows go through ``_softmax_split_row`` (pieces of
-    8192 columns in programs that run at once; ``_softmax_looped`` if a row needs more
-    pieces than the GPU has multiprocessors). ``strategy`` (one of ``STRATEGIES``) forces a
-    kernel, and ``block`` its block width: a ``block`` narrower than the row forces the looped
-    kernel with chunks of that many columns, which lets the tests exercise it cheaply on small
-    rows.
+    ``MAX_SINGLE_BLOCK``, or ``_softmax_pipelined`` for 16-bit rows of 16385 to 32768 columns
+    that can be read as aligned 32-bit words), and wider rows go through
+    ``_softmax_split_row`` (pieces of 8192 columns in programs that run at once;
+    ``_softmax_looped`` if a row needs more pieces than the GPU has multiprocessors).
+    ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block`` its block width: a
+    ``block`` narrower than the row forces the looped kernel with chunks of that many columns,
+    which lets the tests exercise it cheaply on small rows.
 
     An empty tensor gives an empty tensor; a row that is entirely -inf gives NaN (as PyTorch).
     """
@@ -995,8 +1124,9 @@ def softmax(
     if x.numel() == 0:
         return torch.empty_like(x)
     rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
-    plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device), x.element_size())
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
+    plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
+                 x.element_size(), _pairs_of_16_bits(rows, out))
     with _on_device(x):
         _launch_softmax(out, rows, plan)
     return out.view(x.shape)

@@ -36,6 +36,10 @@ def candidates(tk, width: int, backward: bool, itemsize: int, max_pieces: int) -
                 plans.append(tk.Plan("single_block", width, num_warps=warps))
             if not backward:  # the same with the two reductions made one
                 plans.append(tk.Plan("single_block", width, num_warps=warps, one_pass=True))
+            if not backward and itemsize == 2 and width > tk.MAX_SINGLE_BLOCK:
+                for stages in (3, 4):  # next rows in shared memory (the inputs are paired)
+                    plans.append(tk.Plan("single_block", width, num_warps=warps,
+                                         programs_per_sm=1, stages=stages, pipelined=True))
     for piece, warps in ((4096, 4), (8192, 4), (8192, 8), (16384, 8)):
         if piece < width and -(-width // piece) <= max(max_pieces, 1):
             plans.append(tk.Plan("split_row", piece, num_warps=warps))
@@ -62,7 +66,8 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
 
     fn = "softmax_backward" if backward else "softmax"
     max_pieces = tk._max_pieces(out.device)
-    default = tk._plan(fn, width, max_pieces=max_pieces, itemsize=dtype.itemsize)
+    default = tk._plan(fn, width, max_pieces=max_pieces, itemsize=dtype.itemsize,
+                       paired=not backward and tk._pairs_of_16_bits(args[0], out))
     plans = candidates(tk, width, backward, dtype.itemsize, max_pieces)
     if default not in plans:
         plans.insert(0, default)
@@ -98,6 +103,8 @@ def plan_name(p: dict) -> str:
     name += f" w{p['num_warps']}"
     if p.get("one_pass"):
         name += " one-pass"
+    if p.get("pipelined"):
+        name += f" pipelined s{p['stages']}"
     if p["strategy"] == "looped":
         name += f" p{p['programs_per_sm']} s{p['stages']}"
     return name

@@ -291,6 +291,15 @@ def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk._plan("softmax", 8193, max_pieces=132, itemsize=2).one_pass
     assert not tk._plan("softmax", 8192, max_pieces=132, itemsize=2).one_pass
     assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).one_pass
+    # 16-bit rows of 16385 to 32768 columns that pair into aligned words: the pipelined kernel
+    pipelined = tk.Plan("single_block", 32768, num_warps=32, programs_per_sm=1, stages=4,
+                        pipelined=True)
+    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2, paired=True) == pipelined
+    assert tk._plan("softmax", 16386, max_pieces=132, itemsize=2, paired=True).pipelined
+    assert not tk._plan("softmax", 16384, max_pieces=132, itemsize=2, paired=True).pipelined
+    assert not tk._plan("softmax", 32768, max_pieces=0, itemsize=2, paired=True).pipelined
+    assert not tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2,
+                        paired=True).pipelined
     assert tk._plan("softmax", 32769, max_pieces=132, itemsize=2).strategy == "split_row"
     assert tk._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
     assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
@@ -335,6 +344,35 @@ def test_one_pass_kernel_matches_torch(width, dtype, device):
     x[5, 0] = float("nan")
     plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, one_pass=True)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [2, 8, 10, 100, 782])
+def test_pipelined_kernel_matches_torch(width, dtype, device):
+    # the GPU takes it for paired 16-bit rows of 32768; the same code on small rows runs in
+    # the interpreter, two programs looping over the rows; every other row of a wider tensor
+    # so that the row strides are not the width
+    x = make((14, width + 2), dtype, device, seed=width, scale=3.0)[::2, :width]
+    x[1, : width // 2 + 1] = NEG_INF  # -inf words beside finite ones
+    x[2] = NEG_INF  # no softmax: NaN, as in PyTorch
+    x[3] = x[3] * 100 + 1000  # exp would overflow without the maximum
+    x[4] -= 1000  # all negative: a padding word that were not -inf would win the maximum
+    x[5, 0] = float("nan")
+    assert tk._pairs_of_16_bits(x)
+    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, programs_per_sm=1,
+                   stages=3, pipelined=True)
+    assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+
+
+def test_16_bit_rows_pair_into_words_only_when_aligned(device):
+    x = make((4, 10), torch.float16, device)
+    assert tk._pairs_of_16_bits(x) and tk._pairs_of_16_bits(x[:, 2:8], x[:1])
+    assert not tk._pairs_of_16_bits(x[:, :9])  # an odd number of columns
+    assert not tk._pairs_of_16_bits(x[:, 1:9])  # rows start 2 bytes past a 4-byte boundary
+    assert not tk._pairs_of_16_bits(make((4, 11), torch.float16, device)[:, :10])  # odd stride
+    assert tk._pairs_of_16_bits(make((1, 11), torch.float16, device)[:, :10])  # one row
+    assert not tk._pairs_of_16_bits(x.float())  # not 16-bit
+    assert not tk._pairs_of_16_bits(x, x[:, 1:9])  # every tensor must pair
 
 
 def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device):
@@ -458,6 +496,7 @@ def test_gpu_wide_rows(width, dtype, device):
         ((3000, 1000), torch.float16),
         ((8, 1024, 781), torch.float32),
         ((300, 40000), torch.bfloat16),
+        ((400, 32768), torch.float16),  # the pipelined kernel, programs looping over rows
     ],
     ids=str,
 )
@@ -528,8 +567,25 @@ def test_gpu_default_plans_write_every_element(width, dtype, device):
     x = make((4, width), dtype, device, seed=width, scale=3.0)
     x[1, : width // 3] = NEG_INF
     size = x.element_size()
-    plan = tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
+    plan = tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device), itemsize=size,
+                    paired=tk._pairs_of_16_bits(x))
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
     y, dy = tk.softmax(x), make((4, width), dtype, device, seed=width + 1)
     plan = tk._plan("softmax_backward", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
     assert_matches(launch_plan("backward", plan, y, dy), backward_ref(y, dy), dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
+    # paired rows take _softmax_pipelined, the others _softmax_one_pass: both must be right
+    base = make((5, 32770), dtype, device, seed=3, scale=3.0)
+    base[1, :10000] = NEG_INF
+    base[2] -= 1000
+    views = {"paired": base[:, :32768], "misaligned": base[:, 1:32769],
+             "odd width": base[:, :32767], "paired, padded": base[:, 2:32768]}
+    for name, x in views.items():
+        plan = tk._plan("softmax", x.shape[1], max_pieces=tk._max_pieces(x.device), itemsize=2,
+                        paired=tk._pairs_of_16_bits(x))
+        assert plan.pipelined == name.startswith("paired"), name
+        assert_matches(tk.softmax(x), softmax_ref(x), dtype)
