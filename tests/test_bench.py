@@ -91,3 +91,17 @@ def test_results_md_tables_are_current():
     path = COURSE_ROOT / "bench" / "RESULTS.md"
     text = path.read_text(encoding="utf-8")
     assert computed.refresh(text) == text, "run the refresh command at the top of RESULTS.md"
+
+
+def test_the_whole_row_probe_kernels_are_right_in_the_interpreter():
+    # bench/whole_row_probe.py times these variants on a GPU; here each checked one runs on
+    # small rows (a masked run, a +1000 shift, an all-negative row) against float64
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))
+    done = subprocess.run([sys.executable, "bench/whole_row_probe.py", "--smoke"], cwd=COURSE_ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": ok") == 26 and "WRONG" not in done.stdout
