@@ -126,10 +126,10 @@ _ONE_PASS_WARPS = 32
 # 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
 # _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
 # to PIPELINED_STAGES - 1 rows in flight in shared memory. Measured on an H200 (1 GiB inputs,
-# bench/results/whole_row.json): 32768 16-bit columns ran at 0.94 of the copy ceiling with 3
-# or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.91; two stages, one row in
-# flight: 0.66, slower than no pipelining); at 16384 columns the one-pass kernel stays ahead
-# (0.97 against 0.56 to 0.95), so the pipelined kernel starts above 16384.
+# bench/results/whole_row.json): 32768 16-bit columns ran at 0.91 to 0.94 of the copy ceiling
+# with 3 or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.91; two stages, one row
+# in flight: 0.65, slower than no pipelining); at 16384 columns the one-pass kernel stays
+# ahead (0.98 against 0.56 to 0.94), so the pipelined kernel starts above 16384.
 _PIPELINED_WARPS = 32
 _PIPELINED_STAGES = 4
 
@@ -338,7 +338,7 @@ def _softmax_one_pass(
 #
 # The row is read as 32-bit words, two 16-bit values each, and unpacked in registers:
 # bfloat16 is the upper half of a float32, so a shift or a mask makes the float32; float16 is
-# converted. The same loop over plain 16-bit loads is pipelined too, but ran 2 to 3 % slower
+# converted. The same loop over plain 16-bit loads is pipelined too, but ran up to 3 % slower
 # (bench/results/whole_row.json). Words need an even n_cols, even row strides and 4-byte
 # aligned rows; the launcher checks, and otherwise takes _softmax_one_pass. The padding is a
 # word of two -inf.

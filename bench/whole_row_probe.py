@@ -3,16 +3,18 @@
     PYTHONPATH=. python3 bench/whole_row_probe.py --json bench/results/whole_row.json
     PYTHONPATH=. python3 bench/whole_row_probe.py --smoke   # the kernels, in the interpreter
 
-triton_kernels keeps a 16-bit row of up to 32768 columns whole in one program of 32 warps
-(_softmax_one_pass). On an H200 that program holds 128 KiB of float32 values in registers,
-half the register file, so one program runs per multiprocessor and its load, reductions and
-store follow one another with nothing to fill the gaps. Each variant here attacks one
-suspected cause, and the last removes the exponential altogether:
+triton_kernels kept a 16-bit row of up to 32768 columns whole in one program of 32 warps
+(_softmax_one_pass), and on an H200 that ran at 0.86 of the copy ceiling. The program holds
+128 KiB of float32 values in registers, half the register file, so one program runs per
+multiprocessor and its load, reductions and store follow one another with nothing to fill
+the gaps. Each variant here attacks one suspected cause, and the last removes the
+exponential altogether:
 
 - pipelined: a persistent program per multiprocessor whose loop the compiler software-
   pipelines, loading the next rows into shared memory while it works on this one (16-bit rows
-  are read as 32-bit words: the loop pipeliner leaves 16-bit loads alone). This one won at
-  32768 columns and became triton_kernels._softmax_pipelined, the "shipped" row there;
+  are read as 32-bit words, and also as they are). The word form won at 32768 columns and
+  became triton_kernels._softmax_pipelined: the "shipped" plan there, beside the one-pass
+  kernel that rows which cannot be read as words still take;
 - packed: the row held in registers as 16-bit pairs in 32-bit words, half the registers,
   unpacked twice (a runtime zero xor-ed in between stops the compiler from keeping the
   first unpacking alive);
@@ -20,8 +22,8 @@ suspected cause, and the last removes the exponential altogether:
   the combine);
 - mixed_exp: half of the exponentials computed by a polynomial on the FMA units instead of
   the special-function unit;
-- no_exp: the shipped kernel with exp2 replaced by an affine function. Its output is wrong
-  and not checked; it is timed to bound what any change to the arithmetic could gain.
+- no_exp: the one-pass kernel with exp2 replaced by an affine function. Its output is wrong
+  and not checked; it is timed to bound what any change to its arithmetic could gain.
 
 Every other variant is checked against float64 before it is timed (learning.bench's checks).
 """
@@ -35,15 +37,25 @@ import sys
 from learning import bench
 
 
+def describe(plan) -> str:
+    kind = " one-pass" if plan.one_pass else f" pipelined, {plan.stages} stages" \
+        if plan.pipelined else ""
+    return f"{plan.strategy}{kind}, {plan.num_warps} warps"
+
+
 def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, object]]:
     """(name, checked, launch(out, x) -> the compiled kernel or None) for one dtype and width;
     ``tk`` is triton_kernels, ``pk`` the probe's kernels."""
     block = 1 << (width - 1).bit_length()
     vec = 16 // (4 if dname == "fp32" else 2)
-    plan = tk._plan("softmax", width, max_pieces=sms, itemsize=4 if dname == "fp32" else 2)
+    itemsize = 4 if dname == "fp32" else 2
+    plan = tk._plan("softmax", width, max_pieces=sms, itemsize=itemsize, paired=itemsize == 2)
+    unpaired = tk._plan("softmax", width, max_pieces=sms, itemsize=itemsize)
 
-    def shipped(out, x):
-        tk._launch_softmax(out, x, plan)
+    def plan_launch(p):
+        def launch(out, x):
+            tk._launch_softmax(out, x, p)
+        return launch
 
     def persistent(stages, warps, words=True):
         def launch(out, x):
@@ -71,7 +83,10 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
         return launch
 
     warps = 32 if block >= 32768 else 16
-    found = [(f"shipped ({plan.strategy}, {plan.num_warps} warps)", True, shipped)]
+    found = [(f"shipped ({describe(plan)})", True, plan_launch(plan))]
+    if unpaired != plan:  # what rows that cannot be read as words take
+        found.append((f"shipped, rows not in words ({describe(unpaired)})", True,
+                      plan_launch(unpaired)))
     if dname == "fp32" and block <= 32768:  # 128 KiB a row: two stages at most
         found += [("pipelined, 2 stages", True, persistent(2, warps))]
     elif block <= 32768:

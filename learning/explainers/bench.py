@@ -123,6 +123,29 @@ def summary_table(_numbers=None) -> Table:
                   "eager GB/s (of copy)"), tuple(rows), provenance("softmax"))
 
 
+def probe_table(_numbers=None, keep=lambda row: True) -> Table:
+    """bench/whole_row_probe.py's variants of a wide 16-bit row, as measured (``keep`` picks)."""
+    data = load("whole_row")
+    env = data["env"]
+    rows = []
+    for r in filter(keep, data["rows"]):
+        speed = f"{r['gbps']:.0f} ({r['frac']:.2f})" if "gbps" in r else \
+            r.get("error", "wrong answer")
+        rows.append((r["variant"], r["dtype"], str(r["cols"]), speed,
+                     str(r.get("registers", "-"))))
+    note = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
+            f"command `{data['command']}`; inputs of 1 GiB; copy ceiling "
+            f"{data['copy_gbps']:.0f} GB/s at the start, {data['copy_gbps_end']:.0f} at the end.")
+    return Table(("variant", "dtype", "cols", "GB/s (of copy)", "registers a thread"),
+                 tuple(rows), note)
+
+
+def probe_summary(_numbers=None) -> Table:
+    """The probe's 16-bit rows of 32768 columns: the kernels shipped, and the bound without exp."""
+    return probe_table(keep=lambda r: r["cols"] == 32768 and r["dtype"] != "fp32"
+                       and r["variant"].startswith(("shipped", "no_exp")))
+
+
 def ceiling_text(_numbers=None) -> Text:
     data = load("softmax")
     env = data["env"]
@@ -148,6 +171,8 @@ def page(row=None) -> Page:
 
 BLOCKS = {
     "ceiling": ceiling_text,
+    "probe": probe_table,
+    "probe32768": probe_summary,
     "summary": summary_table,
     "targets": targets_table,
     "forward": lambda _numbers=None: sweep_table("softmax"),
