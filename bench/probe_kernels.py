@@ -1,7 +1,9 @@
 """The kernels bench/whole_row_probe.py times: variants of a 16-bit softmax row kept whole.
 
 Imported by the probe after it has chosen where kernels run (TRITON_INTERPRET is read when
-``@triton.jit`` decorates a function). Each variant is explained in the probe's docstring.
+``@triton.jit`` decorates a function). Each variant is explained in the probe's docstring; the
+pipelined kernel over 32-bit words is triton_kernels._softmax_pipelined itself, and the helpers
+shared with triton_kernels are taken from there.
 """
 
 from __future__ import annotations
@@ -9,66 +11,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E = tl.constexpr(1.4426950408889634)
-# -inf in both halves of a 32-bit word, per 16-bit dtype: the padding of a packed row
-NEG_INF_PAIR = {"bf16": -8323200, "fp16": -67044352}  # 0xFF80FF80, 0xFC00FC00
+import triton_kernels as tk
 
-
-@triton.jit
-def _combine(m_a, s_a, m_b, s_b):
-    m = tl.maximum(m_a, m_b)
-    m_ref = tl.where(m == -float("inf"), 0.0, m)
-    return m, s_a * tl.exp2((m_a - m_ref) * LOG2E) + s_b * tl.exp2((m_b - m_ref) * LOG2E)
-
-
-@triton.jit
-def _unpack(w, DT: tl.constexpr):
-    """A 32-bit word as its two 16-bit values (low half first), in float32."""
-    if DT == tl.bfloat16:
-        lo = (w << 16).to(tl.float32, bitcast=True)
-        hi = (w & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = w.to(tl.int16).to(DT, bitcast=True).to(tl.float32)
-        hi = (w >> 16).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
-def _pack(lo, hi, DT: tl.constexpr):
-    lo16 = lo.to(DT).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    hi16 = hi.to(DT).to(tl.int16, bitcast=True).to(tl.int32)
-    return lo16 | (hi16 << 16)
-
-
-@triton.jit
-def pipelined_words(out_ptr, in_ptr, out_rs, in_rs, n_rows, n_cols, BLOCK: tl.constexpr,
-                    STAGES: tl.constexpr, NEG: tl.constexpr, ONE_PASS: tl.constexpr):
-    # 16-bit rows, an even n_cols and even strides; BLOCK columns are BLOCK // 2 words
-    DT: tl.constexpr = in_ptr.dtype.element_ty
-    in_w = in_ptr.to(tl.pointer_type(tl.int32))
-    out_w = out_ptr.to(tl.pointer_type(tl.int32))
-    cols = tl.arange(0, BLOCK // 2)
-    mask = cols < n_cols // 2
-    for r in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0),
-                      num_stages=STAGES):
-        w = tl.load(in_w + r * (in_rs // 2) + cols, mask=mask, other=NEG)
-        if ONE_PASS:  # one reduction of per-thread (max, sum) pairs over tiles of 4 words
-            lo, hi = _unpack(tl.reshape(w, (BLOCK // 8, 4)), DT)
-            m_t = tl.maximum(tl.max(lo, axis=1), tl.max(hi, axis=1))
-            ref = tl.where(m_t == -float("inf"), 0.0, m_t)[:, None]
-            e_lo = tl.exp2((lo - ref) * LOG2E)
-            e_hi = tl.exp2((hi - ref) * LOG2E)
-            m, s = tl.reduce((m_t, tl.sum(e_lo + e_hi, axis=1)), 0, _combine)
-            scale = (tl.where(m_t == -float("inf"), 0.0, tl.exp2((m_t - m) * LOG2E)) / s)
-            y = tl.reshape(_pack(e_lo * scale[:, None], e_hi * scale[:, None], DT), (BLOCK // 2,))
-        else:
-            lo, hi = _unpack(w, DT)
-            m = tl.max(tl.maximum(lo, hi), axis=0)
-            e_lo = tl.exp2((lo - m) * LOG2E)
-            e_hi = tl.exp2((hi - m) * LOG2E)
-            inv = 1.0 / tl.sum(e_lo + e_hi, axis=0)
-            y = _pack(e_lo * inv, e_hi * inv, DT)
-        tl.store(out_w + r * (out_rs // 2) + cols, y, mask=mask)
+LOG2E = tk._LOG2E
+_combine = tk._combine_max_sum
+_unpack = tk._unpack_pairs
+_pack = tk._pack_pairs
 
 
 @triton.jit

@@ -64,9 +64,8 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
             if dname == "fp32" or not words:
                 return pk.pipelined_rows[grid](*args, BLOCK=block, STAGES=stages,
                                                num_warps=warps)
-            return pk.pipelined_words[grid](*args, BLOCK=block, STAGES=stages,
-                                            NEG=pk.NEG_INF_PAIR[dname], ONE_PASS=0,
-                                            num_warps=warps)
+            return tk._softmax_pipelined[grid](*args, NEG_INF_PAIR=tk._NEG_INF_PAIR[x.dtype],
+                                               BLOCK=block, STAGES=stages, num_warps=warps)
         return launch
 
     def per_row(kernel, warps, **constants):
@@ -78,7 +77,7 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
     def packed_row(warps):
         def launch(out, x):
             return pk.packed[(x.shape[0],)](out, x, out.stride(0), x.stride(0), x.shape[1], 0,
-                                         BLOCK=block, VEC=4, NEG=pk.NEG_INF_PAIR[dname],
+                                         BLOCK=block, VEC=4, NEG=tk._NEG_INF_PAIR[x.dtype],
                                          num_warps=warps)
         return launch
 
