@@ -126,10 +126,10 @@ _ONE_PASS_WARPS = 32
 # 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
 # _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
 # to PIPELINED_STAGES - 1 rows in flight in shared memory. Measured on an H200 (1 GiB inputs,
-# bench/results/whole_row.json): 32768 16-bit columns ran at 0.91 to 0.94 of the copy ceiling
-# with 3 or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.91; two stages, one row
-# in flight: 0.65, slower than no pipelining); at 16384 columns the one-pass kernel stays
-# ahead (0.98 against 0.56 to 0.94), so the pipelined kernel starts above 16384.
+# bench/results/whole_row.json): 32768 16-bit columns ran at 0.92 to 0.94 of the copy ceiling
+# with 3 or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.92; two stages, one row
+# in flight: 0.65 to 0.66, slower than no pipelining); at 16384 columns the one-pass kernel
+# stays ahead (0.97 against 0.56 to 0.95), so the pipelined kernel starts above 16384.
 _PIPELINED_WARPS = 32
 _PIPELINED_STAGES = 4
 
