@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from learning import course, registry, report, runner, state
+from learning import mode as kernel_mode
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 
 
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.hint:
         return show_hint(console, targets[0], options.parts, root, progress)
+    problem = _interpreter_problem(targets, options)
+    if problem:  # every kernel part would fail for a reason that is not the learner's
+        console.print(f"check: {escape(problem)}", style="red", highlight=False)
+        return 2
     results = []
     for exercise in targets:
         result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout)
@@ -74,6 +79,18 @@ def main(argv: list[str] | None = None) -> int:
             "ok": all(r.ok for r in results), "exercises": [report.to_json(r) for r in results]}
         print(json.dumps(document, indent=2))
     return 0 if all(r.ok for r in results) else 1
+
+
+def _interpreter_problem(targets: list[registry.Exercise], options) -> str | None:
+    """What keeps Triton's interpreter from running these kernel parts here, if they will run
+    in it (only then is torch imported, to ask for a GPU)."""
+    parts = [p for e in targets for p in e.parts if not options.parts or p.name in options.parts]
+    if not any(p.needs_kernels for p in parts):
+        return None
+    problem = kernel_mode.interpreter_problem()
+    if problem and kernel_mode.choose(options.interpret).interpret:
+        return problem
+    return None
 
 
 def default_root() -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from learning import mode
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import COURSE_ROOT, LESSONS
 
@@ -78,6 +79,15 @@ def check_package(name: str) -> Finding:
     return Finding(name, version, True)
 
 
+def check_interpreter(force_interpret: bool) -> Finding:
+    """Whether the interpreter, where kernels will run, can run the course's loops here."""
+    problem = mode.interpreter_problem()
+    if problem and mode.choose(force_interpret).interpret:
+        detail, _, fix = problem.partition("): ")
+        return Finding("Triton's interpreter", detail + ")", False, fix)
+    return Finding("Triton's interpreter", "no known problem with these versions", True)
+
+
 def check_kernel(force_interpret: bool) -> Finding:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(COURSE_ROOT), env.get("PYTHONPATH", "")])
@@ -115,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"doctor: {escape(str(error))}", style="red", highlight=False)
         return 2
     findings = [check_python()] + [check_package(name) for name in PACKAGES]
+    if all(f.ok for f in findings):
+        findings.append(check_interpreter(options.interpret))
     if all(f.ok for f in findings):
         findings.append(check_kernel(options.interpret))
     for finding in findings:

@@ -6,7 +6,9 @@ made before any module that defines a kernel (the learner's or ``triton_kernels`
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 from dataclasses import dataclass
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -38,6 +40,16 @@ def _env_asks_for_interpreter() -> bool:
 
 def select(force_interpret: bool = False) -> Mode:
     """Pick the mode and set TRITON_INTERPRET to match; imports torch but no kernel module."""
+    mode = choose(force_interpret)
+    if mode.interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    return mode
+
+
+def choose(force_interpret: bool = False) -> Mode:
+    """The mode select() would pick, without setting anything; imports torch."""
     if force_interpret:
         mode = Mode(True, "the interpreter was asked for (--interpret)")
     elif _env_asks_for_interpreter():
@@ -50,8 +62,32 @@ def select(force_interpret: bool = False) -> Mode:
             mode = Mode(False, f"CUDA GPU found ({name})")
         else:
             mode = Mode(True, "no CUDA GPU found")
-    if mode.interpret:
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
     return mode
+
+
+# Triton 3.6 and older hand a kernel's program id to Python as a one-element array, and their
+# interpreter turns it into an int for range(); numpy 2.4 made that conversion an error, so a
+# loop whose bounds come from tl.program_id (the persistent and looped kernels) stops with
+# "only 0-dimensional arrays can be converted to Python scalars". Triton 3.7 fixed it.
+_FIRST_FIXED_TRITON = (3, 7)
+_FIRST_BREAKING_NUMPY = (2, 4)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+
+
+def interpreter_problem() -> str | None:
+    """Why Triton's interpreter cannot run the course's kernels with the installed packages,
+    with the fix; None when it can. Reads package versions only (imports nothing)."""
+    try:
+        triton_version = importlib.metadata.version("triton")
+        numpy_version = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # a missing package has its own message (python -m learning.doctor)
+    if _release(triton_version) < _FIRST_FIXED_TRITON and \
+            _release(numpy_version) >= _FIRST_BREAKING_NUMPY:
+        return (f"Triton {triton_version}'s interpreter cannot run loops over program ids with "
+                f"numpy {numpy_version} (numpy 2.4 made its conversion of a one-element array "
+                f"to int an error): python -m pip install \"numpy<2.4\", or Triton 3.7 or newer")
+    return None

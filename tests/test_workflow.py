@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from learning import check, course, doctor, progress, registry, reset, solution, state
+from learning import check, course, doctor, mode, progress, registry, reset, solution, state
 from tests.helpers import COURSE_ROOT, solution_text, stub_text, write_module
 
 
@@ -221,6 +221,44 @@ def test_doctor_says_what_to_fix_when_numpy_is_missing(capsys, monkeypatch):
     assert code == 1
     assert "FIX  numpy: not installed" in out
     assert "Triton's interpreter needs numpy" in out
+
+
+def test_an_interpreter_that_cannot_loop_over_program_ids_is_named(monkeypatch):
+    # measured: triton 3.5.1 and 3.6.0 fail with numpy 2.4.6; 3.7.1 to 3.9.0 do not; 3.6.0 with
+    # numpy 2.3.5 does not
+    versions = {"triton": "3.6.0", "numpy": "2.4.6"}
+    monkeypatch.setattr(mode.importlib.metadata, "version", lambda name: versions[name])
+    assert 'pip install "numpy<2.4", or Triton 3.7 or newer' in mode.interpreter_problem()
+    versions["triton"] = "3.7.1"
+    assert mode.interpreter_problem() is None
+    versions.update(triton="3.6.0", numpy="2.3.5")
+    assert mode.interpreter_problem() is None
+
+
+def broken_interpreter(monkeypatch):
+    problem = 'Triton 3.6.0\'s interpreter cannot (why): python -m pip install "numpy<2.4"'
+    monkeypatch.setattr(mode, "interpreter_problem", lambda: problem)
+    monkeypatch.setattr(mode, "choose", lambda force_interpret=False: mode.Mode(True, "test"))
+
+
+def test_check_stops_in_one_line_when_the_interpreter_cannot_run_kernels(capsys, monkeypatch,
+                                                                          tmp_path):
+    broken_interpreter(monkeypatch)
+    code, out = run(capsys, check, "softmax", "--root", str(tmp_path))
+    assert code == 2 and out.count("\n") <= 3, out
+    assert "check: Triton 3.6.0's interpreter" in out and "numpy<2.4" in out
+    # an exercise without kernels is graded as usual (here: its file is missing)
+    code, out = run(capsys, check, "traffic", "--root", str(tmp_path))
+    assert code == 1 and "interpreter" not in out
+
+
+def test_doctor_names_the_interpreter_problem_and_its_fix(capsys, monkeypatch):
+    broken_interpreter(monkeypatch)
+    code, out = run(capsys, doctor)
+    assert code == 1
+    assert "FIX  Triton's interpreter: Triton 3.6.0's interpreter cannot (why)" in out
+    assert 'fix: python -m pip install "numpy<2.4"' in out
+    assert "tiny kernel" not in out  # not run: it would not tell the learner more
 
 
 def test_doctor_flags_an_old_python(capsys, monkeypatch):
