@@ -65,10 +65,12 @@ def choose(force_interpret: bool = False) -> Mode:
     return mode
 
 
-# Triton 3.6 and older hand a kernel's program id to Python as a one-element array, and their
-# interpreter turns it into an int for range(); numpy 2.4 made that conversion an error, so a
-# loop whose bounds come from tl.program_id (the persistent and looped kernels) stops with
-# "only 0-dimensional arrays can be converted to Python scalars". Triton 3.7 fixed it.
+# The interpreters of Triton 3.6 and older turn a loop bound computed in the kernel (such as
+# tl.program_id(0)) into a Python int with int() of a one-element array (their tensor
+# __index__); numpy 2.4 made that an error, so a loop over program ids (the persistent and
+# looped kernels) stops with "only 0-dimensional arrays can be converted to Python scalars".
+# Measured: 3.5.1 and 3.6.0 fail with numpy 2.4.6; 3.7.1, 3.8.0 and 3.9.0 do not; 3.6.0 with
+# numpy 2.3.5 passes the kernel tests.
 _FIRST_FIXED_TRITON = (3, 7)
 _FIRST_BREAKING_NUMPY = (2, 4)
 
