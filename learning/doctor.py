@@ -82,10 +82,13 @@ def check_package(name: str) -> Finding:
 def check_interpreter(force_interpret: bool) -> Finding:
     """Whether the interpreter, where kernels will run, can run the course's loops here."""
     problem = mode.interpreter_problem()
-    if problem and mode.choose(force_interpret).interpret:
-        detail, _, fix = problem.partition("): ")
-        return Finding("Triton's interpreter", detail + ")", False, fix)
-    return Finding("Triton's interpreter", "no known problem with these versions", True)
+    if not problem:
+        return Finding("Triton's interpreter", "no known problem with these versions", True)
+    if not mode.choose(force_interpret).interpret:
+        return Finding("Triton's interpreter", "not used here: kernels compile for the GPU "
+                       "(python -m learning.doctor --interpret checks it)", True)
+    detail, _, fix = problem.partition("): ")
+    return Finding("Triton's interpreter", detail + ")", False, fix)
 
 
 def check_kernel(force_interpret: bool) -> Finding:

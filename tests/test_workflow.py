@@ -259,6 +259,10 @@ def test_doctor_names_the_interpreter_problem_and_its_fix(capsys, monkeypatch):
     assert "FIX  Triton's interpreter: Triton 3.6.0's interpreter cannot (why)" in out
     assert 'fix: python -m pip install "numpy<2.4"' in out
     assert "tiny kernel" not in out  # not run: it would not tell the learner more
+    # where kernels compile for a GPU the interpreter is not used, and nothing needs fixing
+    monkeypatch.setattr(mode, "choose", lambda force_interpret=False: mode.Mode(False, "test"))
+    finding = doctor.check_interpreter(False)
+    assert finding.ok and "not used here" in finding.detail
 
 
 def test_doctor_flags_an_old_python(capsys, monkeypatch):
