@@ -30,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all", action="store_true", help="check every exercise, in order")
     parser.add_argument("--part", action="append", dest="parts", metavar="PART",
                         help="grade only this part (python, triton); may be repeated")
-    parser.add_argument("--hint", action="store_true",
-                        help="show the next hint for the first unfinished part, grade nothing")
+    parser.add_argument("--hint", nargs="?", const=0, type=_hint_level, metavar="N",
+                        help="show the next hint for the first unfinished part (or hint N), "
+                        "grade nothing")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--interpret", action="store_true",
                         help="run kernels in Triton's interpreter even on a GPU machine")
@@ -59,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     if not targets:
         console.print("Every exercise that has a lesson passes. Well done.", highlight=False)
         return 0
-    if options.hint:
-        return show_hint(console, targets[0], options.parts, root, progress)
+    if options.hint is not None:
+        try:
+            return show_hint(console, targets[0], options.parts, root, progress, options.hint)
+        except ArgumentError as error:
+            console.print(f"check: {escape(str(error))}", style="red", highlight=False)
+            return 2
     problem = _interpreter_problem(targets, options)
     if problem:  # every kernel part would fail for a reason that is not the learner's
         console.print(f"check: {escape(problem)}", style="red", highlight=False)
@@ -145,9 +150,21 @@ def _record(root: Path, result: runner.CheckResult):
     state.save(root, progress)
 
 
+def _hint_level(text: str) -> int:
+    try:
+        level = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the hint level must be a whole number, not "
+                                         f"{text!r}") from None
+    if level < 1:
+        raise argparse.ArgumentTypeError(f"hints are numbered from 1, not {level}")
+    return level
+
+
 def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, root: Path,
-              progress: state.State) -> int:
-    """Print the next hint of the first part not yet passed (or of the part asked for)."""
+              progress: state.State, wanted: int = 0) -> int:
+    """Print the next hint of the first part not yet passed (or of the part asked for), or
+    hint ``wanted`` when it is given."""
     candidates = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
     unfinished = [p for p in candidates if (g := progress.grade(exercise.name, p.name)) is None
                   or g.status != "passed"]
@@ -156,7 +173,10 @@ def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, roo
         console.print(f"The {part.name} part of {exercise.name} has no hints yet; its lesson "
                       "has some at the end of the task.", highlight=False)
         return 0
-    level = min(progress.hints_seen(exercise.name, part.name) + 1, len(part.hints))
+    if wanted > len(part.hints):
+        raise ArgumentError(f"the {part.name} part of {exercise.name} has {len(part.hints)} "
+                            f"hints, so there is no hint {wanted}")
+    level = wanted or min(progress.hints_seen(exercise.name, part.name) + 1, len(part.hints))
     console.print(f"[bold]Hint {level} of {len(part.hints)}[/bold] for the {part.name} part of "
                   f"{exercise.name} ({part.function}):", highlight=False)
     console.print(escape(part.hints[level - 1]), highlight=False)
@@ -164,10 +184,14 @@ def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, roo
         console.print(f"That is the last hint. Once the part passes, python -m learning.solution "
                       f"{exercise.name} shows the reference solution.", style="dim",
                       highlight=False)
+    elif wanted:
+        console.print(f"{report.hint_command(exercise, part, level + 1)} shows hint "
+                      f"{level + 1}.", style="dim", highlight=False)
     else:
         console.print(f"Run the same command again for hint {level + 1}.", style="dim",
                       highlight=False)
-    progress.saw_hint(exercise.name, part.name, level)
+    progress.saw_hint(exercise.name, part.name, max(level, progress.hints_seen(exercise.name,
+                                                                             part.name)))
     state.save(root, progress)
     return 0
 

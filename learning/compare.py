@@ -11,11 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from learning import errors, observe
+from learning.numbers import DECIMALS, close, format_value, format_values  # noqa: F401
 from learning.registry import Bug, Case, Part
 from learning.returned import Raised, Returned
 
 MAX_MISMATCHES_SHOWN = 5
-DECIMALS = 9
 
 # Mistakes any exercise can make, whatever it computes.
 COMMON_BUGS = {
@@ -66,8 +67,13 @@ class Verdict:
 
     status: str
     summary: str = ""
-    bug: Bug | None = None
-    confident: bool = False  # the bug was recognised, not just the case's usual suspect
+    # Known mistakes the evidence shows: a replay that reproduces the output (or the error), or
+    # what happened itself (an unwritten tail, a changed input). Empty when nothing is known.
+    causes: tuple[Bug, ...] = ()
+    meaning: str = ""  # what the raised exception means (learning.errors), when known
+    meaning_key: str = ""
+    where: str = ""  # the learner's line that raised, "softmax.py, line 18 (f): code"
+    observations: tuple[str, ...] = ()  # what differs, described from the data
     expected: str = ""
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -80,53 +86,94 @@ class Verdict:
     def passed(self) -> bool:
         return self.status == "passed"
 
+    @property
+    def bug(self) -> Bug | None:
+        """The first known cause, or None."""
+        return self.causes[0] if self.causes else None
+
 
 STATUSES = ("passed", "failed", "error", "not-started", "skipped", "not-run", "timed-out",
             "crashed")
 
 
-def same_as(reproduce: Callable[..., Any], atol: float = 1e-12, rtol: float = 1e-9):
-    """A ``Bug.detect`` that recognises the output of ``reproduce(*args)``, the buggy formula."""
-    import numpy as np
+class same_as:  # noqa: N801 - used like a function: Bug(..., same_as(formula))
+    """A ``Bug.detect`` that recognises the output of ``reproduce(*args)``, the buggy formula.
 
-    def detect(got, args, want) -> bool:
+    ``predicts_failure`` says whether code with this bug would fail a case, so that a bug
+    is not named for a learner whose code passed a case the bug would have failed.
+    """
+
+    def __init__(self, reproduce: Callable[..., Any], atol: float = 1e-12, rtol: float = 1e-9):
+        self.reproduce, self.atol, self.rtol = reproduce, atol, rtol
+
+    def _buggy(self, args):
+        import numpy as np
+
         try:
             with np.errstate(all="ignore"):
-                buggy = np.asarray(reproduce(*args), dtype=np.float64)
-        except (ArithmeticError, ValueError):
+                return np.asarray(self.reproduce(*args), dtype=np.float64)
+        except (ArithmeticError, ValueError, TypeError, IndexError):
+            return None
+
+    def __call__(self, got, args, want) -> bool:
+        buggy = self._buggy(args)
+        if buggy is None or buggy.shape != got.shape or close(got, want, self.atol,
+                                                                self.rtol).all():
             return False
-        if buggy.shape != got.shape or _close(got, want, atol, rtol).all():
-            return False
-        return bool(_close(got, buggy, atol, rtol).all())
+        return bool(close(got, buggy, self.atol, self.rtol).all())
 
-    return detect
-
-
-def _close(got, want, atol: float, rtol: float):
-    """Elementwise agreement; NaN agrees only with NaN, infinities only with themselves."""
-    import numpy as np
-
-    with np.errstate(all="ignore"):
-        both_nan = np.isnan(got) & np.isnan(want)
-        near = np.abs(got - want) <= atol + rtol * np.abs(want)
-        return both_nan | (got == want) | (near & np.isfinite(got) & np.isfinite(want))
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        buggy = self._buggy(args)
+        if buggy is None:
+            return None
+        return buggy.shape != want.shape or not bool(close(buggy, want, atol, rtol).all())
 
 
-def format_value(value: float) -> str:
-    if value != value:
-        return "nan"
-    if value in (float("inf"), float("-inf")):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.{DECIMALS}f}" if abs(value) < 1e6 else f"{value:.6g}"
+class any_of:  # noqa: N801 - used like a function: Bug(..., any_of(same_as(a), same_as(b)))
+    """A ``Bug.detect`` for a mistake with several forms (a shift by the first element, by the
+    mean, ...): any form's replay is evidence; the bug predicts a failure only when all do."""
+
+    def __init__(self, *detects):
+        self.detects = detects
+
+    def __call__(self, got, args, want) -> bool:
+        return any(detect(got, args, want) for detect in self.detects)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        predictions = [d.predicts_failure(args, want, atol, rtol) for d in self.detects]
+        return True if predictions and all(predictions) else None
 
 
-def format_values(values, limit: int = 8) -> str:
-    import numpy as np
+class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_like(code))
+    """A ``Bug.raises``: the learner's call raised ``exc_type``, and so does the plain-Python
+    replay of the buggy code on the same arguments (any of ``reproductions``, for a mistake
+    with several forms)."""
 
-    flat = np.asarray(values, dtype=np.float64).ravel()
-    shown = ", ".join(format_value(float(v)) for v in flat[:limit])
-    more = f", ... ({flat.size - limit} more)" if flat.size > limit else ""
-    return f"[{shown}{more}]"
+    def __init__(self, *reproductions: Callable[..., Any]):
+        self.reproductions = reproductions
+
+    def _raised(self, reproduce, args) -> str:
+        try:
+            reproduce(*args)
+        except Exception as exc:  # noqa: BLE001 - the replay's own error is the evidence
+            return type(exc).__name__
+        return ""
+
+    def __call__(self, exc_type: str, args) -> bool:
+        return any(self._raised(r, args) == exc_type for r in self.reproductions)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        return True if all(self._raised(r, args) for r in self.reproductions) else None
+
+
+def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]]) -> bool:
+    """Whether code with ``bug`` would have failed one of the cases the learner passed
+    (each given as its arguments, the reference's output and the tolerance)."""
+    for check in (bug.detect, bug.raises):
+        predict = getattr(check, "predicts_failure", None)
+        if predict is not None and any(predict(*case) for case in passed):
+            return True
+    return False
 
 
 def _describe_expected(want, part: Part) -> str:
@@ -142,18 +189,20 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     output's metadata must be: ``dtype`` and ``device`` for tensors.
     """
     if isinstance(outcome, Raised):
-        return _own_words(part, _judge_raised(part, case, outcome))
+        return _own_words(part, _judge_raised(part, outcome, args, expect.get("filename", "")))
     if part.returns == "exact":
         verdict = _judge_exact(outcome, want)
-        if not verdict.passed and verdict.bug is None:
-            verdict.bug = _recognise_exact(part, case, outcome.raw, args, want)
+        if not verdict.passed and not verdict.causes:
+            got = outcome.raw if outcome.raw is not None else outcome.note
+            verdict.causes = _recognise(part, got, args, want)
+            verdict.observations = tuple(observe.describe_exact(got, want))
         verdict.seconds = outcome.seconds
         return verdict
     verdict = _judge_structure(part, outcome, want, expect)
     if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
         # A known bug's exact signature (unwritten elements included) names it better than
         # the generic pattern of what was left unwritten.
-        verdict.bug = _recognise_known(part, outcome.values, args, want) or verdict.bug
+        verdict.causes = _recognise(part, outcome.values, args, want) or verdict.causes
     if verdict is None:
         verdict = _judge_values(part, case, outcome, args, want)
     verdict.seconds = outcome.seconds
@@ -167,37 +216,37 @@ _UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one
 
 def _own_words(part: Part, verdict: Verdict) -> Verdict:
     """A part may restate a common bug's cause for its own shapes (a vector has no rows)."""
-    if verdict.bug is not None and verdict.bug is COMMON_BUGS.get(verdict.bug.key):
-        verdict.bug = next((b for b in part.bugs if b.key == verdict.bug.key), verdict.bug)
+    verdict.causes = tuple(
+        next((b for b in part.bugs if b.key == bug.key), bug)
+        if bug is COMMON_BUGS.get(bug.key) else bug for bug in verdict.causes)
     return verdict
 
 
-def _recognise_known(part: Part, got, args, want) -> Bug | None:
-    for bug in part.bugs:
-        if bug.detect is not None and bug.detect(got, args, want):
-            return bug
-    return None
-
-
-def _judge_raised(part: Part, case: Case, raised: Raised) -> Verdict:
+def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Verdict:
+    """An exception: what it was, the learner's line, what it means, and the known mistakes
+    whose replay raises the same exception on these arguments."""
     if raised.not_started:
         return Verdict("not-started", f"{part.function} still raises NotImplementedError",
                        seconds=raised.seconds)
-    if raised.exc_type == "SystemExit":
-        bug, summary = COMMON_BUGS["exited"], "the code called sys.exit()"
-    elif raised.exc_type in ("OutOfBoundsAccess", "CudaFault"):
-        bug, summary = COMMON_BUGS["out-of-bounds"], raised.message
-    else:
-        summary = f"raised {raised.exc_type}: {raised.message}"
-        known = next((b for b in part.bugs if b.error and b.error in summary), None)
-        return Verdict("error", summary, bug=known or part.bug(case.catches[0]),
-                       confident=known is not None, traceback=raised.traceback,
-                       seconds=raised.seconds)
-    return Verdict("error", summary, bug=bug, traceback=raised.traceback, seconds=raised.seconds)
+    where = errors.learner_line(raised.traceback, filename) if filename else ""
+    common = {"SystemExit": "exited", "OutOfBoundsAccess": "out-of-bounds",
+              "CudaFault": "out-of-bounds"}
+    if raised.exc_type in common:
+        summary = "the code called sys.exit()" if raised.exc_type == "SystemExit" \
+            else raised.message
+        return Verdict("error", summary, causes=(COMMON_BUGS[common[raised.exc_type]],),
+                       where=where, traceback=raised.traceback, seconds=raised.seconds)
+    summary = f"raised {raised.exc_type}: {raised.message}"
+    causes = tuple(b for b in part.bugs if b.error and b.error in summary
+                   or b.raises is not None and b.raises(raised.exc_type, args))
+    explained = errors.explain(raised.exc_type, raised.message)
+    key, meaning = explained if explained else ("", "")
+    return Verdict("error", summary, causes=causes, meaning=meaning, meaning_key=key,
+                   where=where, traceback=raised.traceback, seconds=raised.seconds)
 
 
 def _fail(key: str, summary: str, got: str = "") -> Verdict:
-    return Verdict("failed", summary, bug=COMMON_BUGS[key], confident=True, got=got)
+    return Verdict("failed", summary, causes=(COMMON_BUGS[key],), got=got)
 
 
 def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verdict | None:
@@ -327,7 +376,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
 
     tolerance = case.tolerance or part.tolerance
     got = returned.values
-    good = _close(got, want, tolerance.atol, tolerance.rtol)
+    good = close(got, want, tolerance.atol, tolerance.rtol)
     problems = [PROPERTIES[name](got) for name in case.checks]
     problems = [p for p in problems if p]
     if good.all() and not problems:
@@ -335,7 +384,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     bad = np.argwhere(~good)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
-    bug, confident = _recognise(part, case, got, args, want)
+    causes = _recognise(part, got, args, want)
     summary = (f"{len(bad)} of {got.size} values differ from the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
     special = special_values(got, want)
@@ -343,8 +392,12 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
         summary += f"; {special}"
     if problems and len(bad):
         summary += f"; {problems[0]}"
-    return Verdict("failed", summary, bug=bug, confident=confident, got=format_values(got),
-                   mismatches=mismatches, mismatch_count=len(bad), size=int(got.size))
+    inputs = tuple(a for a in args if not isinstance(a, (int, float, str, bool)))
+    observations = observe.describe_values(got, want, tolerance.atol, tolerance.rtol, inputs,
+                                           part.observe)
+    return Verdict("failed", summary, causes=causes, observations=tuple(observations),
+                   got=format_values(got), mismatches=mismatches, mismatch_count=len(bad),
+                   size=int(got.size))
 
 
 def special_values(got, want) -> str:
@@ -371,19 +424,10 @@ def special_values(got, want) -> str:
     return "; ".join(said)
 
 
-def _recognise_exact(part: Part, case: Case, got, args, want) -> Bug:
-    for bug in part.bugs:
-        if bug.detect is not None and bug.detect(got, args, want):
-            return bug
-    return part.bug(case.catches[0])
-
-
-def _recognise(part: Part, case: Case, got, args, want) -> tuple[Bug, bool]:
-    """The known bug whose output this is, else the first bug the case is there to catch."""
-    for bug in part.bugs:
-        if bug.detect is not None and bug.detect(got, args, want):
-            return bug, True
-    return part.bug(case.catches[0]), False
+def _recognise(part: Part, got, args, want) -> tuple[Bug, ...]:
+    """Every known bug whose replay gives exactly this output (none when no replay does)."""
+    return tuple(bug for bug in part.bugs
+                 if bug.detect is not None and bug.detect(got, args, want))
 
 
 def _sums_to_one(got) -> str | None:

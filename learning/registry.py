@@ -29,9 +29,12 @@ class Bug:
 
     ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
     with this bug returns for the case's arguments (``args`` as the reference sees them). A
-    match lets the grader name this bug with confidence; ``learning.compare.same_as`` builds one
-    from a function that reproduces the bug. ``error``, when given, names the bug with the
-    same confidence when the learner's call raises an error whose message contains it.
+    match is the evidence that lets the grader name this bug; ``learning.compare.same_as``
+    builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
+    given, says whether the bug's plain-Python replay raises the same exception on these
+    arguments (``learning.compare.raises_like``). ``error`` names the bug when the learner's
+    call raises an error whose message contains it. A bug with none of the three is never
+    named: the grader says what it observed instead.
     """
 
     key: str
@@ -39,6 +42,12 @@ class Bug:
     detect: Callable[[Any, tuple, Any], bool] | None = None
     hint: int = 0  # the level (1-based) of the part's hint that helps with this bug, if any
     error: str = ""  # a fragment of the error message ("raised ValueError: ...") it causes
+    raises: Callable[[str, tuple], bool] | None = None
+
+    @property
+    def recognisable(self) -> bool:
+        """The grader can see evidence of this bug (a replay or an error's words)."""
+        return self.detect is not None or self.raises is not None or bool(self.error)
 
 
 @dataclass(frozen=True)
@@ -47,8 +56,9 @@ class Case:
 
     ``make_args`` builds the call's arguments (plain Python values, or ``TensorSpec`` for
     tensors); it must be deterministic, because the grader and the learner's process each
-    build them. ``catches`` names the bugs this case is there to expose: the first is the
-    likely cause printed when the case fails and no known signature matches.
+    build them. ``catches`` names the bugs this case is there to expose: the test suite proves
+    that a catalogued version with each of them fails this case and is named. It is never
+    printed as a cause: a failure names only the bugs whose evidence it shows.
     """
 
     name: str
@@ -81,6 +91,9 @@ class Part:
     needs_kernels: bool = False  # True when the part launches Triton kernels
     # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
     hints: tuple[str, ...] = ()
+    # Facts about a wrong output worth stating for this part (learning.observe): "row-sums"
+    # for outputs whose rows are probabilities.
+    observe: tuple[str, ...] = ()
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

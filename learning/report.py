@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from learning import course, registry, runner
 from learning.compare import format_value
@@ -69,8 +72,10 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
     if status == "missing":
         console.print(f"  [red]{escape(part_result.problem.message)}[/red]", highlight=False)
         return
+    seen_errors: dict[tuple[str, str], str] = {}
     for case_result in part_result.cases:
-        _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state))
+        _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state),
+                     _repeat_of(case_result, seen_errors))
     if part_result.compile_check is not None:
         _render_compile_check(console, part_result.compile_check)
     grade_style = "green" if status == "passed" else "red"
@@ -78,48 +83,102 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
                   f"[/{grade_style}]", highlight=False)
 
 
+def _repeat_of(case_result: runner.CaseResult, seen: dict[tuple[str, str], str]) -> str:
+    """The earlier case of the part that raised this same error, if any (else remember it)."""
+    verdict = case_result.verdict
+    if verdict.status != "error":
+        return ""
+    signature = (verdict.summary, verdict.traceback)
+    if signature in seen:
+        return seen[signature]
+    seen[signature] = case_result.name
+    return ""
+
+
+def hint_command(exercise: registry.Exercise, part: registry.Part, level: int) -> str:
+    """The command that shows exactly hint ``level`` of ``part``."""
+    return f"python -m learning.check {exercise.name} --part {part.name} --hint {level}"
+
+
 def _hint_pointer(exercise: registry.Exercise, part: registry.Part,
                   case_result: runner.CaseResult, state: State) -> str:
-    """Point a failure at the hint that helps with its bug: quoted if already shown."""
-    bug = case_result.verdict.bug
-    if bug is None or not bug.hint or bug.hint > len(part.hints):
+    """Point a failure at the hint that helps with its known cause: quoted if already shown."""
+    level = next((b.hint for b in case_result.verdict.causes
+                  if 0 < b.hint <= len(part.hints)), 0)
+    if not level:
         return ""
-    if state.hints_seen(exercise.name, part.name) >= bug.hint:
-        return f"hint {bug.hint}: {part.hints[bug.hint - 1]}"
-    return (f"hint {bug.hint} of {len(part.hints)} helps with this: python -m learning.check "
-            f"{exercise.name} --part {part.name} --hint")
+    if state.hints_seen(exercise.name, part.name) >= level:
+        return f"hint {level}: {part.hints[level - 1]}"
+    return f"hint {level} of {len(part.hints)} helps with this: {hint_command(exercise, part, level)}"
 
 
-def _render_case(console: Console, case_result: runner.CaseResult, hint: str = ""):
+CASE_INDENT = 10  # a case's details sit under its name, wrapped lines included
+
+
+def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = "",
+         style: str = "", first: Text | None = None, sep: str = " "):
+    """A detail of a case, wrapped at the console's width with every line under ``indent``
+    (rich would start wrapped lines at column 0). ``label`` starts it in ``style``; ``first``
+    replaces the indent of the first line (a case's status)."""
+    width = max(20, console.width - indent)
+    text = f"{label}{sep}{body}" if label else body
+    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    for number, line in enumerate(lines):
+        out = first.copy() if number == 0 and first is not None else Text(" " * indent)
+        if number == 0 and label:
+            out.append(label, style=style)
+            out.append(line[len(label):])
+        else:
+            out.append(line, style="" if label else style)
+        console.print(out, highlight=False, soft_wrap=True)
+
+
+def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "",
+                 repeat_of: str = ""):
     verdict = case_result.verdict
     label, style = STATUS_STYLE[verdict.status]
-    console.print(f"  [{style}]{label:<7}[/{style}] [bold]{escape(case_result.name)}[/bold]: "
-                  f"{escape(case_result.purpose)}", highlight=False)
+    status = Text("  ")
+    status.append(f"{label:<7}", style=style)
+    status.append(" ")
+    _say(console, f": {case_result.purpose}", label=case_result.name, style="bold",
+         first=status, sep="")
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
-    indent = "          "
-    if verdict.summary:
-        console.print(f"{indent}{escape(verdict.summary)}", highlight=False)
-    if verdict.expected and verdict.status == "failed":
-        console.print(f"{indent}expected {escape(verdict.expected)}", highlight=False)
-    if verdict.got:
-        console.print(f"{indent}got      {escape(verdict.got)}", highlight=False)
+    if repeat_of:
+        _say(console, f"the same error as case '{repeat_of}' above: "
+                      f"{_first_line(verdict.summary)}")
+        return
+    for line in (verdict.summary, verdict.where and f"at {verdict.where}",
+                 verdict.status == "failed" and verdict.expected
+                 and f"expected {verdict.expected}", verdict.got and f"got      {verdict.got}"):
+        if line:
+            _say(console, line)
     # Short outputs are shown whole above; for long ones, list where they differ.
     for mismatch in verdict.mismatches if verdict.size > 8 else ():
         where = ", ".join(str(i) for i in mismatch.index)
-        console.print(f"{indent}  at [{where}]: expected {_fmt(mismatch.want)}, got "
-                      f"{_fmt(mismatch.got)}", highlight=False, markup=False)
+        _say(console, f"at [{where}]: expected {_fmt(mismatch.want)}, got {_fmt(mismatch.got)}",
+             CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
-        console.print(f"{indent}  ... and {hidden} more mismatches (cut)", highlight=False)
+        _say(console, f"... and {hidden} more mismatches (cut)", CASE_INDENT + 2)
+    if verdict.meaning:
+        _say(console, verdict.meaning, label="what this error means:", style="yellow")
+    if len(verdict.causes) == 1:
+        _say(console, verdict.causes[0].cause, label="likely cause:", style="yellow")
+    elif verdict.causes:
+        _say(console, "", label="likely cause, one of:", style="yellow")
+        for bug in verdict.causes:
+            _say(console, f"- {bug.cause}", CASE_INDENT + 2)
+    elif verdict.status == "failed" and verdict.observations:
+        _say(console, "", label="no known mistake gives this output; what differs:",
+             style="yellow")
+        for observation in verdict.observations:
+            _say(console, f"- {observation}", CASE_INDENT + 2)
+    if hint:
+        _say(console, hint, style="cyan")
     if verdict.traceback:
         for line in verdict.traceback.rstrip().splitlines():
-            console.print(f"{indent}{line}", highlight=False, markup=False)
-    if verdict.bug is not None:
-        console.print(f"{indent}[yellow]likely cause:[/yellow] {escape(verdict.bug.cause)}",
-                      highlight=False)
-    if hint:
-        console.print(f"{indent}[cyan]{escape(hint)}[/cyan]", highlight=False)
+            _say(console, line)
 
 
 def _render_compile_check(console: Console, check: runner.CompileCheck):
@@ -150,6 +209,10 @@ def _render_compile_check(console: Console, check: runner.CompileCheck):
 
 def _fmt(value: float) -> str:
     return format_value(value)
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
 
 
 def _render_summary(console: Console, result: runner.CheckResult):
@@ -244,6 +307,10 @@ def _case_json(case_result: runner.CaseResult) -> dict:
         "summary": verdict.summary,
         "bug": verdict.bug.key if verdict.bug else None,
         "likely_cause": verdict.bug.cause if verdict.bug else None,
+        "causes": [{"key": b.key, "cause": b.cause} for b in verdict.causes],
+        "error_meaning": verdict.meaning or None,
+        "where": verdict.where or None,
+        "observations": list(verdict.observations),
         "expected": verdict.expected,
         "got": verdict.got,
         "mismatches": [{"index": list(m.index), "expected": _number(m.want),

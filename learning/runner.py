@@ -215,37 +215,51 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
         if part.name not in run.touched:
             continue
         part_result.cases = []
+        passed = []  # (args, want, atol, rtol) of the cases the learner's code passed
         for case in part.cases:
             outcome = run.outcomes.get((part.name, case.name))
-            part_result.cases.append(CaseResult(case.name, case.purpose,
-                                                _verdict(run, part, case, outcome)))
+            verdict, evidence = _verdict(run, part, case, outcome)
+            part_result.cases.append(CaseResult(case.name, case.purpose, verdict))
+            if verdict.passed and evidence is not None:
+                tolerance = case.tolerance or part.tolerance
+                passed.append((*evidence, tolerance.atol, tolerance.rtol))
+        _drop_contradicted(part_result, passed)
 
 
-def _verdict(run: _WorkerRun, part: Part, case, outcome) -> compare.Verdict:
+def _drop_contradicted(part_result: PartResult, passed: list):
+    """A bug whose replay matched one case is not the learner's if their code passed another
+    case that the bug would have failed: two mistakes can raise the same error in one case."""
+    verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
+    named = {bug.key: bug for v in verdicts for bug in v.causes}
+    wrong = {key for key, bug in named.items() if compare.contradicted(bug, passed)}
+    for verdict in verdicts:
+        verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
+
+
+def _verdict(run: _WorkerRun, part: Part, case, outcome) -> tuple[compare.Verdict, tuple | None]:
+    """The case's verdict, and the (args, want) it was judged on, when it was."""
     if outcome is None:
         if run.current == (part.name, case.name):
-            verdict = run.failure_verdict()
-            if verdict.bug is None:
-                verdict.bug = part.bug(case.catches[0])
-            return verdict
+            return run.failure_verdict(), None
         if any(o is not None and getattr(o, "not_started", False)
                for (p, _), o in run.outcomes.items() if p == part.name):
-            return compare.Verdict("not-started", "not started")
+            return compare.Verdict("not-started", "not started"), None
         if run.abandoned and run.abandoned[0] == part.name:
-            return compare.Verdict("not-run", run.abandoned[1])
-        return compare.Verdict("not-run", "not run: an earlier case stopped the process")
+            return compare.Verdict("not-run", run.abandoned[1]), None
+        return compare.Verdict("not-run", "not run: an earlier case stopped the process"), None
     if isinstance(outcome, Skipped):
-        return compare.Verdict("skipped", outcome.reason)
-    args = tuple(a.exact() if isinstance(a, TensorSpec) else a for a in case.make_args())
+        return compare.Verdict("skipped", outcome.reason), None
+    args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
     want = _reference(part, args)
     expect = {}
     specs = [a for a in case.make_args() if isinstance(a, TensorSpec)]
+    expect["filename"] = run.module_path.name
     if specs:
         expect["dtype"] = specs[0].dtype
         expect["device"] = "cpu" if run.mode is None or run.mode[0] else "cuda"
     if isinstance(outcome, Returned) or hasattr(outcome, "not_started"):
-        return compare.judge(part, case, outcome, args, want, expect)
-    return compare.Verdict("error", f"unexpected outcome {outcome!r}")
+        return compare.judge(part, case, outcome, args, want, expect), (args, want)
+    return compare.Verdict("error", f"unexpected outcome {outcome!r}"), None
 
 
 def _reference(part: Part, args: tuple):
@@ -445,9 +459,16 @@ class _WorkerRun:
                 f"{name} ({self.garbled[:200]}): the code wrote to a pipe or file descriptor "
                 "it does not own")
         if self.timed_out:
+            kernels = self.exercise.part(self.current[0]).needs_kernels if self.current \
+                else False
+            usual = ("a loop in the kernel or the launcher whose condition never turns false "
+                     "(an index or offset that is never advanced), or a launch far larger than "
+                     "the case needs: the interpreter runs every program in turn") if kernels \
+                else ("a loop whose condition never turns false: a while loop whose index or "
+                      "bound is never advanced, or a list that grows as it is walked")
             return compare.Verdict(
-                "timed-out", f"timed out after {self.case_seconds:g} s in case {name}: an "
-                "endless loop, or a launch far larger than the case needs")
+                "timed-out", f"did not finish within {self.case_seconds:g} s in case {name} "
+                f"(the reference takes well under a second); the usual reason is {usual}")
         code = self.returncode
         if code is not None and code < 0:
             number = -code
@@ -455,13 +476,8 @@ class _WorkerRun:
             cause = childproc.SIGNAL_CAUSES.get(label, "")
             return compare.Verdict(
                 "crashed", f"the process crashed (signal {number}, {label}) in case {name}"
-                f"{': ' + cause if cause else ''}", bug=_crash_bug(label))
+                f"{': ' + cause if cause else ''}")
         return compare.Verdict(
             "crashed", f"the process exited (status {code}) in case {name}: the code ended the "
-            "program (sys.exit, os._exit) instead of returning", bug=compare.COMMON_BUGS["exited"])
-
-
-def _crash_bug(label: str):
-    if label in ("SIGSEGV", "SIGBUS", "SIGABRT"):
-        return compare.COMMON_BUGS["out-of-bounds"]
-    return None
+            "program (sys.exit, os._exit) instead of returning",
+            causes=(compare.COMMON_BUGS["exited"],))

@@ -49,6 +49,30 @@ class TensorSpec:
         """The values as float64 after rounding to the storage dtype: what the kernel sees."""
         return round_to_dtype(self.values, self.dtype)
 
+    def stored(self):
+        """``exact()``, carrying the memory the tensor lives in as ``build`` lays it out on the
+        CPU: ``storage`` (a flat float64 buffer, padding included) and ``row_stride``, so that
+        a replay can read what a kernel with a wrong row offset reads."""
+        import numpy as np
+
+        exact = self.exact()
+        if self.layout == "contiguous" or exact.ndim != 2:
+            storage, row_stride = exact.ravel(), exact.shape[-1] if exact.ndim else 1
+        else:
+            rows, cols = exact.shape
+            if self.layout == "row-strided":
+                buffer = np.full((2 * rows, cols), PADDING_VALUE)
+                buffer[::2] = exact
+                row_stride = 2 * cols
+            else:
+                buffer = np.full((rows, cols + max(3, cols // 2 + 1)), PADDING_VALUE)
+                buffer[:, :cols] = exact
+                row_stride = buffer.shape[1]
+            storage = round_to_dtype(buffer, self.dtype).ravel()
+        view = exact.view(_stored_array())
+        view.storage, view.row_stride = storage, row_stride
+        return view
+
     def describe(self) -> str:
         shape = "×".join(str(n) for n in self.shape)
         layout = "" if self.layout == "contiguous" else f", {self.layout}"
@@ -79,6 +103,46 @@ class TensorSpec:
         buffer = torch.full((rows, cols + extra), PADDING_VALUE, dtype=torch.float64)
         buffer[:, :cols] = exact
         return buffer.to(device=device, dtype=dtype)[:, :cols]
+
+
+_STORED_ARRAY = []
+
+
+def _stored_array():
+    """The ndarray subclass ``TensorSpec.stored`` returns (made on first use: no NumPy import
+    at module level)."""
+    if not _STORED_ARRAY:
+        import numpy as np
+
+        class StoredArray(np.ndarray):
+            storage = None
+            row_stride = 0
+
+            def __array_finalize__(self, obj):
+                self.storage = getattr(obj, "storage", None)
+                self.row_stride = getattr(obj, "row_stride", 0)
+
+        _STORED_ARRAY.append(StoredArray)
+    return _STORED_ARRAY[0]
+
+
+def rows_read_at(x, row_start):
+    """The (rows, cols) block a kernel reads when row r of ``x`` (from ``TensorSpec.stored``)
+    starts at element ``row_start(r, cols, x.row_stride)`` of its storage; None when that
+    reaches past the storage, or ``x`` carries none."""
+    import numpy as np
+
+    storage = getattr(x, "storage", None)
+    if storage is None or np.ndim(x) != 2:
+        return None
+    rows, cols = np.shape(x)
+    out = np.empty((rows, cols))
+    for r in range(rows):
+        start = row_start(r, cols, x.row_stride)
+        if start < 0 or start + cols > storage.size:
+            return None
+        out[r] = storage[start:start + cols]
+    return out
 
 
 def round_to_dtype(values, dtype: str):

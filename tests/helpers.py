@@ -32,8 +32,17 @@ def grade_text(folder: Path, exercise: str, text: str, parts=None, **options):
 
 def failing_bugs(part_result) -> set[str]:
     """The bug keys the grader named for the failing cases of one part."""
-    return {c.verdict.bug.key for c in part_result.cases
-            if c.verdict.status not in ("passed", "skipped", "not-run") and c.verdict.bug}
+    return {bug.key for c in part_result.cases
+            if c.verdict.status not in ("passed", "skipped", "not-run")
+            for bug in c.verdict.causes}
+
+
+def named_in(case_result) -> set[str]:
+    """The bug keys one case's failure names ("" for a case that passed)."""
+    verdict = case_result.verdict
+    if verdict.status in ("passed", "skipped", "not-run"):
+        return set()
+    return {bug.key for bug in verdict.causes}
 
 
 def version_text(exercise: str, version) -> str:

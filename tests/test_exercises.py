@@ -1,18 +1,22 @@
 """Every exercise, the same claims: its reference passes, its stub is "not started", every
-catalogued version gets the verdict it must get, and its cases and bugs are declared whole."""
+catalogued version gets the diagnosis it must get, every case catches the bugs it declares,
+and a failure names only causes the grader has evidence for."""
 
 import subprocess
 import sys
+from collections import defaultdict
 
 import pytest
 
 from learning import registry
-from learning.catalogue import versions
+from learning.catalogue import DIAGNOSES, versions
 from learning.compare import COMMON_BUGS
+from learning.errors import MEANINGS
 from tests.helpers import (
     COURSE_ROOT,
     failing_bugs,
     grade_text,
+    named_in,
     solution_text,
     stub_text,
     version_text,
@@ -22,6 +26,14 @@ EXERCISES = registry.all_exercises()
 NAMES = [exercise.name for exercise in EXERCISES]
 VERSIONS = [(exercise.name, version) for exercise in EXERCISES
             for version in versions(exercise.name)]
+RIGHT = [(name, v) for name, v in VERSIONS if v.bug is None]
+# Wrong versions grouped by the mistake they make: one test grades a group once and checks
+# both that each version is named and that each case declaring the mistake catches it.
+GROUPS = defaultdict(list)
+for _name, _version in VERSIONS:
+    if _version.bug is not None:
+        GROUPS[(_name, _version.part, _version.bug)].append(_version)
+TIMEOUT_SECONDS = 2.0  # the case limit for versions that never finish
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -51,35 +63,112 @@ def test_importing_the_stub_only_defines(name):
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-@pytest.mark.parametrize("name, version", VERSIONS,
-                         ids=[f"{name}/{v.part}: {v.name}" for name, v in VERSIONS])
-def test_catalogued_version_gets_its_verdict(tmp_path, name, version):
+@pytest.mark.parametrize("name, version", RIGHT, ids=[f"{n}/{v.part}: {v.name}" for n, v in RIGHT])
+def test_correct_version_passes(tmp_path, name, version):
     result = grade_text(tmp_path, name, version_text(name, version), [version.part])
     (part,) = result.parts
-    if version.bug is None:
-        failures = {c.name: c.verdict.summary for c in part.cases
-                    if c.verdict.status not in ("passed", "skipped")}
-        assert part.status == "passed", failures
+    failures = {c.name: c.verdict.summary for c in part.cases
+                if c.verdict.status not in ("passed", "skipped")}
+    assert part.status == "passed", failures
+
+
+def _runs_here(case, mode) -> bool:
+    return not case.gpu_only or not mode.interpret
+
+
+@pytest.mark.parametrize("name, part_name, diagnosis", sorted(GROUPS),
+                         ids=[f"{n}/{p}: {d}" for n, p, d in sorted(GROUPS)])
+def test_catalogued_mistake_gets_its_diagnosis_where_declared(tmp_path, mode, name, part_name,
+                                                             diagnosis):
+    exercise = registry.find(name)
+    part = exercise.part(part_name)
+    graded = {}
+    for version in GROUPS[(name, part_name, diagnosis)]:
+        folder = tmp_path / str(len(graded))
+        folder.mkdir()
+        limit = TIMEOUT_SECONDS if diagnosis == "timed-out" else None
+        result = grade_text(folder, name, version_text(name, version), [part_name],
+                            case_seconds=limit)
+        (graded[version.name],) = result.parts
+    for version_name, result in graded.items():
+        assert result.status == "failed", version_name
+        _assert_diagnosis(result, diagnosis, version_name)
+    # Every case that declares this mistake fails for at least one of its versions, naming it.
+    for case in part.cases:
+        if diagnosis in case.catches and _runs_here(case, mode):
+            caught = [v for v, r in graded.items()
+                      if diagnosis in named_in({c.name: c for c in r.cases}[case.name])]
+            assert caught, f"case {case.name!r} declares {diagnosis!r} but catches no version"
+
+
+def _assert_diagnosis(result, diagnosis: str, version: str):
+    failing = [c for c in result.cases if c.verdict.status not in ("passed", "skipped",
+                                                                   "not-run")]
+    if diagnosis == "timed-out":
+        stopped = [c for c in failing if c.verdict.status == "timed-out"]
+        assert stopped and not stopped[0].verdict.causes, version
+        assert "did not finish within" in stopped[0].verdict.summary
+    elif diagnosis == "unknown":
+        # No replay matches: no cause at all, and what differs is said instead.
+        assert not failing_bugs(result), (version, failing_bugs(result))
+        wrong = [c for c in failing if c.verdict.status == "failed"]
+        assert wrong and all(c.verdict.observations for c in wrong), version
+    elif diagnosis.startswith("error:"):
+        key = diagnosis.removeprefix("error:")
+        raised = [c for c in failing if c.verdict.status == "error"]
+        assert raised and all(c.verdict.meaning_key == key for c in raised), (
+            version, {c.name: c.verdict.meaning_key for c in raised})
+        assert all(c.verdict.where for c in raised), version
+        assert not failing_bugs(result), (version, failing_bugs(result))
     else:
-        assert part.status == "failed"
-        assert version.bug in failing_bugs(part), failing_bugs(part)
+        assert diagnosis in failing_bugs(result), (version, failing_bugs(result))
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
-def test_every_case_declares_a_purpose_and_a_known_bug(exercise):
+def test_every_declared_catch_is_proven_by_a_catalogued_version(exercise):
+    catalogued = {(v.part, v.bug) for v in versions(exercise.name) if v.bug}
     for part in exercise.parts:
-        keys = {bug.key for bug in part.bugs} | set(COMMON_BUGS)
+        keys = {bug.key: bug for bug in part.bugs} | {k: b for k, b in COMMON_BUGS.items()
+                                                      if k not in {b.key for b in part.bugs}}
         for case in part.cases:
-            assert case.purpose and case.catches, (part.name, case.name)
-            assert set(case.catches) <= keys, (part.name, case.name, case.catches)
+            assert case.purpose, (part.name, case.name)
+            for key in case.catches:
+                assert key in keys, (part.name, case.name, key)
+                assert (part.name, key) in catalogued, (
+                    f"{part.name}/{case.name} declares {key!r}, and no catalogued version "
+                    "has that mistake")
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
-def test_every_catalogued_bug_is_declared_and_every_part_has_hints(exercise):
-    named = {v.bug for v in versions(exercise.name) if v.bug}
-    declared = {bug.key for part in exercise.parts for bug in part.bugs}
-    assert named <= declared | set(COMMON_BUGS)
+def test_every_declared_bug_can_be_recognised(exercise):
+    """A bug the grader has no evidence for (no replay, no error) could only ever be a guess."""
+    for part in exercise.parts:
+        for bug in part.bugs:
+            assert bug.recognisable or bug.key in COMMON_BUGS, (part.name, bug.key)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
+def test_every_catalogued_diagnosis_is_known_and_every_part_has_hints(exercise):
+    meanings = {f"error:{m.key}" for m in MEANINGS}
+    for version in versions(exercise.name):
+        if version.bug is None:
+            continue
+        bugs = {b.key for b in exercise.part(version.part).bugs} | set(COMMON_BUGS)
+        assert version.bug in bugs | meanings | set(DIAGNOSES), (version.name, version.bug)
     for part in exercise.parts:
         assert part.hints, f"{exercise.name}/{part.name} has no hints"
         for bug in part.bugs:
             assert 0 <= bug.hint <= len(part.hints), (part.name, bug.key)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
+def test_every_part_catalogues_an_error_a_timeout_and_an_unknown_mistake(exercise):
+    kinds = defaultdict(set)
+    for version in versions(exercise.name):
+        if version.bug in ("timed-out", "unknown"):
+            kinds[version.part].add(version.bug)
+        elif version.bug and version.bug.startswith("error:"):
+            kinds[version.part].add("error")
+    for part in exercise.parts:
+        assert {"error", "unknown"} <= kinds[part.name], (part.name, kinds[part.name])
+    assert any("timed-out" in k for k in kinds.values()), exercise.name

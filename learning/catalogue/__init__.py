@@ -14,14 +14,20 @@ from dataclasses import dataclass
 from learning.solutions import solution_path
 
 
+# Diagnoses a wrong version may need that are not a bug's name: the case limit ran out (and no
+# cause is claimed), or no known mistake matches (and the grader says what differs instead).
+# An exception's meaning is written "error:<key>", a key of learning.errors.MEANINGS.
+DIAGNOSES = ("timed-out", "unknown")
+
+
 @dataclass(frozen=True)
 class Version:
-    """Another version of one part: its replacement source and the bug the check must name
-    (None for a correct version, which must pass every case)."""
+    """Another version of one part: its replacement source and the diagnosis the check must
+    give (None for a correct version, which must pass every case)."""
 
     name: str
     part: str
-    bug: str | None  # a Bug key of the part or of learning.compare.COMMON_BUGS
+    bug: str | None  # a Bug key of the part or of COMMON_BUGS, "error:<key>", or a DIAGNOSES
     source: str
 
     def module_text(self, exercise: str) -> str:

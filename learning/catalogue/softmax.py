@@ -96,6 +96,31 @@ PYTHON = (
             denominator = sum(numerator)
             return [round(n / denominator, 4) for n in numerator]
     '''),
+    Version("float32 arithmetic", "python", "unknown", '''
+        import numpy as np
+
+        def softmax_python(values):
+            x = np.array(values, dtype=np.float32)
+            e = np.exp(x - x.max())
+            return [float(v) for v in e / e.sum()]
+    '''),
+    Version("loops one index too far", "python", "error:list-index", '''
+        def softmax_python(values):
+            maximum = max(values)
+            numerator = [math.exp(values[i] - maximum) for i in range(len(values) + 1)]
+            denominator = sum(numerator)
+            return [n / denominator for n in numerator]
+    '''),
+    Version("a while loop that never advances", "python", "timed-out", '''
+        def softmax_python(values):
+            maximum = max(values)
+            numerator = []
+            i = 0
+            while i < len(values):
+                numerator.append(math.exp(values[i] - maximum))
+            denominator = sum(numerator)
+            return [n / denominator for n in numerator]
+    '''),
 )
 
 TRITON = (
@@ -253,6 +278,49 @@ TRITON = (
             block = triton.next_power_of_2(n_cols)
             softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols, BLOCK=block)
             return output
+    '''),
+    Version("a masked store given other=", "triton", "error:store-other", '''
+        @triton.jit
+        def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            e = tl.exp(x - tl.max(x, axis=0))
+            y = e / tl.sum(e, axis=0)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask,
+                     other=-float("inf"))
+    '''),
+    Version("a denominator nudged away from zero", "triton", "unknown", '''
+        @triton.jit
+        def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            e = tl.exp(x - tl.max(x, axis=0))
+            y = e / (tl.sum(e, axis=0) + 0.01)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    '''),
+    Version("a zero for an all -inf row", "triton", "all-minus-inf", '''
+        @triton.jit
+        def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            maximum = tl.max(x, axis=0)
+            maximum = tl.where(maximum == -float("inf"), 0.0, maximum)
+            e = tl.exp(x - maximum)
+            denominator = tl.sum(e, axis=0)
+            y = tl.where(denominator > 0, e / denominator, 0.0)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     '''),
 )
 

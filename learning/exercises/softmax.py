@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
-from learning.compare import same_as
+from learning.compare import any_of, raises_like, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.replays import rows_at_n_cols
 from learning.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -51,6 +53,37 @@ def _divided_by_shifted_sum(values):
     return _np().exp(shifted) / shifted.sum()
 
 
+def _shifted_by(choose):
+    def reproduce(values):
+        np = _np()
+        e = np.exp(np.asarray(values, dtype=np.float64) - choose(values))
+        return e / e.sum()
+
+    return reproduce
+
+
+# Shifts other than the maximum that learners pick.
+_SHIFTS = (lambda v: v[0], lambda v: sum(v) / len(v), min, lambda v: v[-1])
+
+
+# The same mistakes in plain Python (math.exp raises where NumPy gives inf): a learner's error
+# names one of them only when its replay raises the same exception on the same row.
+def _python_softmax(values, shift=max, summed_shifted=False):
+    top = shift(values) if shift else 0.0
+    shifted = [v - top for v in values]
+    numerator = [math.exp(s) for s in shifted]
+    denominator = sum(shifted) if summed_shifted else sum(numerator)
+    return [n / denominator for n in numerator]
+
+
+def _python_no_shift(values):
+    return _python_softmax(values, shift=None)
+
+
+def _python_summed_shifted(values):
+    return _python_softmax(values, summed_shifted=True)
+
+
 def _rounded(got, args, want) -> bool:
     np = _np()
     if got.shape != want.shape or np.allclose(got, want, rtol=1e-9, atol=1e-12):
@@ -65,16 +98,17 @@ PYTHON_BUGS = (
     Bug("not-divided-by-sum", "the outputs are not divided by the sum of the exponentials "
         "(dividing by their maximum, which is 1, changes nothing)", same_as(_not_divided), hint=4),
     Bug("summed-shifted", "the denominator adds up the shifted inputs, not their exponentials: "
-        "denominator = sum(numerator)", same_as(_divided_by_shifted_sum), hint=3),
+        "denominator = sum(numerator)", same_as(_divided_by_shifted_sum), hint=3,
+        raises=raises_like(_python_summed_shifted)),
     Bug("rounded", "the outputs are rounded: return the full-precision values", _rounded, hint=4),
     Bug("no-max-shift", "math.exp overflows past about 709 (and every term underflows to 0 "
         "below about -745): subtract the row's maximum before exponentiating",
-        same_as(_no_max_shift), hint=2),
+        same_as(_no_max_shift), hint=2, raises=raises_like(_python_no_shift)),
     Bug("wrong-shift", "the shift must be the row's maximum: shifting by another value (the "
-        "first element, the mean, the minimum) still lets exp overflow", hint=1),
+        "first element, the mean, the minimum) still lets exp overflow",
+        any_of(*(same_as(_shifted_by(shift)) for shift in _SHIFTS)), hint=1,
+        raises=raises_like(*(partial(_python_softmax, shift=shift) for shift in _SHIFTS))),
     Bug("wrong-length", "every input needs exactly one output", hint=4),
-    Bug("not-normalised", "the outputs must sum to one: divide every numerator by the same "
-        "denominator, the sum of all the numerators", hint=4),
 )
 
 
@@ -94,7 +128,7 @@ def _seeded_row(seed: int, n: int, scale: float = 3.0):
 
 PYTHON_CASES = (
     Case("worked example", "[1, 2, 3]: the values the lesson computes by hand",
-         _row(1, 2, 3), catches=("not-normalised",)),
+         _row(1, 2, 3), catches=("exp-only", "not-divided-by-sum", "summed-shifted")),
     Case("overflow", "[1000, 1000]: math.exp(1000) overflows, so the maximum must be "
          "subtracted first", _row(1000, 1000), catches=("no-max-shift",)),
     Case("underflow", "[-1000, -1000]: every exp underflows to 0 and 0/0 fails, unless the "
@@ -106,13 +140,13 @@ PYTHON_CASES = (
     Case("wide spread", "[-1000, 0, 1000]: only a shift by the maximum keeps every exponent "
          "at or below 0", _row(-1000, 0, 1000), catches=("wrong-shift",)),
     Case("probability sum", "nine mixed values: the outputs are probabilities and sum to one",
-         _seeded_row(4, 9), catches=("not-normalised",), checks=("sums-to-one",)),
+         _seeded_row(4, 9), catches=("exp-only", "not-divided-by-sum"), checks=("sums-to-one",)),
     Case("all negative", "[-3, -2, -1]: a negative row is as valid as a positive one",
-         _row(-3, -2, -1), catches=("not-normalised",)),
+         _row(-3, -2, -1), catches=("exp-only",)),
     Case("equal values", "[0.5, 0.5, 0.5, 0.5]: equal scores share the probability equally",
-         _row(0.5, 0.5, 0.5, 0.5), catches=("not-normalised",)),
+         _row(0.5, 0.5, 0.5, 0.5), catches=("summed-shifted",)),
     Case("vanishing probability", "[0, -800]: exp(-800) is below the smallest double; its "
-         "probability is 0, not an error", _row(0, -800), catches=("not-normalised",)),
+         "probability is 0, not an error", _row(0, -800), catches=()),
     Case("long row", "200 values: every element gets its own output, in order",
          _seeded_row(11, 200, scale=20.0), catches=("wrong-length",)),
 )
@@ -152,6 +186,13 @@ def _no_shift_fp32(x):
     with np.errstate(all="ignore"):
         e = np.exp(np.asarray(x, dtype=np.float32))
         return e / e.sum(axis=-1, keepdims=True)
+
+
+def _all_minus_inf_as_zero(x):
+    """Rows of only -inf given 0 everywhere (a denominator guarded against 0)."""
+    np = _np()
+    out = reference_rows(x)
+    return np.where(np.isneginf(np.asarray(x)).all(axis=-1, keepdims=True), 0.0, out)
 
 
 def _minus_inf_as_zero(x):
@@ -219,24 +260,19 @@ TRITON_BUGS = (
         hint=3),
     Bug("no-max-shift", "exp overflows FP32 just past 88: subtract the row maximum before "
         "exponentiating", same_as(_no_shift_fp32, **_LOOSE), hint=4),
-    Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
-        "r * x.stride(0), the row stride, not r * BLOCK", hint=2),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel", hint=2),
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        same_as(rows_at_n_cols(reference_rows), **_LOOSE), hint=2),
     Bug("all-minus-inf", "a row of only -inf has no softmax: like torch.softmax, return NaN "
-        "there (0/0) rather than a made-up value", hint=4),
-    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
-        "load (x.to(tl.float32)) and store in the output's dtype", hint=3),
-    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32", hint=3),
-    Bug("wrong-values", "the values are wrong: compare your kernel's steps with the six steps "
-        "of lesson 04", hint=4),
+        "there (0/0) rather than a made-up value", same_as(_all_minus_inf_as_zero, **_LOOSE),
+        hint=4),
 )
 
 TRITON_CASES = (
     Case("width 3", "one row [1, 2, 3] in a block of 4: the padded lane must not count",
          lambda: (TensorSpec(_np().array([[1.0, 2.0, 3.0]])),), catches=("zero-padding",)),
     Case("width 17, five rows", "a width that is not a power of two, over several rows",
-         _tensor(1, 5, 17), catches=("row-offset", "zero-padding")),
+         _tensor(1, 5, 17), catches=("out-of-bounds", "zero-padding")),
     Case("all-negative rows", "values in [-5, -1]: zero padding would become the maximum",
          _tensor(2, 4, 781, transform=_all_negative), catches=("zero-padding",)),
     Case("very negative rows", "x - 200: a maximum taken over zero padding makes every "
@@ -247,9 +283,9 @@ TRITON_CASES = (
     Case("large values", "100·x + 1000: exp overflows FP32 unless the maximum is subtracted",
          _tensor(5, 2, 100, transform=_large), catches=("no-max-shift",)),
     Case("many rows", "37 rows of 33: each program must find its own row",
-         _tensor(6, 37, 33), catches=("row-offset",)),
+         _tensor(6, 37, 33), catches=("out-of-bounds", "grid-too-small")),
     Case("single column", "width 1: every output is exactly 1", _tensor(7, 5, 1),
-         catches=("zero-padding",)),
+         catches=()),
     Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
          _tensor(8, 6, 50, layout="row-strided"), catches=("row-stride",)),
     Case("column slice", "x[:, :40] of a wider tensor: the row stride is not n_cols",
@@ -260,14 +296,14 @@ TRITON_CASES = (
          "gives, and the other rows unharmed", _tensor(11, 3, 20, transform=_one_row_all_minus_inf),
          catches=("all-minus-inf",)),
     Case("float16", "float16 storage, FP32 arithmetic, float16 output",
-         _tensor(12, 4, 300, dtype="float16"), catches=("fp16",), tolerance=FP16),
+         _tensor(12, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
-         _tensor(13, 2, 4097), catches=("zero-padding",)),
+         _tensor(13, 2, 4097), catches=("zero-padding", "block-too-small")),
     Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
-         _tensor(14, 8, 1000, dtype="bfloat16"), catches=("bf16",), tolerance=BF16,
+         _tensor(14, 8, 1000, dtype="bfloat16"), catches=("wrong-dtype",), tolerance=BF16,
          gpu_only=True),
     Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
-         "interpret)", _tensor(15, 4096, 781), catches=("row-offset",), gpu_only=True),
+         "interpret)", _tensor(15, 4096, 781), catches=("grid-too-small",), gpu_only=True),
 )
 
 PYTHON_HINTS = (
@@ -299,10 +335,10 @@ EXERCISE = Exercise(
         Part("python", "softmax_python: one row in plain Python", lesson="04",
              function="softmax_python", reference=reference_rows, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS),
+             hints=PYTHON_HINTS, observe=("row-sums",)),
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
-             hints=TRITON_HINTS),
+             hints=TRITON_HINTS, observe=("row-sums",)),
     ),
 )

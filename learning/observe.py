@@ -1,0 +1,246 @@
+"""What a wrong output looks like, described from the data alone.
+
+When no known mistake's replay matches a failing output, the grader says what it sees and no
+more: how far off the values are (and what arithmetic makes errors of that size), where they
+differ, whether they are the reference scaled, another row of it, the input unchanged, or rows
+that no longer sum to one. Every sentence here is a fact about the two arrays, never a guess at
+the code that produced them.
+"""
+
+from __future__ import annotations
+
+from learning.numbers import close, format_value
+
+# Relative errors of this size are what rounding to these formats gives (unit roundoff 2**-24,
+# 2**-11, 2**-8), with room for the few operations of a kernel: (upper bound, description).
+PRECISIONS = (
+    (1e-12, "only the last digits differ, as a different order of the same float64 "
+            "operations gives"),
+    (2e-6, "the size of float32 rounding (float32 keeps about 7 significant digits; "
+           "float64, Python's float, about 16)"),
+    (1e-4, "larger than float32 rounding and smaller than float16's"),
+    (4e-3, "the size of float16 rounding (float16 keeps about 3 significant digits)"),
+    (3e-2, "the size of bfloat16 rounding (bfloat16 keeps about 2 significant digits)"),
+)
+MAX_ROWS_COMPARED = 256  # rows searched for "this row is another row of the reference"
+
+
+def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=()) -> list[str]:
+    """Sentences about how ``got`` differs from ``want`` (float64 arrays of one shape)."""
+    import numpy as np
+
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape or got.size == 0:
+        return []
+    bad = ~close(got, want, atol, rtol)
+    if not bad.any():
+        return []
+    said = [s for s in (_where(bad), _size(got, want, bad), _scaled(got, want, bad),
+                        _same_as_input(got, inputs), _other_rows(got, want, bad),
+                        _all_zero(got)) if s]
+    if "row-sums" in properties:
+        said += [s for s in [_row_sums(got)] if s]
+    return said
+
+
+def _where(bad) -> str:
+    import numpy as np
+
+    count, size = int(bad.sum()), bad.size
+    if bad.ndim <= 1 or bad.shape[0] == 1:
+        flat = np.flatnonzero(bad)
+        first, last = int(flat[0]), int(flat[-1])
+        if count == size:
+            return f"every one of the {size} values differs" if size > 1 else ""
+        if count == 1:
+            return f"only element {first} of {size} differs"
+        if count == last - first + 1:
+            return f"only elements {first} to {last} of {size} differ"
+        return f"{count} of {size} elements differ, the first at {first}"
+    rows = bad.reshape(bad.shape[0], -1)
+    bad_rows = np.flatnonzero(rows.any(axis=1))
+    n_rows = rows.shape[0]
+    if len(bad_rows) == n_rows:
+        where = "every row differs"
+    elif len(bad_rows) == n_rows - 1 and bad_rows[0] == 1:
+        where = "row 0 is right and every later row differs"
+    elif len(bad_rows) <= 3:
+        names = ", ".join(str(int(r)) for r in bad_rows)
+        where = f"only row{'s' if len(bad_rows) > 1 else ''} {names} of {n_rows} differ" \
+            f"{'' if len(bad_rows) > 1 else 's'}"
+    else:
+        where = f"{len(bad_rows)} of {n_rows} rows differ, the first is row {int(bad_rows[0])}"
+    cols = np.flatnonzero(rows.any(axis=0))
+    width = rows.shape[1]
+    if len(cols) < width:
+        first, last = int(cols[0]), int(cols[-1])
+        if first == last:
+            where += f", only in column {first} of {width}"
+        elif last == width - 1 and len(cols) == last - first + 1:
+            where += f", only in columns {first} to {last} (the end of the row)"
+        elif len(cols) == last - first + 1:
+            where += f", only in columns {first} to {last}"
+    return where
+
+
+def _size(got, want, bad) -> str:
+    import numpy as np
+
+    finite = bad & np.isfinite(got) & np.isfinite(want)
+    if not finite.any():
+        return ""
+    diff = np.abs(got - want)[finite]
+    scale = np.abs(want)[finite]
+    worst = int(np.argmax(diff))
+    text = f"the largest difference is {format_value(float(diff[worst]))}"
+    nonzero = scale > 0
+    if not nonzero.any():
+        return text
+    relative = float(np.max(diff[nonzero] / scale[nonzero]))
+    text += f", the largest relative difference {relative:.2g}"
+    for bound, description in PRECISIONS:
+        if relative <= bound:
+            return f"{text}: {description}"
+    return text
+
+
+def _scaled(got, want, bad) -> str:
+    """The output is the reference times one number, per row or over the whole output."""
+    import numpy as np
+
+    if not (np.isfinite(got).all() and np.isfinite(want).all()):
+        return ""
+    rows_got = got.reshape(-1, got.shape[-1]) if got.ndim else got.reshape(1, 1)
+    rows_want = want.reshape(rows_got.shape)
+    factors = []
+    for g, w in zip(rows_got, rows_want):
+        nonzero = np.abs(w) > 1e-300
+        if not nonzero.any() or not np.allclose(g[~nonzero], 0.0, atol=1e-12):
+            return ""
+        ratio = g[nonzero] / w[nonzero]
+        if np.ptp(ratio) > 1e-6 * max(1.0, float(np.max(np.abs(ratio)))):
+            return ""
+        factors.append(float(ratio[0]))
+    factors = np.array(factors)
+    if np.allclose(factors, 1.0, rtol=1e-9):
+        return ""
+    if np.ptp(factors) <= 1e-6 * max(1.0, float(np.max(np.abs(factors)))):
+        factor = float(factors[0])
+        if abs(factor + 1) < 1e-9:
+            return "every value is the reference with its sign flipped"
+        return f"every value is the reference times {factor:.6g}"
+    shown = ", ".join(f"{f:.4g}" for f in factors[:3])
+    more = ", ..." if len(factors) > 3 else ""
+    return f"each row is the reference's row times its own number ({shown}{more})"
+
+
+def _same_as_input(got, inputs) -> str:
+    import numpy as np
+
+    for position, value in enumerate(inputs):
+        array = np.asarray(value, dtype=np.float64) if _numeric(value) else None
+        if array is None or array.shape != got.shape:
+            continue
+        if close(got, array, 0.0, 1e-6).all():
+            which = "the input" if len(inputs) == 1 else f"argument {position + 1}"
+            return f"the output equals {which}, unchanged"
+    return ""
+
+
+def _numeric(value) -> bool:
+    import numpy as np
+
+    try:
+        return np.asarray(value, dtype=np.float64).size > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _other_rows(got, want, bad) -> str:
+    """A wrong row that is another row of the reference: the program read the wrong row."""
+    import numpy as np
+
+    if got.ndim != 2 or got.shape[0] < 2 or got.shape[0] > MAX_ROWS_COMPARED:
+        return ""
+    rows = np.flatnonzero(bad.any(axis=1))
+    for r in rows:
+        for other in range(got.shape[0]):
+            if other != r and close(got[r], want[other], 1e-6, 1e-4).all():
+                return f"row {int(r)} of the output is the reference's row {other}"
+    return ""
+
+
+def _all_zero(got) -> str:
+    import numpy as np
+
+    return "every output is 0" if got.size > 1 and np.all(got == 0) else ""
+
+
+def _row_sums(got) -> str:
+    import numpy as np
+
+    sums = np.atleast_2d(got).sum(axis=-1)
+    finite = sums[np.isfinite(sums)]
+    if finite.size == 0 or np.all(np.abs(finite - 1.0) <= 1e-6):
+        return ""
+    low, high = float(finite.min()), float(finite.max())
+    if abs(high - low) <= 1e-9 * max(1.0, abs(high)):
+        return f"each row sums to {low:.6g}, not 1"
+    return f"the rows sum to between {low:.6g} and {high:.6g}, not 1"
+
+
+def describe_exact(got, want) -> list[str]:
+    """Sentences about how plain data (a dict of fields, a tuple, a number) differs."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        return _dict_differences(got, want)
+    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
+        if len(got) != len(want):
+            return [f"it has {len(got)} items, the reference {len(want)}"]
+        said = [f"item {i}: {_value_difference(g, w)}" for i, (g, w) in enumerate(zip(got, want))
+                if not _equal(g, w)]
+        return said[:4] + ([f"and {len(said) - 4} more items differ"] if len(said) > 4 else [])
+    if _number(got) and _number(want):
+        return [_value_difference(got, want)]
+    return []
+
+
+def _dict_differences(got: dict, want: dict) -> list[str]:
+    said = []
+    missing = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    if missing:
+        said.append("missing keys: " + ", ".join(repr(k) for k in missing))
+    if extra:
+        said.append("keys the reference does not have: " + ", ".join(repr(k) for k in extra))
+    differ = [k for k in want if k in got and not _equal(got[k], want[k])]
+    said += [f"{k!r}: {_value_difference(got[k], want[k])}" for k in differ]
+    agree = [k for k in want if k in got and k not in differ]
+    if differ and agree:
+        said.append("these agree with the reference: " + ", ".join(repr(k) for k in agree))
+    return said
+
+
+def _value_difference(got, want) -> str:
+    text = f"{got!r} where the reference has {want!r}"
+    if not (_number(got) and _number(want)) or want == 0 or got == want:
+        return text
+    for digits in range(0, 10):
+        if got == round(want, digits) and got != want:
+            return f"{text}: the reference rounded to {digits} decimal places"
+    ratio = got / want
+    if abs(ratio - round(ratio)) < 1e-9 and round(ratio) not in (0, 1):
+        return f"{text}: exactly {round(ratio)} times the reference"
+    if abs(1 / ratio - round(1 / ratio)) < 1e-9 and round(1 / ratio) > 1:
+        return f"{text}: exactly 1/{round(1 / ratio)} of the reference"
+    relative = abs(got - want) / abs(want)
+    if relative < 1e-12:
+        return f"{text}: only the last digits differ (relative difference {relative:.1g})"
+    return f"{text} ({ratio:.4g} times the reference)"
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _equal(a, b) -> bool:
+    return type(a) is type(b) and a == b or (_number(a) and _number(b) and a == b)
