@@ -128,6 +128,16 @@ class same_as:  # noqa: N801 - used like a function: Bug(..., same_as(formula))
             return None
         return buggy.shape != want.shape or not bool(close(buggy, want, atol, rtol).all())
 
+    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
+        """Whether a wrong output ``got`` is what this bug gives, where the bug shows (None
+        where the replay cannot say, or gives the right answer there)."""
+        buggy = self._buggy(args)
+        if buggy is None or buggy.shape != want.shape or close(buggy, want, atol, rtol).all():
+            return None
+        # The case's dtype sets how closely a kernel can follow the float64 replay.
+        atol, rtol = max(atol, self.atol), max(rtol, self.rtol)
+        return buggy.shape == got.shape and bool(close(got, buggy, atol, rtol).all())
+
 
 class any_of:  # noqa: N801 - used like a function: Bug(..., any_of(same_as(a), same_as(b)))
     """A ``Bug.detect`` for a mistake with several forms (a shift by the first element, by the
@@ -142,6 +152,13 @@ class any_of:  # noqa: N801 - used like a function: Bug(..., any_of(same_as(a), 
     def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
         predictions = [d.predicts_failure(args, want, atol, rtol) for d in self.detects]
         return True if predictions and all(predictions) else None
+
+    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
+        answers = [getattr(d, "explains", lambda *a: None)(got, args, want, atol, rtol)
+                   for d in self.detects]
+        if any(a is True for a in answers):
+            return True
+        return False if any(a is False for a in answers) else None
 
 
 class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_like(code))
@@ -166,14 +183,18 @@ class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_
         return True if all(self._raised(r, args) for r in self.reproductions) else None
 
 
-def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]]) -> bool:
-    """Whether code with ``bug`` would have failed one of the cases the learner passed
-    (each given as its arguments, the reference's output and the tolerance)."""
+def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]],
+                 failed: list[tuple[Any, tuple, Any, float, float]] = ()) -> bool:
+    """Whether the learner's other cases rule ``bug`` out: code with it would have failed a
+    case they passed (each as its arguments, the reference's output and the tolerance), or
+    would have returned another wrong output where theirs was wrong and no known bug explains
+    theirs (each as their output, the arguments, the reference's output and the tolerance)."""
     for check in (bug.detect, bug.raises):
         predict = getattr(check, "predicts_failure", None)
         if predict is not None and any(predict(*case) for case in passed):
             return True
-    return False
+    explains = getattr(bug.detect, "explains", None)
+    return explains is not None and any(explains(*case) is False for case in failed)
 
 
 def _describe_expected(want, part: Part) -> str:
@@ -234,7 +255,9 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
     if raised.exc_type in common:
         summary = "the code called sys.exit()" if raised.exc_type == "SystemExit" \
             else raised.message
-        return Verdict("error", summary, causes=(COMMON_BUGS[common[raised.exc_type]],),
+        specific = tuple(b for b in part.bugs if b.error and b.error in summary)
+        return Verdict("error", summary,
+                       causes=specific + (COMMON_BUGS[common[raised.exc_type]],),
                        where=where, traceback=raised.traceback, seconds=raised.seconds)
     summary = f"raised {raised.exc_type}: {raised.message}"
     causes = tuple(b for b in part.bugs if b.error and b.error in summary

@@ -220,8 +220,14 @@ def _dict_differences(got: dict, want: dict) -> list[str]:
     return said
 
 
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more " \
+        "characters)"
+
+
 def _value_difference(got, want) -> str:
-    text = f"{got!r} where the reference has {want!r}"
+    text = f"{_short(got)} where the reference has {_short(want)}"
     if not (_number(got) and _number(want)) or want == 0 or got == want:
         return text
     for digits in range(0, 10):

@@ -216,22 +216,29 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
             continue
         part_result.cases = []
         passed = []  # (args, want, atol, rtol) of the cases the learner's code passed
+        failed = []  # (got, args, want, atol, rtol) of those it got wrong, with numbers
         for case in part.cases:
             outcome = run.outcomes.get((part.name, case.name))
             verdict, evidence = _verdict(run, part, case, outcome)
             part_result.cases.append(CaseResult(case.name, case.purpose, verdict))
-            if verdict.passed and evidence is not None:
-                tolerance = case.tolerance or part.tolerance
+            if evidence is None or part.returns == "exact":
+                continue
+            tolerance = case.tolerance or part.tolerance
+            if verdict.passed:
                 passed.append((*evidence, tolerance.atol, tolerance.rtol))
-        _drop_contradicted(part_result, passed)
+            elif verdict.status == "failed" and verdict.mismatch_count and not verdict.causes:
+                # A wrong output no known bug explains: a named bug must not predict another.
+                failed.append((outcome.values, *evidence, tolerance.atol, tolerance.rtol))
+        _drop_contradicted(part_result, passed, failed)
 
 
-def _drop_contradicted(part_result: PartResult, passed: list):
-    """A bug whose replay matched one case is not the learner's if their code passed another
-    case that the bug would have failed: two mistakes can raise the same error in one case."""
+def _drop_contradicted(part_result: PartResult, passed: list, failed: list):
+    """A bug whose replay matched one case is not the learner's if their other cases rule it
+    out: their code passed a case the bug would have failed, or returned another wrong output
+    than the bug gives. Two mistakes can raise the same error, or agree on one row."""
     verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
     named = {bug.key: bug for v in verdicts for bug in v.causes}
-    wrong = {key for key, bug in named.items() if compare.contradicted(bug, passed)}
+    wrong = {key for key, bug in named.items() if compare.contradicted(bug, passed, failed)}
     for verdict in verdicts:
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
 

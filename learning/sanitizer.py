@@ -27,28 +27,32 @@ def _allowed_ranges() -> list[tuple[int, int]]:
     return getattr(_state, "ranges", None) or []
 
 
-def _record_ranges(args) -> None:
-    """Remember the launch's tensors; None (no checking) when one of them cannot be measured,
-    since a wrong "out of bounds" would be worse than an unchecked launch."""
+def _record_ranges(args, names=()) -> None:
+    """Remember the launch's tensors and the kernel parameters they were passed as; None (no
+    checking) when one of them cannot be measured, since a wrong "out of bounds" would be
+    worse than an unchecked launch."""
     ranges = []
+    _state.names = []
     unknown = False
 
-    def visit(arg):
+    def visit(arg, name):
         nonlocal unknown
         if isinstance(arg, (tuple, list)):
             for item in arg:
-                visit(item)
+                visit(item, name)
         elif hasattr(arg, "untyped_storage"):
             storage = arg.untyped_storage()
             start = storage.data_ptr()
             ranges.append((start, start + storage.nbytes()))
+            _state.names.append(name)
         elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):  # descriptors
-            visit(arg.base)
+            visit(arg.base, name)
         elif hasattr(arg, "data_ptr"):  # a pointer without a size: a later Triton's stand-in
             unknown = True
 
-    for arg in args:
-        visit(arg)
+    names = list(names) + [""] * len(args)
+    for arg, name in zip(args, names):
+        visit(arg, name)
     _state.ranges = None if unknown else ranges
 
 
@@ -81,13 +85,15 @@ def _describe(address: int) -> str:
     if not ranges:
         return "the launch has no tensor arguments"
     distances = []
+    names = getattr(_state, "names", [])
     for index, (start, end) in enumerate(ranges):
+        name = names[index] if index < len(names) else ""
+        what = f"{name} (tensor argument {index + 1})" if name else \
+            f"tensor argument {index + 1}"
         if address >= end:
-            distances.append((address - end, f"{address - end} bytes past the end of tensor "
-                                             f"argument {index + 1}"))
+            distances.append((address - end, f"{address - end} bytes past the end of {what}"))
         else:
-            distances.append((start - address, f"{start - address} bytes before tensor "
-                                               f"argument {index + 1}"))
+            distances.append((start - address, f"{start - address} bytes before {what}"))
     return min(distances)[1]
 
 
@@ -112,7 +118,9 @@ def install() -> bool:
 
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = original_init(self, args_dev, kwargs)
-        _record_ranges(list(args_hst) + list(kwargs_hst.values()))
+        names = list(getattr(self, "arg_names", None) or ())[:len(args_hst)]
+        names += [""] * (len(args_hst) - len(names))
+        _record_ranges(list(args_hst) + list(kwargs_hst.values()), names + list(kwargs_hst))
         return args_hst, kwargs_hst
 
     def create_masked_load(self, ptrs, mask, *rest, **kwargs):

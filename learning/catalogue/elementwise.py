@@ -64,6 +64,28 @@ PYTHON = (
             for pid in range((len(x) + BLOCK - 1) // BLOCK):
                 add_relu_program(pid, x, y, out, BLOCK)
     '''),
+    Version("the length misspelt", "python", "error:name-not-defined", '''
+        def add_relu_python(x, y, BLOCK):
+            out = [math.nan] * len(x)
+            for pid in range((n + BLOCK - 1) // BLOCK):
+                add_relu_program(pid, x, y, out, BLOCK)
+            return out
+    '''),
+    Version("the lanes of a program never advance", "python", "timed-out", '''
+        def add_relu_program(pid, x, y, out, BLOCK):
+            lane = 0
+            while lane < BLOCK:
+                offset = pid * BLOCK + lane
+                if offset < len(x):
+                    out[offset] = max(x[offset] + y[offset], 0.0)
+    '''),
+    Version("each sum doubled", "python", "unknown", '''
+        def add_relu_program(pid, x, y, out, BLOCK):
+            for lane in range(BLOCK):
+                offset = pid * BLOCK + lane
+                if offset < len(x):
+                    out[offset] = max(2.0 * (x[offset] + y[offset]), 0.0)
+    '''),
 )
 
 _KERNEL = '''
@@ -116,6 +138,20 @@ TRITON = (
             add_relu_kernel[(triton.cdiv(n, 1024),)](x, x, y, n, BLOCK=1024)
             return x.clone()
     '''),
+    Version("BLOCK = n", "triton", "error:arange-power-of-two", '''
+        def add_relu_triton(x, y):
+            out = torch.empty_like(x)
+            n = x.numel()
+            add_relu_kernel[(1,)](out, x, y, n, BLOCK=n)
+            return out
+    '''),
+    Version("the launch leaves out n", "triton", "error:missing-argument", '''
+        def add_relu_triton(x, y):
+            out = torch.empty_like(x)
+            add_relu_kernel[(triton.cdiv(x.numel(), 1024),)](out, x, y, BLOCK=1024)
+            return out
+    '''),
+    Version("x minus y", "triton", "unknown", _kernel(value="tl.maximum(x - y, 0.0)")),
 )
 
 WRONG = PYTHON + TRITON

@@ -70,6 +70,39 @@ PYTHON = (
                 return a + b
             return max(a, b) if op == "max" else min(a, b)
     '''),
+    Version("pairs taken without padding", "python", "error:list-index", '''
+        def tree_reduce(values, op):
+            level = [float(v) for v in values] or [identity(op)]
+            levels = [level]
+            while len(level) > 1:
+                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                levels.append(level)
+            return levels
+    '''),
+    Version("a tree that never advances", "python", "timed-out", '''
+        def tree_reduce(values, op):
+            width = 1
+            while width < len(values):
+                width *= 2
+            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
+            levels = [level]
+            while len(level) > 1:
+                levels.append([combine(op, level[i], level[i + 1])
+                               for i in range(0, len(level), 2)])
+            return levels
+    '''),
+    Version("levels from the result up", "python", "unknown", '''
+        def tree_reduce(values, op):
+            width = 1
+            while width < len(values):
+                width *= 2
+            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
+            levels = [level]
+            while len(level) > 1:
+                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                levels.append(level)
+            return levels[::-1]
+    '''),
 )
 
 _KERNEL = '''
@@ -117,6 +150,16 @@ TRITON = (
                                                BLOCK=triton.next_power_of_2(n_cols))
             return out
     '''),
+    Version("the block as wide as the row", "triton", "error:arange-power-of-two", '''
+        def centre_rows_triton(x, op):
+            n_rows, n_cols = x.shape
+            out = torch.empty_like(x)
+            centre_rows_kernel[(triton.cdiv(n_rows, 4),)](
+                out, x, out.stride(0), x.stride(0), n_rows, n_cols, OP=op, ROWS=4, BLOCK=n_cols)
+            return out
+    '''),
+    Version("max centred on the minimum", "triton", "unknown",
+            _kernel(max_other=', other=float("inf")').replace("tl.max(", "tl.min(")),
     Version("mean for both ops", "triton", "wrong-op", '''
         def centre_rows_triton(x, op):
             n_rows, n_cols = x.shape

@@ -121,6 +121,41 @@ PYTHON = (
                 values[i] = s / rms * w
             return list(values)
     '''),
+    Version("a misspelt name", "python", "error:name-not-defined", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_sqaure + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("drops the last value", "python", "wrong-length", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values[:-1]] or [values[0] / largest]
+            rms = math.sqrt(sum(s * s for s in scaled) / len(scaled) + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("a while loop over the squares that never advances", "python", "timed-out", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            total, i = 0.0, 0
+            while i < len(values):
+                total += (values[i] / largest) ** 2
+            rms = math.sqrt(total / len(values) + eps / largest / largest)
+            return [v / largest / rms * w for v, w in zip(values, weight)]
+    '''),
+    Version("the mean of the absolute values", "python", "unknown", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_abs = sum(abs(v) for v in values) / len(values)
+            return [v / (mean_abs + eps) * w for v, w in zip(values, weight)]
+    '''),
 )
 
 _KERNEL_HEAD = '''
@@ -184,6 +219,31 @@ TRITON = (
             mean_square = tl.sum(x * x, axis=0) / n_cols
             w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
             y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("the weight at the row's offset", "triton", "weight-row-offset", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + row * input_row_stride + offsets, mask=mask, other=0.0)
+            y = x * tl.rsqrt(mean_square + eps) * w.to(tl.float32)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("the square root called as tl.rsqrt without tl", "triton", "error:name-not-defined",
+            _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("the mean square without its square root", "triton", "unknown", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x / (mean_square + eps) * w
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     ''')),
     Version("no FP32 conversion", "triton", "fp16-squares", _kernel('''

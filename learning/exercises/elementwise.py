@@ -3,7 +3,7 @@ mask, first by hand in Python, then as a Triton kernel."""
 
 from __future__ import annotations
 
-from learning.compare import same_as
+from learning.compare import raises_like, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
 from learning.tensors import TensorSpec
 
@@ -107,12 +107,20 @@ SHARED_BUGS = (
 # ---------------------------------------------------------------------------------------------
 # Lesson 01: add_relu_python(x, y, BLOCK) on lists of floats.
 
+def _python_unmasked(x, y, block):
+    """Lesson 01's programs with every lane working, the ones past the end included."""
+    out = [0.0] * len(x)
+    for pid in range((len(x) + block - 1) // block):
+        for lane in range(block):
+            offset = pid * block + lane
+            out[offset] = max(x[offset] + y[offset], 0.0)
+    return out
+
+
 PYTHON_BUGS = SHARED_BUGS + (
     Bug("no-mask", "the last block's lanes past the end hold no element: skip them, "
-        "mask = offset < n, and write only the lanes where it is true"),
-    Bug("unwritten", "some elements were never written (they are still NaN): every element "
-        "needs a program whose lane writes it"),
-    Bug("wrong-values", "the values are wrong: each output is max(x[i] + y[i], 0.0)"),
+        "mask = offset < n, and write only the lanes where it is true",
+        raises=raises_like(_python_unmasked)),
 )
 
 
@@ -138,7 +146,7 @@ PYTHON_CASES = (
     Case("n = 10, BLOCK = 4", "the lesson's drawing: three programs, the last with two "
          "masked lanes", _worked_example, catches=("no-mask", "grid-too-small")),
     Case("n = 16, BLOCK = 4", "a multiple of the block: four full programs, no lane masked",
-         _lists(1, 16, 4), catches=("wrong-values",)),
+         _lists(1, 16, 4), catches=("no-relu", "relu-before-add")),
     Case("n = 1, BLOCK = 8", "one element: one program, seven of its eight lanes masked",
          _lists(2, 1, 8), catches=("no-mask", "grid-too-small")),
     Case("n = 17, BLOCK = 8", "one element past two full blocks: a third program for it alone",
@@ -148,7 +156,7 @@ PYTHON_CASES = (
     Case("n = 4097, BLOCK = 1024", "one element past four blocks of 1024",
          _lists(5, 4097, 1024), catches=("no-mask", "grid-too-small")),
     Case("n = 0, BLOCK = 4", "no elements: no programs at all, and an empty result",
-         _lists(6, 0, 4), catches=("wrong-length",)),
+         _lists(6, 0, 4), catches=()),
     Case("all negative sums", "every x + y below zero: the ReLU gives zeros, written ones",
          lambda: ([-1.0, -2.5, -0.25, -7.0, -3.0], [0.5, 1.0, 0.125, 2.0, -1.0], 2),
          catches=("no-mask", "no-relu")),
@@ -162,10 +170,8 @@ TRITON_BUGS = SHARED_BUGS + (
         "past n must be masked (mask = offsets < n) in every tl.load and tl.store"),
     Bug("unwritten", "some elements were never written: the store must be masked with "
         "offsets < n, not skipped, and the grid must cover every element"),
-    Bug("fp16", "float16 inputs must give a float16 output: allocate it like x "
+    Bug("wrong-dtype", "float16 inputs must give a float16 output: allocate it like x "
         "(torch.empty_like(x))"),
-    Bug("wrong-values", "the values are wrong: each program writes max(x + y, 0) at the "
-        "offsets it loaded from"),
 )
 
 
@@ -189,13 +195,13 @@ TRITON_CASES = (
     Case("n = 1000", "just below 1024: a block larger than the input",
          _vectors(4, 1000), catches=("out-of-bounds", "grid-too-small")),
     Case("n = 1024", "exactly one block of 1024: hides every masking bug, so it is not alone",
-         _vectors(5, 1024), catches=("wrong-values",)),
+         _vectors(5, 1024), catches=("no-relu",)),
     Case("n = 4097", "one element past 4096: a last program with a single valid lane",
          _vectors(6, 4097), catches=("grid-too-small", "out-of-bounds")),
     Case("n = 20000", "several programs whatever the BLOCK: each must find its own elements",
          _vectors(7, 20000), catches=("grid-too-small", "out-of-bounds")),
     Case("float16", "float16 storage and a float16 result", _vectors(8, 300, "float16"),
-         catches=("fp16",), tolerance=Tolerance(atol=2e-3, rtol=2e-3)),
+         catches=("wrong-dtype",), tolerance=Tolerance(atol=2e-3, rtol=2e-3)),
     Case("a million elements", "a full-size launch (GPU only, too slow to interpret)",
          _vectors(9, 1 << 20), catches=("grid-too-small",), gpu_only=True),
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 
-from learning.compare import same_as
+from learning.compare import any_of, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.replays import rows_at_n_cols
 from learning.tensors import TensorSpec
 
 IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}
@@ -16,8 +17,9 @@ COMBINE = {"sum": lambda a, b: a + b, "max": max, "min": min, "product": lambda 
 # Lesson 03: tree_reduce(values, op) returns every level of the tree, compared exactly.
 
 
-def tree(values, op, pad=None, halves=False):
-    """The levels of a pairwise tree; ``pad`` and ``halves`` reproduce two known mistakes."""
+def tree(values, op, pad=None, halves=False, combine=None):
+    """The levels of a pairwise tree; ``pad``, ``halves`` and ``combine`` (another op's step)
+    reproduce known mistakes."""
     width = 1
     while width < len(values):
         width *= 2
@@ -28,7 +30,7 @@ def tree(values, op, pad=None, halves=False):
         half = len(level) // 2
         pairs = [(level[i], level[i + half]) for i in range(half)] if halves else \
             [(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-        level = [COMBINE[op](a, b) for a, b in pairs]
+        level = [COMBINE[combine or op](a, b) for a, b in pairs]
         levels.append(level)
     return levels
 
@@ -70,6 +72,13 @@ def _first_level_missing(got, args, want) -> bool:
     return len(want) > 1 and got == want[1:]
 
 
+def _other_combine(got, args, want) -> bool:
+    """Padded with the right identity, but combined with another reduction's step."""
+    values, op = args
+    return got != want and any(got == tree(values, op, combine=other)
+                               for other in COMBINE if other != op)
+
+
 PYTHON_BUGS = (
     Bug("zero-padding", "the row was padded with 0, which is the identity of sum only: pad a "
         "max with -inf, a min with +inf and a product with 1", _padded_with(0.0, ("max", "min",
@@ -86,9 +95,8 @@ PYTHON_BUGS = (
         "result", _result_only),
     Bug("first-level-missing", "the first level is the padded row itself, before any "
         "combining", _first_level_missing),
-    Bug("wrong-identity", "level 0 must end with identity(op) in every padded lane: 0 for "
-        "sum, -inf for max, +inf for min, 1 for product"),
-    Bug("wrong-combine", "combine(op, a, b) must give a + b, max(a, b), min(a, b) or a * b"),
+    Bug("wrong-combine", "each level combines with another reduction's step: combine(op, a, "
+        "b) must give a + b, max(a, b), min(a, b) or a * b for its own op", _other_combine),
 )
 
 
@@ -98,24 +106,24 @@ def _call(values, op):
 
 PYTHON_CASES = (
     Case("sum of five", "[3, 1, 4, 1, 5]: eight lanes, three padded with 0",
-         _call([3, 1, 4, 1, 5], "sum"), catches=("wrong-combine", "one-padding")),
+         _call([3, 1, 4, 1, 5], "sum"), catches=("one-padding", "no-padding")),
     Case("max of negatives", "[-3, -1, -4]: a padded 0 would win, so the padding is -inf",
-         _call([-3, -1, -4], "max"), catches=("wrong-identity", "zero-padding")),
+         _call([-3, -1, -4], "max"), catches=("zero-padding", "swapped-identity")),
     Case("min of positives", "[3, 1, 4]: a padded 0 would win, so the padding is +inf",
-         _call([3, 1, 4], "min"), catches=("wrong-identity", "zero-padding")),
+         _call([3, 1, 4], "min"), catches=("zero-padding", "swapped-identity")),
     Case("product of five", "[2, 3, 0.5, 4, 1.5]: a padded 0 would make everything 0, so the "
          "padding is 1", _call([2, 3, 0.5, 4, 1.5], "product"),
          catches=("wrong-combine", "zero-padding")),
     Case("max of mixed signs", "[-2, 5, -7, 1, 0, 3]: six values in eight lanes",
-         _call([-2, 5, -7, 1, 0, 3], "max"), catches=("wrong-combine",)),
+         _call([-2, 5, -7, 1, 0, 3], "max"), catches=("zero-padding", "halves-pairing")),
     Case("sum of eight", "a power of two: no padding, three levels of halving",
-         _call([0.5, -1.5, 2, 8, -3, 0.25, 1, 4], "sum"), catches=("wrong-combine",)),
-    Case("single value", "[7] is already reduced: one level", _call([7], "min"),
-         catches=("wrong-combine",)),
+         _call([0.5, -1.5, 2, 8, -3, 0.25, 1, 4], "sum"),
+         catches=("halves-pairing", "result-only", "first-level-missing")),
+    Case("single value", "[7] is already reduced: one level", _call([7], "min"), catches=()),
     Case("empty row, product", "[]: one lane holding the identity, the product of nothing",
-         _call([], "product"), catches=("wrong-identity",)),
+         _call([], "product"), catches=("zero-padding",)),
     Case("empty row, max", "[]: the maximum of nothing is -inf", _call([], "max"),
-         catches=("wrong-identity",)),
+         catches=("zero-padding", "swapped-identity", "one-padding")),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -165,15 +173,18 @@ def _mean_over_block(x, op):
     return x - x.sum(axis=1, keepdims=True) / _next_power_of_two(x.shape[1])
 
 
-def _other_op(x, op):
-    return reference_centred(x, "mean" if op == "max" else "max")
+def _always(statistic):
+    """Rows centred on ``statistic`` whatever op asked for."""
+    return lambda x, op: reference_centred(x, statistic)
 
 
 _LOOSE = {"atol": 3e-3, "rtol": 3e-3}  # the formulas run in float64, the kernels in FP32 or less
+_TIGHT = {"atol": 2e-5, "rtol": 2e-4}  # for mistakes whose effect is smaller than _LOOSE
 
 TRITON_BUGS = (
     Bug("wrong-op", "op='max' subtracts each row's maximum, op='mean' each row's mean: these "
-        "rows were centred on the other one", same_as(_other_op, **_LOOSE)),
+        "rows were centred on the other one",
+        any_of(same_as(_always("max"), **_LOOSE), same_as(_always("mean"), **_LOOSE))),
     Bug("zero-other", "padded lanes read 0 (other=0, or no other at all), and 0 beats every "
         "value of an all-negative row: load a max with other=-float('inf'), its identity",
         same_as(_zero_padded_max, **_LOOSE)),
@@ -181,7 +192,7 @@ TRITON_BUGS = (
         "-inf: the identity of sum is 0, so load with other=0.0",
         same_as(_minus_inf_padded_sum, **_LOOSE)),
     Bug("mean-over-block", "the mean divided by BLOCK, counting the padded lanes: divide the "
-        "sum by n_cols", same_as(_mean_over_block, **_LOOSE)),
+        "sum by n_cols", same_as(_mean_over_block, **_TIGHT)),
     Bug("keep-dims", "the row statistic has shape (ROWS,) and does not broadcast back over a "
         "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1)",
         error="incompatible dimensions"),
@@ -191,9 +202,8 @@ TRITON_BUGS = (
     Bug("grid-too-small", "whole rows were never written: launch triton.cdiv(n_rows, ROWS) "
         "programs, one for every ROWS rows"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel"),
-    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
-        "load (x.to(tl.float32)) and allocate the output like x"),
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        same_as(rows_at_n_cols(reference_centred), **_LOOSE)),
 )
 
 
@@ -217,7 +227,7 @@ TRITON_CASES = (
     Case("width 3, max", "[[1, 2, 3], ...] in a block of 4: the padded lane must not count",
          lambda: (TensorSpec(_np().array([[1.0, 2.0, 3.0], [-3.0, -2.0, -1.0],
                                           [0.5, 0.0, -0.5], [9.0, 9.0, 9.0]])), "max"),
-         catches=("keep-dims", "zero-other")),
+         catches=("zero-other",)),
     Case("all-negative rows, max", "values in [-5, -1]: a padded 0 would be every row's "
          "maximum", _tensor(1, 6, 17, "max", transform=_all_negative),
          catches=("zero-other", "keep-dims")),
@@ -235,13 +245,13 @@ TRITON_CASES = (
     Case("37 rows, mean", "the same, centred on the mean", _tensor(5, 37, 33, "mean"),
          catches=("out-of-bounds", "grid-too-small")),
     Case("single column", "width 1: every row centred on itself is 0",
-         _tensor(6, 5, 1, "mean"), catches=("keep-dims",)),
+         _tensor(6, 5, 1, "mean"), catches=()),
     Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
          _tensor(7, 6, 50, "max", layout="row-strided"), catches=("row-stride",)),
     Case("column slice", "x[:, :40] of a wider tensor: the row stride is not n_cols",
          _tensor(8, 5, 40, "mean", layout="column-slice"), catches=("row-stride",)),
     Case("float16", "float16 storage, FP32 arithmetic, float16 output",
-         _tensor(9, 4, 300, "mean", dtype="float16"), catches=("fp16",),
+         _tensor(9, 4, 300, "mean", dtype="float16"), catches=("wrong-dtype",),
          tolerance=Tolerance(atol=2e-3, rtol=2e-3)),
     Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
          "interpret)", _tensor(10, 4096, 781, "max"), catches=("grid-too-small",),

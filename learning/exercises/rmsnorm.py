@@ -8,8 +8,12 @@ works in FP32 on activations and does not rescale; its cases stay in FP32's rang
 
 from __future__ import annotations
 
-from learning.compare import same_as
+import math
+from functools import partial
+
+from learning.compare import raises_like, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.replays import rows_at_n_cols
 from learning.tensors import TensorSpec
 
 DEFAULT_EPS = 1e-6
@@ -122,8 +126,24 @@ def _no_eps(x, w, eps, dtype="float64"):
 
 
 def _signed_scale(x, w, eps):
-    """Scaled by max(x) instead of max(|x|): an all-negative row comes out negated."""
-    return -reference_rows(x, w, eps)
+    """Scaled by max(x) instead of max(|x|): a row whose largest value is negative comes out
+    negated (a positive scale of any size leaves RMSNorm unchanged)."""
+    np = _np()
+    top = np.asarray(x, dtype=np.float64).max(axis=-1, keepdims=True)
+    return np.where(top < 0, -1.0, 1.0) * reference_rows(x, w, eps)
+
+
+# The mistakes that raise, in plain Python as a learner writes them: a learner's exception names
+# one only when its replay raises the same exception on the same row.
+def _python_rms(values, weight, eps, ddof=0, with_eps=True, rescale=True, eps_squared=False):
+    largest = max(abs(v) for v in values) if rescale else 1.0
+    if rescale and largest == 0.0:
+        return [0.0 for _ in values]
+    scaled = [v / largest for v in values]
+    mean_square = sum(s * s for s in scaled) / (len(scaled) - ddof)
+    tail = eps / (largest * largest) if eps_squared else eps / largest / largest
+    rms = math.sqrt(mean_square + (tail if with_eps else 0.0))
+    return [s / rms * w for s, w in zip(scaled, weight)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +158,8 @@ PYTHON_BUGS = (
     Bug("sum-not-mean", "the squares are summed but not averaged: divide their sum by the "
         "number of values, n", same_as(_sum_not_mean)),
     Bug("n-minus-one", "the mean of the squares divides by n, not n - 1: RMSNorm is not a "
-        "sample variance", same_as(_n_minus_one)),
+        "sample variance", same_as(_n_minus_one), raises=raises_like(partial(_python_rms,
+                                                                               ddof=1))),
     Bug("no-weight", "each output must be multiplied by its weight, weight[i]",
         same_as(_no_weight)),
     Bug("no-sqrt", "divide by the root mean square, sqrt(mean_square + eps), not by the mean "
@@ -155,13 +176,14 @@ PYTHON_BUGS = (
         "negative scale flips the sign of every output", same_as(_signed_scale)),
     Bug("no-eps", "eps is missing: add it to the mean square, under the square root; for a row "
         "of zeros it is what keeps the division defined, and the outputs are 0 (a row divided "
-        "by its largest |x| needs its own branch when that value is 0)", same_as(_no_eps)),
+        "by its largest |x| needs its own branch when that value is 0)", same_as(_no_eps),
+        raises=raises_like(partial(_python_rms, with_eps=False, rescale=False),
+                           partial(_python_rms, with_eps=False))),
     Bug("tiny-row", "for a tiny row the squares underflow to 0 and only eps keeps the "
         "division defined: keep eps under the root, and if you rescaled, divide eps by the "
-        "largest value twice (eps / largest / largest), since largest * largest underflows to 0"),
+        "largest value twice (eps / largest / largest), since largest * largest underflows to 0",
+        raises=raises_like(partial(_python_rms, eps_squared=True))),
     Bug("wrong-length", "every input needs exactly one output"),
-    Bug("wrong-values", "compare your steps with lesson 05's: square, mean, add eps, square "
-        "root, divide, multiply by the weight"),
 )
 
 
@@ -183,7 +205,8 @@ def _seeded(seed: int, n: int, scale: float = 2.0, shift: float = 0.0, eps=DEFAU
 
 PYTHON_CASES = (
     Case("worked example", "[1, 2, 2, 4] with weight [1, 0.5, 2, 1]: the row lesson 05 "
-         "works by hand", _row([1, 2, 2, 4], [1, 0.5, 2, 1]), catches=("wrong-values",)),
+         "works by hand", _row([1, 2, 2, 4], [1, 0.5, 2, 1]),
+         catches=("sum-not-mean", "no-sqrt", "mean-squared", "no-weight")),
     Case("eps inside the root", "small values, eps = 1e-4: sqrt(mean_square + eps) and "
          "sqrt(mean_square) + eps differ by far", _row([0.001, -0.002, 0.003], [1, 1, 1], 1e-4),
          catches=("eps-outside",)),
@@ -234,6 +257,16 @@ def _minus_inf_padding(got, args, want) -> bool:
                 and np.any(want != 0))
 
 
+def _fp16_squares(x, w, eps):
+    """Squares summed in float16 (no FP32 conversion): past 65504 the sum is inf, rsqrt gives
+    0, and the whole row comes out 0."""
+    np = _np()
+    x16 = np.asarray(x, dtype=np.float16)
+    with np.errstate(all="ignore"):
+        total = (x16 * x16).sum(axis=-1, keepdims=True, dtype=np.float16)
+    return np.where(np.isinf(total), 0.0, reference_rows(x, w, eps))
+
+
 def _fp32(reproduce):
     return lambda x, w, eps: reproduce(x, w, eps, dtype="float32")
 
@@ -255,18 +288,16 @@ TRITON_BUGS = (
         same_as(_fp32(_sum_not_mean), **_LOOSE)),
     Bug("no-weight", "multiply each output by its weight: load weight_ptr + offsets (the same "
         "columns for every row) and multiply", same_as(_fp32(_no_weight), **_LOOSE)),
-    Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
-        "r * input_row_stride"),
+    Bug("weight-row-offset", "the weight is one row shared by every row of x: load it at "
+        "weight_ptr + offsets, without the row's offset", error="past the end of weight"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel"),
+        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        same_as(rows_at_n_cols(reference_rows), **_LOOSE)),
     Bug("no-eps", "eps is missing: a row of zeros needs it inside the square root, or "
         "0 * rsqrt(0) gives NaN", same_as(_fp32(_no_eps), **_LOOSE)),
     Bug("fp16-squares", "float16 squares overflow past 65504 (|x| > 256): convert the loaded "
-        "values to FP32 (x.to(tl.float32)) before squaring"),
-    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
-        "load and store in the output's dtype"),
-    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32"),
-    Bug("wrong-values", "the values are wrong: compare your kernel's steps with lesson 05's"),
+        "values to FP32 (x.to(tl.float32)) before squaring",
+        same_as(_fp16_squares, atol=1e-3, rtol=1e-2)),
 )
 
 
@@ -307,31 +338,31 @@ TRITON_CASES = (
                   TensorSpec(_np().array([0.5, 1.0, 2.0])), DEFAULT_EPS),
          catches=("mean-over-block",)),
     Case("width 17, five rows", "a width that is not a power of two, over several rows",
-         _tensor(1, 5, 17), catches=("row-offset", "mean-over-block")),
+         _tensor(1, 5, 17), catches=("weight-row-offset", "mean-over-block")),
     Case("eps inside the root", "values near 1e-3 with eps = 1e-5: eps must be added under "
          "the square root", _tensor(2, 3, 100, scale=1e-3, eps=1e-5), catches=("eps-outside",)),
     Case("zero row", "a row of zeros between two others: eps keeps it finite, its outputs are 0",
          _tensor(3, 3, 64, transform=_second_row_zero), catches=("no-eps",)),
     Case("many rows", "37 rows of 33: each program must find its own row",
-         _tensor(4, 37, 33), catches=("row-offset",)),
+         _tensor(4, 37, 33), catches=("weight-row-offset", "grid-too-small")),
     Case("single column", "width 1: each output is about the sign of x times the weight",
-         _tensor(5, 5, 1), catches=("wrong-values",)),
+         _tensor(5, 5, 1), catches=()),
     Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
          _tensor(6, 6, 50, layout="row-strided"), catches=("row-stride",)),
     Case("column slice", "x[:, :40] of a wider tensor: the row stride is not n_cols",
          _tensor(7, 4, 40, layout="column-slice"), catches=("row-stride",)),
     Case("float16", "float16 storage, FP32 arithmetic, float16 output",
-         _tensor(8, 4, 300, dtype="float16"), catches=("fp16",), tolerance=FP16),
+         _tensor(8, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
     Case("float16, large values", "|x| from 200 to 1000 in float16: the squares only fit in "
          "FP32", _tensor(9, 3, 256, dtype="float16", transform=_large_magnitudes),
          catches=("fp16-squares",), tolerance=FP16),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
          _tensor(10, 2, 4097), catches=("mean-over-block",)),
     Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
-         _tensor(11, 8, 1000, dtype="bfloat16"), catches=("bf16",), tolerance=BF16,
+         _tensor(11, 8, 1000, dtype="bfloat16"), catches=("wrong-dtype",), tolerance=BF16,
          gpu_only=True),
     Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
-         "interpret)", _tensor(12, 4096, 781), catches=("row-offset",), gpu_only=True),
+         "interpret)", _tensor(12, 4096, 781), catches=("grid-too-small",), gpu_only=True),
 )
 
 PYTHON_HINTS = (
