@@ -12,7 +12,7 @@ from typing import Any
 
 # The memory layouts a case can ask for. Padding holds a value a correct kernel never reads, so
 # reading it (a row offset computed from n_cols instead of the row stride) changes the result.
-LAYOUTS = ("contiguous", "row-strided", "column-slice")
+LAYOUTS = ("contiguous", "row-strided", "column-slice", "expanded")
 PADDING_VALUE = 1.0e4
 GUARD_ELEMENTS = 4096
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -27,6 +27,9 @@ class TensorSpec:
       2 * n_cols, last-dimension stride 1.
     - ``column-slice``: the first n_cols columns of a wider tensor (``buffer[:, :n_cols]``):
       row stride larger than n_cols, last-dimension stride 1.
+    - ``expanded``: one value broadcast to the whole shape (``torch.full((), v).expand(...)``),
+      every stride 0, as ``y.sum().backward()`` hands autograd's gradient on; ``values`` must
+      all be equal.
     """
 
     values: Any  # numpy float64 array: any shape when contiguous, 2-D (rows, cols) otherwise
@@ -40,6 +43,8 @@ class TensorSpec:
             raise ValueError(f"unknown layout {self.layout!r}; use one of {LAYOUTS}")
         if self.layout != "contiguous" and self.values.ndim != 2:
             raise ValueError(f"layout {self.layout!r} needs a 2-D tensor, not {self.values.ndim}-D")
+        if self.layout == "expanded" and (self.values != self.values.flat[0]).any():
+            raise ValueError("layout 'expanded' needs every value equal")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -58,6 +63,8 @@ class TensorSpec:
         exact = self.exact()
         if self.layout == "contiguous" or exact.ndim != 2:
             storage, row_stride = exact.ravel(), exact.shape[-1] if exact.ndim else 1
+        elif self.layout == "expanded":
+            storage, row_stride = exact.ravel()[:1].copy(), 0
         else:
             rows, cols = exact.shape
             if self.layout == "row-strided":
@@ -70,7 +77,7 @@ class TensorSpec:
                 row_stride = buffer.shape[1]
             storage = round_to_dtype(buffer, self.dtype).ravel()
         view = exact.view(_stored_array())
-        view.storage, view.row_stride = storage, row_stride
+        view.storage, view.row_stride, view.stored_dtype = storage, row_stride, self.dtype
         return view
 
     def describe(self) -> str:
@@ -95,6 +102,9 @@ class TensorSpec:
             buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size] = exact.flatten().to(device, dtype)
             return buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size].view(exact.shape)
         rows, cols = exact.shape
+        if self.layout == "expanded":
+            return torch.full((), float(exact.flatten()[0]), dtype=dtype, device=device).expand(
+                rows, cols)
         if self.layout == "row-strided":
             buffer = torch.full((2 * rows, cols), PADDING_VALUE, dtype=torch.float64)
             buffer[::2] = exact
@@ -117,10 +127,12 @@ def _stored_array():
         class StoredArray(np.ndarray):
             storage = None
             row_stride = 0
+            stored_dtype = "float64"
 
             def __array_finalize__(self, obj):
                 self.storage = getattr(obj, "storage", None)
                 self.row_stride = getattr(obj, "row_stride", 0)
+                self.stored_dtype = getattr(obj, "stored_dtype", "float64")
 
         _STORED_ARRAY.append(StoredArray)
     return _STORED_ARRAY[0]

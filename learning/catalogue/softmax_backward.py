@@ -40,6 +40,28 @@ PYTHON = (
                 dy[i] = p * (dy[i] - dot)
             return dy
     '''),
+    Version("drops the last gradient", "python", "wrong-length", '''
+        def softmax_backward_python(y, dy):
+            dot = sum(p * g for p, g in zip(y, dy))
+            return [p * (g - dot) for p, g in zip(y[:-1], dy[:-1])]
+    '''),
+    Version("the dot product under another name", "python", "error:name-not-defined", '''
+        def softmax_backward_python(y, dy):
+            dot = sum(p * g for p, g in zip(y, dy))
+            return [p * (g - dot_product) for p, g in zip(y, dy)]
+    '''),
+    Version("a dot product loop that never advances", "python", "timed-out", '''
+        def softmax_backward_python(y, dy):
+            dot, i = 0.0, 0
+            while i < len(y):
+                dot += y[i] * dy[i]
+            return [p * (g - dot) for p, g in zip(y, dy)]
+    '''),
+    Version("the dot product subtracted outside the product", "python", "unknown", '''
+        def softmax_backward_python(y, dy):
+            dot = sum(p * g for p, g in zip(y, dy))
+            return [p * g - dot for p, g in zip(y, dy)]
+    '''),
 )
 
 TRITON = (
@@ -152,6 +174,101 @@ TRITON = (
             dot = tl.sum(y * dy, axis=0)
             tl.store(dx_ptr + row * dx_row_stride + offsets, y * (dy - dot), mask=mask)
     '''),
+    Version("y and dy padded with -inf", "triton", "both-minus-inf-padding", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=-float("inf"))
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=-float("inf"))
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            dot = tl.sum(y * dy, axis=0)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * (dy - dot), mask=mask)
+    '''),
+    Version("dot product of dy alone", "triton", "dot-without-y", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            total = tl.sum(dy, axis=0)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * (dy - total), mask=mask)
+    '''),
+    Version("the Jacobian's diagonal only", "triton", "diagonal-only", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * (1.0 - y) * dy, mask=mask)
+    '''),
+    Version("no FP32 conversion", "triton", "fp16-dot", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            dot = tl.sum(y * dy, axis=0)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * (dy - dot), mask=mask)
+    '''),
+    Version("returns float32 for float16 input", "triton", "wrong-dtype", '''
+        def softmax_backward_triton(y, dy):
+            n_rows, n_cols = y.shape
+            dx = torch.empty(y.shape, dtype=torch.float32, device=y.device)
+            softmax_backward_kernel[(n_rows,)](dx, y, dy, dx.stride(0), y.stride(0),
+                                               dy.stride(0), n_cols,
+                                               BLOCK=triton.next_power_of_2(n_cols))
+            return dx
+    '''),
+    Version("the dot product reduced over axis 1", "triton", "error:reduction-axis", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            dot = tl.sum(y * dy, axis=1)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * (dy - dot), mask=mask)
+    '''),
+    Version("the dot product subtracted outside the product", "triton", "unknown", '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            dot = tl.sum(y * dy, axis=0)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, y * dy - dot, mask=mask)
+    '''),
 )
 
 AUTOGRAD = (
@@ -197,6 +314,81 @@ AUTOGRAD = (
             numerator = tl.exp(x - tl.max(x, axis=0))
             tl.store(y_ptr + row * y_row_stride + offsets, numerator / tl.sum(numerator, axis=0),
                      mask=mask)
+    '''),
+    Version("forward without the maximum", "autograd", "forward", '''
+        @triton.jit
+        def softmax_forward_kernel(y_ptr, x_ptr, y_row_stride, x_row_stride, n_cols,
+                                   BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(x_ptr + row * x_row_stride + offsets, mask=mask, other=-float("inf"))
+            if x.dtype != tl.float64:
+                x = x.to(tl.float32)
+            numerator = tl.exp(x)
+            tl.store(y_ptr + row * y_row_stride + offsets, numerator / tl.sum(numerator, axis=0),
+                     mask=mask)
+    '''),
+    Version("backward passes dy on as it comes", "autograd", "dy-not-contiguous", '''
+        def softmax_backward_triton(y, dy):
+            n_rows, n_cols = y.shape
+            dx = torch.empty_like(y, memory_format=torch.contiguous_format)
+            softmax_backward_kernel[(n_rows,)](dx, y, dy, dx.stride(0), y.stride(0),
+                                               dy.stride(0), n_cols,
+                                               BLOCK=triton.next_power_of_2(n_cols))
+            return dx
+
+        class SoftmaxFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                n_rows, n_cols = x.shape
+                y = torch.empty_like(x, memory_format=torch.contiguous_format)
+                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
+                                                  BLOCK=triton.next_power_of_2(n_cols))
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                (y,) = ctx.saved_tensors
+                return softmax_backward_triton(y, dy)
+    '''),
+    Version("returns float32 for float16", "autograd", "wrong-dtype", '''
+        def softmax_gradient(x, dy):
+            leaf = x.detach().float().requires_grad_(True)
+            SoftmaxFunction.apply(leaf).backward(dy.float())
+            return leaf.grad
+    '''),
+    Version("the saved tensor misnamed in backward", "autograd", "error:name-not-defined", '''
+        class SoftmaxFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                n_rows, n_cols = x.shape
+                y = torch.empty_like(x, memory_format=torch.contiguous_format)
+                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
+                                                  BLOCK=triton.next_power_of_2(n_cols))
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                (probabilities,) = ctx.saved_tensors
+                return softmax_backward_triton(y, dy.contiguous())
+    '''),
+    Version("backward passes dy through", "autograd", "unknown", '''
+        class SoftmaxFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                n_rows, n_cols = x.shape
+                y = torch.empty_like(x, memory_format=torch.contiguous_format)
+                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
+                                                  BLOCK=triton.next_power_of_2(n_cols))
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                return 0.5 * dy.contiguous()
     '''),
 )
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from learning.compare import same_as
+from learning.compare import any_of, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.replays import rows_at_n_cols, rows_with_stride_of
 from learning.tensors import TensorSpec
 
 
@@ -75,10 +76,21 @@ def _softmax_again(y, dy):
     return reference_backward(softmax_rows(y), dy)
 
 
-def _dot_over_tensor(y, dy):
-    np = _np()
-    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
-    return y * (dy - (y * dy).sum())
+def _dot_over_groups(rows: int | None):
+    """One dot product for each group of ``rows`` consecutive rows (None: the whole tensor),
+    as a kernel that sums a tile of several rows without an axis computes it."""
+
+    def reproduce(y, dy):
+        np = _np()
+        y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+        size = rows or len(y)
+        products = y * dy
+        dots = np.concatenate([np.full((len(products[i:i + size]), 1),
+                                       products[i:i + size].sum())
+                               for i in range(0, len(y), size)])
+        return y * (dy - dots)
+
+    return reproduce
 
 
 def _nan_where_padded(y, dy):
@@ -88,6 +100,44 @@ def _nan_where_padded(y, dy):
     want = reference_backward(y, dy)
     width = want.shape[-1]
     return want if width & (width - 1) == 0 else np.full(want.shape, np.nan)
+
+
+def _both_minus_inf(y, dy):
+    """y and dy both padded with -inf, as in the forward kernel: each padded lane adds
+    (-inf) * (-inf) = +inf to the dot product, so every padded row's dx is -inf where y > 0
+    (and NaN where y is 0)."""
+    np = _np()
+    want = reference_backward(y, dy)
+    width = want.shape[-1]
+    if width & (width - 1) == 0:
+        return want
+    with np.errstate(all="ignore"):
+        return np.asarray(y, dtype=np.float64) * -np.inf
+
+
+def _inaccurate_dot(got, args, want) -> bool:
+    """Every row is y * (dy - d) for one number d per row that is itself a float16 value and
+    misses sum(y * dy) by more than FP32 summation can: the dot product was summed in float16.
+    (Each d is estimated from the output, which is float16 too: hence the small allowances.)"""
+    np = _np()
+    if getattr(args[0], "stored_dtype", "") != "float16":
+        return False
+    y, dy = (np.asarray(a, dtype=np.float64) for a in args[:2])
+    if got.shape != want.shape or not np.isfinite(got).all() or y.ndim != 2:
+        return False
+    off = False
+    for g, yr, dyr in zip(got, y, dy):
+        used = np.abs(yr) > 1e-3
+        if not used.any():
+            return False
+        d = float(np.median((dyr - g / np.where(used, yr, 1.0))[used]))
+        if not np.allclose(g, yr * (dyr - d), atol=1e-6, rtol=1e-2):
+            return False
+        if abs(d - float(np.float16(d))) > 2e-5 * max(1.0, abs(d)):
+            return False
+        dot, scale = float((yr * dyr).sum()), float(np.abs(yr * dyr).sum())
+        off = off or abs(d - dot) > 1e-5 * scale
+    return off
 
 
 def _with_x_as_y(x, dy):
@@ -131,8 +181,6 @@ PYTHON_BUGS = FORMULA_BUGS + (
     Bug("softmax-again", "y is already softmax's output: use it as it is, without applying "
         "softmax to it again", same_as(_softmax_again)),
     Bug("wrong-length", "every element of the row needs exactly one gradient"),
-    Bug("wrong-values", "the values are wrong: compare your steps with dx[i] = y[i] * (dy[i] - "
-        "sum over j of y[j] * dy[j])"),
 )
 
 
@@ -161,7 +209,8 @@ def _seeded_pair(seed: int, n: int):
 
 PYTHON_CASES = (
     Case("worked row", "y = softmax([1, 2, 3]), dy = [1, -1, 2]: the row the lesson works by "
-         "hand", _pair([1, 2, 3], [1, -1, 2]), catches=("wrong-values",)),
+         "hand", _pair([1, 2, 3], [1, -1, 2]),
+         catches=("no-y-factor", "dot-without-y", "flipped-sign", "softmax-again")),
     Case("one-hot dy", "dy = [0, 1, 0] picks one column of the Jacobian: every entry of dx is "
          "non-zero, not only the middle one", _pair([1, 2, 3], [0, 1, 0]),
          catches=("diagonal-only",)),
@@ -175,7 +224,7 @@ PYTHON_CASES = (
     Case("sign", "y = [0.9, 0.1], dy = [1, 0]: raising the first score raises the loss, so "
          "dx[0] > 0", lambda: ([0.9, 0.1], [1.0, 0.0]), catches=("flipped-sign",)),
     Case("mixed row", "nine values with gradients of both signs", _seeded_pair(5, 9),
-         catches=("wrong-values",)),
+         catches=("diagonal-only", "flipped-sign")),
     Case("long row", "200 values: one gradient per element, in order", _seeded_pair(6, 200),
          catches=("wrong-length",)),
 )
@@ -221,6 +270,11 @@ def _one_hot(rows, cols, rng):
     return dy
 
 
+def _nearly_uniform(rows, cols, rng):
+    """dy = c + 0.01 * noise along each row: dy - sum(y * dy) cancels to about 0.01."""
+    return _uniform_per_row(rows, cols, rng) + 0.01 * rng.standard_normal((rows, cols))
+
+
 def _worked():
     np = _np()
     y = softmax_rows(np.array([[1.0, 2.0, 3.0]]))
@@ -236,9 +290,6 @@ KERNEL_BUGS = (
     Bug("fp64-narrowed", "float64 came back with float32's precision: convert float16 and "
         "bfloat16 to float32, but keep float64 as float64 (if y.dtype != tl.float64: ...)",
         _float32_accuracy),
-    Bug("fp16", "float16 input must give float16 output computed in FP32: convert after the "
-        "load and store in the output's dtype"),
-    Bug("bf16", "bfloat16 input must give bfloat16 output computed in FP32"),
 )
 
 TRITON_BUGS = FORMULA_BUGS + (
@@ -247,24 +298,28 @@ TRITON_BUGS = FORMULA_BUGS + (
         "other=0.0", same_as(_nan_where_padded)),
     Bug("dot-over-tensor", "the dot product must be taken per row: each row has its own "
         "sum(y * dy), one number per program (tl.sum(y * dy, axis=0) on one row)",
-        same_as(_dot_over_tensor, **_LOOSE)),
-    Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
-        "r * row_stride, not r * BLOCK"),
+        any_of(*(same_as(_dot_over_groups(rows), **_LOOSE) for rows in (None, 2, 4, 8, 16)))),
+    Bug("both-minus-inf-padding", "y and dy were both padded with -inf, as the forward kernel "
+        "pads x: each padded lane adds (-inf) * (-inf) = +inf to the dot product. The sum "
+        "needs 0, its identity: load both with other=0.0", same_as(_both_minus_inf)),
     Bug("row-stride", "a strided view (x[::2], a column slice) starts row r at r * stride(0), "
-        "which is larger than n_cols: pass each tensor's row stride to the kernel"),
+        "which is larger than n_cols: pass each tensor's row stride to the kernel",
+        same_as(rows_at_n_cols(reference_backward, (0, 1)), **_LOOSE)),
     Bug("shared-stride", "y, dy and dx each have their own row stride (here dy is a slice of a "
-        "wider tensor): pass all three, y.stride(0), dy.stride(0) and dx.stride(0)"),
-    Bug("wrong-values", "the values are wrong: compare the kernel with your Python "
-        "softmax_backward_python, step by step"),
+        "wider tensor): pass all three, y.stride(0), dy.stride(0) and dx.stride(0)",
+        same_as(rows_with_stride_of(reference_backward, 0, (1,)), **_LOOSE)),
+    Bug("fp16-dot", "the dot product was summed in float16: when dy is nearly constant along a "
+        "row, dy - dot cancels to a few hundredths and float16's three digits leave nothing "
+        "right; convert y and dy to float32 before tl.sum", _inaccurate_dot),
 ) + KERNEL_BUGS
 
 TRITON_CASES = (
     Case("worked row", "y = softmax([1, 2, 3]) in a block of 4, dy = [1, -1, 2]: the padded "
          "lane must not disturb the dot product", _worked, catches=("minus-inf-padding",)),
     Case("width 17, five rows", "a width that is not a power of two, over several rows",
-         _pair_tensors(1, 5, 17), catches=("row-offset", "minus-inf-padding")),
+         _pair_tensors(1, 5, 17), catches=("minus-inf-padding", "both-minus-inf-padding")),
     Case("many rows", "37 rows of 33: each row has its own dot product",
-         _pair_tensors(2, 37, 33), catches=("dot-over-tensor", "row-offset")),
+         _pair_tensors(2, 37, 33), catches=("dot-over-tensor",)),
     Case("saturated rows", "one-hot y: a saturated softmax passes no gradient, so dx is 0",
          _pair_tensors(3, 4, 50, y_rule=_saturated), catches=("no-y-factor",)),
     Case("uniform dy", "dy constant along each row: dx is 0, since the rows of y sum to 1",
@@ -278,20 +333,23 @@ TRITON_CASES = (
     Case("dy a column slice", "y contiguous, dy a slice of a wider tensor: each tensor has its "
          "own row stride", _pair_tensors(8, 4, 30, dy_layout="column-slice"),
          catches=("shared-stride",)),
-    Case("single column", "width 1: y is 1 and dx is 0", _pair_tensors(9, 5, 1),
-         catches=("wrong-values",)),
+    Case("single column", "width 1: y is 1 and dx is 0", _pair_tensors(9, 5, 1), catches=()),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
          _pair_tensors(10, 2, 4097), catches=("minus-inf-padding",)),
     Case("float16", "float16 storage, FP32 arithmetic, float16 output",
-         _pair_tensors(11, 4, 300, dtype="float16"), catches=("fp16",), tolerance=FP16),
+         _pair_tensors(11, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
+    Case("float16, nearly uniform dy", "dy nearly constant along each row, in float16: dy - dot "
+         "cancels to about 0.01, so the dot product must be summed in FP32",
+         _pair_tensors(15, 4, 300, dtype="float16", dy_rule=_nearly_uniform),
+         catches=("fp16-dot",), tolerance=Tolerance(atol=1e-6, rtol=1e-2)),
     Case("float64", "float64 storage and float64 arithmetic: what gradcheck needs",
          _pair_tensors(12, 3, 100, dtype="float64"), catches=("fp64-narrowed",),
          tolerance=FP64),
     Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
-         _pair_tensors(13, 8, 1000, dtype="bfloat16"), catches=("bf16",), tolerance=BF16,
+         _pair_tensors(13, 8, 1000, dtype="bfloat16"), catches=("wrong-dtype",), tolerance=BF16,
          gpu_only=True),
     Case("many rows on the GPU", "4096 rows of 781: a full launch (GPU only, too slow to "
-         "interpret)", _pair_tensors(14, 4096, 781), catches=("row-offset",), gpu_only=True),
+         "interpret)", _pair_tensors(14, 4096, 781), catches=("dot-over-tensor",), gpu_only=True),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -306,10 +364,34 @@ def _scores(seed: int, rows: int, cols: int, *, dtype: str = "float32",
         x = 2.0 * rng.standard_normal((rows, cols))
         if transform is not None:
             x = transform(x)
-        dy = rng.standard_normal((rows, cols))
+        dy = rng.standard_normal((rows, cols)) if dy_layout != "expanded" else \
+            np.ones((rows, cols))
         return (TensorSpec(x, dtype=dtype), TensorSpec(dy, dtype=dtype, layout=dy_layout))
 
     return make
+
+
+def _forward_with(forward):
+    """The right backward at the y a wrong forward kernel saved."""
+    return lambda x, dy: reference_backward(forward(x), dy)
+
+
+def _zero_padded_forward(x):
+    """Lesson 08's zero padding: padded lanes read 0 and add exp(0 - max) to the sum."""
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    pad = (1 << max(0, (x.shape[-1] - 1).bit_length())) - x.shape[-1]
+    with np.errstate(all="ignore"):
+        m = np.maximum(x.max(axis=-1, keepdims=True), 0.0 if pad else -np.inf)
+        e = np.exp(x - m)
+        return e / (e.sum(axis=-1, keepdims=True) + pad * np.exp(-m))
+
+
+def _unshifted_forward(x):
+    np = _np()
+    with np.errstate(all="ignore"):
+        e = np.exp(np.asarray(x, dtype=np.float64))
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 AUTOGRAD_BUGS = (
@@ -320,9 +402,15 @@ AUTOGRAD_BUGS = (
           zip(FORMULA_BUGS, (_no_y_factor, _dot_without_y, _diagonal_only, _flipped_sign))) + (
     Bug("forward", "the forward pass is wrong, so the saved y is too: compare "
         "SoftmaxFunction.apply(x) with torch.softmax(x, dim=-1), and check lesson 08's "
-        "points (padding with -inf, subtracting the maximum)"),
+        "points (padding with -inf, subtracting the maximum)",
+        any_of(same_as(_forward_with(_zero_padded_forward), **_LOOSE),
+               same_as(_forward_with(_unshifted_forward), **_LOOSE))),
     Bug("row-stride", "backward receives dy as autograd hands it over, here a slice of a wider "
-        "tensor: pass its row stride, dy.stride(0), to the kernel"),
+        "tensor: pass its row stride, dy.stride(0), to the kernel",
+        same_as(rows_at_n_cols(reference_gradient, (1,)), **_LOOSE)),
+    Bug("dy-not-contiguous", "y.sum().backward() hands backward an expanded dy whose strides "
+        "are (0, 0): the kernel's loads at offsets 0, 1, 2, ... read past its one stored value. "
+        "Make dy contiguous first when dy.stride(1) != 1", error="past the end of dy"),
 ) + KERNEL_BUGS
 
 AUTOGRAD_CASES = (
@@ -343,7 +431,10 @@ AUTOGRAD_CASES = (
     Case("float64, wide", "float64, width 300 in a block of 512",
          _scores(6, 2, 300, dtype="float64"), catches=("fp64-narrowed",), tolerance=FP64),
     Case("float16", "float16 storage, FP32 arithmetic in both kernels",
-         _scores(7, 4, 200, dtype="float16"), catches=("fp16",), tolerance=FP16),
+         _scores(7, 4, 200, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
+    Case("dy from y.sum()", "the gradient y.sum().backward() sends: ones, expanded, strides "
+         "(0, 0), as the lesson's own example hands it to backward",
+         _scores(8, 3, 40, dy_layout="expanded"), catches=("dy-not-contiguous",)),
 )
 
 PYTHON_HINTS = (
