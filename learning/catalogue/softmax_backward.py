@@ -353,6 +353,14 @@ AUTOGRAD = (
                 (y,) = ctx.saved_tensors
                 return softmax_backward_triton(y, dy)
     '''),
+    Version("backward reads dy with the width as its row stride", "autograd", "row-stride", '''
+        def softmax_backward_triton(y, dy):
+            n_rows, n_cols = y.shape
+            dx = torch.empty_like(y, memory_format=torch.contiguous_format)
+            softmax_backward_kernel[(n_rows,)](dx, y, dy, n_cols, y.stride(0), n_cols, n_cols,
+                                               BLOCK=triton.next_power_of_2(n_cols))
+            return dx
+    '''),
     Version("returns float32 for float16", "autograd", "wrong-dtype", '''
         def softmax_gradient(x, dy):
             leaf = x.detach().float().requires_grad_(True)
