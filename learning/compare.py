@@ -216,7 +216,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         if not verdict.passed and not verdict.causes:
             got = outcome.raw if outcome.raw is not None else outcome.note
             verdict.causes = _recognise(part, got, args, want)
-            verdict.observations = tuple(observe.describe_exact(got, want))
+            verdict.observations = _observed(observe.describe_exact, got, want)
         verdict.seconds = outcome.seconds
         return verdict
     verdict = _judge_structure(part, outcome, want, expect)
@@ -416,11 +416,20 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if problems and len(bad):
         summary += f"; {problems[0]}"
     inputs = tuple(a for a in args if not isinstance(a, (int, float, str, bool)))
-    observations = observe.describe_values(got, want, tolerance.atol, tolerance.rtol, inputs,
-                                           part.observe)
-    return Verdict("failed", summary, causes=causes, observations=tuple(observations),
+    observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
+                             inputs, part.observe)
+    return Verdict("failed", summary, causes=causes, observations=observations,
                    got=format_values(got), mismatches=mismatches, mismatch_count=len(bad),
                    size=int(got.size))
+
+
+def _observed(describe, *args) -> tuple[str, ...]:
+    """What ``describe`` says of a wrong output; a description that fails says nothing, since
+    the verdict itself must not depend on it."""
+    try:
+        return tuple(describe(*args))
+    except Exception:  # noqa: BLE001 - the learner's output can be anything
+        return ()
 
 
 def special_values(got, want) -> str:

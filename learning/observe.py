@@ -234,6 +234,8 @@ def _value_difference(got, want) -> str:
         if got == round(want, digits) and got != want:
             return f"{text}: the reference rounded to {digits} decimal places"
     ratio = got / want
+    if ratio == 0:
+        return text
     if abs(ratio - round(ratio)) < 1e-9 and round(ratio) not in (0, 1):
         return f"{text}: exactly {round(ratio)} times the reference"
     if abs(1 / ratio - round(1 / ratio)) < 1e-9 and round(1 / ratio) > 1:

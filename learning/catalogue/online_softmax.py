@@ -69,6 +69,55 @@ PYTHON = (
             total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
             return [math.exp(x - row_max) / total for x in values]
     '''),
+    Version("exponentials of the values themselves", "python", "no-shift", '''
+        def online_softmax_python(values, block):
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    s[lane] += math.exp(x)
+            total = sum(s)
+            return [math.exp(x) / total for x in values]
+    '''),
+    Version("the chunk's lanes read from the row's start", "python", "error:list-index", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane in range(block):
+                    x = values[start + lane]
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+    Version("a chunk loop that never moves on", "python", "timed-out", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            start = 0
+            while start < len(values):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
+    Version("the sum taken of the lanes' maxima", "python", "unknown", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m[lane] = max(m[lane], x)
+            row_max = max(m)
+            total = sum(math.exp(m_k - row_max) for m_k in m if m_k > -math.inf)
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
 )
 
 # The Triton versions replace the kernel's first pass (or its padding) and keep the rest.
@@ -165,6 +214,65 @@ TRITON = (
                 m_new = tl.maximum(m, x)
                 ref = tl.where(m_new == -float("inf"), 0.0, m_new)
                 s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''')),
+)
+
+TRITON += (
+    Version("exponentials of the values themselves", "triton", "no-shift", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                s = s + tl.exp(x)
+    ''', _TAIL.replace("row_max = tl.max(m, axis=0)", "row_max = 0.0").replace(
+        "tl.sum(s * tl.exp(m - row_max), axis=0)", "tl.sum(s, axis=0)"))),
+    Version("row offset from BLOCK", "triton", "row-offset", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''').replace("row * input_row_stride", "row * BLOCK")),
+    Version("row offset from n_cols", "triton", "row-stride", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''').replace("row * input_row_stride", "row * n_cols")),
+    Version("returns float32 for float16", "triton", "wrong-dtype", '''
+        def online_softmax_triton(x, block):
+            n_rows, n_cols = x.shape
+            output = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+            online_softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols,
+                                             BLOCK=block)
+            return output
+    '''),
+    Version("lanes as many as the row's columns", "triton", "error:arange-constexpr", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - ref) + tl.exp(x - ref)
+                m = m_new
+    ''').replace("lanes = tl.arange(0, BLOCK)", "lanes = tl.arange(0, n_cols)")),
+    Version("each chunk's own sum, the last one kept", "triton", "unknown", _kernel('''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = tl.exp(x - ref)
                 m = m_new
     ''')),
 )

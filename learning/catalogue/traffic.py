@@ -70,6 +70,10 @@ WRONG = (
         def bound(intensity, peak_flops, bandwidth):
             return "memory-bound" if intensity < bandwidth / peak_flops else "compute-bound"
     '''),
+    Version("memory-bound at the ridge point too", "python", "wrong-bound", '''
+        def bound(intensity, peak_flops, bandwidth):
+            return "memory-bound" if intensity <= peak_flops / bandwidth else "compute-bound"
+    '''),
     Version("intensity compared with the peak", "python", "wrong-bound", '''
         def bound(intensity, peak_flops, bandwidth):
             return "memory-bound" if intensity < peak_flops else "compute-bound"
@@ -105,6 +109,25 @@ WRONG = (
             intensity = arithmetic_intensity(flops, nbytes)
             return {"bytes": nbytes, "flops": flops, "intensity": intensity,
                     "bound": bound(intensity, peak_flops, bandwidth)}
+    '''),
+    Version("intensity rounded to three decimals", "python", "unknown", '''
+        def arithmetic_intensity(flops, nbytes):
+            return round(flops / nbytes, 3)
+    '''),
+    Version("a kernel's own key for its arrays", "python", "error:key-error", '''
+        def bytes_moved(kernels, arrays, element_bytes):
+            total = 0
+            for kernel in kernels:
+                for name in kernel["inputs"] + kernel["outputs"]:
+                    total += arrays[name] * element_bytes
+            return total
+    '''),
+    Version("a kernel loop that never moves on", "python", "timed-out", '''
+        def total_flops(kernels):
+            total, i = 0, 0
+            while i < len(kernels):
+                total += kernels[i]["flops"]
+            return total
     '''),
 )
 
