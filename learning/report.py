@@ -109,7 +109,8 @@ def _hint_pointer(exercise: registry.Exercise, part: registry.Part,
         return ""
     if state.hints_seen(exercise.name, part.name) >= level:
         return f"hint {level}: {part.hints[level - 1]}"
-    return f"hint {level} of {len(part.hints)} helps with this: {hint_command(exercise, part, level)}"
+    command = hint_command(exercise, part, level)
+    return f"hint {level} of {len(part.hints)} helps with this: {command}"
 
 
 CASE_INDENT = 10  # a case's details sit under its name, wrapped lines included

@@ -88,7 +88,7 @@ def _describe(address: int) -> str:
     names = getattr(_state, "names", [])
     for index, (start, end) in enumerate(ranges):
         name = names[index] if index < len(names) else ""
-        what = f"{name} (tensor argument {index + 1})" if name else \
+        what = f"{name}, tensor argument {index + 1}" if name else \
             f"tensor argument {index + 1}"
         if address >= end:
             distances.append((address - end, f"{address - end} bytes past the end of {what}"))

@@ -140,6 +140,17 @@ def test_every_declared_catch_is_proven_by_a_catalogued_version(exercise):
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
+def test_every_declared_bug_has_a_catalogued_version(exercise):
+    """A part's own bugs are each made by some catalogued version (the common ones it only
+    words for itself are made by versions of other parts or exercises)."""
+    catalogued = {(v.part, v.bug) for v in versions(exercise.name) if v.bug}
+    for part in exercise.parts:
+        for bug in part.bugs:
+            assert bug.key in COMMON_BUGS or (part.name, bug.key) in catalogued, (
+                part.name, bug.key)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=NAMES)
 def test_every_declared_bug_can_be_recognised(exercise):
     """A bug the grader has no evidence for (no replay, no error) could only ever be a guess."""
     for part in exercise.parts:

@@ -64,6 +64,12 @@ PYTHON = (
             for pid in range((len(x) + BLOCK - 1) // BLOCK):
                 add_relu_program(pid, x, y, out, BLOCK)
     '''),
+    Version("offsets ignore the program id", "python", "same-block", '''
+        def add_relu_program(pid, x, y, out, BLOCK):
+            for lane in range(BLOCK):
+                if lane < len(x):
+                    out[lane] = max(x[lane] + y[lane], 0.0)
+    '''),
     Version("the length misspelt", "python", "error:name-not-defined", '''
         def add_relu_python(x, y, BLOCK):
             out = [math.nan] * len(x)
@@ -125,6 +131,8 @@ TRITON = (
             return out
     '''),
     Version("add without the ReLU", "triton", "no-relu", _kernel(value="x + y")),
+    Version("ReLU on each input", "triton", "relu-before-add",
+            _kernel(value="tl.maximum(x, 0.0) + tl.maximum(y, 0.0)")),
     Version("returns float32 for float16", "triton", "wrong-dtype", '''
         def add_relu_triton(x, y):
             out = torch.empty(x.shape, dtype=torch.float32, device=x.device)

@@ -69,6 +69,20 @@ PYTHON = (
             total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
             return [math.exp(x - row_max) / total for x in values]
     '''),
+    Version("every step reads the first chunk", "python", "not-advanced", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[0:block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
     Version("exponentials of the values themselves", "python", "no-shift", '''
         def online_softmax_python(values, block):
             s = [0.0] * block

@@ -400,6 +400,34 @@ AUTOGRAD = (
     '''),
 )
 
+_FORMULA_KERNEL = '''
+        @triton.jit
+        def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride,
+                                    dy_row_stride, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0)
+            if y.dtype != tl.float64:
+                y = y.to(tl.float32)
+                dy = dy.to(tl.float32)
+            dot = tl.sum(y * dy, axis=0)
+            tl.store(dx_ptr + row * dx_row_stride + offsets, {dx}, mask=mask)
+'''
+# The wrong formulas of the backward kernel, seen through autograd as the learner's
+# SoftmaxFunction calls the same kernel.
+_FORMULAS = (
+    ("forgets the y factor", "no-y-factor", "dy - dot"),
+    ("dot product of dy alone", "dot-without-y", "y * (dy - tl.sum(dy, axis=0))"),
+    ("the Jacobian's diagonal only", "diagonal-only", "y * (1.0 - y) * dy"),
+    ("flipped sign", "flipped-sign", "y * (dot - dy)"),
+)
+TRITON += (Version("flipped sign", "triton", "flipped-sign",
+                   _FORMULA_KERNEL.format(dx="y * (dot - dy)")),)
+AUTOGRAD += tuple(Version(f"backward kernel: {name}", "autograd", bug,
+                          _FORMULA_KERNEL.format(dx=dx)) for name, bug, dx in _FORMULAS)
+
 WRONG = PYTHON + TRITON + AUTOGRAD
 
 RIGHT = (
