@@ -42,7 +42,28 @@ def _parse_args(text: str | None) -> list:
     return values
 
 
+def render_hints(exercise_name: str, parts_text: str | None) -> str:
+    """The hints ``check --hint`` shows for the named parts of an exercise, as a lesson lists
+    them: the same words and the same count as the command's."""
+    from learning import registry
+
+    exercise = registry.find(exercise_name)
+    names = (parts_text or "").split(",") if parts_text else [p.name for p in exercise.parts]
+    lines = []
+    for name in names:
+        part = exercise.part(name.strip())
+        command = f"python -m learning.check {exercise.name} --part {part.name} --hint N"
+        lines.append(f"The {part.name.capitalize()} part has {len(part.hints)} hints; "
+                     f"`{command}` shows hint N, and without N the next one:")
+        lines.append("")
+        lines += [f"{level}. {hint}" for level, hint in enumerate(part.hints, 1)]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 def render_block(topic: str, block: str, args_text: str | None) -> str:
+    if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
+        return render_hints(block, args_text)
     module = explainers.load(topic)
     function = module.BLOCKS[block]
     return to_markdown(function(_parse_args(args_text)))

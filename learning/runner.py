@@ -221,12 +221,13 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
             outcome = run.outcomes.get((part.name, case.name))
             verdict, evidence = _verdict(run, part, case, outcome)
             part_result.cases.append(CaseResult(case.name, case.purpose, verdict))
-            if evidence is None or part.returns == "exact":
+            if evidence is None:
                 continue
             tolerance = case.tolerance or part.tolerance
             if verdict.passed:
                 passed.append((*evidence, tolerance.atol, tolerance.rtol))
-            elif verdict.status == "failed" and verdict.mismatch_count and not verdict.causes:
+            elif part.returns != "exact" and verdict.status == "failed" \
+                    and verdict.mismatch_count and not verdict.causes:
                 # A wrong output no known bug explains: a named bug must not predict another.
                 failed.append((outcome.values, *evidence, tolerance.atol, tolerance.rtol))
         _drop_contradicted(part_result, passed, failed)

@@ -52,21 +52,29 @@ def _wrong_byte_counts(kernels, arrays, element_bytes) -> dict:
     }
 
 
-def _bytes_bug(key: str):
+class _bytes_bug:  # noqa: N801 - used like a function: Bug(..., _bytes_bug("reads-only"))
     """Recognises the "bytes" one counting mistake gives; where two mistakes give the same
     number for a case (counting each array once, or once per kernel, for one in-place kernel),
-    each of them is named."""
+    each of them is named, unless the learner's other cases rule it out."""
 
-    def detect(got, args, want) -> bool:
+    def __init__(self, key: str):
+        self.key = key
+
+    def _candidate(self, args):
+        return _wrong_byte_counts(*args[:3])[self.key]
+
+    def __call__(self, got, args, want) -> bool:
         fields = _fields(got)
         if fields is None or fields["bytes"] == want["bytes"]:
             return False
-        candidate = _wrong_byte_counts(*args[:3])[key]
-        value = fields["bytes"]
+        candidate, value = self._candidate(args), fields["bytes"]
         same = value in candidate if isinstance(candidate, set) else value == candidate
         return same and candidate != want["bytes"]
 
-    return detect
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool:
+        candidate = self._candidate(args)
+        return want["bytes"] not in candidate if isinstance(candidate, set) else \
+            candidate != want["bytes"]
 
 
 def _intensity_bug(reproduce):

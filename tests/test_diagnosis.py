@@ -1,0 +1,341 @@
+"""The grader states only true causes: the submissions a new learner wrote, each with the
+diagnosis it must get case by case, and the pieces that make a diagnosis (what an error
+means, what a wrong output looks like) fed wrong answers of their own."""
+
+import math
+
+import numpy as np
+import pytest
+
+from learning import errors, observe
+from tests.helpers import grade_text, solution_text, write_module
+
+
+def _cases(result, part=None):
+    (part_result,) = [p for p in result.parts if part is None or p.part.name == part]
+    return {c.name: c.verdict for c in part_result.cases}
+
+
+def _causes(verdict) -> set[str]:
+    return {bug.key for bug in verdict.causes}
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+# ---------------------------------------------------------------------------------------------
+# Submissions: what the learner wrote, and what each case must say about it.
+
+
+def test_sum_of_shifted_values_is_named_where_it_divides_by_zero(tmp_path):
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(shifted)")
+    cases = _cases(grade_text(tmp_path, "softmax", code, ["python"]))
+    for name in ("overflow", "single element", "equal values"):
+        assert cases[name].status == "error"
+        assert "ZeroDivisionError" in cases[name].summary
+        assert cases[name].meaning_key == "division-by-zero"
+        # The designed bugs of these cases (no max shift, one output per input) are not claimed.
+        assert _causes(cases[name]) == {"summed-shifted"}, name
+        assert "softmax.py, line" in cases[name].where
+
+
+def test_a_missing_max_shift_is_not_blamed_on_another_division_by_zero(tmp_path):
+    code = _replace(solution_text("softmax"), "numerator = [math.exp(s) for s in shifted]",
+                    "numerator = [math.exp(v) for v in values]")
+    cases = _cases(grade_text(tmp_path, "softmax", code, ["python"]))
+    assert cases["overflow"].meaning_key == "math-range"
+    assert _causes(cases["overflow"]) == {"no-max-shift"}
+    # [-1000, -1000] divides by zero, as a sum of shifted values would; the learner passed the
+    # worked example, which that bug fails, so it is not named.
+    assert _causes(cases["underflow"]) == {"no-max-shift"}
+
+
+def test_store_given_other_is_explained_and_no_padding_bug_is_claimed(tmp_path, capsys):
+    code = _replace(solution_text("softmax"),
+                    "tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)",
+                    "tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask,"
+                    " other=-float('inf'))")
+    result = grade_text(tmp_path, "softmax", code, ["triton"])
+    raised = [v for v in _cases(result).values() if v.status == "error"]
+    assert raised and all(v.meaning_key == "store-other" and not v.causes for v in raised)
+
+
+def test_a_block_that_is_not_a_power_of_two_is_not_called_out_of_bounds(tmp_path):
+    code = _replace(solution_text("elementwise"), "    BLOCK = 1024\n", "    BLOCK = n\n")
+    cases = _cases(grade_text(tmp_path, "elementwise", code, ["triton"]))
+    assert cases["n = 17"].meaning_key == "arange-power-of-two"
+    assert not cases["n = 17"].causes
+    assert cases["n = 1024"].passed  # 1024 is a power of two: that case runs as it should
+
+
+def test_a_tree_that_never_advances_times_out_without_a_cause(tmp_path):
+    code = _replace(solution_text("reductions"),
+                    "        level = [combine(op, level[i], level[i + 1]) "
+                    "for i in range(0, len(level), 2)]\n        levels.append(level)",
+                    "        levels.append([combine(op, level[i], level[i + 1]) "
+                    "for i in range(0, len(level), 2)])")
+    result = grade_text(tmp_path, "reductions", code, ["python"], case_seconds=1.5)
+    stopped = [v for v in _cases(result).values() if v.status == "timed-out"]
+    assert stopped and not stopped[0].causes
+    assert "did not finish within 1.5 s" in stopped[0].summary
+    assert "never turns false" in stopped[0].summary
+
+
+def test_a_name_error_is_the_same_error_in_every_case_and_blames_no_formula(tmp_path, capsys):
+    code = _replace(solution_text("rmsnorm"),
+                    "rms = math.sqrt(mean_square + eps / largest / largest)",
+                    "rms = math.sqrt(mean_sqaure + eps / largest / largest)")
+    result = grade_text(tmp_path, "rmsnorm", code, ["python"])
+    cases = _cases(result)
+    raised = [v for v in cases.values() if v.status == "error"]
+    assert len(raised) >= 9
+    assert all(v.meaning_key == "name-not-defined" and not v.causes for v in raised)
+    assert "mean_sqaure" in raised[0].meaning
+
+    from rich.console import Console
+
+    from learning import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    text = console.export_text()
+    assert text.count("Traceback") == 1  # shown once in full, then referred to
+    assert text.count("the same error as case 'worked example' above") == len(raised) - 1
+    assert "likely cause" not in text
+
+
+def test_float32_arithmetic_in_python_is_described_not_misdiagnosed(tmp_path):
+    code = solution_text("softmax") + '''
+
+import numpy as np
+
+
+def softmax_python(values):
+    x = np.array(values, dtype=np.float32)
+    e = np.exp(x - x.max())
+    return [float(v) for v in e / e.sum()]
+'''
+    cases = _cases(grade_text(tmp_path, "softmax", code, ["python"]))
+    failed = [v for v in cases.values() if v.status == "failed"]
+    assert failed and all(not v.causes for v in failed)
+    assert any("float32 rounding" in o for v in failed for o in v.observations)
+
+
+def test_a_rounded_intensity_is_described_not_blamed_on_the_byte_count(tmp_path):
+    code = solution_text("traffic") + '''
+
+def arithmetic_intensity(flops, nbytes):
+    return round(flops / nbytes, 3)
+'''
+    cases = _cases(grade_text(tmp_path, "traffic", code))
+    failed = [v for v in cases.values() if v.status == "failed"]
+    assert failed and all(not v.causes for v in failed)
+    said = " ".join(o for v in failed for o in v.observations)
+    assert "'intensity'" in said and "rounded to 3 decimal places" in said
+    assert "'bytes'" in said and "agree with the reference" in said
+
+
+def test_memory_bound_at_the_ridge_is_caught(tmp_path):
+    code = _replace(solution_text("traffic"), "if intensity < ridge", "if intensity <= ridge")
+    cases = _cases(grade_text(tmp_path, "traffic", code))
+    assert _causes(cases["at the ridge point"]) == {"wrong-bound"}
+    assert sum(not v.passed for v in cases.values()) == 1
+
+
+def test_the_weight_loaded_at_the_row_offset_is_named_as_such(tmp_path):
+    code = _replace(solution_text("rmsnorm"), "weight_ptr + offsets",
+                    "weight_ptr + row * input_row_stride + offsets")
+    cases = _cases(grade_text(tmp_path, "rmsnorm", code, ["triton"]))
+    assert "weight-row-offset" in _causes(cases["many rows"])
+    assert "row-stride" not in {k for v in cases.values() for k in _causes(v)}
+
+
+def test_a_backward_that_keeps_an_expanded_dy_fails_the_lessons_own_example(tmp_path):
+    code = solution_text("softmax_backward")
+    code = _replace(code, "        if dy.stride(1) != 1:  # y.sum().backward() sends an expanded "
+                          "dy whose strides are 0\n            dy = dy.contiguous()\n", "")
+    code = _replace(code, "    if y.stride(1) != 1 or dy.stride(1) != 1:", "    if False:")
+    cases = _cases(grade_text(tmp_path, "softmax_backward", code, ["autograd"]))
+    verdict = cases["dy from y.sum()"]
+    assert not verdict.passed
+    assert "dy-not-contiguous" in _causes(verdict)
+
+
+def test_several_matching_replays_are_all_named(tmp_path, capsys):
+    # Counting each array once and once per kernel agree for one in-place kernel.
+    code = solution_text("traffic") + '''
+
+def bytes_moved(kernels, arrays, element_bytes):
+    names = {name for kernel in kernels for name in kernel["reads"] + kernel["writes"]}
+    return sum(arrays[name] for name in names) * element_bytes
+'''
+    result = grade_text(tmp_path, "traffic", code)
+    assert _causes(_cases(result)["in-place update"]) == {"counted-once", "in-place-once"}
+
+    from rich.console import Console
+
+    from learning import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    assert "likely cause, one of:" in console.export_text()
+
+
+def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys):
+    code = _replace(solution_text("softmax"), "output = numerator / denominator",
+                    "output = numerator / (denominator + 0.01)")
+    result = grade_text(tmp_path, "softmax", code, ["triton"])
+    failed = [v for v in _cases(result).values() if v.status == "failed"]
+    assert failed and all(not v.causes and v.observations for v in failed)
+
+    from rich.console import Console
+
+    from learning import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    text = console.export_text()
+    assert "no known mistake gives this output; what differs:" in text
+    assert "each row is the reference's row times its own number" in text
+    assert "likely cause" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
+    from learning import check
+
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(shifted)")
+    write_module(tmp_path, "softmax", code)
+    check.main(["softmax", "--root", str(tmp_path), "--part", "python"])
+    out = capsys.readouterr().out
+    assert "hint 3 of 4 helps with this: python -m learning.check softmax --part python " \
+           "--hint 3" in " ".join(out.split())
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "python", "--hint",
+                       "3"]) == 0
+    shown = capsys.readouterr().out
+    assert "Hint 3 of 4" in shown and "sum(numerator)" in shown
+    assert check.main(["softmax", "--root", str(tmp_path), "--hint", "9"]) == 2
+    assert "has 4 hints, so there is no hint 9" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# What an exception means: each entry against the message its library really words.
+
+
+@pytest.mark.parametrize("exc_type, message, key", [
+    ("ValueError", "arange's range must be a power of 2", "arange-power-of-two"),
+    ("ValueError", "arange's arguments must be of type tl.constexpr", "arange-constexpr"),
+    ("TypeError", "store() got an unexpected keyword argument 'other'", "store-other"),
+    ("TypeError", "add_relu_kernel() missing 1 required positional argument: 'n'",
+     "missing-argument"),
+    ("TypeError", "ar() got multiple values for argument 'BLOCK'", "multiple-values"),
+    ("TypeError", "object of type 'int' has no len()", "grid-not-tuple"),
+    ("ValueError", "Cannot make_shape_compatible: incompatible dimensions at index 1: 32 and 4",
+     "shapes-incompatible"),
+    ("RuntimeError", "The size of tensor a (3) must match the size of tensor b (4) at "
+     "non-singleton dimension 0", "torch-shapes"),
+    ("ValueError", "Expected dtype ['fp32', 'fp64'] but got fp16", "float-dtype"),
+    ("ValueError", "axis 1 out of bounds for shape ['constexpr[16]']", "reduction-axis"),
+    ("ZeroDivisionError", "float division by zero", "division-by-zero"),
+    ("OverflowError", "math range error", "math-range"),
+    ("IndexError", "list index out of range", "list-index"),
+    ("NameError", "name 'mean_sqaure' is not defined", "name-not-defined"),
+    ("UnboundLocalError", "cannot access local variable 'total' where it is not associated "
+     "with a value", "unbound-local"),
+    ("KeyError", "'inputs'", "key-error"),
+])
+def test_an_error_is_explained_by_what_its_words_mean(exc_type, message, key):
+    explained = errors.explain(exc_type, message)
+    assert explained is not None and explained[0] == key
+    assert "{" not in explained[1]  # every placeholder filled from the message
+
+
+def test_an_unknown_error_gets_no_meaning():
+    assert errors.explain("TypeError", "must be real number, not list") is None
+    assert errors.explain("ValueError", "something only this learner's code says") is None
+
+
+def test_the_learners_line_is_the_last_frame_of_their_file():
+    traceback = ('Traceback (most recent call last, your code only):\n'
+                 '  File "/course/softmax.py", line 55, in softmax_triton\n'
+                 '    softmax_kernel[(n_rows,)](output, x)\n'
+                 '  File "/course/softmax.py", line 43, in softmax_kernel\n'
+                 '    tl.store(output_ptr + offsets, output, other=0)\n'
+                 "TypeError: store() got an unexpected keyword argument 'other'\n")
+    assert errors.learner_line(traceback, "softmax.py") == (
+        "softmax.py, line 43 (softmax_kernel): tl.store(output_ptr + offsets, output, other=0)")
+    assert errors.learner_line(traceback, "rmsnorm.py") == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# What a wrong output looks like: each description against an output made to have it.
+
+
+def _want():
+    return np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4], [0.5, 0.25, 0.25]])
+
+
+def test_a_float32_sized_error_is_named_as_float32_rounding():
+    want = _want()
+    got = want * (1 + 3e-8)
+    said = observe.describe_values(got, want, 1e-12, 1e-9)
+    assert any("float32 rounding" in s for s in said)
+
+
+def test_a_float16_sized_error_is_named_as_float16_rounding():
+    want = _want()
+    said = observe.describe_values(want * (1 + 1e-3), want, 1e-6, 1e-5)
+    assert any("float16 rounding" in s for s in said)
+
+
+def test_rows_after_the_first_and_row_sums_are_described():
+    want = _want()
+    got = want.copy()
+    got[1:] *= 2.0
+    said = observe.describe_values(got, want, 1e-9, 1e-9, properties=("row-sums",))
+    assert "row 0 is right and every later row differs" in said
+    assert any("the rows sum to between 1 and 2" in s for s in said)
+    assert any("each row is the reference's row times its own number" in s for s in said)
+
+
+def test_another_row_of_the_reference_and_the_input_unchanged_are_described():
+    want = _want()
+    got = want[[0, 0, 2]]
+    assert "row 1 of the output is the reference's row 0" in observe.describe_values(
+        got, want, 1e-9, 1e-9)
+    x = np.array([[1.0, 2.0, 3.0]] * 3)
+    assert "the output equals the input, unchanged" in observe.describe_values(
+        x.copy(), _want(), 1e-9, 1e-9, inputs=(x,))
+
+
+def test_a_tail_of_columns_and_a_sign_flip_are_described():
+    want = _want()
+    got = want.copy()
+    got[:, 2] = 0.0
+    assert any("only in column 2 of 3" in s for s in observe.describe_values(got, want, 1e-9,
+                                                                              1e-9))
+    assert "every value is the reference with its sign flipped" in observe.describe_values(
+        -want, want, 1e-9, 1e-9)
+
+
+def test_exact_answers_are_compared_field_by_field():
+    want = {"bytes": 8388608, "flops": 0, "intensity": 0.123456, "bound": "memory-bound"}
+    got = dict(want, bytes=4194304)
+    said = observe.describe_exact(got, want)
+    assert "'bytes': 4194304 where the reference has 8388608: exactly 1/2 of the reference" \
+        in said
+    assert any("agree with the reference" in s for s in said)
+    assert observe.describe_exact([1, 2], [1, 2, 3]) == ["it has 2 items, the reference 3"]
+    assert "the reference rounded to 2 decimal places" in observe.describe_exact(
+        0.12, 0.123456)[0]
+
+
+def test_a_description_never_claims_a_difference_that_is_not_there():
+    want = _want()
+    assert observe.describe_values(want.copy(), want, 1e-9, 1e-9) == []
+    nan = np.full((2, 2), math.nan)
+    assert observe.describe_values(nan, nan, 1e-9, 1e-9) == []
