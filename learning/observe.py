@@ -98,6 +98,9 @@ def _size(got, want, bad) -> str:
         return text
     relative = float(np.max(diff[nonzero] / scale[nonzero]))
     text += f", the largest relative difference {relative:.2g}"
+    signs = np.sign((got - want)[finite])
+    if (signs > 0).all() or (signs < 0).all():
+        return text  # errors all one way are no rounding, whatever their size
     for bound, description in PRECISIONS:
         if relative <= bound:
             return f"{text}: {description}"

@@ -117,13 +117,15 @@ CASE_INDENT = 10  # a case's details sit under its name, wrapped lines included
 
 
 def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = "",
-         style: str = "", first: Text | None = None, sep: str = " "):
+         style: str = "", first: Text | None = None, sep: str = " ", hang: int = 0):
     """A detail of a case, wrapped at the console's width with every line under ``indent``
-    (rich would start wrapped lines at column 0). ``label`` starts it in ``style``; ``first``
-    replaces the indent of the first line (a case's status)."""
+    (rich would start wrapped lines at column 0), and ``hang`` columns further after the
+    first (a list item's text). ``label`` starts it in ``style``; ``first`` replaces the
+    indent of the first line (a case's status)."""
     width = max(20, console.width - indent)
     text = f"{label}{sep}{body}" if label else body
-    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False,
+                          subsequent_indent=" " * hang) or [""]
     for number, line in enumerate(lines):
         out = first.copy() if number == 0 and first is not None else Text(" " * indent)
         if number == 0 and label:
@@ -169,12 +171,12 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     elif verdict.causes:
         _say(console, "", label="likely cause, one of:", style="yellow")
         for bug in verdict.causes:
-            _say(console, f"- {bug.cause}", CASE_INDENT + 2)
+            _say(console, f"- {bug.cause}", CASE_INDENT + 2, hang=2)
     elif verdict.status == "failed" and verdict.observations:
         _say(console, "", label="no known mistake gives this output; what differs:",
              style="yellow")
         for observation in verdict.observations:
-            _say(console, f"- {observation}", CASE_INDENT + 2)
+            _say(console, f"- {observation}", CASE_INDENT + 2, hang=2)
     if hint:
         _say(console, hint, style="cyan")
     if verdict.traceback:

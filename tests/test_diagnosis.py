@@ -279,17 +279,26 @@ def _want():
     return np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4], [0.5, 0.25, 0.25]])
 
 
+_SIGNS = np.array([[1, -1, 1], [-1, 1, -1], [1, 1, -1]])  # rounding goes both ways
+
+
 def test_a_float32_sized_error_is_named_as_float32_rounding():
     want = _want()
-    got = want * (1 + 3e-8)
-    said = observe.describe_values(got, want, 1e-12, 1e-9)
+    said = observe.describe_values(want * (1 + 3e-8 * _SIGNS), want, 1e-12, 1e-9)
     assert any("float32 rounding" in s for s in said)
 
 
 def test_a_float16_sized_error_is_named_as_float16_rounding():
     want = _want()
-    said = observe.describe_values(want * (1 + 1e-3), want, 1e-6, 1e-5)
+    said = observe.describe_values(want * (1 + 1e-3 * _SIGNS), want, 1e-6, 1e-5)
     assert any("float16 rounding" in s for s in said)
+
+
+def test_an_error_all_one_way_is_not_called_rounding():
+    want = _want()
+    said = observe.describe_values(want * (1 + 1e-3), want, 1e-6, 1e-5)
+    assert not any("rounding" in s for s in said)
+    assert "every value is the reference times 1.001" in said
 
 
 def test_rows_after_the_first_and_row_sums_are_described():
