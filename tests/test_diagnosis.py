@@ -145,6 +145,7 @@ def test_memory_bound_at_the_ridge_is_caught(tmp_path):
     assert sum(not v.passed for v in cases.values()) == 1
 
 
+@pytest.mark.interpreter  # named from the bounds check's words; a GPU reads past the weight
 def test_the_weight_loaded_at_the_row_offset_is_named_as_such(tmp_path):
     code = _replace(solution_text("rmsnorm"), "weight_ptr + offsets",
                     "weight_ptr + row * input_row_stride + offsets")
@@ -153,6 +154,7 @@ def test_the_weight_loaded_at_the_row_offset_is_named_as_such(tmp_path):
     assert "row-stride" not in {k for v in cases.values() for k in _causes(v)}
 
 
+@pytest.mark.interpreter  # named from the bounds check's words; a GPU reads past dy's value
 def test_a_backward_that_keeps_an_expanded_dy_fails_the_lessons_own_example(tmp_path):
     code = solution_text("softmax_backward")
     code = _replace(code, "        if dy.stride(1) != 1:  # y.sum().backward() sends an expanded "

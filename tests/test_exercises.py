@@ -83,7 +83,11 @@ def test_catalogued_mistake_gets_its_diagnosis_where_declared(tmp_path, mode, na
     exercise = registry.find(name)
     part = exercise.part(part_name)
     graded = {}
-    for version in GROUPS[(name, part_name, diagnosis)]:
+    group = [v for v in GROUPS[(name, part_name, diagnosis)]
+             if mode.interpret or not v.interpreter_only]
+    if not group:
+        pytest.skip("the diagnosis rests on the interpreter's bounds checks")
+    for version in group:
         folder = tmp_path / str(len(graded))
         folder.mkdir()
         limit = TIMEOUT_SECONDS if diagnosis == "timed-out" else None
@@ -92,7 +96,7 @@ def test_catalogued_mistake_gets_its_diagnosis_where_declared(tmp_path, mode, na
         (graded[version.name],) = result.parts
     for version_name, result in graded.items():
         assert result.status == "failed", version_name
-        _assert_diagnosis(result, diagnosis, version_name)
+        _assert_diagnosis(result, diagnosis, version_name, mode.interpret)
     # Every case that declares this mistake fails for at least one of its versions, naming it.
     for case in part.cases:
         if diagnosis in case.catches and _runs_here(case, mode):
@@ -101,7 +105,7 @@ def test_catalogued_mistake_gets_its_diagnosis_where_declared(tmp_path, mode, na
             assert caught, f"case {case.name!r} declares {diagnosis!r} but catches no version"
 
 
-def _assert_diagnosis(result, diagnosis: str, version: str):
+def _assert_diagnosis(result, diagnosis: str, version: str, interpreted: bool = True):
     failing = [c for c in result.cases if c.verdict.status not in ("passed", "skipped",
                                                                    "not-run")]
     if diagnosis == "timed-out":
@@ -118,7 +122,9 @@ def _assert_diagnosis(result, diagnosis: str, version: str):
         raised = [c for c in failing if c.verdict.status == "error"]
         assert raised and all(c.verdict.meaning_key == key for c in raised), (
             version, {c.name: c.verdict.meaning_key for c in raised})
-        assert all(c.verdict.where for c in raised), version
+        # The learner's line: a Python frame in the interpreter (a compiler's error on a GPU
+        # points into the kernel's source instead).
+        assert all(c.verdict.where for c in raised) or not interpreted, version
         assert not failing_bugs(result), (version, failing_bugs(result))
     else:
         assert diagnosis in failing_bugs(result), (version, failing_bugs(result))

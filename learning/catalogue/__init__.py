@@ -28,6 +28,9 @@ class Version:
     part: str
     bug: str | None  # a Bug key of the part or of COMMON_BUGS, "error:<key>", or a DIAGNOSES
     source: str
+    # The diagnosis rests on the interpreter's bounds checks (an address past a tensor's end is
+    # an error there); compiled on a GPU the same code reads whatever lies beyond.
+    interpreter_only: bool = False
 
     def module_text(self, exercise: str) -> str:
         reference = solution_path(exercise).read_text(encoding="utf-8")

@@ -228,7 +228,7 @@ TRITON = (
             w = tl.load(weight_ptr + row * input_row_stride + offsets, mask=mask, other=0.0)
             y = x * tl.rsqrt(mean_square + eps) * w.to(tl.float32)
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
-    ''')),
+    '''), interpreter_only=True),
     Version("the square root called as tl.rsqrt without tl", "triton", "error:name-not-defined",
             _kernel('''
             x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,

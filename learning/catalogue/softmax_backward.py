@@ -352,7 +352,7 @@ AUTOGRAD = (
             def backward(ctx, dy):
                 (y,) = ctx.saved_tensors
                 return softmax_backward_triton(y, dy)
-    '''),
+    ''', interpreter_only=True),
     Version("backward reads dy with the width as its row stride", "autograd", "row-stride", '''
         def softmax_backward_triton(y, dy):
             n_rows, n_cols = y.shape
