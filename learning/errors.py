@@ -83,8 +83,9 @@ MEANINGS = (
             "this Triton function accepts only {want}, and the block given to it holds {got}: "
             "convert it first (x.to(tl.float32))"),
     Meaning("reduction-axis", ("ValueError", "CompilationError"),
-            r"axis (?P<axis>-?\d+) out of bounds for shape",
-            "the block has fewer dimensions than axis={axis} needs: a 1-D block reduces "
+            r"(?:axis (?P<axis>-?\d+) out of bounds for shape|invalid axis (?P<bad>-?\d+)\. "
+            r"Expected)",
+            "the block has fewer dimensions than axis={axis}{bad} needs: a 1-D block reduces "
             "over axis=0"),
     Meaning("pointer-argument", ("ValueError", "TypeError", "AttributeError"),
             r"Pointer argument|cannot be accessed from Triton",
@@ -106,9 +107,11 @@ MEANINGS = (
     Meaning("empty-sequence", ("ValueError",), r"(max|min)\(\) (arg is an empty sequence|"
             r"iterable argument is empty)",
             "max() or min() of an empty list: give it a default, or handle the empty case first"),
-    Meaning("name-not-defined", ("NameError",), r"name '(?P<name>\w+)' is not defined",
-            "the name {name} is used but never defined here: a misspelling, a variable from "
-            "another function, or a missing import"),
+    Meaning("name-not-defined", ("NameError", "CompilationError"),
+            r"(?:name '(?P<name>\w+)'|^(?P<bare>\w+)) is not defined",
+            "the name {name}{bare} is used but never defined here: a misspelling, a variable "
+            "from another function, or a missing import (inside a kernel, Triton's functions "
+            "are tl.something)"),
     Meaning("unbound-local", ("UnboundLocalError",),
             r"(?:local variable '(?P<a>\w+)'|cannot access local variable '(?P<b>\w+)')",
             "the variable {a}{b} is read before the line that assigns it has run"),

@@ -246,6 +246,8 @@ def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
     ("OverflowError", "math range error", "math-range"),
     ("IndexError", "list index out of range", "list-index"),
     ("NameError", "name 'mean_sqaure' is not defined", "name-not-defined"),
+    ("NameError", "rsqrt is not defined", "name-not-defined"),  # compiled Triton's words
+    ("ValueError", "invalid axis 1. Expected -1 <= axis < 1", "reduction-axis"),
     ("UnboundLocalError", "cannot access local variable 'total' where it is not associated "
      "with a value", "unbound-local"),
     ("KeyError", "'inputs'", "key-error"),

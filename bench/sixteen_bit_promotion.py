@@ -1,0 +1,51 @@
+"""Does a 16-bit softmax kernel need its .to(tl.float32)? Lesson 08 quotes the answer.
+
+Runs lesson 08's kernel with and without the conversion on float16 and bfloat16 rows and says
+whether the outputs are bit-identical (tl.max promotes 16-bit floats to FP32 before it
+reduces), then tries tl.exp on a float16 block (Triton accepts only FP32 and FP64 there).
+Needs a CUDA GPU: ``python bench/sixteen_bit_promotion.py``; its output of 2026-12-01 on an
+H200 is bench/results/sixteen_bit_promotion.txt.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from learning.solutions import softmax as good  # noqa: E402
+
+
+@triton.jit
+def no_conversion(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                  BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
+    x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask, other=-float("inf"))
+    maximum = tl.max(x, axis=0)
+    numerator = tl.exp(x - maximum)
+    denominator = tl.sum(numerator, axis=0)
+    tl.store(output_ptr + row * output_row_stride + offsets, numerator / denominator, mask=mask)
+
+@triton.jit
+def exp16(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, tl.exp(tl.load(x_ptr + o)))
+
+print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())
+for dtype in (torch.float16, torch.bfloat16):
+    for cols in (300, 1000, 4097):
+        x = (3 * torch.randn(64, cols, device="cuda")).to(dtype)
+        a = good.softmax_triton(x)
+        b = torch.empty_like(x)
+        no_conversion[(64,)](b, x, b.stride(0), x.stride(0), cols,
+                             BLOCK=triton.next_power_of_2(cols))
+        print(dtype, cols, "bit-identical without .to(tl.float32):", torch.equal(a, b))
+try:
+    exp16[(1,)](torch.zeros(16, device="cuda", dtype=torch.float16), BLOCK=16)
+    print("tl.exp on float16: compiled")
+except Exception as e:
+    print("tl.exp on float16:", type(e).__name__, str(e).splitlines()[-1][:200] if str(e) else "")
