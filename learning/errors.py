@@ -108,7 +108,7 @@ MEANINGS = (
             r"iterable argument is empty)",
             "max() or min() of an empty list: give it a default, or handle the empty case first"),
     Meaning("name-not-defined", ("NameError", "CompilationError"),
-            r"(?:name '(?P<name>\w+)'|^(?P<bare>\w+)) is not defined",
+            r"(?:name '(?P<name>\w+)'|\b(?P<bare>\w+)) is not defined",
             "the name {name}{bare} is used but never defined here: a misspelling, a variable "
             "from another function, or a missing import (inside a kernel, Triton's functions "
             "are tl.something)"),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from learning import compare, gpu_compile, registry, runner, sanitizer
+from learning import mode as kernel_mode
 from learning.returned import Returned
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
@@ -484,6 +485,11 @@ def test_the_learners_environment_does_not_break_the_check(tmp_path, changes, pa
                           env=_environment(**changes), cwd=str(COURSE_ROOT), timeout=300)
     seconds = time.monotonic() - start
     out = done.stdout.decode("utf-8")
+    if part == "triton" and kernel_mode.interpreter_problem():
+        # This machine's interpreter cannot run the kernels (Triton <= 3.6 with numpy >= 2.4):
+        # the check must say so in one line, with the fix, instead of failing every case.
+        assert done.returncode == 2 and 'pip install "numpy<2.4"' in out, out
+        return
     assert done.returncode == 0, out + done.stderr.decode("utf-8", "replace")
     assert expect in out
     assert "Traceback" not in out and not done.stderr.strip()
