@@ -352,3 +352,22 @@ def test_a_description_never_claims_a_difference_that_is_not_there():
     assert observe.describe_values(want.copy(), want, 1e-9, 1e-9) == []
     nan = np.full((2, 2), math.nan)
     assert observe.describe_values(nan, nan, 1e-9, 1e-9) == []
+
+
+def test_json_carries_every_cause_the_meaning_the_line_and_what_differs(tmp_path, capsys):
+    import json
+
+    from learning import check
+
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(shifted)")
+    write_module(tmp_path, "softmax", code)
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "python", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    cases = {c["name"]: c for c in document["parts"][0]["cases"]}
+    raised = cases["overflow"]
+    assert [c["key"] for c in raised["causes"]] == ["summed-shifted"]
+    assert raised["error_meaning"].startswith("a division by zero")
+    assert raised["where"].startswith("softmax.py, line ")
+    failed = cases["worked example"]
+    assert failed["bug"] == "summed-shifted" and failed["observations"]
