@@ -140,6 +140,8 @@ def _scaled(got, want, bad) -> str:
 def _same_as_input(got, inputs) -> str:
     import numpy as np
 
+    if got.size < 2:  # one equal number is a coincidence more often than a returned input
+        return ""
     for position, value in enumerate(inputs):
         array = np.asarray(value, dtype=np.float64) if _numeric(value) else None
         if array is None or array.shape != got.shape:
