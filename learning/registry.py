@@ -29,10 +29,10 @@ class Bug:
 
     ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
     with this bug returns for the case's arguments (``args`` as the reference sees them). A
-    match is the evidence that lets the grader name this bug; ``learning.compare.same_as``
+    match is the evidence that lets the grader name this bug; ``learning.replays.same_as``
     builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
     given, says whether the bug's plain-Python replay raises the same exception on these
-    arguments (``learning.compare.raises_like``). ``error`` names the bug when the learner's
+    arguments (``learning.replays.raises_like``). ``error`` names the bug when the learner's
     call raises an error whose message contains it. A bug with none of the three is never
     named: the grader says what it observed instead.
     """

@@ -1,15 +1,122 @@
-"""Replays of the address mistakes every row kernel can make, for any exercise's reference.
+"""Replays of known mistakes: the evidence the grader needs before it names one.
 
-A replay computes what buggy code returns, so that the grader names the bug only when the
-learner's output is exactly that (``learning.compare.same_as``). These read the tensors'
+A replay computes what buggy code returns (``same_as``, ``any_of``) or whether it raises
+(``raises_like``), so that a bug is named only when the learner's output is exactly that, and
+dropped when the learner's other cases rule it out (``contradicted``). The address mistakes
+every row kernel can make are here too, for any exercise's reference: they read the tensors'
 memory as ``learning.tensors.TensorSpec.stored`` lays it out, padding included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from learning.numbers import close
+from learning.registry import Bug
 from learning.tensors import rows_read_at
+
+
+class same_as:  # noqa: N801 - used like a function: Bug(..., same_as(formula))
+    """A ``Bug.detect`` that recognises the output of ``reproduce(*args)``, the buggy formula.
+
+    ``predicts_failure`` says whether code with this bug would fail a case, so that a bug
+    is not named for a learner whose code passed a case the bug would have failed.
+    """
+
+    def __init__(self, reproduce: Callable[..., Any], atol: float = 1e-12, rtol: float = 1e-9):
+        self.reproduce, self.atol, self.rtol = reproduce, atol, rtol
+
+    def _buggy(self, args):
+        import numpy as np
+
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(self.reproduce(*args), dtype=np.float64)
+        except (ArithmeticError, ValueError, TypeError, IndexError):
+            return None
+
+    def __call__(self, got, args, want) -> bool:
+        buggy = self._buggy(args)
+        if buggy is None or buggy.shape != got.shape or close(got, want, self.atol,
+                                                                self.rtol).all():
+            return False
+        return bool(close(got, buggy, self.atol, self.rtol).all())
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        buggy = self._buggy(args)
+        if buggy is None:
+            return None
+        return buggy.shape != want.shape or not bool(close(buggy, want, atol, rtol).all())
+
+    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
+        """Whether a wrong output ``got`` is what this bug gives, where the bug shows (None
+        where the replay cannot say, or gives the right answer there)."""
+        buggy = self._buggy(args)
+        if buggy is None or buggy.shape != want.shape or close(buggy, want, atol, rtol).all():
+            return None
+        # The case's dtype sets how closely a kernel can follow the float64 replay.
+        atol, rtol = max(atol, self.atol), max(rtol, self.rtol)
+        return buggy.shape == got.shape and bool(close(got, buggy, atol, rtol).all())
+
+
+class any_of:  # noqa: N801 - used like a function: Bug(..., any_of(same_as(a), same_as(b)))
+    """A ``Bug.detect`` for a mistake with several forms (a shift by the first element, by the
+    mean, ...): any form's replay is evidence; the bug predicts a failure only when all do."""
+
+    def __init__(self, *detects):
+        self.detects = detects
+
+    def __call__(self, got, args, want) -> bool:
+        return any(detect(got, args, want) for detect in self.detects)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        predictions = [d.predicts_failure(args, want, atol, rtol) for d in self.detects]
+        return True if predictions and all(predictions) else None
+
+    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
+        answers = [getattr(d, "explains", lambda *a: None)(got, args, want, atol, rtol)
+                   for d in self.detects]
+        if any(a is True for a in answers):
+            return True
+        return False if any(a is False for a in answers) else None
+
+
+class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_like(code))
+    """A ``Bug.raises``: the learner's call raised ``exc_type``, and so does the plain-Python
+    replay of the buggy code on the same arguments (any of ``reproductions``, for a mistake
+    with several forms)."""
+
+    def __init__(self, *reproductions: Callable[..., Any]):
+        self.reproductions = reproductions
+
+    def _raised(self, reproduce, args) -> str:
+        try:
+            reproduce(*args)
+        except Exception as exc:  # noqa: BLE001 - the replay's own error is the evidence
+            return type(exc).__name__
+        return ""
+
+    def __call__(self, exc_type: str, args) -> bool:
+        return any(self._raised(r, args) == exc_type for r in self.reproductions)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        return True if all(self._raised(r, args) for r in self.reproductions) else None
+
+
+def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]],
+                 failed: list[tuple[Any, tuple, Any, float, float]] = ()) -> bool:
+    """Whether the learner's other cases rule ``bug`` out: code with it would have failed a
+    case they passed (each as its arguments, the reference's output and the tolerance), or
+    would have returned another wrong output where theirs was wrong and no known bug explains
+    theirs (each as their output, the arguments, the reference's output and the tolerance)."""
+    for check in (bug.detect, bug.raises):
+        predict = getattr(check, "predicts_failure", None)
+        if predict is not None and any(predict(*case) for case in passed):
+            return True
+    explains = getattr(bug.detect, "explains", None)
+    return explains is not None and any(explains(*case) is False for case in failed)
+
 
 
 def _at_n_cols(r: int, cols: int, row_stride: int) -> int:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import childproc, compare, forkserver
+from learning import childproc, compare, forkserver, replays
 from learning.registry import Exercise, Part
 from learning.returned import ImportProblem, Returned, Skipped
 from learning.tensors import TensorSpec
@@ -239,7 +239,7 @@ def _drop_contradicted(part_result: PartResult, passed: list, failed: list):
     than the bug gives. Two mistakes can raise the same error, or agree on one row."""
     verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
     named = {bug.key: bug for v in verdicts for bug in v.causes}
-    wrong = {key for key, bug in named.items() if compare.contradicted(bug, passed, failed)}
+    wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)}
     for verdict in verdicts:
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
 

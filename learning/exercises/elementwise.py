@@ -3,8 +3,8 @@ mask, first by hand in Python, then as a Triton kernel."""
 
 from __future__ import annotations
 
-from learning.compare import raises_like, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.replays import raises_like, same_as
 from learning.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from learning.compare import any_of, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import rows_at_n_cols
+from learning.replays import any_of, rows_at_n_cols, same_as
 from learning.tensors import TensorSpec
 
 IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}

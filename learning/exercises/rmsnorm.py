@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.compare import raises_like, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import rows_at_n_cols
+from learning.replays import raises_like, rows_at_n_cols, same_as
 from learning.tensors import TensorSpec
 
 DEFAULT_EPS = 1e-6

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 
-from learning.compare import any_of, same_as
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import rows_at_n_cols, rows_with_stride_of
+from learning.replays import any_of, rows_at_n_cols, rows_with_stride_of, same_as
 from learning.tensors import TensorSpec
 
 
