@@ -38,18 +38,21 @@ COMMON_BUGS = {
             "list or tensor and leave the argument as it was"),
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
-        Bug("unwritten", "some outputs were never written: check the store mask and that the "
-             "grid launches a program for every row"),
-        Bug("grid-too-small", "whole rows were never written: launch one program per row, "
-            "grid = (n_rows,)"),
-        Bug("block-too-small", "the end of each row was never written: BLOCK must cover the "
-            "whole row (triton.next_power_of_2(n_cols)), or the kernel must loop over it"),
-        Bug("off-by-one-mask", "the last column was never written: the mask is off by one; "
-            "keep the lanes with offsets < n_cols"),
+        Bug("unwritten", "some outputs were never written: no program stored to them. Look at "
+            "the store's offsets and mask, and at how many programs the grid launches"),
+        Bug("grid-too-small", "whole rows were never written: no program stored them. Either "
+            "the grid launched fewer programs than rows (one per row is grid = (n_rows,)), or "
+            "the programs stored to other rows (a row index from another axis, or a store "
+            "without the row's offset)"),
+        Bug("block-too-small", "the end of each row was never written: no lane stored there. "
+            "Either BLOCK is narrower than the row (it must be triton.next_power_of_2(n_cols), "
+            "or the kernel must loop over the row), or the store's offsets or mask stop short"),
+        Bug("off-by-one-mask", "the last column was never written: the store stops one short, "
+            "usually a mask that is off by one (keep the lanes with offsets < n_cols)"),
         Bug("out-of-bounds", "a load or store reached outside the tensors: row r starts at "
             "r * row_stride, and every lane at or past n_cols must be masked"),
-        Bug("exited", "the code called sys.exit() or exit(): a function must return its "
-            "result, never end the program"),
+        Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
+            "must return its result, never end the program"),
     )
 }
 

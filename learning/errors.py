@@ -50,8 +50,8 @@ MEANINGS = (
     Meaning("missing-argument", ("TypeError",),
             r"(?P<fn>\w+)\(\) missing (?P<count>\d+) required (?:positional |keyword-only )?"
             r"arguments?: (?P<names>.+)",
-            "{fn} was called without {names}: a launch passes every kernel parameter, "
-            "tl.constexpr ones included (as keywords, BLOCK=...), in the kernel's order"),
+            "{fn} was called without {names}: every parameter needs an argument (in a kernel "
+            "launch too, where tl.constexpr ones go as keywords, BLOCK=...)"),
     Meaning("multiple-values", ("TypeError",),
             r"(?P<fn>\w+)\(\) got multiple values for argument '(?P<arg>\w+)'",
             "{fn} received {arg} twice: once by position and once by keyword, usually because "

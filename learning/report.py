@@ -40,7 +40,7 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
         _render_part(console, exercise, part_result, state)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
-        console.print(escape(result.learner_output.rstrip()), highlight=False, markup=False)
+        console.print(result.learner_output.rstrip(), highlight=False, markup=False)
     _render_summary(console, result)
 
 
@@ -49,7 +49,7 @@ def _render_import_problem(console: Console, result: runner.CheckResult):
     console.print(f"\n[red]Could not load {result.exercise.filename}:[/red] "
                   f"{escape(problem.message)}", highlight=False)
     if problem.traceback:
-        console.print(escape(problem.traceback.rstrip()), highlight=False, markup=False)
+        console.print(problem.traceback.rstrip(), highlight=False, markup=False)
 
 
 def _lesson_label(exercise: registry.Exercise, part: registry.Part) -> str:

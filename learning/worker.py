@@ -90,7 +90,8 @@ def learner_traceback(exc: BaseException, learner_file: str) -> str:
     if not mine:
         here = os.path.dirname(os.path.abspath(__file__))
         mine = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
-    lines = ["Traceback (most recent call last, your code only):\n"]
+    # With no frame of theirs (the grader's call itself failed), the exception line alone.
+    lines = ["Traceback (most recent call last, your code only):\n"] if mine else []
     lines += traceback.format_list(mine)
     lines += traceback.format_exception_only(type(exc), exc)
     return _cut("".join(lines), 4 * MAX_MESSAGE, 4 * MAX_MESSAGE_LINES)
@@ -399,12 +400,13 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     for part in parts:
         function = getattr(module, part.function, None)
         if not callable(function):
+            name = os.path.basename(module_path)
+            message = f"{name} has no function {part.function}; did you rename it?"
+            if function is not None:
+                message = (f"{name} defines {part.function} as a value of type "
+                           f"{type(function).__name__}, not a function: write it with def")
             channel.send("part-missing", part.name, ImportProblem(
-                "missing-function",
-                f"{os.path.basename(module_path)} has no function {part.function}; "
-                "did you rename it?",
-                function=part.function,
-            ))
+                "missing-function", message, function=part.function))
             continue
         if recorder is not None:
             recorder.part = part.name

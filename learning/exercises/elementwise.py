@@ -41,7 +41,7 @@ def _tail_unwritten(got, args, want) -> bool:
     blocks = [args[2]] if len(args) > 2 else POWERS_OF_TWO
     for block in blocks:
         written = (n // block) * block
-        if written == n:
+        if written in (0, n):  # nothing written at all says nothing about the grid
             continue
         head_ok = np.allclose(got[:written], want[:written], rtol=1e-3, atol=1e-3)
         if head_ok and np.isnan(got[written:]).all():
@@ -93,11 +93,12 @@ SHARED_BUGS = (
         "late; program pid's lanes are pid * BLOCK + 0, 1, ..., BLOCK - 1", _first_unwritten),
     Bug("off-by-one-mask", "the last element was never written: the mask is off by one (keep "
         "the lanes with offsets < n), or the grid is one program short", _last_unwritten),
-    Bug("grid-too-small", "the last elements were never written: n // BLOCK programs leave the "
-        "final, partial block out; launch the ceiling, (n + BLOCK - 1) // BLOCK "
-        "(triton.cdiv(n, BLOCK))", _tail_unwritten),
-    Bug("same-block", "only the first block was written: every program wrote the same "
-        "elements; add the program's start, offsets = pid * BLOCK + lane", _first_block_only),
+    Bug("grid-too-small", "everything up to a whole number of blocks was written and nothing "
+        "after it: the final, partial block never ran, as n // BLOCK programs leave it out; "
+        "launch the ceiling, (n + BLOCK - 1) // BLOCK (triton.cdiv(n, BLOCK))", _tail_unwritten),
+    Bug("same-block", "only the first block was written: either every program wrote the same "
+        "elements (offsets need the program's start, pid * BLOCK + lane), or only the first "
+        "program ran", _first_block_only),
     Bug("no-relu", "these are x + y: clamp each sum at zero, max(x + y, 0)",
         same_as(_added_only, **_LOOSE)),
     Bug("relu-before-add", "the ReLU went on each input, relu(x) + relu(y): add first, then "
@@ -168,8 +169,8 @@ PYTHON_CASES = (
 TRITON_BUGS = SHARED_BUGS + (
     Bug("out-of-bounds", "a load or store reached past the end of a tensor: every lane at or "
         "past n must be masked (mask = offsets < n) in every tl.load and tl.store"),
-    Bug("unwritten", "some elements were never written: the store must be masked with "
-        "offsets < n, not skipped, and the grid must cover every element"),
+    Bug("unwritten", "some elements were never written: no program stored to them. Look at the "
+        "store's offsets and mask, and at how many programs the grid launches"),
     Bug("wrong-dtype", "float16 inputs must give a float16 output: allocate it like x "
         "(torch.empty_like(x))"),
 )

@@ -198,8 +198,9 @@ TRITON_BUGS = (
     Bug("out-of-bounds", "a load or store reached outside the tensors: mask both the columns "
         "(cols < n_cols) and the rows (rows < n_rows) of the tile, and start row r at "
         "r * row_stride"),
-    Bug("grid-too-small", "whole rows were never written: launch triton.cdiv(n_rows, ROWS) "
-        "programs, one for every ROWS rows"),
+    Bug("grid-too-small", "whole rows were never written: no program stored them. Either the "
+        "grid launched too few programs (triton.cdiv(n_rows, ROWS), one for every ROWS rows), "
+        "or the programs' row indices skip rows (program p starts at row p * ROWS)"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
         same_as(rows_at_n_cols(reference_centred), **_LOOSE)),
