@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.hint is not None:
         try:
-            return show_hint(console, targets[0], options.parts, root, progress, options.hint)
+            return show_hint(console, targets[0], options.parts, root, progress, options.hint,
+                             options.json)
         except ArgumentError as error:
             console.print(f"check: {escape(str(error))}", style="red", highlight=False)
             return 2
@@ -162,7 +164,7 @@ def _hint_level(text: str) -> int:
 
 
 def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, root: Path,
-              progress: state.State, wanted: int = 0) -> int:
+              progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
     hint ``wanted`` when it is given."""
     candidates = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
@@ -177,6 +179,14 @@ def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, roo
         raise ArgumentError(f"the {part.name} part of {exercise.name} has {len(part.hints)} "
                             f"hints, so there is no hint {wanted}")
     level = wanted or min(progress.hints_seen(exercise.name, part.name) + 1, len(part.hints))
+    # Saved first: a reader that stops early (check --hint | head -1) has still seen it.
+    progress.saw_hint(exercise.name, part.name, max(level, progress.hints_seen(exercise.name,
+                                                                             part.name)))
+    state.save(root, progress)
+    if as_json:
+        print(json.dumps({"exercise": exercise.name, "part": part.name, "level": level,
+                          "of": len(part.hints), "hint": part.hints[level - 1]}, indent=2))
+        return 0
     console.print(f"[bold]Hint {level} of {len(part.hints)}[/bold] for the {part.name} part of "
                   f"{exercise.name} ({part.function}):", highlight=False)
     console.print(escape(part.hints[level - 1]), highlight=False)
@@ -190,11 +200,18 @@ def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, roo
     else:
         console.print(f"Run the same command again for hint {level + 1}.", style="dim",
                       highlight=False)
-    progress.saw_hint(exercise.name, part.name, max(level, progress.hints_seen(exercise.name,
-                                                                             part.name)))
-    state.save(root, progress)
     return 0
 
 
+def run() -> int:
+    """``main``, ending quietly when the reader of its output goes away (check --json | head)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail again
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

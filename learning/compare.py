@@ -73,6 +73,9 @@ class Verdict:
     # Known mistakes the evidence shows: a replay that reproduces the output (or the error), or
     # what happened itself (an unwritten tail, a changed input). Empty when nothing is known.
     causes: tuple[Bug, ...] = ()
+    # Causes whose only evidence here is weak: the same exception type as their replay's, or
+    # an output of nothing but NaN, which many mistakes give alike.
+    weak: tuple[str, ...] = ()
     meaning: str = ""  # what the raised exception means (learning.errors), when known
     meaning_key: str = ""
     where: str = ""  # the learner's line that raised, "softmax.py, line 18 (f): code"
@@ -162,11 +165,13 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
                        causes=specific + (COMMON_BUGS[common[raised.exc_type]],),
                        where=where, traceback=raised.traceback, seconds=raised.seconds)
     summary = f"raised {raised.exc_type}: {raised.message}"
-    causes = tuple(b for b in part.bugs if b.error and b.error in summary
-                   or b.raises is not None and b.raises(raised.exc_type, args))
+    worded = tuple(b for b in part.bugs if b.error and b.error in summary)
+    replayed = tuple(b for b in part.bugs if b not in worded and b.raises is not None
+                     and b.raises(raised.exc_type, args))
     explained = errors.explain(raised.exc_type, raised.message)
     key, meaning = explained if explained else ("", "")
-    return Verdict("error", summary, causes=causes, meaning=meaning, meaning_key=key,
+    return Verdict("error", summary, causes=worded + replayed,
+                   weak=tuple(b.key for b in replayed), meaning=meaning, meaning_key=key,
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
 
 
@@ -310,6 +315,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, got, args, want)
+    all_nan = got.size > 1 and bool(np.isnan(got).all()) and not np.isnan(want).all()
     summary = (f"{len(bad)} of {got.size} values differ from the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
     special = special_values(got, want)
@@ -318,9 +324,12 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if problems and len(bad):
         summary += f"; {problems[0]}"
     inputs = tuple(a for a in args if not isinstance(a, (int, float, str, bool)))
+    dtype = next((getattr(a, "stored_dtype", "") for a in args
+                  if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
-                             inputs, part.observe)
+                             inputs, part.observe, dtype)
     return Verdict("failed", summary, causes=causes, observations=observations,
+                   weak=tuple(b.key for b in causes) if all_nan else (),
                    got=format_values(got), mismatches=mismatches, mismatch_count=len(bad),
                    size=int(got.size))
 

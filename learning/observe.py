@@ -13,20 +13,25 @@ from learning.numbers import close, format_value
 
 # Relative errors of this size are what rounding to these formats gives (unit roundoff 2**-24,
 # 2**-11, 2**-8), with room for the few operations of a kernel: (upper bound, description).
+# Each: (upper bound, the narrowest storage dtype in which it can arise, description). A
+# float16 or bfloat16 size is named only for a case stored in that dtype.
 PRECISIONS = (
-    (1e-12, "only the last digits differ, as a different order of the same float64 "
-            "operations gives"),
-    (2e-6, "the size of float32 rounding (float32 keeps about 7 significant digits; "
-           "float64, Python's float, about 16)"),
-    (1e-4, "larger than float32 rounding and smaller than float16's"),
-    (4e-3, "the size of float16 rounding (float16 keeps about 3 significant digits)"),
-    (3e-2, "the size of bfloat16 rounding (bfloat16 keeps about 2 significant digits)"),
+    (1e-12, "float64", "only the last digits differ, as a different order of the same "
+                       "float64 operations gives"),
+    (5e-7, "float64", "the size of float32 rounding (float32 keeps about 7 significant "
+                      "digits; float64, Python's float, about 16)"),
+    (2e-3, "float16", "the size of float16 rounding (float16 keeps about 3 significant "
+                      "digits)"),
+    (1.6e-2, "bfloat16", "the size of bfloat16 rounding (bfloat16 keeps about 2 significant "
+                         "digits)"),
 )
 MAX_ROWS_COMPARED = 256  # rows searched for "this row is another row of the reference"
 
 
-def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=()) -> list[str]:
-    """Sentences about how ``got`` differs from ``want`` (float64 arrays of one shape)."""
+def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(),
+                    dtype: str = "float64") -> list[str]:
+    """Sentences about how ``got`` differs from ``want`` (float64 arrays of one shape);
+    ``dtype`` is what the case's tensors are stored in (float64 for Python lists)."""
     import numpy as np
 
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -35,8 +40,9 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     bad = ~close(got, want, atol, rtol)
     if not bad.any():
         return []
-    said = [s for s in (_where(bad), _size(got, want, bad), _scaled(got, want, bad),
-                        _same_as_input(got, inputs), _other_rows(got, want, bad),
+    scaled = _scaled(got, want, bad)
+    said = [s for s in (_where(bad), _size(got, want, bad, dtype, systematic=bool(scaled)),
+                        scaled, _same_as_input(got, inputs), _other_rows(got, want, bad),
                         _all_zero(got)) if s]
     if "row-sums" in properties:
         said += [s for s in [_row_sums(got)] if s]
@@ -83,7 +89,7 @@ def _where(bad) -> str:
     return where
 
 
-def _size(got, want, bad) -> str:
+def _size(got, want, bad, dtype: str = "float64", systematic: bool = False) -> str:
     import numpy as np
 
     finite = bad & np.isfinite(got) & np.isfinite(want)
@@ -99,11 +105,13 @@ def _size(got, want, bad) -> str:
     relative = float(np.max(diff[nonzero] / scale[nonzero]))
     text += f", the largest relative difference {relative:.2g}"
     signs = np.sign((got - want)[finite])
-    if (signs > 0).all() or (signs < 0).all():
-        return text  # errors all one way are no rounding, whatever their size
-    for bound, description in PRECISIONS:
+    if systematic or (signs > 0).all() or (signs < 0).all():
+        return text  # a scale, or errors all one way, are no rounding whatever their size
+    for bound, needs, description in PRECISIONS:
         if relative <= bound:
-            return f"{text}: {description}"
+            usable = needs == "float64" or dtype == needs or \
+                (needs == "float16" and dtype == "bfloat16")
+            return f"{text}: {description}" if usable else text
     return text
 
 

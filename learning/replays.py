@@ -71,8 +71,12 @@ class any_of:  # noqa: N801 - used like a function: Bug(..., any_of(same_as(a), 
         return any(detect(got, args, want) for detect in self.detects)
 
     def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
-        predictions = [d.predicts_failure(args, want, atol, rtol) for d in self.detects]
-        return True if predictions and all(predictions) else None
+        """True when every form fails the case, False when every form passes it."""
+        predictions = [getattr(d, "predicts_failure", lambda *a: None)(args, want, atol, rtol)
+                       for d in self.detects]
+        if predictions and all(p is True for p in predictions):
+            return True
+        return False if predictions and all(p is False for p in predictions) else None
 
     def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
         answers = [getattr(d, "explains", lambda *a: None)(got, args, want, atol, rtol)
@@ -102,6 +106,12 @@ class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_
 
     def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
         return True if all(self._raised(r, args) for r in self.reproductions) else None
+
+
+def predicts_pass(bug: Bug, args, want, atol: float, rtol: float) -> bool:
+    """Whether code with ``bug`` passes this case: its replay gives the right answer there."""
+    predict = getattr(bug.detect, "predicts_failure", None)
+    return predict is not None and predict(args, want, atol, rtol) is False
 
 
 def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]],

@@ -308,8 +308,9 @@ def _case_json(case_result: runner.CaseResult) -> dict:
         "purpose": case_result.purpose,
         "status": verdict.status,
         "summary": verdict.summary,
-        "bug": verdict.bug.key if verdict.bug else None,
-        "likely_cause": verdict.bug.cause if verdict.bug else None,
+        # One cause, or null when there is none or several (then "causes" lists them all).
+        "bug": verdict.bug.key if len(verdict.causes) == 1 else None,
+        "likely_cause": verdict.bug.cause if len(verdict.causes) == 1 else None,
         "causes": [{"key": b.key, "cause": b.cause} for b in verdict.causes],
         "error_meaning": verdict.meaning or None,
         "where": verdict.where or None,

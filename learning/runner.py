@@ -217,6 +217,7 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
         part_result.cases = []
         passed = []  # (args, want, atol, rtol) of the cases the learner's code passed
         failed = []  # (got, args, want, atol, rtol) of those it got wrong, with numbers
+        missed = []  # (args, want, atol, rtol) of every case it failed or raised in
         for case in part.cases:
             outcome = run.outcomes.get((part.name, case.name))
             verdict, evidence = _verdict(run, part, case, outcome)
@@ -224,22 +225,29 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
             if evidence is None:
                 continue
             tolerance = case.tolerance or part.tolerance
+            if verdict.status in ("failed", "error"):
+                missed.append((*evidence, tolerance.atol, tolerance.rtol))
             if verdict.passed:
                 passed.append((*evidence, tolerance.atol, tolerance.rtol))
             elif part.returns != "exact" and verdict.status == "failed" \
                     and verdict.mismatch_count and not verdict.causes:
                 # A wrong output no known bug explains: a named bug must not predict another.
                 failed.append((outcome.values, *evidence, tolerance.atol, tolerance.rtol))
-        _drop_contradicted(part_result, passed, failed)
+        _drop_contradicted(part_result, passed, failed, missed)
 
 
-def _drop_contradicted(part_result: PartResult, passed: list, failed: list):
+def _drop_contradicted(part_result: PartResult, passed: list, failed: list, missed: list):
     """A bug whose replay matched one case is not the learner's if their other cases rule it
     out: their code passed a case the bug would have failed, or returned another wrong output
-    than the bug gives. Two mistakes can raise the same error, or agree on one row."""
+    than the bug gives. Two mistakes can raise the same error, or agree on one row. A bug
+    named on weak evidence alone (an exception's type, an output of only NaN) must also
+    explain every failure: it is dropped if the learner failed a case the bug passes."""
     verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
     named = {bug.key: bug for v in verdicts for bug in v.causes}
-    wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)}
+    weak_only = {key for key in named if all(key in v.weak for v in verdicts
+                                             if key in {b.key for b in v.causes})}
+    wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)
+             or key in weak_only and any(replays.predicts_pass(bug, *case) for case in missed)}
     for verdict in verdicts:
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
 

@@ -292,10 +292,13 @@ def test_a_float32_sized_error_is_named_as_float32_rounding():
     assert any("float32 rounding" in s for s in said)
 
 
-def test_a_float16_sized_error_is_named_as_float16_rounding():
+def test_a_float16_sized_error_is_named_as_float16_rounding_only_for_float16_data():
     want = _want()
-    said = observe.describe_values(want * (1 + 1e-3 * _SIGNS), want, 1e-6, 1e-5)
+    noisy = want * (1 + 1e-3 * _SIGNS)
+    said = observe.describe_values(noisy, want, 1e-6, 1e-5, dtype="float16")
     assert any("float16 rounding" in s for s in said)
+    # Python floats or float32 tensors hold no float16 anywhere: the size alone is said.
+    assert not any("rounding" in s for s in observe.describe_values(noisy, want, 1e-6, 1e-5))
 
 
 def test_an_error_all_one_way_is_not_called_rounding():
@@ -303,6 +306,24 @@ def test_an_error_all_one_way_is_not_called_rounding():
     said = observe.describe_values(want * (1 + 1e-3), want, 1e-6, 1e-5)
     assert not any("rounding" in s for s in said)
     assert "every value is the reference times 1.001" in said
+
+
+def test_a_sign_flipped_shift_is_not_blamed_on_the_choice_of_shift(tmp_path):
+    code = _replace(solution_text("softmax"), "shifted = [value - maximum for value in values]",
+                    "shifted = [maximum - value for value in values]")
+    cases = _cases(grade_text(tmp_path, "softmax", code, ["python"]))
+    # [-1000, 0, 1000] overflows as a wrong shift would, but a wrong shift passes [1, 2, 3],
+    # which this code fails: the exception alone is too weak to name it.
+    assert cases["wide spread"].status == "error"
+    assert not any(v.causes for v in cases.values())
+
+
+def test_eps_added_to_the_inverse_root_is_not_called_missing(tmp_path):
+    code = _replace(solution_text("rmsnorm"), "inverse_rms = 1.0 / tl.sqrt(mean_square + eps)",
+                    "inverse_rms = tl.rsqrt(mean_square) + eps")
+    cases = _cases(grade_text(tmp_path, "rmsnorm", code, ["triton"]))
+    named = {b.cause for v in cases.values() for b in v.causes}
+    assert all("missing" not in cause or "added elsewhere" in cause for cause in named)
 
 
 def test_rows_after_the_first_and_row_sums_are_described():

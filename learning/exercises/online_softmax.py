@@ -11,7 +11,7 @@ from functools import partial
 
 from learning.exercises.softmax import reference_rows
 from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import raises_like, rows_at_n_cols, same_as
+from learning.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.tensors import TensorSpec, rows_read_at
 
 
@@ -78,8 +78,7 @@ _LOOSE = {"atol": 2e-5, "rtol": 1e-3}  # FP32 kernels against the recurrence in 
 
 def _any_of(variants, **tolerance):
     """A detect that matches the output of any of ``variants`` (keyword sets for simulate)."""
-    detects = [same_as(partial(simulate, **variant), **tolerance) for variant in variants]
-    return lambda got, args, want: any(detect(got, args, want) for detect in detects)
+    return any_of(*(same_as(partial(simulate, **variant), **tolerance) for variant in variants))
 
 
 def _bugs(padded: bool, tolerance: dict) -> tuple[Bug, ...]:

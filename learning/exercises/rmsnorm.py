@@ -173,7 +173,8 @@ PYTHON_BUGS = (
         "of that value too: sqrt(mean(z**2) + eps / largest**2)", same_as(_eps_not_scaled)),
     Bug("scale-sign", "scale by the largest magnitude, max(abs(v)), not max(values): a "
         "negative scale flips the sign of every output", same_as(_signed_scale)),
-    Bug("no-eps", "eps is missing: add it to the mean square, under the square root; for a row "
+    Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): add it to "
+        "the mean square, under the root; for a row "
         "of zeros it is what keeps the division defined, and the outputs are 0 (a row divided "
         "by its largest |x| needs its own branch when that value is 0)", same_as(_no_eps),
         raises=raises_like(partial(_python_rms, with_eps=False, rescale=False),
@@ -292,8 +293,9 @@ TRITON_BUGS = (
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
         same_as(rows_at_n_cols(reference_rows), **_LOOSE)),
-    Bug("no-eps", "eps is missing: a row of zeros needs it inside the square root, or "
-        "0 * rsqrt(0) gives NaN", same_as(_fp32(_no_eps), **_LOOSE)),
+    Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): a row of "
+        "zeros needs rsqrt(mean_square + eps), or 0 * rsqrt(0) gives NaN",
+        same_as(_fp32(_no_eps), **_LOOSE)),
     Bug("fp16-squares", "float16 squares overflow past 65504 (|x| > 256): convert the loaded "
         "values to FP32 (x.to(tl.float32)) before squaring",
         same_as(_fp16_squares, atol=1e-3, rtol=1e-2)),
