@@ -2,7 +2,10 @@
 
 Runs in the grader's process only. The order of the questions is the order a person would ask
 them: did it return at all, the right kind of thing, the right shape, leave its input alone,
-write every element, and only then are the numbers right, and if not, which known bug made them.
+write every element, and only then are the numbers right, and if not, which known bug's replay
+gives exactly them (learning.replays). Without such evidence no cause is named: what differs is
+described instead (learning.observe), and an exception is explained by what its words mean
+(learning.errors).
 """
 
 from __future__ import annotations
