@@ -143,7 +143,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     status = Text("  ")
     status.append(f"{label:<7}", style=style)
     status.append(" ")
-    _say(console, f": {case_result.purpose}", label=case_result.name, style="bold",
+    # The purpose is what the case tests, never a claim about the learner's code.
+    _say(console, f", which tests {case_result.purpose}", label=case_result.name, style="bold",
          first=status, sep="")
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
