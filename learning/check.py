@@ -171,6 +171,11 @@ def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, roo
     unfinished = [p for p in candidates if (g := progress.grade(exercise.name, p.name)) is None
                   or g.status != "passed"]
     part = (unfinished or candidates)[0]
+    if not unfinished and not wanted:  # nothing left to be stuck on: no hint repeated
+        console.print(f"Every part of {exercise.name} passes. --hint N still shows hint N, and "
+                      f"python -m learning.solution {exercise.name} shows the reference.",
+                      highlight=False)
+        return 0
     if not part.hints:
         console.print(f"The {part.name} part of {exercise.name} has no hints yet; its lesson "
                       "has some at the end of the task.", highlight=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import registry
+from learning import registry, state
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.state import STATE_DIR
@@ -47,7 +47,7 @@ def backup(path: Path, root: Path) -> Path:
 def confirm(console, question: str) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
         return False
-    console.print(question, end=" ", highlight=False)
+    console.print(question, end=" ", highlight=False, markup=False)  # "[y/N]" is no style
     try:
         return input().strip().lower() in ("y", "yes")
     except EOFError:
@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     saved = backup(target, root) if target.exists() else None
     target.write_text(stub, encoding="utf-8")
+    progress = state.load(root)  # the old grades describe code that is gone
+    progress.forget(exercise.name)
+    state.save(root, progress)
     if saved:
         console.print(f"Your version is saved as {escape(str(saved))}", highlight=False)
     console.print(f"{exercise.filename} is restored. Run python -m learning.check "

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{exercise.name}, or add --force to read it now.", highlight=False)
         return 1
     source = solution_path(exercise.name).read_text(encoding="utf-8")
+    if not sys.stdout.isatty():  # redirected (> ref.py) or piped: the file itself, unwrapped
+        sys.stdout.write(source)
+        return 0
     console.print(f"[bold]Reference solution for {exercise.filename}[/bold]", highlight=False)
     console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
     return 0

@@ -40,6 +40,10 @@ class State:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         self.grades.setdefault(exercise, {})[part] = PartGrade(status, passed, total, stamp)
 
+    def forget(self, exercise: str):
+        """Drop an exercise's grades (its module was reset); the hints seen stay seen."""
+        self.grades.pop(exercise, None)
+
     def hints_seen(self, exercise: str, part: str) -> int:
         return self.hints_shown.get(exercise, {}).get(part, 0)
 

@@ -224,6 +224,18 @@ def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
     assert "has 4 hints, so there is no hint 9" in capsys.readouterr().out
 
 
+def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
+    from learning import check
+
+    write_module(tmp_path, "traffic", solution_text("traffic"))
+    assert check.main(["traffic", "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert check.main(["traffic", "--root", str(tmp_path), "--hint"]) == 0
+    assert "Every part of traffic passes" in capsys.readouterr().out
+    assert check.main(["traffic", "--root", str(tmp_path), "--hint", "2"]) == 0
+    assert "Hint 2 of 4" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------------------------------------
 # What an exception means: each entry against the message its library really words.
 

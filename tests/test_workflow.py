@@ -1,5 +1,6 @@
 """The loop around the exercises: progress, hints, --json, reset, solution, doctor and watch."""
 
+import io
 import json
 import os
 import signal
@@ -166,6 +167,26 @@ def test_reset_without_yes_and_without_a_terminal_changes_nothing(tmp_path, caps
     assert "left as it is" in out
 
 
+def test_reset_forgets_the_grades_of_the_code_it_replaced(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    check.main(["softmax", "--root", str(tmp_path), "--part", "python"])
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+    assert reset.main(["softmax", "--yes", "--root", str(tmp_path)]) == 0
+    assert state.load(tmp_path).grade("softmax", "python") is None
+
+
+def test_the_reset_question_shows_its_answers(tmp_path, capsys, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    write_module(tmp_path, "softmax", "mine\n")
+    code, out = run(capsys, reset, "softmax", "--root", str(tmp_path))
+    assert code == 1 and "[y/N]" in out
+    assert (tmp_path / "softmax.py").read_text() == "mine\n"
+
+
 def test_reset_twice_keeps_both_backups(tmp_path, capsys):
     for version in ("first\n", "second\n"):
         write_module(tmp_path, "softmax", version)
@@ -188,6 +209,17 @@ def test_solution_refuses_before_the_exercise_passes_and_says_why(tmp_path, caps
     assert code == 1
     assert "opens once every part passes" in out and "python: not checked yet" in out
     assert "def softmax_kernel" not in out
+
+
+def test_solution_redirected_to_a_file_is_the_file_itself(tmp_path):
+    out = tmp_path / "ref.py"
+    with out.open("w") as handle:
+        done = subprocess.run([sys.executable, "-m", "learning.solution", "softmax", "--force"],
+                              stdout=handle, stderr=subprocess.PIPE, cwd=COURSE_ROOT,
+                              env=dict(os.environ, COLUMNS="80"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == solution_text("softmax")  # parses, unwrapped, unpadded
+    compile(out.read_text(), "ref.py", "exec")
 
 
 def test_solution_opens_after_a_passing_check_or_with_force(tmp_path, capsys):
