@@ -513,7 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     if mode.interpret:
         console.print(f"bench: timings need a CUDA GPU, and kernels would run in the "
                       f"{mode.describe()}. The interpreter's times say nothing about a GPU; "
-                      f"check correctness with python -m learning.check instead.")
+                      f"check correctness with python -m learning.check instead. Figures "
+                      f"measured on an H200 are in bench/RESULTS.md, and python -m "
+                      f"learning.explain bench reads them with you.", highlight=False)
         return 0
     import torch
 

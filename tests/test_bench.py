@@ -14,7 +14,9 @@ def test_without_a_gpu_the_bench_says_so_and_exits_0(capsys, mode):
     if not mode.interpret:
         pytest.skip("a GPU is present: the bench would time")
     assert bench.main(["softmax", "--quick"]) == 0
-    assert "need a CUDA GPU" in capsys.readouterr().out.replace("\n", " ")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "need a CUDA GPU" in out
+    assert "bench/RESULTS.md" in out and "python -m learning.explain bench" in out
 
 
 @pytest.mark.parametrize("argv, message", [
