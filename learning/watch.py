@@ -35,6 +35,9 @@ def build_parser() -> CommandParser:
     return parser
 
 
+EDIT_EVENTS = ("modified", "created", "moved", "deleted", "closed")
+
+
 def _signature(path: Path):
     try:
         stat = path.stat()
@@ -65,6 +68,10 @@ class Waiter:
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event):
+                # Reading the file (the check does) gives "opened" and "closed_no_write"
+                # events on Linux: only a write, a new file or a rename is an edit.
+                if event.event_type not in EDIT_EVENTS:
+                    return
                 paths = {getattr(event, "src_path", ""), getattr(event, "dest_path", "")}
                 if target in {str(Path(p).resolve()) for p in paths if p}:
                     changed.set()
@@ -75,12 +82,12 @@ class Waiter:
         self.observer, self.method = observer, "watchdog"
 
     def wait(self):
+        """Return once the file's contents may have changed: its size or time did."""
         before = _signature(self.path)
         while True:
             if self.observer is not None:
-                if self.changed.wait(POLL_SECONDS):
-                    self.changed.clear()
-                    break
+                self.changed.wait(POLL_SECONDS)
+                self.changed.clear()
             else:
                 time.sleep(POLL_SECONDS)
             if _signature(self.path) != before:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -356,3 +357,25 @@ def _read_until(process, marker: str, seconds: float) -> str:
         if marker in line:
             return "".join(lines)
     raise AssertionError(f"no {marker!r} within {seconds} s; got:\n{''.join(lines)}")
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
+def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
+    from learning import watch
+
+    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
+    waiter = watch.Waiter(path, poll)
+    woke = []
+    thread = threading.Thread(target=lambda: woke.append(waiter.wait()), daemon=True)
+    try:
+        thread.start()
+        for _ in range(10):  # what a check does to the file: open it, read it, close it
+            path.read_text(encoding="utf-8")
+            time.sleep(0.1)
+        time.sleep(1.5)
+        assert thread.is_alive() and not woke, "a read woke the watcher"
+        path.write_text(solution_text("softmax"), encoding="utf-8")
+        thread.join(timeout=5)
+        assert woke, "a save did not wake the watcher"
+    finally:
+        waiter.stop()
