@@ -80,11 +80,20 @@ def main(argv: list[str] | None = None) -> int:
         if not options.json:
             if len(targets) > 1:
                 console.rule(exercise.name)
-            report.render(console, result, state.load(root))
+            report.render(console, result, state.load(root), show_next=len(targets) == 1)
+    final = state.load(root)
     if options.json:
-        document = report.to_json(results[0]) if len(results) == 1 and not options.all else {
-            "ok": all(r.ok for r in results), "exercises": [report.to_json(r) for r in results]}
+        document = report.to_json(results[0], final) if len(results) == 1 and \
+            not options.all else {"ok": all(r.ok for r in results),
+                                  "exercises": [report.to_json(r, final) for r in results],
+                                  "next": report.next_lesson_line(final)}
         print(json.dumps(document, indent=2))
+    elif len(results) > 1:  # one summary and one next step for the whole run
+        passing = [r.exercise.name for r in results if r.ok]
+        console.rule("summary")
+        console.print(f"{len(passing)} of {len(results)} exercises pass"
+                      f"{': ' + ', '.join(passing) if passing else ''}. "
+                      f"{report.next_lesson_line(final)}", highlight=False)
     return 0 if all(r.ok for r in results) else 1
 
 

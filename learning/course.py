@@ -63,3 +63,22 @@ def lesson_after(lesson: Lesson) -> Lesson | None:
     """The next lesson that exists, in reading order."""
     later = LESSONS[LESSONS.index(lesson) + 1:]
     return next((candidate for candidate in later if candidate.available), None)
+
+
+def next_lesson(progress, graded: dict[str, tuple[str, ...]]) -> Lesson | None:
+    """The first lesson, in reading order, that is not done: one of its graded parts has not
+    passed, or (a lesson with nothing to grade, such as 10) no later lesson has been started.
+    ``graded`` maps each exercise to its part names; ``progress`` is a learning.state.State."""
+    for index, lesson in enumerate(LESSONS):
+        if not lesson.available:
+            continue
+        parts = [p for p in (lesson.part, *lesson.also) if p in graded.get(lesson.exercise, ())]
+        if parts:
+            if any((grade := progress.grade(lesson.exercise, part)) is None
+                   or grade.status != "passed" for part in parts):
+                return lesson
+        elif not any(progress.grade(later.exercise, part) is not None
+                     for later in LESSONS[index + 1:] for part in (later.part, *later.also)):
+            return lesson
+    return None
+

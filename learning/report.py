@@ -24,7 +24,8 @@ STATUS_STYLE = {
 }
 
 
-def render(console: Console, result: runner.CheckResult, state: State | None = None):
+def render(console: Console, result: runner.CheckResult, state: State | None = None,
+           show_next: bool = True):
     """Print one exercise's check; ``state`` lets a failure quote a hint already shown."""
     state = state or State()
     exercise = result.exercise
@@ -41,7 +42,7 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
         console.print(result.learner_output.rstrip(), highlight=False, markup=False)
-    _render_summary(console, result)
+    _render_summary(console, result, state if show_next else None)
 
 
 def _render_import_problem(console: Console, result: runner.CheckResult):
@@ -219,7 +220,7 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _render_summary(console: Console, result: runner.CheckResult):
+def _render_summary(console: Console, result: runner.CheckResult, state: State | None):
     grades = []
     for part_result in result.parts:
         name = part_result.part.name.capitalize()
@@ -233,11 +234,13 @@ def _render_summary(console: Console, result: runner.CheckResult):
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = "green" if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
-    console.print(_next_step(result), highlight=False)
+    if state is not None:
+        console.print(_next_step(result, state), highlight=False)
 
 
-def _next_step(result: runner.CheckResult) -> str:
-    """Always end with what to do next: the file to fix, or the lesson to read."""
+def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
+    """Always end with what to do next: the file to fix, or the next lesson in reading order
+    that is not done yet (from the grades kept, this check's included)."""
     exercise = result.exercise
     command = f"python -m learning.check {exercise.name}"
     started = [p for p in result.parts if p.started]
@@ -248,16 +251,19 @@ def _next_step(result: runner.CheckResult) -> str:
         return f"Next: fix {exercise.filename}, then run {command} again"
     names = " and ".join(p.part.name.capitalize() for p in started)
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
-    last = course.lesson_for(exercise.name, started[-1].part.name)
-    following = course.lesson_after(last) if last else None
+    return f"Well done: {done}. {next_lesson_line(state or State())}"
+
+
+def next_lesson_line(state: State) -> str:
+    """'Next: lessons/NN-name.md', the first lesson not done, or that every one is."""
+    graded = {e.name: tuple(p.name for p in e.parts) for e in registry.all_exercises()}
+    following = course.next_lesson(state, graded)
     if following is None:
-        return f"Well done: {done}."
-    return f"Well done: {done}. Next: lessons/{following.filename}."
+        return "Every lesson's exercise passes."
+    return f"Next: lessons/{following.filename}."
 
 
-
-
-def to_json(result: runner.CheckResult) -> dict:
+def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
     """The check as plain data: cases, verdicts and grades, for editors and scripts."""
     exercise = result.exercise
     mode = None
@@ -274,7 +280,7 @@ def to_json(result: runner.CheckResult) -> dict:
                                                         "message": problem.message},
         "parts": [_part_json(exercise, p) for p in result.parts],
         "learner_output": result.learner_output,
-        "next": _next_step(result),
+        "next": _next_step(result, state),
     }
 
 

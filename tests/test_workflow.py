@@ -379,3 +379,45 @@ def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
         assert woke, "a save did not wake the watcher"
     finally:
         waiter.stop()
+
+
+# --- the next step after a check --------------------------------------------------------------
+
+def _passed(root, parts):
+    saved = state.load(root)
+    for exercise_name, part_name in parts:
+        saved.record(exercise_name, part_name, "passed", 1, 1)
+    state.save(root, saved)
+
+
+def _last_line(out: str) -> str:
+    return " ".join(out.strip().splitlines()[-1].split())
+
+
+def test_next_is_the_first_lesson_not_done_not_the_one_after_this_exercise(tmp_path, capsys):
+    _passed(tmp_path, [("elementwise", "python"), ("traffic", "python"),
+                       ("reductions", "python")])
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    code, out = run(capsys, check, "softmax", "--root", str(tmp_path))
+    assert code == 0
+    assert _last_line(out).endswith("Next: lessons/05-rmsnorm.md.")  # not lesson 09
+
+
+def test_next_stays_on_a_lesson_whose_other_parts_are_not_started(tmp_path, capsys):
+    all_passed_but(tmp_path, "softmax_backward", "triton")
+    write_module(tmp_path, "softmax_backward", solution_text("softmax_backward"))
+    saved = state.load(tmp_path)
+    saved.record("softmax_backward", "triton", "not-started", 0, 15)
+    state.save(tmp_path, saved)
+    code, out = run(capsys, check, "softmax_backward", "--root", str(tmp_path), "--part",
+                    "python")
+    assert code == 0
+    assert _last_line(out).endswith("Next: lessons/11-softmax-backward.md.")
+
+
+def test_check_all_ends_with_one_summary_and_one_next_step(tmp_path, capsys):
+    code, out = run(capsys, check, "--all", "--root", str(tmp_path))
+    assert code == 1
+    assert out.count("Next:") == 1
+    assert "0 of 7 exercises pass" in " ".join(out.split())
+    assert _last_line(out).endswith("Next: lessons/01-elementwise.md.")
