@@ -24,8 +24,9 @@ def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.explain",
                            description="Print a topic's worked example, computed now.")
     parser.add_argument("topic", help=f"one of: {', '.join(explainers.TOPICS)}")
+    forms = "; ".join(f"{topic}: {form}" for topic, form in explainers.INPUTS.items())
     parser.add_argument("--input", metavar="X,Y,...",
-                        help="your own row of numbers, comma-separated (e.g. 4,5,6)")
+                        help=f"your own input, comma-separated, as the topic takes it ({forms})")
     return parser
 
 
@@ -42,7 +43,8 @@ def parse_row(text: str) -> list[float]:
             raise ArgumentError(f"--input: '{item}' is not a number (expected e.g. 4,5,6)") \
                 from None
         if math.isnan(value):
-            raise ArgumentError("--input: nan is not a score; use numbers or -inf")
+            raise ArgumentError("--input: nan is no number a worked example can use; use "
+                                "finite numbers (or -inf where the topic allows it)")
         row.append(value)
     if len(row) > MAX_INPUT:
         raise ArgumentError(f"--input: {len(row)} numbers is more than the {MAX_INPUT} a "

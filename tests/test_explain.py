@@ -87,7 +87,7 @@ def test_row_of_only_minus_infinity_is_explained(capsys):
     (["softmax", "--input", "abc"], "--input: 'abc' is not a number"),
     (["softmax", "--input", ""], "--input needs at least one number"),
     (["softmax", "--input", "1,,2"], "--input: '' is not a number"),
-    (["softmax", "--input", "nan"], "nan is not a score"),
+    (["softmax", "--input", "nan"], "nan is no number"),
     (["sofmax"], "unknown topic 'sofmax'; did you mean 'softmax'?"),
     ([], "the following arguments are required: topic"),
 ])
@@ -124,3 +124,17 @@ def test_exp_limits_table_matches_where_exp_really_overflows_and_underflows():
             assert np.isinf(np.exp(dtype(overflow + 0.01)))
             assert np.exp(dtype(underflow + 0.01)) > 0
             assert np.exp(dtype(underflow - 0.01)) == 0
+
+
+def test_the_help_gives_an_input_each_topic_takes(capsys):
+    import re
+
+    from learning import explainers
+
+    for topic, form in explainers.INPUTS.items():
+        example = re.search(r"\(([^()]*)\)$", form)
+        if example is None:  # a topic that takes no input says so
+            assert explain.main([topic, "--input", "1,2"]) == 2
+            continue
+        assert explain.main([topic, "--input", example.group(1)]) == 0, topic
+    capsys.readouterr()

@@ -14,6 +14,19 @@ TOPICS = {
 }
 
 
+# What each topic's --input is, for the help text: one place, beside the topics themselves.
+INPUTS = {
+    "softmax": "a row of scores (4,5,6)",
+    "elementwise": "n,BLOCK (10,4)",
+    "reductions": "a row of values (-3,-1,-4)",
+    "traffic": "rows,cols[,element_bytes] (4096,4096,4)",
+    "rmsnorm": "a row of values (1,2,2,4)",
+    "softmax_backward": "a row of scores (1,2,3)",
+    "online_softmax": "a row of scores, -inf allowed (1,-inf,3)",
+    "bench": "none: it reads the committed measurements",
+}
+
+
 def load(topic: str):
     """The explainer module for ``topic``; KeyError if the course has none."""
     return importlib.import_module(TOPICS[topic])
