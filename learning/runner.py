@@ -30,6 +30,8 @@ STARTUP_SECONDS = 120.0
 # libraries of its own, and a slow machine should not turn that into a failure.
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
+# After the worker reported every result: time to exit on its own before its group is ended.
+FINISHED_GRACE_SECONDS = 1.5
 MAX_OUTPUT_LINES = 40
 MAX_OUTPUT_CHARS = 4000
 # Settings of the learner's shell that would change how the child runs, not what it computes.
@@ -311,6 +313,7 @@ class _WorkerRun:
         kernels = any(p.part.needs_kernels for p in parts)
         default = KERNEL_CASE_SECONDS if kernels else PYTHON_CASE_SECONDS
         self.case_seconds = case_seconds or default
+        self.explicit_seconds = case_seconds
         self.import_seconds = import_seconds or import_limit(self.case_seconds)
         self.compiler = compiler
         self.phase = "start-up"  # then "import", then "cases"
@@ -365,8 +368,17 @@ class _WorkerRun:
             stderr=output_fd, cwd=cwd, env=env, start_new_session=True)
 
     def _limit(self) -> float:
-        return {"start-up": STARTUP_SECONDS, "import": self.import_seconds}.get(
-            self.phase, self.case_seconds)
+        if self.phase != "cases":
+            return {"start-up": STARTUP_SECONDS, "import": self.import_seconds}[self.phase]
+        return self._case_limit(self.current[0] if self.current else None)
+
+    def _case_limit(self, part_name: str | None) -> float:
+        """The learner's --timeout, else the part's own budget: a Python part gets the Python
+        limit even when kernel parts run in the same process."""
+        if self.explicit_seconds or part_name is None:
+            return self.case_seconds
+        part = self.exercise.part(part_name)
+        return KERNEL_CASE_SECONDS if part.needs_kernels else PYTHON_CASE_SECONDS
 
     def _read_events(self, fd: int, out_fd: int):
         buffer = b""
@@ -432,19 +444,19 @@ class _WorkerRun:
             self.finished = True
 
     def _stop(self, process: subprocess.Popen, out_fd: int):
-        """Let a process that is done exit on its own (reading what it still prints), else
-        kill its whole process group."""
+        """Let a process that is done exit on its own (reading what it still prints), then
+        end its whole process group: whatever the learner's code started (a child process, a
+        thread that keeps the worker alive) ends with the check, and does not hold it up."""
         if not self.timed_out:
-            wait = 10.0 if self.finished else 5.0
+            wait = FINISHED_GRACE_SECONDS if self.finished else 5.0
             self.returncode = self._output.drain_until_exit(process, out_fd, wait)
-            if self.returncode is not None:
-                return
         try:
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
-        self.returncode = process.wait()
-        self._output.drain_until_exit(process, out_fd, 1.0)
+        if self.returncode is None:
+            self.returncode = process.wait()
+        self._output.drain_until_exit(process, out_fd, 0.5)
 
     def import_failure(self) -> ImportProblem:
         """The process stopped before the learner's module finished importing: say how."""
@@ -482,8 +494,9 @@ class _WorkerRun:
                      "the case needs: the interpreter runs every program in turn") if kernels \
                 else ("a loop whose condition never turns false: a while loop whose index or "
                       "bound is never advanced, or a list that grows as it is walked")
+            limit = self._case_limit(self.current[0] if self.current else None)
             return compare.Verdict(
-                "timed-out", f"did not finish within {self.case_seconds:g} s in case {name} "
+                "timed-out", f"did not finish within {limit:g} s in case {name} "
                 f"(the reference takes well under a second); the usual reason is {usual}")
         code = self.returncode
         if code is not None and code < 0:

@@ -510,3 +510,63 @@ def test_forked_and_fresh_workers_give_the_same_verdicts(tmp_path, monkeypatch):
                             for c in result.parts[0].cases]
     assert verdicts["1"] == verdicts["0"]
     assert ("width 3", "failed", "zero-padding") in verdicts["1"]
+
+
+def test_a_child_the_learners_module_starts_does_not_outlive_the_check(tmp_path, monkeypatch):
+    monkeypatch.delenv("LEARNING_FORKSERVER", raising=False)  # a fresh worker, as a learner's
+    marker = tmp_path / "child.pid"
+    module = solution_text("softmax") + f'''
+
+import os as _os
+import time as _time
+
+if _os.fork() == 0:  # a child that would sleep for ten minutes
+    with open({str(marker)!r}, "w") as _handle:
+        _handle.write(str(_os.getpid()))
+    _time.sleep(600)
+    _os._exit(0)
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.parts[0].status == "passed"
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the learner's child process outlived the check")
+
+
+def test_a_thread_left_running_does_not_hold_the_check_up(tmp_path, monkeypatch):
+    monkeypatch.delenv("LEARNING_FORKSERVER", raising=False)  # a fresh worker, as a learner's
+    module = solution_text("softmax") + '''
+
+import threading as _threading
+import time as _time
+
+_threading.Thread(target=_time.sleep, args=(600,)).start()  # not a daemon: it keeps the
+                                                           # process alive after the cases
+'''
+    start = time.monotonic()
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.parts[0].status == "passed"
+    assert time.monotonic() - start < 9  # about 3 s of start-up and work, 1.5 s of grace
+
+
+def test_a_python_part_gets_the_python_limit_beside_kernel_parts(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "PYTHON_CASE_SECONDS", 2.0)
+    module = solution_text("softmax") + '''
+
+def softmax_python(values):
+    while True:
+        pass
+'''
+    result = grade_text(tmp_path, "softmax", module)  # both parts, one process to start with
+    python, triton = result.parts
+    stopped = [c.verdict for c in python.cases if c.verdict.status == "timed-out"]
+    assert stopped and "did not finish within 2 s" in stopped[0].summary
+    assert triton.status == "passed"  # later parts get a fresh process
