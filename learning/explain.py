@@ -98,21 +98,38 @@ def render(console: Console, page: Page):
         elif isinstance(block, Text):
             console.print(escape(block.text))
         elif isinstance(block, Table):
-            console.print(_rich_table(block.columns, block.rows))
+            _print_table(console, block.columns, block.rows)
             if block.caption:
                 console.print(escape(block.caption))
         elif isinstance(block, Steps):
             rows = [(s.name, s.formula, s.kind, s.value) for s in block.steps]
-            console.print(_rich_table(("Step", "Formula", "Kind", "Value"), rows, numeric=False))
+            _print_table(console, ("Step", "Formula", "Kind", "Value"), rows, numeric=False)
         else:
             raise TypeError(f"cannot render {type(block).__name__}")
 
 
-def _rich_table(columns, rows, numeric: bool = True) -> RichTable:
+def _print_table(console: Console, columns, rows, numeric: bool = True):
+    """A table whose cells never break inside a number or a word; when even that is wider
+    than the console (80 columns, or piped), each row becomes a short list of its cells."""
+    widest = [max(len(word) for text in (column, *(row[i] for row in rows))
+                  for word in str(text).split() or [""])
+              for i, column in enumerate(columns)]
+    needed = sum(widest) + 3 * len(columns)  # a space each side and a rule per column
+    if needed > console.width:
+        for row in rows:
+            console.print(escape(f"{columns[0]}: {row[0]}"), highlight=False)
+            for column, cell in zip(columns[1:], row[1:]):
+                if str(cell).strip():
+                    console.print(escape(f"  {column}: {cell}"), highlight=False)
+        return
+    console.print(_rich_table(columns, rows, widest, numeric))
+
+
+def _rich_table(columns, rows, widest, numeric: bool = True) -> RichTable:
     table = RichTable(show_edge=False, header_style="bold")
-    for column in columns:
+    for column, width in zip(columns, widest):
         table.add_column(escape(column), justify="right" if numeric else "left",
-                         overflow="fold")
+                         min_width=width, overflow="fold")
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     return table

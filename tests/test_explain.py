@@ -138,3 +138,17 @@ def test_the_help_gives_an_input_each_topic_takes(capsys):
             continue
         assert explain.main([topic, "--input", example.group(1)]) == 0, topic
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("topic", ["traffic", "elementwise", "softmax", "rmsnorm",
+                                   "softmax_backward", "online_softmax", "reductions"])
+def test_at_80_columns_no_number_or_word_is_split(topic):
+    import re
+
+    done = subprocess.run([sys.executable, "-m", "learning.explain", topic], capture_output=True,
+                          text=True, env={"COLUMNS": "80", "PATH": "/usr/bin"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert len(line.rstrip()) <= 80, line
+        # a broken number ends a cell in a comma-group or starts one with a lone digit group
+        assert not re.search(r"\d,\d{1,2} *$|\d,\d{1,2} │", line), line
