@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from learning import course, registry, state
-from learning.check import default_root, next_unfinished
+from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 
 GRADE_STYLE = {"passed": "green", "failed": "red", "missing": "red", "not-started": "yellow"}
@@ -51,21 +51,24 @@ def rows(progress: state.State) -> list[dict]:
 
 
 def next_step(progress: state.State) -> str:
-    exercise = next_unfinished(progress)
-    if exercise is None:
+    """The first lesson in reading order that is not done, as check's last line names it."""
+    exercises = {e.name: e for e in registry.all_exercises()}
+    graded = {name: tuple(p.name for p in e.parts) for name, e in exercises.items()}
+    lesson = course.next_lesson(progress, graded)
+    if lesson is None:
         return "Every available lesson's exercise passes. Well done."
-    for lesson in course.LESSONS:
-        if lesson.exercise != exercise.name or not lesson.available:
+    exercise = exercises[lesson.exercise]
+    for part in (lesson.part, *lesson.also):
+        if part not in graded[exercise.name]:
             continue
-        for part in (lesson.part, *lesson.also):
-            grade = progress.grade(exercise.name, part)
-            if grade is None:
-                return (f"Read lessons/{lesson.filename}, then run "
-                        f"python -m learning.check {exercise.name}")
-            if grade.status != "passed":
-                return (f"Fix {exercise.filename} ({part} part), then run "
-                        f"python -m learning.check {exercise.name}")
-    return f"Run python -m learning.check {exercise.name}"
+        grade = progress.grade(exercise.name, part)
+        if grade is None:
+            return (f"Read lessons/{lesson.filename}, then run "
+                    f"python -m learning.check {exercise.name}")
+        if grade.status != "passed":
+            return (f"Fix {exercise.filename} ({part} part), then run "
+                    f"python -m learning.check {exercise.name}")
+    return f"Read lessons/{lesson.filename}: it has nothing to grade"
 
 
 def _grade_text(grade: dict | None) -> tuple[str, str]:

@@ -421,3 +421,13 @@ def test_check_all_ends_with_one_summary_and_one_next_step(tmp_path, capsys):
     assert out.count("Next:") == 1
     assert "0 of 7 exercises pass" in " ".join(out.split())
     assert _last_line(out).endswith("Next: lessons/01-elementwise.md.")
+
+
+def test_progress_and_check_name_the_same_next_lesson(tmp_path, capsys):
+    _passed(tmp_path, [(e.name, p.name) for e in registry.all_exercises() for p in e.parts
+                       if p.lesson in ("01", "02", "03", "04", "05", "06", "07", "08")])
+    write_module(tmp_path, "rmsnorm", solution_text("rmsnorm"))
+    code, out = run(capsys, check, "rmsnorm", "--root", str(tmp_path))
+    assert code == 0 and _last_line(out).endswith("Next: lessons/10-measuring.md.")
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert "lessons/10-measuring.md" in " ".join(out.split()).split("Next:")[-1]
