@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in table_rows:
         title = escape(row["title"]) if row["available"] else f"[dim]{escape(row['title'])} " \
                                                                "(coming)[/dim]"
-        if not row["parts"]:
-            table.add_row(row["lesson"], title, row["exercise"], "", "")
+        if not row["parts"]:  # a lesson to read and measure, with nothing graded
+            table.add_row(row["lesson"], title, "", "none", "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
             text, style = _grade_text(grade)
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
