@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--interpret", action="store_true",
                         help="run kernels in Triton's interpreter even on a GPU machine")
+    parser.add_argument("--memory", type=float, metavar="GIB",
+                        help="memory your code may use beyond the grader's own, in GiB, on the "
+                        "CPU (default: 4); past it your code gets a MemoryError")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
     parser.add_argument("--root", type=Path, metavar="DIR",
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = []
     for exercise in targets:
-        result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout)
+        result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout,
+                              memory_gib=options.memory)
         _record(root, result)
         results.append(result)
         if not options.json:
@@ -117,6 +121,8 @@ def default_root() -> Path:
 
 def _targets(options, progress: state.State) -> list[registry.Exercise]:
     """The exercises to check, with the argument errors a learner can make caught here."""
+    if options.memory is not None and options.memory <= 0:
+        raise ArgumentError(f"--memory must be positive, not {options.memory:g}")
     if options.timeout is not None and options.timeout <= 0:
         raise ArgumentError(f"--timeout must be positive, not {options.timeout:g}")
     if options.all and options.exercise:

@@ -118,7 +118,8 @@ def import_limit(case_seconds: float) -> float:
 
 def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None = None,
           force_interpret: bool = False, case_seconds: float | None = None,
-          import_seconds: float | None = None, compile_check: bool = True) -> CheckResult:
+          import_seconds: float | None = None, compile_check: bool = True,
+          memory_gib: float | None = None) -> CheckResult:
     """Run the learner's ``<root>/<exercise>.py`` against the chosen parts' cases.
 
     ``case_seconds`` limits each case, ``import_seconds`` the learner's import (default:
@@ -141,7 +142,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     compiler = childproc.CompileRun(module_path) if compile_check else None
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
-                   import_seconds, compiler, output_chunks, list(result.parts), launches)
+                   import_seconds, compiler, output_chunks, list(result.parts), launches,
+                   memory_gib)
         if compiler is not None and compiler.started:
             _attach_compile_check(result, compiler, launches)
     finally:
@@ -153,11 +155,11 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
 
 
 def _run_parts(result, exercise, module_path, force_interpret, case_seconds, import_seconds,
-               compiler, output_chunks, pending, launches):
+               compiler, output_chunks, pending, launches, memory_gib=None):
     """One worker process after another, until every pending part has run or cannot."""
     while pending:
         run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds,
-                         import_seconds, compiler)
+                         import_seconds, compiler, memory_gib)
         run.execute()
         output_chunks.append(run.output)
         launches += run.launches
@@ -305,7 +307,8 @@ class _WorkerRun:
 
     def __init__(self, exercise: Exercise, module_path: Path, parts: list[PartResult],
                  force_interpret: bool, case_seconds: float | None,
-                 import_seconds: float | None = None, compiler: childproc.CompileRun | None = None):
+                 import_seconds: float | None = None, compiler: childproc.CompileRun | None = None,
+                 memory_gib: float | None = None):
         self.exercise = exercise
         self.module_path = module_path
         self.part_names = [p.part.name for p in parts]
@@ -314,6 +317,7 @@ class _WorkerRun:
         default = KERNEL_CASE_SECONDS if kernels else PYTHON_CASE_SECONDS
         self.case_seconds = case_seconds or default
         self.explicit_seconds = case_seconds
+        self.memory_gib = memory_gib
         self.import_seconds = import_seconds or import_limit(self.case_seconds)
         self.compiler = compiler
         self.phase = "start-up"  # then "import", then "cases"
@@ -340,6 +344,8 @@ class _WorkerRun:
                    "--fd", str(write_fd)]
         if self.force_interpret:
             command.append("--interpret")
+        if self.memory_gib is not None:
+            command += ["--memory-gib", f"{self.memory_gib:g}"]
         self._output = childproc.CappedOutput()
         try:
             process = self._start(command, write_fd, out_write)

@@ -31,6 +31,10 @@ MAX_MESSAGE_LINES = 30
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
 # starts, so that its limit measures their code, not torch's start-up on a slow machine.
 WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
+# What the learner's code may allocate beyond the worker's own start-up (torch, triton), on
+# the CPU: an endless append or a tensor of n_cols ** 2 by mistake stops with a MemoryError
+# instead of swapping a laptop to a standstill before the time limit fires.
+MEMORY_ALLOWANCE_GIB = 4.0
 # Written over fresh allocations on the second run of a case that came back with NaN: an element
 # still holding it was never written. Negative, so no softmax or norm output can equal it.
 UNWRITTEN_SENTINEL = -12345.0
@@ -365,8 +369,26 @@ def _find_unwritten(function, args_spec, device, first_values):
     return unwritten if unwritten.any() else None
 
 
+def cap_memory(allowance_gib: float) -> bool:
+    """Limit this process's address space to what it maps now plus ``allowance_gib`` (Linux
+    only; never where CUDA runs, which reserves far more address space than it uses)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            pages = int(handle.read().split()[0])
+        limit = pages * os.sysconf("SC_PAGE_SIZE") + int(allowance_gib * (1 << 30))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
+
+
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
-        channel: Channel) -> int:
+        channel: Channel, memory_gib: float = MEMORY_ALLOWANCE_GIB) -> int:
     exercise = registry.find(exercise_name)
     parts = [exercise.part(name) for name in part_names]
     device = "cpu"
@@ -392,6 +414,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     course_root = os.path.dirname(os.path.abspath(module_path))
     sys.path.insert(0, course_root)
     warm_up(module_path)
+    if device == "cpu" and memory_gib > 0:
+        cap_memory(memory_gib)
     channel.send("importing")
     module, problem = import_learner_module(module_path)
     channel.send("import", problem)
@@ -435,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", required=True)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--interpret", action="store_true")
+    parser.add_argument("--memory-gib", type=float, default=MEMORY_ALLOWANCE_GIB)
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
     # The interpreter evaluates masked-off lanes too (exp of -inf - -inf, say); NumPy's warnings
@@ -442,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
     channel = Channel(options.fd)
     parts = [p for p in options.parts.split(",") if p]
-    return run(options.exercise, options.module_path, parts, options.interpret, channel)
+    return run(options.exercise, options.module_path, parts, options.interpret, channel,
+               options.memory_gib)
 
 
 if __name__ == "__main__":

@@ -570,3 +570,23 @@ def softmax_python(values):
     stopped = [c.verdict for c in python.cases if c.verdict.status == "timed-out"]
     assert stopped and "did not finish within 2 s" in stopped[0].summary
     assert triton.status == "passed"  # later parts get a fresh process
+
+
+def test_memory_past_the_cap_is_a_memory_error_on_the_learners_line(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("the cap applies on the CPU only: CUDA reserves far more address space")
+    module = solution_text("softmax") + '''
+
+def softmax_python(values):
+    rows = []
+    while True:
+        rows.append([0.0] * 1_000_000)  # about 8 MB a step, without end
+'''
+    start = time.monotonic()
+    result = grade_text(tmp_path, "softmax", module, ["python"], memory_gib=0.5)
+    verdicts = [c.verdict for c in result.parts[0].cases]
+    first = verdicts[0]
+    assert first.status == "error" and "MemoryError" in first.summary, first.summary
+    assert first.meaning_key == "out-of-memory" and not first.causes
+    assert "rows.append" in first.where
+    assert time.monotonic() - start < 60  # long before ten cases' time limits
