@@ -127,7 +127,9 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
     """
     start = time.perf_counter()
-    root = Path(root or Path.cwd())
+    # Absolute: the learner's process runs in the module's folder, where a relative --root
+    # would point somewhere else.
+    root = Path(root or Path.cwd()).resolve()
     module_path = root / exercise.filename
     chosen = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
     result = CheckResult(exercise, module_path, [PartResult(p) for p in chosen])

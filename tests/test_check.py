@@ -190,3 +190,13 @@ def test_out_of_bounds_traceback_runs_from_the_launch_down_to_the_kernel_line(tm
     launch = traceback.index("softmax_kernel[(n_rows,)](")
     kernel_line = traceback.index("x = tl.load(input_ptr + row * input_row_stride + offsets)")
     assert launch < kernel_line
+
+
+def test_a_relative_root_is_the_folder_the_learner_means(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_module(folder, "softmax", solution_text("softmax"))
+    monkeypatch.chdir(tmp_path)
+    code, out = run_check(capsys, "softmax", "--root", "mine", "--part", "python")
+    assert code == 0, out
+    assert "Grade: Python 11/11" in out
