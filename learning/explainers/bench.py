@@ -154,6 +154,18 @@ def ceiling_text(_numbers=None) -> Text:
                 f"{data['copy_gbps_end']:.0f} GB/s at its end.")
 
 
+def latency_bytes_text(_numbers=None) -> Text:
+    """How long the bytes of the latency cases take at the copy ceiling: the largest one."""
+    data = load("softmax")
+    element = {"fp32": 4, "bf16": 2, "fp16": 2}
+    largest = max(data["latency"], key=lambda r: r["rows"] * r["cols"] * element[r["dtype"]])
+    moved = 2 * largest["rows"] * largest["cols"] * element[largest["dtype"]]  # read + write
+    seconds = moved / (data["copy_gbps"] * 1e9)
+    return Text(f"The largest of these cases, {largest['rows']} rows of {largest['cols']} "
+                f"{largest['dtype']} values, reads and writes {moved / 1e6:.1f} MB: "
+                f"{seconds * 1e6:.2f} us at the copy ceiling of {data['copy_gbps']:.0f} GB/s.")
+
+
 def page(row=None) -> Page:
     if row is not None:
         raise ArgumentError("bench shows the committed measurements and takes no --input")
@@ -171,6 +183,7 @@ def page(row=None) -> Page:
 
 BLOCKS = {
     "ceiling": ceiling_text,
+    "latency_bytes": latency_bytes_text,
     "probe": probe_table,
     "probe32768": probe_summary,
     "summary": summary_table,
