@@ -190,26 +190,27 @@ def _render_compile_check(console: Console, check: runner.CompileCheck):
     """The kernels compiled for a GPU after the interpreter run: what the compiler rejected."""
     from learning.gpu_compile import TARGET_LABEL
 
-    indent = "          "
     if not check.ran:
-        console.print(f"  [dim]note: the GPU compile check could not run: {escape(check.note)}"
-                      "[/dim]", highlight=False)
+        _say(console, f"note: the GPU compile check could not run: {check.note}", 2,
+             style="dim")
         return
     rejected = check.rejected
     kernels = ", ".join(sorted({c.kernel for c in check.compiled}))
     label, style = STATUS_STYLE["failed" if rejected else "passed"]
-    console.print(f"  [{style}]{label:<7}[/{style}] [bold]GPU compile[/bold]: the kernels "
-                  f"compile for a GPU ({TARGET_LABEL}), not only in the interpreter: "
-                  f"{escape(kernels)}", highlight=False)
+    status = Text("  ")
+    status.append(f"{label:<7}", style=style)
+    status.append(" ")
+    _say(console, f": the kernels compile for a GPU ({TARGET_LABEL}), not only in the "
+                  f"interpreter: {kernels}", label="GPU compile", style="bold", first=status,
+         sep="")
     for compiled in rejected:
         where = f", line {compiled.line}" if compiled.line else ""
-        console.print(f"{indent}the compiler rejected {escape(compiled.kernel)}{where}: "
-                      f"{escape(compiled.message)}", highlight=False)
+        _say(console, f"the compiler rejected {compiled.kernel}{where}: {compiled.message}")
         if compiled.hint:
-            console.print(f"{indent}[yellow]likely cause:[/yellow] {escape(compiled.hint)}",
-                          highlight=False)
+            # The compiler's own words are the evidence for this cause.
+            _say(console, compiled.hint, label="likely cause:", style="yellow")
     if check.note:
-        console.print(f"{indent}[dim]not checked: {escape(check.note)}[/dim]", highlight=False)
+        _say(console, f"not checked: {check.note}", style="dim")
 
 
 def _fmt(value: float) -> str:

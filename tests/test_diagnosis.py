@@ -204,6 +204,10 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys):
     assert "each row is the reference's row times its own number" in text
     assert "likely cause" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
+    compile_line = text.splitlines().index(next(line for line in text.splitlines()
+                                                if "GPU compile" in line))
+    follow = text.splitlines()[compile_line + 1]
+    assert follow.startswith(" " * 10) or "cases passed" in follow  # wrapped under its case
 
 
 def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
