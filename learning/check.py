@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from learning import course, registry, report, runner, state
 from learning import mode as kernel_mode
+from learning.childproc import MEMORY_ALLOWANCE_GIB
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 
 
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run kernels in Triton's interpreter even on a GPU machine")
     parser.add_argument("--memory", type=float, metavar="GIB",
                         help="memory your code may use beyond the grader's own, in GiB, on the "
-                        "CPU (default: 4); past it your code gets a MemoryError")
+                        f"CPU (default: {MEMORY_ALLOWANCE_GIB:g}); past it your code gets a "
+                        "MemoryError")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
     parser.add_argument("--root", type=Path, metavar="DIR",

@@ -22,6 +22,10 @@ import time
 from pathlib import Path
 
 COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
+# What the learner's code may allocate beyond the worker's own start-up (torch, triton), on
+# the CPU: an endless append or a tensor of n_cols ** 2 by mistake stops with a MemoryError
+# instead of swapping a laptop to a standstill before the time limit fires.
+MEMORY_ALLOWANCE_GIB = 4.0
 MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple

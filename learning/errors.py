@@ -125,12 +125,12 @@ MEANINGS = (
             "the function calls itself without end: a recursion whose base case is never "
             "reached"),
     Meaning("out-of-memory", ("MemoryError", "OutOfMemoryError"), r"",
-            "the code asked for far more memory than the case needs (check caps it at 4 GiB "
-            "beyond its own on the CPU; --memory GIB raises the cap): a list or tensor that "
-            "grows without end, or one sized by a square of the input"),
+            "the code asked for far more memory than the case needs (on the CPU check caps it; "
+            "--memory GIB raises the cap): a list or tensor that grows without end, or one "
+            "sized by a square of the input"),
     Meaning("torch-allocation", ("RuntimeError",), r"can't allocate memory",
-            "the code asked for far more memory than the case needs (check caps it at 4 GiB "
-            "beyond its own on the CPU; --memory GIB raises the cap)"),
+            "the code asked for far more memory than the case needs (on the CPU check caps it; "
+            "--memory GIB raises the cap)"),
     Meaning("key-error", ("KeyError",), r"",
             "a dictionary was looked up with a key it does not hold"),
 )

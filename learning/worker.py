@@ -23,6 +23,7 @@ import warnings
 from numbers import Real
 
 from learning import allocations, registry
+from learning.childproc import MEMORY_ALLOWANCE_GIB
 from learning.returned import ImportProblem, Raised, Returned, Skipped
 from learning.tensors import TensorSpec
 
@@ -31,10 +32,6 @@ MAX_MESSAGE_LINES = 30
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
 # starts, so that its limit measures their code, not torch's start-up on a slow machine.
 WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
-# What the learner's code may allocate beyond the worker's own start-up (torch, triton), on
-# the CPU: an endless append or a tensor of n_cols ** 2 by mistake stops with a MemoryError
-# instead of swapping a laptop to a standstill before the time limit fires.
-MEMORY_ALLOWANCE_GIB = 4.0
 # Written over fresh allocations on the second run of a case that came back with NaN: an element
 # still holding it was never written. Negative, so no softmax or norm output can equal it.
 UNWRITTEN_SENTINEL = -12345.0

@@ -66,3 +66,10 @@ def test_importing_modules_runs_no_kernels(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_readme_states_the_memory_cap_the_grader_applies():
+    from learning.childproc import MEMORY_ALLOWANCE_GIB
+
+    readme = " ".join((COURSE_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"a memory cap of {MEMORY_ALLOWANCE_GIB:g} GiB beyond its own" in readme

@@ -590,3 +590,19 @@ def softmax_python(values):
     assert first.meaning_key == "out-of-memory" and not first.causes
     assert "rows.append" in first.where
     assert time.monotonic() - start < 60  # long before ten cases' time limits
+
+
+def test_check_passes_its_memory_cap_to_the_learners_process(tmp_path, capsys, mode):
+    if not mode.interpret:
+        pytest.skip("the cap applies on the CPU only: CUDA reserves far more address space")
+    from learning import check
+
+    (tmp_path / "softmax.py").write_text(solution_text("softmax") + """
+
+def softmax_python(values):
+    return [0.0] * 200_000_000 + values  # 1.6 GB of list, past a cap of 0.5 GiB
+""", encoding="utf-8")
+    assert check.main(["softmax", "--part", "python", "--memory", "0.5", "--root",
+                       str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "raised MemoryError" in out and "--memory GIB raises the cap" in out

@@ -271,6 +271,27 @@ TRITON = (
     '''),
 )
 
+# A learner's SoftmaxFunction with the reference forward and the given backward body.
+_FUNCTION = '''
+        class SoftmaxFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                n_rows, n_cols = x.shape
+                y = torch.empty_like(x, memory_format=torch.contiguous_format)
+                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
+                                                  BLOCK=triton.next_power_of_2(n_cols))
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+'''
+
+
+def _function(backward_body: str) -> str:
+    return _FUNCTION + backward_body.lstrip("\n")
+
+
 AUTOGRAD = (
     Version("saves x instead of y", "autograd", "saved-x", '''
         class SoftmaxFunction(torch.autograd.Function):
@@ -337,22 +358,10 @@ AUTOGRAD = (
                                                dy.stride(0), n_cols,
                                                BLOCK=triton.next_power_of_2(n_cols))
             return dx
-
-        class SoftmaxFunction(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                n_rows, n_cols = x.shape
-                y = torch.empty_like(x, memory_format=torch.contiguous_format)
-                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
-                                                  BLOCK=triton.next_power_of_2(n_cols))
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, dy):
+    ''' + _function('''
                 (y,) = ctx.saved_tensors
                 return softmax_backward_triton(y, dy)
-    ''', interpreter_only=True),
+    '''), interpreter_only=True),
     Version("backward reads dy with the width as its row stride", "autograd", "row-stride", '''
         def softmax_backward_triton(y, dy):
             n_rows, n_cols = y.shape
@@ -367,37 +376,14 @@ AUTOGRAD = (
             SoftmaxFunction.apply(leaf).backward(dy.float())
             return leaf.grad
     '''),
-    Version("the saved tensor misnamed in backward", "autograd", "error:name-not-defined", '''
-        class SoftmaxFunction(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                n_rows, n_cols = x.shape
-                y = torch.empty_like(x, memory_format=torch.contiguous_format)
-                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
-                                                  BLOCK=triton.next_power_of_2(n_cols))
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, dy):
+    Version("the saved tensor misnamed in backward", "autograd", "error:name-not-defined",
+            _function('''
                 (probabilities,) = ctx.saved_tensors
                 return softmax_backward_triton(y, dy.contiguous())
-    '''),
-    Version("backward passes dy through", "autograd", "unknown", '''
-        class SoftmaxFunction(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                n_rows, n_cols = x.shape
-                y = torch.empty_like(x, memory_format=torch.contiguous_format)
-                softmax_forward_kernel[(n_rows,)](y, x, y.stride(0), x.stride(0), n_cols,
-                                                  BLOCK=triton.next_power_of_2(n_cols))
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, dy):
+    ''')),
+    Version("backward passes dy through", "autograd", "unknown", _function('''
                 return 0.5 * dy.contiguous()
-    '''),
+    ''')),
 )
 
 _FORMULA_KERNEL = '''
