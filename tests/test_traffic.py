@@ -15,14 +15,42 @@ from tests.helpers import COURSE_ROOT
 # The counting itself: the numbers lesson 02 prints.
 
 
-def test_eager_softmax_is_seven_full_passes_plus_the_row_vectors():
+def test_eager_softmax_is_eight_full_passes_plus_the_row_vectors():
     rows = cols = 4096
     arrays = model.softmax_arrays(rows, cols)
     one_pass = rows * cols * 4
     assert one_pass == 67_108_864
     eager = model.bytes_moved(model.eager_softmax(rows, cols), arrays, 4)
-    assert eager == 7 * one_pass + 2 * rows * 4
+    assert eager == 8 * one_pass + 4 * rows * 4  # m and d, each written and read once
     assert model.bytes_moved(model.fused_softmax(rows, cols), arrays, 4) == 2 * one_pass
+    four = model.bytes_moved(model.four_kernel_softmax(rows, cols), arrays, 4)
+    assert four == 7 * one_pass + 2 * rows * 4
+
+
+def test_eager_model_is_one_kernel_per_torch_operation_the_bench_times():
+    """The 'eager' the lessons count is the 'eager' python -m learning.bench measures."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from learning import bench
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    eager = bench.implementations(bench.KERNELS["softmax"], None)["eager"]
+    x = torch.randn(4, 8)
+    with Record() as record:
+        eager(x)
+    names = [k["name"] for k in model.eager_softmax(4, 8)]
+    assert record.ops == ["amax", "sub", "exp", "sum", "div"]
+    assert names == ["max", "subtract", "exp", "sum", "divide"]
+    assert model.total_flops(model.eager_softmax(4, 8)) == 5 * 4 * 8
 
 
 def test_fused_softmax_of_1024_squared_is_8_mib():
@@ -53,9 +81,9 @@ def test_explain_prints_eager_against_fused_for_both_shapes(capsys, wide_plain_c
     out = capsys.readouterr().out
     words = " ".join(out.split())
     assert "Memory traffic of softmax over a 4096×4096 float32 matrix" in out
-    for name in ("max", "subtract", "exp", "sum-and-divide"):
+    for name in ("max", "subtract", "exp", "sum", "divide"):
         assert any(line.strip().startswith(name + " ") for line in out.splitlines()), name
-    assert "469,794,816" in out and "134,217,728" in out and "67,108,864" in out
+    assert "536,936,448" in out and "134,217,728" in out and "67,108,864" in out
     assert "8,388,608" in out and "8 MiB" in out
     assert "logical traffic" in words and "lower bound" in words
     assert "memory-bound" in out
@@ -97,3 +125,23 @@ def test_explain_traffic_imports_neither_torch_nor_numpy():
                           timeout=60, cwd=COURSE_ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "[]"
+
+
+def test_the_check_grades_the_eager_softmax_the_lesson_counts():
+    from learning.exercises import traffic as exercise
+
+    case = next(c for c in exercise.CASES if c.name.startswith("eager softmax"))
+    kernels, arrays, element_bytes, *_ = case.make_args()
+    assert [k["name"] for k in kernels] == ["max", "subtract", "exp", "sum", "divide"]
+    assert case.purpose.startswith("five kernels")
+    assert model.bytes_moved(kernels, arrays, element_bytes) == 536_936_448
+
+
+def test_no_traffic_case_sends_the_learner_to_a_later_lesson():
+    import re
+
+    from learning.exercises import traffic as exercise
+
+    for case in exercise.CASES:
+        later = [n for n in re.findall(r"lesson (\d+)", case.purpose) if int(n) > 2]
+        assert not later, (case.name, case.purpose)

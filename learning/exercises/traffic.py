@@ -208,12 +208,13 @@ CASES = (
     Case("copy", "one read and one write of 2**20 float32 values, no arithmetic: intensity 0",
          _case(_copy, lambda: {"x": 1 << 20, "y": 1 << 20}),
          catches=("reads-only", "writes-only", "elements-not-bytes", "megabytes")),
-    Case("fused softmax, 1024×1024", "the lower bound lesson 04 states: one read and one write, "
-         "8 MiB", _case(lambda: fused_softmax(1024, 1024), lambda: softmax_arrays(1024, 1024)),
+    Case("fused softmax, 1024×1024", "one kernel, the least any softmax can move: x read once "
+         "and y written once, 8 MiB",
+         _case(lambda: fused_softmax(1024, 1024), lambda: softmax_arrays(1024, 1024)),
          catches=("reads-only", "intensity-inverted", "intensity-digits")),
-    Case("eager softmax, 4096×4096", "four kernels: x is read twice, and s and e are written "
-         "and read back", _case(lambda: eager_softmax(4096, 4096),
-                                lambda: softmax_arrays(4096, 4096)),
+    Case("eager softmax, 4096×4096", "five kernels: x and e are read twice each, and every "
+         "intermediate (s, e, the per-row m and d) is written and read back",
+         _case(lambda: eager_softmax(4096, 4096), lambda: softmax_arrays(4096, 4096)),
          catches=("counted-once", "flops", "intensity-per-kernel")),
     Case("in-place update", "x += 1 reads x and writes it back: two trips for one array",
          _case(_in_place, lambda: {"x": 1 << 20}), catches=("in-place-once",)),
