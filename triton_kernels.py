@@ -4,9 +4,9 @@ Why these kernels exist
 =======================
 
 Softmax over the last dimension of a tensor, y[r, c] = exp(x[r, c]) / sum_j exp(x[r, j]), is
-the last step of every attention block. Written as PyTorch eager operations it is four kernels
-(maximum, subtract, exponential, sum-and-divide), and each one reads its input from device
-memory and writes its result back. The arithmetic is a handful of instructions per element; the
+the last step of every attention block. Written as PyTorch eager operations it is five kernels
+(maximum, subtract, exponential, sum, divide), and each one reads its input from device memory
+and writes its result back. The arithmetic is a handful of instructions per element; the
 cost is the traffic. A fused kernel reads each row once, keeps it on chip for both reductions,
 and writes the result once: the least traffic softmax can have, so its speed limit is the
 speed of a device-to-device copy of the same bytes.

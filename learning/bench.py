@@ -63,7 +63,7 @@ KERNELS = {
         "softmax", "softmax", "softmax_triton",
         (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 262144,
          1048576),
-        2, "max, subtract, exp, sum-and-divide"),
+        2, "max, subtract, exp, sum, divide"),
     "softmax_backward": Kernel(
         "softmax_backward", "softmax_backward", "softmax_backward_triton",
         (128, 512, 1024, 4096, 8192, 16384, 32768, 65536), 3,
@@ -306,7 +306,7 @@ def implementations(kernel: Kernel, learner) -> dict:
             m = x.amax(dim=-1, keepdim=True)  # kernel 1: the row maxima
             s = x - m  # kernel 2: subtract
             e = torch.exp(s)  # kernel 3: exponentials
-            return e / e.sum(dim=-1, keepdim=True)  # kernel 4 (and a small one): sum, divide
+            return e / e.sum(dim=-1, keepdim=True)  # kernels 4 and 5: sum, divide
 
         table = {"reference": tk.softmax, "torch": lambda x: torch.softmax(x, dim=-1),
                  "eager": eager}
