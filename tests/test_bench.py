@@ -89,6 +89,19 @@ def test_targets_are_judged_from_the_numbers():
             assert status == "met" and float(lowest) >= float(goal.removeprefix(">= ")) - 0.005
 
 
+def test_the_launch_spread_is_computed_from_the_latency_rows(monkeypatch):
+    """Lesson 10 and RESULTS.md state the spread of the times without a graph: from the data."""
+    rows = [{"impl": impl, "dtype": "fp32", "cols": 1024, "rows": n, "us": us}
+            for n, mine, theirs in ((1, 50.0, 7.0), (8, 10.0, 8.0), (64, 40.0, 9.0))
+            for impl, us in (("reference", mine), ("torch", theirs))]
+    monkeypatch.setattr(bench_page, "load", lambda kernel: {"latency": rows})
+    text = bench_page.latency_swing_text().text
+    assert "from 10.0 us (8 rows of 1024 fp32 columns) to 50.0 us (1 row of" in text
+    assert "5.0 times as long" in text
+    assert "up to 5.0 times (50.0 us for 1 row of 1024 fp32 columns, 10.0 us for 8 rows" in text
+    assert "torch took from 7.0 to 9.0 us" in text
+
+
 def test_results_md_tables_are_current():
     path = COURSE_ROOT / "bench" / "RESULTS.md"
     text = path.read_text(encoding="utf-8")

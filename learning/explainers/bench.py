@@ -166,6 +166,29 @@ def latency_bytes_text(_numbers=None) -> Text:
                 f"{seconds * 1e6:.2f} us at the copy ceiling of {data['copy_gbps']:.0f} GB/s.")
 
 
+def _latency_case(row: dict) -> str:
+    rows = f"{row['rows']} row" + ("" if row["rows"] == 1 else "s")
+    return f"{rows} of {row['cols']} {row['dtype']} columns"
+
+
+def latency_swing_text(_numbers=None) -> Text:
+    """How far triton_kernels' times without a graph spread over the latency table, overall and
+    between neighbouring rows, beside the spread of torch's."""
+    data = load("softmax")
+    ours = [r for r in data["latency"] if r["impl"] == "reference"]  # in the table's order
+    theirs = [r["us"] for r in data["latency"] if r["impl"] == "torch"]
+    low, high = min(ours, key=lambda r: r["us"]), max(ours, key=lambda r: r["us"])
+    a, b = max(zip(ours, ours[1:]), key=lambda pair: max(pair[0]["us"] / pair[1]["us"],
+                                                         pair[1]["us"] / pair[0]["us"]))
+    jump = max(a["us"], b["us"]) / min(a["us"], b["us"])
+    return Text(f"Softmax forward without a graph, in the committed run: triton_kernels took "
+                f"from {low['us']:.1f} us ({_latency_case(low)}) to {high['us']:.1f} us "
+                f"({_latency_case(high)}), {high['us'] / low['us']:.1f} times as long, and two "
+                f"neighbouring rows of its table differ by up to {jump:.1f} times "
+                f"({a['us']:.1f} us for {_latency_case(a)}, {b['us']:.1f} us for "
+                f"{_latency_case(b)}); torch took from {min(theirs):.1f} to {max(theirs):.1f} us.")
+
+
 def page(row=None) -> Page:
     if row is not None:
         raise ArgumentError("bench shows the committed measurements and takes no --input")
@@ -177,13 +200,14 @@ def page(row=None) -> Page:
                Heading("Softmax forward"), sweep_table("softmax"),
                Heading("Softmax backward"), sweep_table("softmax_backward"),
                Heading("RMSNorm"), sweep_table("rmsnorm"),
-               Heading("Small batches"), latency_table("softmax"))
+               Heading("Small batches"), latency_table("softmax"), latency_swing_text())
     return result
 
 
 BLOCKS = {
     "ceiling": ceiling_text,
     "latency_bytes": latency_bytes_text,
+    "latency_swing": latency_swing_text,
     "probe": probe_table,
     "probe32768": probe_summary,
     "summary": summary_table,
