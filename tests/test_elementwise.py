@@ -67,3 +67,18 @@ def test_explain_rejects_bad_input_in_one_line(capsys, plain_console, given, mes
     code, out = run_explain(capsys, "elementwise", "--input", given)
     assert code == 2
     assert message in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_lesson_01_lists_the_python_cases_and_which_fill_their_blocks():
+    from learning import registry
+    from tests.helpers import COURSE_ROOT
+
+    text = " ".join((COURSE_ROOT / "lessons" / "01-elementwise.md").read_text().split())
+    shapes = [(len(x), block) for x, _y, block in
+              (case.make_args() for case in registry.find(NAME).part("python").cases)]
+    sizes = [str(n) for n, _ in shapes]
+    assert f"The cases use `n` of {', '.join(sizes[:-1])} and {sizes[-1]} " in text
+    blocks = [block for _, block in shapes]
+    assert f"with blocks of {min(blocks)} to {max(blocks)}." in text
+    full = [f"`n = {n}`" for n, block in shapes if n % block == 0]
+    assert f"All but {' and '.join(full)} leave their last block partly empty" in text
