@@ -46,7 +46,8 @@ def rows(progress: state.State) -> list[dict]:
                 "checked_at": grade.checked_at}
         result.append({"lesson": lesson.number, "title": lesson.title,
                        "file": f"lessons/{lesson.filename}", "available": lesson.available,
-                       "exercise": f"{lesson.exercise}.py", "parts": grades})
+                       "exercise": f"{lesson.exercise}.py" if graded else None,  # 10: none
+                       "parts": grades})
     return result
 
 
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         title = escape(row["title"]) if row["available"] else f"[dim]{escape(row['title'])} " \
                                                                "(coming)[/dim]"
         if not row["parts"]:  # a lesson to read and measure, with nothing graded
-            table.add_row(row["lesson"], title, "", "none", "[dim]nothing to grade[/dim]")
+            table.add_row(row["lesson"], title, "nothing", "none",
+                          "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
             text, style = _grade_text(grade)
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",

@@ -73,3 +73,19 @@ def test_the_readme_states_the_memory_cap_the_grader_applies():
 
     readme = " ".join((COURSE_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"a memory cap of {MEMORY_ALLOWANCE_GIB:g} GiB beyond its own" in readme
+
+
+def test_a_lesson_that_grades_nothing_says_so_in_the_readme_progress_and_lessons(tmp_path):
+    from learning import progress, state
+
+    graded = {e.name: [p.name for p in e.parts] for e in registry.all_exercises()}
+    ungraded = [lesson for lesson in course.LESSONS
+                if lesson.part not in graded.get(lesson.exercise, [])]
+    assert [lesson.number for lesson in ungraded] == ["10"]
+    row = next(line for line in README.splitlines() if line.startswith("| 10 |"))
+    assert "| nothing (`python -m learning.bench`) | none |" in row
+    listed = next(r for r in progress.rows(state.load(tmp_path)) if r["lesson"] == "10")
+    assert listed["exercise"] is None and listed["parts"] == {}
+    for name in ("02-traffic.md", "10-measuring.md"):
+        text = " ".join((course.LESSONS_DIR / name).read_text(encoding="utf-8").split())
+        assert "grades nothing new" in text, name
