@@ -9,8 +9,11 @@ A lesson marks a section it does not write by hand like this:
     <!-- end computed -->
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
-commas) that the block takes as one list. This command regenerates every such section;
-``--check`` only reports the stale ones and exits 1, which is what the test suite does.
+commas) that the block takes as one list. Two topics are not explainers: ``hints`` (an
+exercise's hints, as ``check --hint`` gives them) and ``facts`` (learning/facts.py: what
+bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick).
+This command regenerates every such section; ``--check`` only reports the stale ones and
+exits 1, which is what the test suite does.
 """
 
 from __future__ import annotations
@@ -64,6 +67,10 @@ def render_hints(exercise_name: str, parts_text: str | None) -> str:
 def render_block(topic: str, block: str, args_text: str | None) -> str:
     if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
         return render_hints(block, args_text)
+    if topic == "facts":  # not an explainer: GPU measurements and triton_kernels' routing
+        from learning import facts
+
+        return to_markdown(facts.BLOCKS[block](_parse_args(args_text)))
     module = explainers.load(topic)
     function = module.BLOCKS[block]
     return to_markdown(function(_parse_args(args_text)))

@@ -123,3 +123,64 @@ def test_the_whole_row_probe_kernels_are_right_in_the_interpreter():
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count(": ok") == 26 and "WRONG" not in done.stdout
+
+
+def _lesson_facts_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lesson_facts",
+                                                  COURSE_ROOT / "bench" / "lesson_facts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # defines only: the mode is chosen in main()
+    return module
+
+
+def test_lesson_facts_writes_where_it_is_told(tmp_path):
+    script = _lesson_facts_script()
+    assert script.output_path(str(tmp_path / "a.json"), {"OUT": "/x"}) == tmp_path / "a.json"
+    assert script.output_path(None, {"OUT": str(tmp_path)}) == tmp_path / "lesson_facts.json"
+    assert script.output_path(None, {}) == COURSE_ROOT / "bench" / "results" / "lesson_facts.json"
+
+
+def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(monkeypatch,
+                                                                              tmp_path):
+    from learning import facts
+
+    monkeypatch.setattr(facts, "RESULTS", tmp_path / "absent.json")
+    for name in ("exp_error", "underflow", "underflow_summary", "num_warps"):
+        text = computed.render_block("facts", name, None)
+        assert text.startswith("Not measured yet") and "bench/lesson_facts.py" in text, name
+
+
+@pytest.mark.interpreter
+def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, tmp_path):
+    # bench/lesson_facts.py measures on a GPU what lessons 08 and A1 state (tl.exp's error,
+    # where exp(x) underflows, bits across num_warps); --smoke runs the same code on a few
+    # values in the interpreter, and every section the lessons draw from it renders its JSON
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from learning import facts
+
+    out = tmp_path / "facts.json"
+    env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))
+    done = subprocess.run([sys.executable, "bench/lesson_facts.py", "--smoke", "--out", str(out)],
+                          cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "max rel err" in done.stdout.strip().splitlines()[-1]  # the table comes last
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["env"]["mode"] == "interpreter" and data["smoke"]
+    for r in data["exp_error"]["ranges"]:
+        assert 0 <= r["exp_max_ulp"] < 100 and 0 <= r["exp2_max_ulp"] < 100
+    routes = {r["kernel"] or r["route"]: r for r in data["underflow"]["routes"]}
+    # the interpreter computes float32 exp with numpy, which keeps subnormal results
+    assert routes["float32 exp, correctly rounded"]["last_nonzero"] < -103
+    assert {"_softmax", "_softmax_multi_row", "_softmax_looped"} <= set(routes)
+    warps = data["num_warps"]["rows"]
+    assert warps[0]["differ"] == 0 and all(r["max_rel_error"] < 1e-5 for r in warps)
+    monkeypatch.setattr(facts, "RESULTS", out)
+    for name in ("exp_error", "underflow", "underflow_summary", "num_warps"):
+        text = computed.render_block("facts", name, None)
+        assert "Triton's interpreter" in text and "Not measured" not in text, name
