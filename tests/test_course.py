@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from learning import computed, course, registry
 from learning.stubs import stub_path
 from tests.helpers import COURSE_ROOT
@@ -89,3 +91,68 @@ def test_a_lesson_that_grades_nothing_says_so_in_the_readme_progress_and_lessons
     for name in ("02-traffic.md", "10-measuring.md"):
         text = " ".join((course.LESSONS_DIR / name).read_text(encoding="utf-8").split())
         assert "grades nothing new" in text, name
+
+
+class _Picked(Exception):
+    """Raised by the recording _plan below, so that no kernel runs."""
+
+
+def _launcher_plan(monkeypatch, launch):
+    """The plan a triton_kernels launcher asks _plan for, without launching anything."""
+    import triton_kernels as tk
+
+    real = tk._plan
+
+    def recording(*args, **kwargs):
+        raise _Picked(real(*args, **kwargs))
+
+    monkeypatch.setattr(tk, "_plan", recording)
+    try:
+        launch()
+    except _Picked as picked:
+        return picked.args[0]
+    finally:
+        monkeypatch.setattr(tk, "_plan", real)
+    raise AssertionError("the launcher did not ask _plan")
+
+
+def test_the_routing_tables_in_the_lessons_are_what_the_launchers_pick(monkeypatch, device):
+    # lessons 09 and A1 show learning.facts' routing tables; here the launchers themselves,
+    # on tensors of this mode, pick the same kernels as those tables say for this mode
+    import torch
+
+    import triton_kernels as tk
+    from learning import facts
+
+    pieces = tk._max_pieces(torch.device(device))
+    for dtype in (torch.float32, torch.bfloat16):
+        for n_cols in (512, 8192, 8193, 32768, 32769):
+            x = torch.empty((2, n_cols), dtype=dtype, device=device)
+            w = torch.empty((n_cols,), dtype=dtype, device=device)
+            for fn, launch in (("softmax", lambda x=x: tk.softmax(x)),
+                               ("rmsnorm", lambda x=x, w=w: tk.rmsnorm(x, w))):
+                expected = facts.plan_for(fn, n_cols, pieces, x.element_size())
+                assert _launcher_plan(monkeypatch, launch) == expected, (fn, dtype, n_cols)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # on purpose
+def test_the_rmsnorm_overflow_section_is_what_torch_and_the_kernel_do(device):
+    # lesson 09: n float32 squares overflow at sqrt(max / n), and past it the reference kernel
+    # returns zeros without an error; its example uses the widest row the library accepts
+    import math
+
+    import torch
+
+    import triton_kernels as tk
+    from learning.explainers import rmsnorm as page
+
+    lesson = (COURSE_ROOT / "lessons" / "09-rmsnorm-triton.md").read_text(encoding="utf-8")
+    assert f"rmsnorm overflow_dtypes 4096,1e18,{tk.MAX_COLS} -->" in lesson
+    n = 4096
+    limit = math.sqrt(page.FLOAT32_MAX / n)
+    for scale, finite in ((0.99, True), (1.01, False)):
+        squares = torch.full((n,), scale * limit, dtype=torch.float32).square()
+        assert bool(torch.isfinite(squares.sum())) is finite
+    x = torch.full((2, n), 1e18, dtype=torch.float32, device=device)
+    out = tk.rmsnorm(x, torch.ones(n, device=device))
+    assert bool((out == 0).all())

@@ -196,6 +196,93 @@ def block_mean(numbers) -> Table:
 
 
 # ---------------------------------------------------------------------------------------------
+# Where lesson 09's kernel overflows: its float32 sum of squares, by row width and input dtype.
+
+FLOAT32_MAX = (2 - 2.0**-23) * 2.0**127
+BFLOAT16_MAX = (2 - 2.0**-7) * 2.0**127  # float32's exponent, 8 bits of significand
+FLOAT16_MAX = 65504.0
+
+
+def _float32_sum_of_squares(value: float, n: int) -> float:
+    """n copies of ``value`` in float32, squared and added pairwise in float32 as the kernel's
+    tree reduction adds them (numpy); inf once the sum overflows."""
+    import numpy as np
+
+    level = np.full(n, value, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        level = level * level
+        while level.size > 1:
+            if level.size % 2:
+                level = np.append(level, np.float32(0.0))
+            level = level[0::2] + level[1::2]
+    return float(level[0])
+
+
+def _bfloat16(value: float) -> float:
+    """``value`` as float32 and then bfloat16 (the top 16 bits, rounded to nearest even)."""
+    import struct
+
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _sci(value: float, digits: int = 4) -> str:
+    """A large or small value as the lessons write it: 1.845e19, 9.998e17, 65504."""
+    text = f"{value:.{digits}g}"
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+def overflow_limits(numbers) -> Table:
+    """For each width n: the |x| at which n float32 squares sum past float32's largest value,
+    checked just below and just above it."""
+    rows = []
+    for n in (int(v) for v in numbers):
+        limit = math.sqrt(FLOAT32_MAX / n)
+        rows.append((f"{n:,}", _sci(limit, 3),
+                     _sci(_float32_sum_of_squares(0.99 * limit, n)),
+                     _sci(_float32_sum_of_squares(1.01 * limit, n))))
+    root = _sci(math.sqrt(FLOAT32_MAX))
+    return Table(("Row width n", "the sum overflows once every value's magnitude passes",
+                  "sum of n squares of 0.99 times that", "sum of n squares of 1.01 times that"),
+                 tuple(rows),
+                 f"float32's largest value is {_sci(FLOAT32_MAX)}, so n squares of the same "
+                 f"size overflow once |x| passes sqrt({_sci(FLOAT32_MAX)} / n) = {root} / "
+                 f"sqrt(n); any row does, about when its length (the square root of its sum of "
+                 f"squares) passes {root}. The sums are computed in float32, squared and added "
+                 "pairwise as the kernel's tree adds them.")
+
+
+def overflow_dtypes(numbers) -> Text:
+    """``n, value, widest``: n values of ``value`` in float32 and bfloat16, what the kernel
+    then returns, and why float16 rows (at most ``widest`` columns) cannot get there."""
+    import numpy as np
+
+    n, value, widest = int(numbers[0]), float(numbers[1]), int(numbers[2])
+    total = _float32_sum_of_squares(value, n)
+    stored = _bfloat16(value)
+    total_bf16 = _float32_sum_of_squares(stored, n)
+    with np.errstate(over="ignore"):
+        # the kernel: inverse_rms = rsqrt(sum / n + eps), output = x * inverse_rms (weight 1)
+        inverse = np.float32(1.0) / np.sqrt(np.float32(total) / np.float32(n) + np.float32(EPS))
+        output = float(np.float32(value) * inverse)
+    f16_square = _float32_sum_of_squares(FLOAT16_MAX, 1)
+    f16_total = _float32_sum_of_squares(FLOAT16_MAX, widest)
+    return Text(
+        f"{n:,} values of {_sci(value)} square to about {_sci(value * value)} each, far inside "
+        f"float32, but their float32 sum is {_sci(total)}: the mean square is infinite, "
+        f"rsqrt of it is 0, and every output of the row is {number(output)}, with no error "
+        f"raised. bfloat16 keeps float32's exponent: its largest value is "
+        f"{_sci(BFLOAT16_MAX)}, so a bfloat16 row can hold such values ({_sci(value)} is "
+        f"stored as {_sci(stored)}, and {n:,} of them also sum to {_sci(total_bf16)}), and a "
+        f"single bfloat16 value past {_sci(math.sqrt(FLOAT32_MAX))} overflows its own square, "
+        f"converted to FP32 or not. float16 cannot get there: its largest value, "
+        f"{_sci(FLOAT16_MAX, 5)}, squares to {_sci(f16_square)}, and {widest:,} of those, the "
+        f"widest row triton_kernels accepts, sum to {_sci(f16_total)}.")
+
+
+# ---------------------------------------------------------------------------------------------
 # The page.
 
 
@@ -252,4 +339,6 @@ BLOCKS = {
     "overflow": overflow,
     "padding": padding,
     "block_mean": block_mean,
+    "overflow_limits": overflow_limits,
+    "overflow_dtypes": overflow_dtypes,
 }
