@@ -65,9 +65,9 @@ def exp_error(_numbers=None) -> Table | Text:
     exp = data["exp_error"]
     rows = tuple((f"[{r['low']:g}, 0]", _ulp(r["exp_max_ulp"]), _ulp(r["exp2_max_ulp"]))
                  for r in exp["ranges"])
-    compiled = "; ".join(part for part in (_instructions(exp["ptx"]["exp"], "tl.exp"),
-                                           _instructions(exp["ptx"]["exp2"], "tl.exp2"))
-                         if part)
+    forms = (("exp", "`tl.exp(x)`"), ("exp2", "`tl.exp2(x * log2(e))`"))
+    compiled = "; ".join(part for part in (_instructions(exp["ptx"][key], label)
+                                           for key, label in forms) if part)
     caption = (f"The largest error over {exp['inputs']} ({exp['count']:,} values), each "
                "against float64's exp; an ulp is the float32 spacing at the true value, so a "
                "correctly rounded exp would be within 0.5. "
