@@ -39,9 +39,11 @@ EDIT_EVENTS = ("modified", "created", "moved", "deleted", "closed")
 
 
 def _signature(path: Path):
+    """What changes when the file is saved: its inode (a save by rename makes a new file), time
+    and size; None while the file is missing (halfway through some editors' saves)."""
     try:
         stat = path.stat()
-        return stat.st_mtime_ns, stat.st_size
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
     except OSError:
         return None
 
@@ -51,6 +53,7 @@ class Waiter:
 
     def __init__(self, path: Path, poll: bool):
         self.path = path
+        self.checked = _signature(path)  # the file as the coming or last check reads it
         self.changed = threading.Event()
         self.observer = None
         self.method = "polling"
@@ -82,18 +85,30 @@ class Waiter:
         self.observer, self.method = observer, "watchdog"
 
     def wait(self):
-        """Return once the file's contents may have changed: its size or time did."""
-        before = _signature(self.path)
+        """Return once the file differs from the one last checked and has stayed the same, with
+        no event about it, for SETTLE_SECONDS. So one save gives one return, with the whole new
+        file, however many steps it takes: a write in parts, a temporary file renamed over the
+        module, or the module moved away and a new one written (missing in between, which is
+        not a change to check)."""
         while True:
             if self.observer is not None:
                 self.changed.wait(POLL_SECONDS)
                 self.changed.clear()
             else:
                 time.sleep(POLL_SECONDS)
-            if _signature(self.path) != before:
-                break
-        time.sleep(SETTLE_SECONDS)
-        self.changed.clear()
+            now = _signature(self.path)
+            if now is None or now == self.checked:
+                continue
+            while True:
+                self.changed.clear()
+                time.sleep(SETTLE_SECONDS)
+                later = _signature(self.path)
+                if later == now and not self.changed.is_set():
+                    break
+                now = later
+            if now is not None and now != self.checked:
+                self.checked = now
+                return
 
     def stop(self):
         if self.observer is not None:

@@ -322,42 +322,118 @@ def test_bad_arguments_get_one_line_and_status_2(capsys, command, argv, message)
 
 # --- watch ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method", ["--poll", None])
-def test_watch_rechecks_on_save_and_stops_cleanly_on_ctrl_c(tmp_path, method):
-    write_module(tmp_path, "softmax", stub_text("softmax"))
-    command = [sys.executable, "-m", "learning.watch", "softmax", "--part", "python",
-               "--root", str(tmp_path)] + ([method] if method else [])
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(COURSE_ROOT))
-    env.pop("LEARNING_FORKSERVER", None)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=env)
+CHECK_HEADER = "; Ctrl-C to stop"  # the first line of every check watch runs
+CHECK_END = "waiting for you to save"  # the last line of every check
+QUIET_SECONDS = 2.0  # a second check caused by the same save would start well within this
+
+
+class WatchCommand:
+    """``python -m learning.watch`` run as a learner runs it; a thread collects its lines."""
+
+    def __init__(self, root, *options):
+        command = [sys.executable, "-m", "learning.watch", "softmax", "--part", "python",
+                   "--root", str(root), *options]
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(COURSE_ROOT))
+        env.pop("LEARNING_FORKSERVER", None)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self.grew = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self.grew:
+                self.lines.append(line)
+                self.grew.notify_all()
+        with self.grew:
+            self.grew.notify_all()
+
+    def count(self, marker: str) -> int:
+        with self.grew:
+            return sum(marker in line for line in self.lines)
+
+    def text(self, start: int = 0) -> str:
+        with self.grew:
+            return "".join(self.lines[start:])
+
+    def wait_for_checks(self, finished: int, seconds: float = 120) -> str:
+        """Wait until ``finished`` checks have ended; return the output of the last one."""
+        with self.grew:
+            done = self.grew.wait_for(
+                lambda: self.count(CHECK_END) >= finished or not self.reader.is_alive(),
+                timeout=seconds)
+        assert done and self.count(CHECK_END) >= finished, \
+            f"{finished} checks did not finish within {seconds} s; watch printed:\n{self.text()}"
+        with self.grew:
+            headers = [i for i, line in enumerate(self.lines) if CHECK_HEADER in line]
+            return self.text(headers[-1])
+
+    def stop(self) -> str:
+        """Press Ctrl-C; return what watch printed after it."""
+        start = len(self.lines)
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=30)
+        self.reader.join(timeout=5)
+        return self.text(start)
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def _save_plainly(path, text):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _save_by_rename(path, text):
+    """What many editors (and atomic-write libraries) do: write a temporary file in the same
+    folder and rename it over the module, which is never half-written."""
+    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _save_like_vim(path, text):
+    """vim's default with 'backupcopy' auto: move the file to a backup, write a new file, delete
+    the backup. The module is missing for a moment in between."""
+    backup = path.with_name(path.name + "~")
+    os.rename(path, backup)
+    time.sleep(0.3)
+    path.write_text(text, encoding="utf-8")
+    os.remove(backup)
+
+
+@pytest.mark.parametrize("method", ["--poll", None], ids=["polling", "watchdog"])
+def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, method):
+    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
+    watch = WatchCommand(tmp_path, *([method] if method else []))
     try:
-        seen = _read_until(process, "waiting for you to save", 120)
-        assert "not started" in seen
-        time.sleep(1.0)
-        write_module(tmp_path, "softmax", solution_text("softmax"))
-        seen = _read_until(process, "waiting for you to save", 120)
-        assert "Grade: Python 11/11" in seen
-        process.send_signal(signal.SIGINT)
-        rest, _ = process.communicate(timeout=30)
+        first = watch.wait_for_checks(1)
+        assert f"({'polling' if method else 'watchdog'})" in first
+        assert "not started" in first
+        time.sleep(10)  # idle: the check reading the file must not look like a save
+        assert watch.count(CHECK_HEADER) == 1, watch.text()
+
+        saves = [(_save_plainly, solution_text("softmax"), "Grade: Python 11/11"),
+                 (_save_by_rename, stub_text("softmax") + "\n# renamed\n", "not started"),
+                 (_save_like_vim, solution_text("softmax") + "\n# vim\n", "Grade: Python 11/11")]
+        for checks, (save, text, grade) in enumerate(saves, start=2):
+            save(path, text)
+            out = watch.wait_for_checks(checks)
+            assert grade in out, f"{save.__name__} re-checked old contents:\n{out}"
+            assert "does not exist" not in out, f"{save.__name__} caught a half-done save"
+            time.sleep(QUIET_SECONDS)
+            assert watch.count(CHECK_HEADER) == checks, \
+                f"{save.__name__} gave more than one re-check:\n{watch.text()}"
+        rest = watch.stop()
     finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0
-    assert "stopped watching" in rest and "Traceback" not in rest
-
-
-def _read_until(process, marker: str, seconds: float) -> str:
-    deadline = time.monotonic() + seconds
-    lines = []
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if marker in line:
-            return "".join(lines)
-    raise AssertionError(f"no {marker!r} within {seconds} s; got:\n{''.join(lines)}")
+        watch.kill()
+    assert watch.process.returncode == 0
+    assert "stopped watching" in rest and "Traceback" not in watch.text()
 
 
 @pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
@@ -381,6 +457,43 @@ def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
     finally:
         waiter.stop()
 
+
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
+def test_watch_does_not_miss_a_save_made_while_a_check_runs(tmp_path, poll):
+    from learning import watch
+
+    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
+    waiter = watch.Waiter(path, poll)  # watch makes it before the first check
+    try:
+        _save_plainly(path, solution_text("softmax"))  # the check is still running
+        woke = []
+        thread = threading.Thread(target=lambda: woke.append(waiter.wait()), daemon=True)
+        thread.start()
+        thread.join(timeout=5)
+        assert woke, "a save made during the check was lost"
+    finally:
+        waiter.stop()
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
+def test_watch_waits_quietly_while_the_module_is_gone_and_wakes_when_it_is_back(tmp_path, poll):
+    from learning import watch
+
+    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
+    waiter = watch.Waiter(path, poll)
+    thread = threading.Thread(target=waiter.wait, daemon=True)
+    try:
+        thread.start()
+        path.unlink()
+        cpu = time.process_time()
+        time.sleep(1.5)
+        assert thread.is_alive(), "a deleted module woke the watcher: the check would say missing"
+        assert time.process_time() - cpu < 0.5, "the watcher spun while the module was gone"
+        path.write_text(solution_text("softmax"), encoding="utf-8")
+        thread.join(timeout=5)
+        assert not thread.is_alive(), "the module's return did not wake the watcher"
+    finally:
+        waiter.stop()
 
 # --- the next step after a check --------------------------------------------------------------
 
