@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     for exercise in targets:
         result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout,
                               memory_gib=options.memory)
+        if result.environment_problem:  # found by the worker: as above, not the learner's
+            console.print(f"check: {escape(result.environment_problem)}", style="red",
+                          highlight=False)
+            return 2
         _record(root, result)
         results.append(result)
         if not options.json:
@@ -104,13 +108,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interpreter_problem(targets: list[registry.Exercise], options) -> str | None:
-    """What keeps Triton's interpreter from running these kernel parts here, if they will run
-    in it (only then is torch imported, to ask for a GPU)."""
+    """What keeps Triton's interpreter from running these kernel parts here, when they surely
+    will run in it. Where a GPU driver answers, the worker decides (it imports torch anyway,
+    and importing it here too would cost seconds) and reports the same problem."""
     parts = [p for e in targets for p in e.parts if not options.parts or p.name in options.parts]
     if not any(p.needs_kernels for p in parts):
         return None
     problem = kernel_mode.interpreter_problem()
-    if problem and kernel_mode.choose(options.interpret).interpret:
+    if problem and (options.interpret or kernel_mode.env_asks_for_interpreter()
+                    or not kernel_mode.cuda_driver_sees_a_gpu()):
         return problem
     return None
 

@@ -133,6 +133,11 @@ class CappedOutput:
             if code is not None and not open_:
                 return code
 
+    def drain_available(self, fd: int):
+        """Read what is already in the pipe, without waiting for more."""
+        while select.select([fd], [], [], 0)[0] and self.read_from(fd):
+            pass
+
     def text(self) -> str:
         text = self.kept.decode("utf-8", errors="replace")
         if self.dropped:

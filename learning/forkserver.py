@@ -1,16 +1,19 @@
-"""A warm process that forks the grader's worker processes, for the test suite on a CPU.
+"""A warm process that forks the grader's worker processes: the test suite's, and learners'.
 
 Every check runs the learner's code in a fresh ``learning.worker`` process, and starting one
 costs seconds of importing torch and triton before any case runs. The course's own tests grade
 hundreds of versions, so with ``LEARNING_FORKSERVER=1`` the runner instead asks one server
 process, which imported those libraries once, to fork each worker. A forked worker is still a
 separate process with its own session, output, working folder and environment, so time limits,
-crashes and exits behave as before. Learners' checks never use it, and it is not used where
-kernels run on a GPU (the test suite turns it on only in interpreter mode).
+crashes and exits behave as before. The test suite turns it on only in interpreter mode.
+
+Learners' checks use the same server through ``learning.warm``: started by the first check, it
+listens on a socket of its own and outlives that check, so the next one skips the imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -20,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 
 SWITCH = "LEARNING_FORKSERVER"
@@ -36,11 +40,15 @@ def enabled() -> bool:
 
 # --- the server -------------------------------------------------------------------------------
 
-def _preload():
+def _preload(interpret: bool = True):
     """Import once what every worker imports, so that a fork starts with it loaded. Triton's
     own library kernels (tl.max, ...) are made for the interpreter only if TRITON_INTERPRET is
-    set when triton.language is imported, hence interpreter mode only."""
-    os.environ["TRITON_INTERPRET"] = "1"
+    set when triton.language is imported, so a server serves one mode. Nothing here may touch
+    CUDA: a process that initialised it cannot hand a working GPU to its forks."""
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
     import numpy  # noqa: F401
     import torch  # noqa: F401
     import triton  # noqa: F401
@@ -89,27 +97,113 @@ def _become_worker(sock: socket.socket, request: dict, fds: list[int]):
 
 
 def serve(fd: int):
+    """Serve the one grader at the other end of ``fd`` (a socket pair) until it goes away."""
     sock = socket.socket(fileno=fd)
     _preload()
     _send(sock, {"ready": True})
+    _serve([sock])
+
+
+def serve_listening(path: str, interpret: bool, idle_seconds: float):
+    """Serve every grader that connects to the socket at ``path`` (learning.warm), until none
+    has for ``idle_seconds``. Binds only once the imports are done: a connection means ready."""
+    _preload(interpret)
+    if not interpret and not _gpu_usable_without_initialising():
+        return 3  # a CPU build of torch: the caller's workers would interpret; see learning.warm
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        _bind_replacing_stale(listener, path)
+    except OSError:
+        return 2  # another server took the path first: the graders use that one
+    listener.listen(8)
+    bound = os.stat(path).st_ino
+    try:
+        _serve([], listener, idle_seconds)
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == bound:  # not a successor's socket
+                os.unlink(path)
+    return 0
+
+
+def _gpu_usable_without_initialising() -> bool:
+    """torch.cuda.is_available() asked through NVML, which leaves CUDA uninitialised."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    import torch
+
+    try:
+        return bool(torch.cuda.is_available())
+    finally:
+        os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+
+
+def _bind_replacing_stale(listener: socket.socket, path: str):
+    try:
+        listener.bind(path)
+        return
+    except OSError:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            probe.connect(path)
+            raise  # a live server answers there
+        except ConnectionRefusedError:
+            os.unlink(path)  # left by a server that died: take its place
+        finally:
+            probe.close()
+    listener.bind(path)
+
+
+def _serve(connections: list, listener: socket.socket | None = None,
+           idle_seconds: float | None = None):
+    """Fork a worker per request; tell each request's grader when its worker exits. A grader
+    that goes away takes its workers with it."""
+    owners: dict[int, socket.socket] = {}  # worker pid: the connection that asked for it
+    quiet_since = time.monotonic()
     while True:
-        _reap(sock)
-        ready, _, _ = select.select([sock], [], [], 0.05)
-        if not ready:
-            continue
-        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
-        if not message:
-            return  # the grader went away
-        request = json.loads(message)
-        pid = os.fork()
-        if pid == 0:
-            _become_worker(sock, request, fds)
-        for received in fds:
-            os.close(received)
-        _send(sock, {"started": request["id"], "pid": pid})
+        _reap(owners)
+        if connections or owners:
+            quiet_since = time.monotonic()
+        elif listener is None:
+            return
+        elif time.monotonic() - quiet_since > idle_seconds:
+            return
+        watched = connections + ([listener] if listener is not None else [])
+        ready, _, _ = select.select(watched, [], [], 0.05)
+        for sock in ready:
+            if sock is listener:
+                with contextlib.suppress(OSError):
+                    connection, _ = listener.accept()
+                    _send(connection, {"ready": True})
+                    connections.append(connection)
+                continue
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+            except OSError:
+                message, fds = b"", []
+            if not message:
+                connections.remove(sock)
+                for pid in [p for p, owner in owners.items() if owner is sock]:
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
+                sock.close()
+                continue
+            request = json.loads(message)
+            pid = os.fork()
+            if pid == 0:
+                if listener is not None:
+                    listener.close()
+                for other in connections:
+                    if other is not sock:
+                        other.close()
+                _become_worker(sock, request, fds)
+            for received in fds:
+                os.close(received)
+            owners[pid] = sock
+            with contextlib.suppress(OSError):
+                _send(sock, {"started": request["id"], "pid": pid})
 
 
-def _reap(sock: socket.socket):
+def _reap(owners: dict):
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -117,7 +211,10 @@ def _reap(sock: socket.socket):
             return
         if pid == 0:
             return
-        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        owner = owners.pop(pid, None)
+        if owner is not None:
+            with contextlib.suppress(OSError):
+                _send(owner, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 # --- the grader's side ------------------------------------------------------------------------
@@ -140,21 +237,24 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """One server per grader process, started on first use."""
+    """The grader's end of a server: the test suite's own (``get``, started on first use), or
+    a learner's warm one that ``learning.warm`` connected to."""
 
     _instance: ForkServer | None = None
     _create = threading.Lock()
 
-    def __init__(self):
-        from learning.childproc import child_environment
+    def __init__(self, sock: socket.socket | None = None):
+        self.process = None
+        if sock is None:
+            from learning.childproc import child_environment
 
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "learning.forkserver", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_environment(),
-            start_new_session=True)
-        theirs.close()
-        self.sock = ours
+            sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "learning.forkserver", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                env=child_environment(), start_new_session=True)
+            theirs.close()
+        self.sock = sock
         self.ids = itertools.count()
         self.started: dict[int, int] = {}
         self.exits: dict[int, int] = {}
@@ -163,6 +263,12 @@ class ForkServer:
         self.sending = threading.Lock()
         self.changed = threading.Condition()
         threading.Thread(target=self._listen, daemon=True).start()
+
+    def close(self):
+        """Hang up: the server ends this grader's workers, and may then go idle."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
 
     @classmethod
     def get(cls) -> ForkServer | None:
@@ -227,5 +333,12 @@ class ForkServer:
             return self.exits.get(pid)
 
 
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--listen"]:  # --listen PATH IDLE_SECONDS [--interpret]
+        return serve_listening(argv[1], "--interpret" in argv, float(argv[2]))
+    serve(int(argv[0]))
+    return 0
+
+
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

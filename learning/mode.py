@@ -34,7 +34,7 @@ class Mode:
         return f"{self.label}: {self.reason}"
 
 
-def _env_asks_for_interpreter() -> bool:
+def env_asks_for_interpreter() -> bool:
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE
 
 
@@ -52,7 +52,7 @@ def choose(force_interpret: bool = False) -> Mode:
     """The mode select() would pick, without setting anything; imports torch."""
     if force_interpret:
         mode = Mode(True, "the interpreter was asked for (--interpret)")
-    elif _env_asks_for_interpreter():
+    elif env_asks_for_interpreter():
         mode = Mode(True, "TRITON_INTERPRET=1 is set in the environment")
     else:
         import torch
@@ -63,6 +63,28 @@ def choose(force_interpret: bool = False) -> Mode:
         else:
             mode = Mode(True, "no CUDA GPU found")
     return mode
+
+
+def cuda_driver_sees_a_gpu() -> bool:
+    """Whether the CUDA driver reports a device, asked through ctypes in about a tenth of a
+    second, where importing torch to ask takes seconds. False means kernels are interpreted;
+    True that they may not be (a CPU build of torch cannot use the GPU)."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            driver = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return False
+    count = ctypes.c_int(0)
+    try:
+        return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 \
+            and count.value > 0
+    except AttributeError:
+        return False
 
 
 # The interpreters of Triton 3.6 and older turn a loop bound computed in the kernel (such as

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import childproc, compare, forkserver, replays
+from learning import childproc, compare, forkserver, replays, warm
 from learning.registry import Exercise, Part
 from learning.returned import ImportProblem, Returned, Skipped
 from learning.tensors import TensorSpec
@@ -30,8 +30,6 @@ STARTUP_SECONDS = 120.0
 # libraries of its own, and a slow machine should not turn that into a failure.
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
-# After the worker reported every result: time to exit on its own before its group is ended.
-FINISHED_GRACE_SECONDS = 1.5
 MAX_OUTPUT_LINES = 40
 MAX_OUTPUT_CHARS = 4000
 # Settings of the learner's shell that would change how the child runs, not what it computes.
@@ -101,8 +99,14 @@ class CheckResult:
     parts: list[PartResult]
     mode: tuple[bool, str] | None = None  # (interpreting, why), when kernels were involved
     import_problem: ImportProblem | None = None
+    # This machine's Triton interpreter cannot run kernels (learning.mode.interpreter_problem):
+    # nothing was graded, and the problem is the environment's, not the learner's.
+    environment_problem: str = ""
     learner_output: str = ""
     seconds: float = 0.0
+    # (seconds since the check began, what happened): process starts and exits, the worker's
+    # events. What bench/check_phases.py prints, to show where a check's time goes.
+    timeline: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -145,9 +149,11 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
-                   memory_gib)
+                   memory_gib, start)
         if compiler is not None and compiler.started:
+            result.timeline.append((time.perf_counter() - start, "compile check: launches sent"))
             _attach_compile_check(result, compiler, launches)
+            result.timeline.append((time.perf_counter() - start, "compile check: done"))
     finally:
         if compiler is not None and compiler.started:
             compiler.cancel()
@@ -157,16 +163,22 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
 
 
 def _run_parts(result, exercise, module_path, force_interpret, case_seconds, import_seconds,
-               compiler, output_chunks, pending, launches, memory_gib=None):
+               compiler, output_chunks, pending, launches, memory_gib=None, start=None):
     """One worker process after another, until every pending part has run or cannot."""
     while pending:
         run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds,
                          import_seconds, compiler, memory_gib)
+        run.clock_start = start if start is not None else time.perf_counter()
+        run.timeline = result.timeline
         run.execute()
         output_chunks.append(run.output)
         launches += run.launches
         if run.mode is not None:
             result.mode = run.mode
+        if run.environment_problem:
+            result.environment_problem = run.environment_problem
+            _mark_not_run(pending, "not run: " + run.environment_problem)
+            break
         if run.import_problem is None and not run.imported:
             run.import_problem = run.import_failure()
         if run.import_problem is not None:
@@ -327,6 +339,7 @@ class _WorkerRun:
         self.launches: list = []
         self.mode: tuple[bool, str] | None = None
         self.import_problem: ImportProblem | None = None
+        self.environment_problem = ""
         self.missing: dict[str, ImportProblem] = {}
         self.outcomes: dict[tuple[str, str], object] = {}
         self.touched: set[str] = set()
@@ -335,6 +348,8 @@ class _WorkerRun:
         self.finished = False
         self.timed_out = False
         self.garbled = ""  # the process sent something that is not one of the course's events
+        self.clock_start = time.perf_counter()
+        self.timeline: list[tuple[float, str]] = []
         self.returncode: int | None = None
         self.output = ""
 
@@ -349,6 +364,7 @@ class _WorkerRun:
         if self.memory_gib is not None:
             command += ["--memory-gib", f"{self.memory_gib:g}"]
         self._output = childproc.CappedOutput()
+        self._note("worker: started")
         try:
             process = self._start(command, write_fd, out_write)
         finally:
@@ -360,17 +376,22 @@ class _WorkerRun:
             os.close(read_fd)
             self._stop(process, out_read)
             os.close(out_read)
+        self._note("worker: ended")
         self.output = self._output.text()
 
+    def _note(self, what: str):
+        self.timeline.append((time.perf_counter() - self.clock_start, what))
+
     def _start(self, command: list[str], event_fd: int, output_fd: int):
-        """A fresh worker process: forked by the warm server when the test suite asked for
-        one (learning.forkserver), started from scratch otherwise."""
+        """A fresh worker process: forked by the test suite's server (learning.forkserver) or
+        a learner's warm one (learning.warm), started from scratch where there is none."""
         cwd, env = str(self.module_path.parent), childproc.child_environment()
-        if forkserver.enabled():
-            server = forkserver.ForkServer.get()
-            forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
-            if forked:
-                return forked
+        server = forkserver.ForkServer.get() if forkserver.enabled() else \
+            warm.server(self.force_interpret)
+        forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
+        if forked:
+            self._note("worker: forked from a warm process")
+            return forked
         return subprocess.Popen(
             command, pass_fds=(event_fd,), stdin=subprocess.DEVNULL, stdout=output_fd,
             stderr=output_fd, cwd=cwd, env=env, start_new_session=True)
@@ -425,10 +446,18 @@ class _WorkerRun:
 
     def _handle(self, event: tuple):
         kind = event[0]
+        if kind != "launch":
+            called = getattr(event[3], "seconds", None) if kind == "done" else None
+            self._note(" ".join(["worker:", kind, *(str(e) for e in event[1:3]
+                                                    if isinstance(e, str))])
+                       + (f" ({called:.3f} s of it in the learner's call)" if called else ""))
         if kind == "mode":
             self.mode = (event[1], event[2])
             if event[1] and self.compiler is not None:
                 self.compiler.start()  # overlaps its start-up with the interpreter run
+        elif kind == "environment":
+            self.environment_problem = event[1]
+            self.finished = True
         elif kind == "importing":
             self.phase = "import"
         elif kind == "import":
@@ -455,9 +484,12 @@ class _WorkerRun:
         """Let a process that is done exit on its own (reading what it still prints), then
         end its whole process group: whatever the learner's code started (a child process, a
         thread that keeps the worker alive) ends with the check, and does not hold it up."""
-        if not self.timed_out:
-            wait = FINISHED_GRACE_SECONDS if self.finished else 5.0
-            self.returncode = self._output.drain_until_exit(process, out_fd, wait)
+        if self.finished:
+            # The worker flushed its output before it said so: take what is in the pipe and
+            # end it, rather than wait for it to tear down CUDA and the interpreter.
+            self._output.drain_available(out_fd)
+        elif not self.timed_out:
+            self.returncode = self._output.drain_until_exit(process, out_fd, 5.0)
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -406,6 +406,10 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
             if not recorder.install():
                 recorder = None
         channel.send("mode", mode.interpret, reason)
+        problem = kernel_mode.interpreter_problem() if mode.interpret else None
+        if problem and any(part.needs_kernels for part in parts):
+            channel.send("environment", problem)  # every kernel part would fail, not by them
+            return 0
     # Build every input before the learner's code runs, so their import cannot change them.
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases}
     course_root = os.path.dirname(os.path.abspath(module_path))
@@ -445,6 +449,9 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                 return 0
             if isinstance(outcome, Raised) and outcome.not_started:
                 break
+    for stream in (sys.stdout, sys.stderr):  # the grader stops reading at "finished"
+        with contextlib.suppress(Exception):
+            stream.flush()
     channel.send("finished")
     return 0
 

@@ -200,3 +200,64 @@ def test_a_relative_root_is_the_folder_the_learner_means(tmp_path, capsys, monke
     code, out = run_check(capsys, "softmax", "--root", "mine", "--part", "python")
     assert code == 0, out
     assert "Grade: Python 11/11" in out
+
+
+class _Events:
+    """A worker channel that keeps what it is sent."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, *event):
+        self.sent.append(event)
+
+
+def test_the_worker_refuses_kernel_parts_in_a_broken_interpreter_before_importing(
+        tmp_path, monkeypatch):
+    # Where a GPU driver answers, check leaves the decision to the worker (importing torch in
+    # the parent only to ask would cost seconds); the worker must then stop as check would.
+    from learning import mode, worker
+
+    problem = "Triton 3.6.0's interpreter cannot (why): python -m pip install \"numpy<2.4\""
+    monkeypatch.setattr(mode, "interpreter_problem", lambda: problem)
+    monkeypatch.setattr(mode, "select", lambda force_interpret=False: mode.Mode(True, "test"))
+    path = write_module(tmp_path, "softmax", "raise SystemExit('must not be imported')\n")
+    events = _Events()
+    assert worker.run("softmax", str(path / "softmax.py"), ["triton"], False, events) == 0
+    assert [e[0] for e in events.sent] == ["mode", "environment"]
+    assert events.sent[1][1] == problem
+
+
+def test_check_prints_the_workers_environment_problem_in_one_line(tmp_path, capsys,
+                                                                  monkeypatch):
+    from learning import runner
+
+    def broken(exercise, *args, **kwargs):
+        result = runner.CheckResult(exercise, tmp_path / exercise.filename, [])
+        result.environment_problem = "Triton 3.6.0's interpreter cannot: install numpy<2.4"
+        return result
+
+    monkeypatch.setattr(runner, "grade", broken)
+    monkeypatch.setattr(check.kernel_mode, "cuda_driver_sees_a_gpu", lambda: True)
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
+    assert code == 2 and out.strip() == \
+        "check: Triton 3.6.0's interpreter cannot: install numpy<2.4", out
+    progress = tmp_path / ".course-state" / "progress.json"  # nothing graded, nothing kept
+    assert not progress.exists() or "softmax" not in progress.read_text()
+
+
+def test_the_gpu_probe_answers_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from learning import mode; found = mode.cuda_driver_sees_a_gpu(); "
+            "assert 'torch' not in sys.modules; print(found)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    import torch
+
+    # The contract check relies on: no device from the driver means none for torch either.
+    assert out in ("True", "False")
+    assert out == "True" or not torch.cuda.is_available()
+    assert out == "False" or torch.version.cuda is None or torch.cuda.is_available()

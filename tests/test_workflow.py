@@ -272,6 +272,7 @@ def broken_interpreter(monkeypatch):
     problem = 'Triton 3.6.0\'s interpreter cannot (why): python -m pip install "numpy<2.4"'
     monkeypatch.setattr(mode, "interpreter_problem", lambda: problem)
     monkeypatch.setattr(mode, "choose", lambda force_interpret=False: mode.Mode(True, "test"))
+    monkeypatch.setattr(mode, "cuda_driver_sees_a_gpu", lambda: False)
 
 
 def test_check_stops_in_one_line_when_the_interpreter_cannot_run_kernels(capsys, monkeypatch,
