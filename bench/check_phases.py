@@ -7,6 +7,8 @@ costs on the same machine, then the phases of one check from the grader's own ti
 
     python bench/check_phases.py [--exercise softmax] [--repeats 3] [--out DIR]
 
+A check forks its worker from the learner's warm process (learning.warm) when one is there;
+the first check starts it. The last row shows the same check with a fresh process each time.
 Runs on a GPU (compiled kernels) or without one (the interpreter); the result names which.
 """
 
@@ -80,11 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, statistics.median(times), times))
 
     check = [sys.executable, "-m", "learning.check", exercise.name, "--root", str(work)]
+    # The learner's warm process (learning.warm), in a folder of this run's own, gone 30 s
+    # after the last check; and the same checks with a fresh process each, as before it.
+    sockets = tempfile.mkdtemp(prefix="phases-", dir="/tmp")
+    env.update(TMPDIR=sockets, LEARNING_WARM="1", LEARNING_WARM_IDLE="30")
+    cold = dict(env, LEARNING_WARM="0")
     seconds, code, output = wall(check, env, ROOT)
     if code != 0:
         print(output)
         raise SystemExit(f"the reference {exercise.name} did not pass (status {code})")
-    rows.append(("check, empty kernel cache", seconds, [seconds]))
+    rows.append(("first check: empty kernel cache, starts the warm process", seconds, [seconds]))
     times = [wall(check, env, ROOT)[0] for _ in range(options.repeats)]
     rows.append(("check, warm kernel cache", statistics.median(times), times))
     times = []
@@ -92,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         edit_kernel(module, generation)
         times.append(wall(check, env, ROOT)[0])
     rows.append(("check, after an edit to the kernel", statistics.median(times), times))
+    times = [wall(check, cold, ROOT)[0] for _ in range(options.repeats)]
+    rows.append(("check, warm kernel cache, LEARNING_WARM=0", statistics.median(times), times))
 
     # One check's phases, from the grader's timeline (in this process: no check start-up).
-    os.environ.update(TRITON_CACHE_DIR=env["TRITON_CACHE_DIR"])
+    os.environ.update(TRITON_CACHE_DIR=env["TRITON_CACHE_DIR"], TMPDIR=sockets,
+                      LEARNING_WARM="1")
+    tempfile.tempdir = sockets
     result = runner.grade(exercise, work)
     timeline = result.timeline
 
@@ -118,15 +129,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{device}; torch {torch.__version__}, Triton {triton.__version__}, "
           f"{document['date']}; {exercise.name}, reference solution")
-    print(f"{'wall time of':<44}{'median s':>9}   runs")
+    print(f"{'wall time of':<58}{'median s':>9}   runs")
     for label, median, runs in rows:
-        print(f"{label:<44}{median:>9.2f}   {', '.join(f'{t:.2f}' for t in runs)}")
+        print(f"{label:<58}{median:>9.2f}   {', '.join(f'{t:.2f}' for t in runs)}")
     print("\none check's phases (seconds from its start, in this process):")
     for (t, what), (t_next, _) in zip(timeline, timeline[1:] + [(result.seconds, "")]):
         if t_next - t >= 0.05 or what.startswith("worker: started"):
             print(f"  {t:7.3f}  +{t_next - t:6.3f}  {what}")
     print(f"  {result.seconds:7.3f}           graded")
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(sockets, ignore_errors=True)
     return 0
 
 

@@ -8,11 +8,14 @@ The processes' plumbing (environment, events, output, signals) is ``learning.chi
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,9 @@ STARTUP_SECONDS = 120.0
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
 MAX_OUTPUT_LINES = 40
+# GPU faults in one check, each costing a fresh process (a fork of the warm one, usually),
+# before the rest of the part is left unrun.
+MAX_GPU_FAULTS = 24
 MAX_OUTPUT_CHARS = 4000
 # Settings of the learner's shell that would change how the child runs, not what it computes.
 
@@ -131,6 +137,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
     """
     start = time.perf_counter()
+    # Judging needs numpy: import it while the worker starts, not when its first result comes.
+    threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
     # Absolute: the learner's process runs in the module's folder, where a relative --root
     # would point somewhere else.
     root = Path(root or Path.cwd()).resolve()
@@ -164,10 +172,15 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
 
 def _run_parts(result, exercise, module_path, force_interpret, case_seconds, import_seconds,
                compiler, output_chunks, pending, launches, memory_gib=None, start=None):
-    """One worker process after another, until every pending part has run or cannot."""
+    """One worker process after another, until every pending part has run or cannot. After a
+    GPU fault the cases after the faulting one run in a fresh process (a faulted CUDA context
+    can run nothing more, but the learner should see every case), and at the end the faulted
+    cases run once more in the interpreter, whose bounds checks name the line and lanes."""
+    carried, only, faults = {}, None, []
+    last = None  # (the last run, the parts it judged)
     while pending:
         run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds,
-                         import_seconds, compiler, memory_gib)
+                         import_seconds, compiler, memory_gib, only, carried)
         run.clock_start = start if start is not None else time.perf_counter()
         run.timeline = result.timeline
         run.execute()
@@ -185,6 +198,17 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
             result.import_problem = run.import_problem
             _mark_not_run(pending, "the module could not be imported")
             break
+        last = (run, list(pending))
+        fault = run.gpu_fault()
+        if fault is not None and len(faults) < MAX_GPU_FAULTS:
+            faults.append(fault)
+            part_name, case_name = fault
+            faulted = next(p for p in pending if p.part.name == part_name)
+            names = [c.name for c in faulted.part.cases]
+            carried = dict(run.outcomes)
+            only = {part_name: names[names.index(case_name) + 1:]}
+            pending[:] = pending[pending.index(faulted):]
+            continue
         _collect(run, pending)
         if run.finished:
             break
@@ -194,6 +218,45 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
             else pending[0].part.name
         broken = next(p for p in pending if p.part.name == stopped_in)
         pending[:] = pending[pending.index(broken) + 1:]
+        carried, only = {}, None
+    if faults and last is not None:
+        run, judged = last
+        run.reruns = _rerun_in_interpreter(exercise, module_path, judged, faults, case_seconds,
+                                           memory_gib, result, start)
+        _collect(run, judged)
+
+
+def _rerun_in_interpreter(exercise, module_path, parts, faults, case_seconds, memory_gib,
+                          result, start) -> dict[tuple[str, str], tuple[str, object]]:
+    """The cases that faulted on the GPU, once more in Triton's interpreter, in one process:
+    for each, ("ran", outcome), or ("unavailable", why) when it cannot run there."""
+    reruns, wanted = {}, {}
+    for part_name, case_name in faults:
+        case = next(c for p in parts if p.part.name == part_name for c in p.part.cases
+                    if c.name == case_name)
+        if case.gpu_only:
+            reruns[(part_name, case_name)] = ("unavailable", "the case is too large for the "
+                                              "interpreter")
+        else:
+            wanted.setdefault(part_name, []).append(case_name)
+    if not wanted:
+        return reruns
+    run = _WorkerRun(exercise, module_path, [p for p in parts if p.part.name in wanted], True,
+                     case_seconds, None, None, memory_gib, wanted)
+    run.clock_start = start if start is not None else time.perf_counter()
+    run.timeline = result.timeline
+    run.execute()
+    for part_name, names in wanted.items():
+        for case_name in names:
+            outcome = run.outcomes.get((part_name, case_name))
+            if run.environment_problem:
+                reruns[(part_name, case_name)] = ("unavailable", run.environment_problem)
+            elif outcome is None:
+                reruns[(part_name, case_name)] = ("unavailable", "the interpreter run stopped "
+                                                  "before this case finished")
+            else:
+                reruns[(part_name, case_name)] = ("ran", outcome)
+    return reruns
 
 
 def _attach_compile_check(result: CheckResult, compiler: childproc.CompileRun, launches: list):
@@ -292,8 +355,31 @@ def _verdict(run: _WorkerRun, part: Part, case, outcome) -> tuple[compare.Verdic
         expect["dtype"] = specs[0].dtype
         expect["device"] = "cpu" if run.mode is None or run.mode[0] else "cuda"
     if isinstance(outcome, Returned) or hasattr(outcome, "not_started"):
-        return compare.judge(part, case, outcome, args, want, expect), (args, want)
+        verdict = compare.judge(part, case, outcome, args, want, expect)
+        rerun = run.reruns.get((part.name, case.name))
+        if rerun is not None:
+            verdict = _with_rerun(part, case, verdict, rerun, args, want, expect)
+        return verdict, (args, want)
     return compare.Verdict("error", f"unexpected outcome {outcome!r}"), None
+
+
+def _with_rerun(part: Part, case, verdict: compare.Verdict, rerun: tuple[str, object], args,
+                want, expect: dict) -> compare.Verdict:
+    """A GPU fault's verdict, told with what the same case did in the interpreter."""
+    kind, outcome = rerun
+    fault = verdict.summary.splitlines()[0] if verdict.summary else "the GPU faulted"
+    if kind == "unavailable":
+        verdict.summary = f"{verdict.summary}; it could not be re-run in Triton's interpreter " \
+                          f"to find the line ({outcome})"
+        return verdict
+    there = compare.judge(part, case, outcome, args, want, dict(expect, device="cpu"))
+    if getattr(outcome, "exc_type", "") == "OutOfBoundsAccess":
+        there.summary = f"on the GPU: {fault}; re-run in Triton's interpreter, which checks " \
+                        f"every address: {there.summary}"
+        return there
+    done = "it passed" if there.passed else f"{there.summary.splitlines()[0]}"
+    verdict.summary = f"{verdict.summary}; re-run in Triton's interpreter: {done}"
+    return verdict
 
 
 def _reference(part: Part, args: tuple):
@@ -322,7 +408,8 @@ class _WorkerRun:
     def __init__(self, exercise: Exercise, module_path: Path, parts: list[PartResult],
                  force_interpret: bool, case_seconds: float | None,
                  import_seconds: float | None = None, compiler: childproc.CompileRun | None = None,
-                 memory_gib: float | None = None):
+                 memory_gib: float | None = None, only: dict[str, list[str]] | None = None,
+                 carried: dict | None = None):
         self.exercise = exercise
         self.module_path = module_path
         self.part_names = [p.part.name for p in parts]
@@ -341,8 +428,10 @@ class _WorkerRun:
         self.import_problem: ImportProblem | None = None
         self.environment_problem = ""
         self.missing: dict[str, ImportProblem] = {}
-        self.outcomes: dict[tuple[str, str], object] = {}
-        self.touched: set[str] = set()
+        self.only = only  # part: the only cases to run of it (the rest ran in another process)
+        self.outcomes: dict[tuple[str, str], object] = dict(carried or {})
+        self.touched: set[str] = {part for part, _ in self.outcomes}
+        self.reruns: dict[tuple[str, str], tuple[str, object]] = {}
         self.current: tuple[str, str] | None = None
         self.abandoned: tuple[str, str] | None = None  # (part, why): the process gave up on it
         self.finished = False
@@ -363,6 +452,8 @@ class _WorkerRun:
             command.append("--interpret")
         if self.memory_gib is not None:
             command += ["--memory-gib", f"{self.memory_gib:g}"]
+        if self.only is not None:
+            command += ["--cases", json.dumps(self.only)]
         self._output = childproc.CappedOutput()
         self._note("worker: started")
         try:
@@ -410,7 +501,9 @@ class _WorkerRun:
         return KERNEL_CASE_SECONDS if part.needs_kernels else PYTHON_CASE_SECONDS
 
     def _read_events(self, fd: int, out_fd: int):
-        buffer = b""
+        # A bytearray: a pipe hands over 64 KiB a read, and a large output (25 MB for 4096 rows
+        # of 781 float64 values) joined into immutable bytes cost seconds of copying.
+        buffer = bytearray()
         deadline = time.monotonic() + self._limit()
         watched = [fd, out_fd]
         while fd in watched:
@@ -431,8 +524,9 @@ class _WorkerRun:
                 (size,) = childproc.FRAME_HEADER.unpack_from(buffer)
                 if len(buffer) < childproc.FRAME_HEADER.size + size:
                     break
-                frame = buffer[childproc.FRAME_HEADER.size:childproc.FRAME_HEADER.size + size]
-                buffer = buffer[childproc.FRAME_HEADER.size + size:]
+                frame = bytes(buffer[childproc.FRAME_HEADER.size:
+                                     childproc.FRAME_HEADER.size + size])
+                del buffer[:childproc.FRAME_HEADER.size + size]
                 try:
                     event = childproc.load_event(frame)
                 except Exception as exc:  # noqa: BLE001 - garbage on the pipe ends the run
@@ -497,6 +591,14 @@ class _WorkerRun:
         if self.returncode is None:
             self.returncode = process.wait()
         self._output.drain_until_exit(process, out_fd, 0.5)
+
+    def gpu_fault(self) -> tuple[str, str] | None:
+        """(part, case) of the case whose fault ended this process's GPU context, if one did."""
+        if self.abandoned is None:
+            return None
+        faulted = [key for key, o in self.outcomes.items()
+                   if key[0] == self.abandoned[0] and getattr(o, "exc_type", "") == "CudaFault"]
+        return faulted[-1] if faulted else None
 
     def import_failure(self) -> ImportProblem:
         """The process stopped before the learner's module finished importing: say how."""

@@ -261,3 +261,98 @@ def test_the_gpu_probe_answers_without_importing_torch():
     assert out in ("True", "False")
     assert out == "True" or not torch.cuda.is_available()
     assert out == "False" or torch.version.cuda is None or torch.cuda.is_available()
+
+
+# --- a GPU fault: the faulting case again in the interpreter, the rest in a fresh process ----
+
+FAULT = 'raise RuntimeError("CUDA error: an illegal memory access was encountered")'
+
+
+def faulting_module(first_call: str, later_calls: str) -> str:
+    """The reference softmax, except on 'many rows' (37 x 33): the first such call does
+    ``first_call`` (as a kernel that faults on a GPU would), every later one ``later_calls``
+    (the re-run in the interpreter). A file beside the module counts the calls."""
+    body = solution_text("softmax").replace(
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:",
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:\n"
+        "    import pathlib\n"
+        "    marker = pathlib.Path(__file__).with_name('faulted')\n"
+        "    if tuple(x.shape) == (37, 33):\n"
+        "        if not marker.exists():\n"
+        "            marker.write_text('')\n"
+        f"            {first_call}\n"
+        f"        {later_calls}\n"
+        "    return _softmax_triton(x)\n\n\n"
+        "def _softmax_triton(x: torch.Tensor) -> torch.Tensor:", 1)
+    return body
+
+
+def test_after_a_gpu_fault_every_later_case_still_runs(tmp_path, capsys):
+    write_module(tmp_path, "softmax", faulting_module(FAULT, FAULT))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
+                          "--json")
+    cases = {c["name"]: c for c in __import__("json").loads(out)["parts"][0]["cases"]}
+    assert cases["many rows"]["status"] == "error"
+    assert "illegal memory access" in cases["many rows"]["summary"]
+    assert "re-run in Triton's interpreter" in cases["many rows"]["summary"]
+    after = list(cases)[list(cases).index("many rows") + 1:]
+    assert after and all(cases[name]["status"] in ("passed", "skipped") for name in after), \
+        {name: cases[name]["status"] for name in after}
+    assert code == 1
+
+
+def test_a_kernel_that_faults_in_most_cases_still_gets_every_case_run(tmp_path, capsys):
+    module = solution_text("softmax").replace(
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:",
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:\n"
+        f"    if x.shape[0] > 1:\n        {FAULT}", 1)
+    write_module(tmp_path, "softmax", module)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
+                          "--json")
+    cases = __import__("json").loads(out)["parts"][0]["cases"]
+    statuses = {c["name"]: c["status"] for c in cases}
+    assert "not-run" not in statuses.values(), statuses
+    assert statuses["width 3"] == "passed" and statuses["many rows"] == "error"
+    assert sum(s == "error" for s in statuses.values()) >= 8
+
+
+def test_a_gpu_fault_is_shown_with_the_line_the_interpreter_finds(tmp_path, capsys):
+    # the re-run launches a kernel that stores past the output: the sanitizer names the line
+    oob = ("out = torch.empty_like(x); _bad_kernel[(1,)](out, 64); return out")
+    module = faulting_module(FAULT, oob) + (
+        "\n\n@triton.jit\ndef _bad_kernel(out_ptr, n):\n"
+        "    offsets = tl.arange(0, 2048)\n"
+        "    tl.store(out_ptr + offsets * 1000, offsets.to(tl.float32))\n")
+    write_module(tmp_path, "softmax", module)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
+                          "--json")
+    cases = {c["name"]: c for c in __import__("json").loads(out)["parts"][0]["cases"]}
+    fault = cases["many rows"]
+    assert fault["summary"].startswith("on the GPU: ")
+    assert "which checks every address" in fault["summary"] and "out-of-bounds" in \
+        fault["summary"]
+    assert fault["where"] and "tl.store(out_ptr + offsets * 1000" in fault["where"]
+    after = list(cases)[list(cases).index("many rows") + 1:]
+    assert all(cases[name]["status"] in ("passed", "skipped") for name in after)
+
+
+@pytest.mark.gpu
+def test_a_real_gpu_fault_names_the_line_and_runs_every_case(tmp_path, capsys):
+    far = solution_text("softmax").replace(
+        "tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)",
+        "tl.store(output_ptr + row * output_row_stride * 1000000 + offsets, output, mask=mask)")
+    write_module(tmp_path, "softmax", far)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
+                          "--json")
+    cases = __import__("json").loads(out)["parts"][0]["cases"]
+    assert code == 1 and not [c["name"] for c in cases if c["status"] == "not-run"]
+    faulted = [c for c in cases if "illegal memory access" in c["summary"]]
+    assert faulted, [c["summary"] for c in cases]
+    from learning import mode
+
+    if mode.interpreter_problem() is None:
+        assert any(c["where"] and "tl.store(output_ptr + row * output_row_stride * 1000000"
+                   in c["where"] for c in faulted), [c["summary"] for c in faulted]
+    else:
+        assert all("could not be re-run in Triton's interpreter" in c["summary"]
+                   for c in faulted)
