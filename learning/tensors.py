@@ -12,7 +12,7 @@ from typing import Any
 
 # The memory layouts a case can ask for. Padding holds a value a correct kernel never reads, so
 # reading it (a row offset computed from n_cols instead of the row stride) changes the result.
-LAYOUTS = ("contiguous", "row-strided", "column-slice", "expanded")
+LAYOUTS = ("contiguous", "row-strided", "column-slice", "expanded", "transposed")
 PADDING_VALUE = 1.0e4
 GUARD_ELEMENTS = 4096
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -30,11 +30,17 @@ class TensorSpec:
     - ``expanded``: one value broadcast to the whole shape (``torch.full((), v).expand(...)``),
       every stride 0, as ``y.sum().backward()`` hands autograd's gradient on; ``values`` must
       all be equal.
+    - ``transposed``: the transpose of a contiguous (cols, rows) tensor (``buffer.T``): row
+      stride 1, last-dimension stride rows, as a matrix product's ``b.T`` operand arrives.
+
+    ``guard`` is what the bands around a contiguous tensor on a GPU hold: a read past its end
+    gets that value (NaN makes even a read multiplied by 0 show).
     """
 
     values: Any  # numpy float64 array: any shape when contiguous, 2-D (rows, cols) otherwise
     dtype: str = "float32"
     layout: str = "contiguous"
+    guard: float = PADDING_VALUE
 
     def __post_init__(self):
         if self.dtype not in FLOAT_DTYPES:
@@ -65,6 +71,8 @@ class TensorSpec:
             storage, row_stride = exact.ravel(), exact.shape[-1] if exact.ndim else 1
         elif self.layout == "expanded":
             storage, row_stride = exact.ravel()[:1].copy(), 0
+        elif self.layout == "transposed":
+            storage, row_stride = exact.T.ravel(), 1
         else:
             rows, cols = exact.shape
             if self.layout == "row-strided":
@@ -97,11 +105,13 @@ class TensorSpec:
             # On a GPU nothing stops a read past the end: surround the tensor with bands of
             # PADDING_VALUE, so that such a read changes the result instead of going unseen.
             size = exact.numel()
-            buffer = torch.full((size + 2 * GUARD_ELEMENTS,), PADDING_VALUE, dtype=dtype,
+            buffer = torch.full((size + 2 * GUARD_ELEMENTS,), self.guard, dtype=dtype,
                                 device=device)
             buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size] = exact.flatten().to(device, dtype)
             return buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size].view(exact.shape)
         rows, cols = exact.shape
+        if self.layout == "transposed":
+            return exact.T.contiguous().to(device=device, dtype=dtype).T
         if self.layout == "expanded":
             return torch.full((), float(exact.flatten()[0]), dtype=dtype, device=device).expand(
                 rows, cols)
