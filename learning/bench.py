@@ -84,7 +84,8 @@ def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.bench",
                            description="Time a kernel on the GPU against the memory roofline.")
     parser.add_argument("kernels", nargs="+", metavar="kernel",
-                        help=f"one or more of: {', '.join(KERNELS)}")
+                        help=f"one or more of: {', '.join(KERNELS)}; or matmul alone (TFLOP/s: "
+                             "python -m learning.bench matmul --help)")
     parser.add_argument("--widths", metavar="N,N,...", help="columns per row (default: a sweep)")
     parser.add_argument("--dtypes", metavar="D,D", default="fp32,bf16,fp16",
                         help="some of fp32, bf16, fp16 (default: all three)")
@@ -130,6 +131,9 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 def parse(argv: list[str]):
     options = build_parser().parse_args(argv)
     for name in options.kernels:
+        if name == "matmul":
+            raise ArgumentError("matmul is timed on its own, in TFLOP/s: python -m "
+                                "learning.bench matmul")
         if name not in KERNELS:
             raise ArgumentError(f"unknown kernel '{name}'; choose from {', '.join(KERNELS)}")
     options.dtypes = parse_dtypes(options.dtypes)
@@ -500,6 +504,10 @@ def plot(result: dict, path: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     console = make_console()
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["matmul"]:  # the compute-bound kernel has a bench of its own
+        from learning import bench_matmul
+
+        return bench_matmul.main(argv[1:])
     try:
         options = parse(argv)
     except HelpShown as shown:
