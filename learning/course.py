@@ -49,6 +49,8 @@ LESSONS = (
            also=("python", "autograd")),
     Lesson("A1", "online-softmax", "Workshop: online softmax for rows wider than a block",
            "online_softmax", "triton", also=("python",)),
+    Lesson("12", "matmul", "Tiled matrix multiplication: tl.dot, the K loop, 0 padding, L2 order, "
+           "autotuning", "matmul", "python", also=("triton",)),
 )
 
 

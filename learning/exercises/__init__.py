@@ -2,6 +2,7 @@
 
 from learning.exercises import (
     elementwise,
+    matmul,
     online_softmax,
     reductions,
     rmsnorm,
@@ -18,4 +19,5 @@ EXERCISES = (
     rmsnorm.EXERCISE,
     softmax_backward.EXERCISE,
     online_softmax.EXERCISE,
+    matmul.EXERCISE,
 )

@@ -10,6 +10,7 @@ TOPICS = {
     "rmsnorm": "learning.explainers.rmsnorm",
     "softmax_backward": "learning.explainers.softmax_backward",
     "online_softmax": "learning.explainers.online_softmax",
+    "matmul": "learning.explainers.matmul",
     "bench": "learning.explainers.bench",
 }
 
@@ -23,6 +24,7 @@ INPUTS = {
     "rmsnorm": "a row of values (1,2,2,4)",
     "softmax_backward": "a row of scores (1,2,3)",
     "online_softmax": "a row of scores, -inf allowed (1,-inf,3)",
+    "matmul": "M,N,K,block, each 1 to 8 (3,2,3,2)",
     "bench": "none: it reads the committed measurements",
 }
 
