@@ -137,8 +137,11 @@ def test_a_finished_kernel_compiles_and_its_cases_take_little_time(tmp_path):
     part = _grade_triton(tmp_path, solution_text("matmul"))
     assert part.status == "passed"
     assert part.compile_check.ran and not part.compile_check.rejected
-    # the cases' share of the 5 s a check of a finished matmul.py may take on 2 cores
-    assert sum(c.verdict.seconds for c in part.cases) < 2.5
+    # a check of a finished matmul.py should take under 5 s on 2 idle cores, of which the
+    # cases take about 1 s; the bound leaves room for a loaded machine (the suite runs in
+    # parallel) and still fails a case that has grown several times over
+    seconds = sum(c.verdict.seconds for c in part.cases)
+    assert seconds < 5.0, f"the interpreted cases took {seconds:.2f} s"
 
 
 # ---------------------------------------------------------------------------------------------
