@@ -37,6 +37,7 @@ class Raised:
     traceback: str
     not_started: bool = False  # NotImplementedError: the stub is still in place
     seconds: float = 0.0
+    gpu_lost: bool = False  # a CUDA error: nothing more can run in this process's context
 
 
 @dataclass

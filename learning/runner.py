@@ -235,8 +235,7 @@ def _rerun_in_interpreter(exercise, module_path, parts, faults, case_seconds, me
         case = next(c for p in parts if p.part.name == part_name for c in p.part.cases
                     if c.name == case_name)
         if case.gpu_only:
-            reruns[(part_name, case_name)] = ("unavailable", "the case is too large for the "
-                                              "interpreter")
+            reruns[(part_name, case_name)] = ("unavailable", "the case runs only on a GPU")
         else:
             wanted.setdefault(part_name, []).append(case_name)
     if not wanted:
@@ -430,6 +429,7 @@ class _WorkerRun:
         self.missing: dict[str, ImportProblem] = {}
         self.only = only  # part: the only cases to run of it (the rest ran in another process)
         self.outcomes: dict[tuple[str, str], object] = dict(carried or {})
+        self.carried = set(self.outcomes)  # judged from an earlier process's run
         self.touched: set[str] = {part for part, _ in self.outcomes}
         self.reruns: dict[tuple[str, str], tuple[str, object]] = {}
         self.current: tuple[str, str] | None = None
@@ -597,7 +597,8 @@ class _WorkerRun:
         if self.abandoned is None:
             return None
         faulted = [key for key, o in self.outcomes.items()
-                   if key[0] == self.abandoned[0] and getattr(o, "exc_type", "") == "CudaFault"]
+                   if key[0] == self.abandoned[0] and key not in self.carried
+                   and getattr(o, "gpu_lost", False)]
         return faulted[-1] if faulted else None
 
     def import_failure(self) -> ImportProblem:

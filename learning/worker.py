@@ -294,8 +294,11 @@ def _synchronise(device: str):
 def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses_tensors: bool,
               learner_file: str):
     """Run one case and describe what happened."""
-    args = _materialise(args_spec, device)
-    before = _snapshot(args)
+    try:
+        args = _materialise(args_spec, device)
+        before = _snapshot(args)
+    except Exception as exc:  # noqa: BLE001 - the grader's own step, not the learner's code
+        raise InputNotBuilt(_cut(f"{type(exc).__name__}: {safe_str(exc)}", 300)) from exc
     fill = uses_tensors and case.fill_outputs_with_nan
     record = None
     start = time.perf_counter()
@@ -309,10 +312,13 @@ def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses
         cause = root_cause(exc)
         not_started = isinstance(cause, NotImplementedError)
         name = type(cause).__name__
-        if _lost_gpu(cause):  # by its words: on a CPU only code imitating CUDA says them
+        # By its words (on a CPU only code imitating CUDA says them): a bad address, or
+        # another CUDA error, after which the context can run nothing more.
+        fault = _gpu_fault(cause)
+        if fault == "address":
             name = "CudaFault"
         return Raised(name, _cut(safe_str(cause)), learner_traceback(exc, learner_file),
-                      not_started=not_started, seconds=seconds)
+                      not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
     seconds = time.perf_counter() - start
     try:
         returned = summarise(result, args, before)
@@ -340,11 +346,21 @@ def _has_nan(values) -> bool:
     return bool(np.isnan(values).any())
 
 
-def _lost_gpu(exc: BaseException) -> bool:
-    """An illegal address or similar fault: the CUDA context cannot run anything after it."""
-    text = str(exc).lower()
-    return any(s in text for s in ("illegal memory access", "illegal address", "misaligned",
-                                   "unspecified launch failure"))
+_ADDRESS_FAULTS = ("illegal memory access", "illegal address", "address space")
+_CONTEXT_LOST = ("cuda error", "misaligned", "unspecified launch failure")
+
+
+def _gpu_fault(exc: BaseException) -> str:
+    """"address" for a load or store at a bad address, "lost" for another CUDA error (the
+    context may be unusable after it), "" for anything else."""
+    text = safe_str(exc).lower()
+    if any(s in text for s in _ADDRESS_FAULTS):
+        return "address"
+    return "lost" if any(s in text for s in _CONTEXT_LOST) else ""
+
+
+class InputNotBuilt(Exception):
+    """The grader could not build a case's input (the GPU stopped working, say)."""
 
 
 def _find_unwritten(function, args_spec, device, first_values):
@@ -445,10 +461,17 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                 channel.send("done", part.name, case.name, Skipped("needs a CUDA GPU"))
                 continue
             channel.send("start", part.name, case.name)
-            outcome = call_case(function, case, inputs[(part.name, case.name)], device,
-                                part.needs_kernels, module_path)
+            try:
+                outcome = call_case(function, case, inputs[(part.name, case.name)], device,
+                                    part.needs_kernels, module_path)
+            except InputNotBuilt as exc:
+                channel.send("done", part.name, case.name, Skipped(
+                    f"not run: the grader could not build its input here ({exc})"))
+                channel.send("abandon", part.name, "not run: the grader could not build an "
+                             "earlier case's input")
+                return 0
             channel.send("done", part.name, case.name, outcome)
-            if isinstance(outcome, Raised) and outcome.exc_type == "CudaFault":
+            if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.
                 channel.send("abandon", part.name, "not run: the GPU faulted in an earlier case")
                 return 0

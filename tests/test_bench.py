@@ -3,6 +3,8 @@ code right in the interpreter, and the committed results rendered where they are
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from learning import bench, computed, explain
@@ -184,3 +186,24 @@ def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, 
     for name in ("exp_error", "underflow", "underflow_summary", "num_warps"):
         text = computed.render_block("facts", name, None)
         assert "Triton's interpreter" in text and "Not measured" not in text, name
+
+
+def test_the_courses_runs_do_not_get_tritons_fp_fusion_warning():
+    # Triton 3.9 warns at each compile while TRITON_DEFAULT_FP_FUSION is unset
+    import subprocess
+    import sys
+
+    code = ("import warnings, learning, triton.knobs as k\n"
+            "if not hasattr(k.language, 'fp_fusion_enabled'): raise SystemExit(3)\n"
+            "warnings.simplefilter('error')\n"
+            "assert k.language.fp_fusion_enabled(None) is True\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_DEFAULT_FP_FUSION"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode == 3:
+        pytest.skip("this Triton has no fp-fusion default to warn about")
+    assert done.returncode == 0, done.stderr
+    control = code.replace("import warnings, learning,", "import warnings,")
+    done = subprocess.run([sys.executable, "-c", control], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode != 0 and "TRITON_DEFAULT_FP_FUSION" in done.stderr, \
+        "the warning this guards against did not appear without the course"

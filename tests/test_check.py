@@ -356,3 +356,21 @@ def test_a_real_gpu_fault_names_the_line_and_runs_every_case(tmp_path, capsys):
     else:
         assert all("could not be re-run in Triton's interpreter" in c["summary"]
                    for c in faulted)
+
+
+def test_any_cuda_error_ends_the_process_but_only_a_bad_address_names_a_cause(tmp_path, capsys):
+    # measured on the H200: after an illegal address the next case's launch failed with
+    # "operation not supported on global/shared address space", and building the case after
+    # that failed in the grader's own code
+    other = 'raise RuntimeError("CUDA error: unspecified launch failure")'
+    module = solution_text("softmax").replace(
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:",
+        "def softmax_triton(x: torch.Tensor) -> torch.Tensor:\n"
+        f"    if tuple(x.shape) == (37, 33):\n        {other}", 1)
+    write_module(tmp_path, "softmax", module)
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
+                          "--json")
+    cases = {c["name"]: c for c in __import__("json").loads(out)["parts"][0]["cases"]}
+    assert cases["many rows"]["status"] == "error" and cases["many rows"]["causes"] == []
+    assert "not-run" not in {c["status"] for c in cases.values()}
+    assert "exited" not in out

@@ -162,3 +162,22 @@ def test_a_check_from_the_command_line_uses_the_server_of_the_one_before(warm_on
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(servers(warm_on)) == 1
+
+
+@pytest.mark.gpu
+def test_a_gpu_check_forks_and_initialises_cuda_in_the_worker(warm_on, tmp_path):
+    root = course(tmp_path)
+    write_module(root, "softmax", solution_text("softmax"))
+    for _ in range(2):
+        warm._connected.clear()
+        result = runner.grade(registry.find("softmax"), root)
+        assert result.ok and result.mode and not result.mode[0], result.mode
+        assert FORKED in [what for _, what in result.timeline]
+    assert len(servers(warm_on)) == 1
+
+
+def test_the_readme_says_how_long_the_warm_process_stays():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"after {int(warm.IDLE_SECONDS // 60)} minutes without a check" in \
+        " ".join(readme.split())
+    assert f"{warm.SWITCH}=0" in readme

@@ -189,6 +189,24 @@ def latency_swing_text(_numbers=None) -> Text:
                 f"{_latency_case(b)}); torch took from {min(theirs):.1f} to {max(theirs):.1f} us.")
 
 
+def check_latency_text(_numbers=None) -> Text:
+    """How long a check of the softmax reference took on a GPU (bench/check_phases.py)."""
+    data = load("check_phases_softmax")
+    wall = {row["what"]: row["median"] for row in data["wall_seconds"]}
+    imports = next(row["runs"] for row in data["wall_seconds"]
+                   if row["what"] == "python -c 'import torch'")
+    return Text(f"On the {data['device']} (torch {data['torch']}, Triton {data['triton']}, "
+                f"{data['date']}), importing torch alone took {min(imports):.1f} to "
+                f"{max(imports):.1f} s, so a check in a fresh process cannot be fast there. "
+                f"With the warm process, a check of a finished {data['exercise']}.py took "
+                f"{wall['check, warm kernel cache']:.1f} s with a warm kernel cache and "
+                f"{wall['check, after an edit to the kernel']:.1f} s after an edit to the kernel, "
+                f"against {wall['check, warm kernel cache, LEARNING_WARM=0']:.1f} s with "
+                f"LEARNING_WARM=0; the first check, which starts the warm process and compiles "
+                f"every kernel, took "
+                f"{wall['first check: empty kernel cache, starts the warm process']:.1f} s.")
+
+
 def page(row=None) -> Page:
     if row is not None:
         raise ArgumentError("bench shows the committed measurements and takes no --input")
@@ -206,6 +224,7 @@ def page(row=None) -> Page:
 
 BLOCKS = {
     "ceiling": ceiling_text,
+    "check_latency": check_latency_text,
     "latency_bytes": latency_bytes_text,
     "latency_swing": latency_swing_text,
     "probe": probe_table,
