@@ -6,12 +6,21 @@ made before any module that defines a kernel (the learner's or ``triton_kernels`
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.metadata
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 _TRUE = {"1", "true", "yes", "on"}
+# Set to 1, every course process behaves as on a machine without Triton (macOS): the tests run
+# that mode here, and a learner can see what it does. Honoured by hide_triton_if_asked().
+WITHOUT_TRITON = "LEARNING_WITHOUT_TRITON"
+# Where the Triton parts can be taken, for the one line that says they cannot be here.
+WHERE_TRITON_RUNS = ("take the Triton parts on Linux (a GPU is optional), in the devcontainer "
+                     "(.devcontainer/devcontainer.json) or on a free cloud GPU "
+                     "(notebooks/free_gpu.ipynb)")
 
 
 @dataclass(frozen=True)
@@ -115,3 +124,75 @@ def interpreter_problem() -> str | None:
                 f"numpy {numpy_version} (numpy 2.4 made its conversion of a one-element array "
                 f"to int an error): python -m pip install \"numpy<2.4\", or Triton 3.7 or newer")
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Machines without Triton: macOS, where there is no release of it, or a Windows machine without
+# triton-windows. Everything that needs none still works there (learning.standin).
+
+
+def hidden_on_purpose() -> bool:
+    return os.environ.get(WITHOUT_TRITON, "").strip().lower() in _TRUE
+
+
+class _NoTriton(importlib.abc.MetaPathFinder):
+    """Answers an import of triton as Python does where it is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "triton" or name.startswith("triton."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def hide_triton_if_asked() -> None:
+    """With LEARNING_WITHOUT_TRITON=1, make triton unimportable in this process, forgetting a
+    copy already imported (a worker forked from a warm process has one)."""
+    if not hidden_on_purpose():
+        return
+    for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
+        if not getattr(sys.modules[name], "__stand_in__", False):
+            del sys.modules[name]
+    if not any(isinstance(finder, _NoTriton) for finder in sys.meta_path):
+        # After learning.standin's finder, if it is there: the stand-in is what is wanted.
+        stand_ins = [i for i, f in enumerate(sys.meta_path) if getattr(f, "stands_in", False)]
+        sys.meta_path.insert(stand_ins[-1] + 1 if stand_ins else 0, _NoTriton())
+
+
+def triton_missing() -> str | None:
+    """Why Triton cannot be imported here, or None when it can; imports nothing."""
+    if hidden_on_purpose():
+        return f"Triton is hidden from the course ({WITHOUT_TRITON}=1)"
+    loaded = sys.modules.get("triton")
+    if loaded is not None and not getattr(loaded, "__stand_in__", False):
+        return None
+    if _findable("triton"):
+        return None
+    if sys.platform == "darwin":
+        return "Triton has no release for macOS"
+    if sys.platform == "win32":
+        return "Triton is not installed (on Windows it is the triton-windows package: " \
+               "python -m pip install triton-windows)"
+    return "Triton is not installed (python -m pip install -e . installs it)"
+
+
+def _findable(name: str) -> bool:
+    """Whether an import of ``name`` would find a real module: the finders of sys.meta_path
+    asked in turn, less the course's own (the blocker above and learning.standin's)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, _NoTriton) or getattr(finder, "stands_in", False):
+            continue
+        find = getattr(finder, "find_spec", None)
+        try:
+            if find is not None and find(name, None) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def triton_unavailable_line(parts: list[str]) -> str:
+    """The one line that says which parts were not run here, why, and where to take them."""
+    named = ", ".join(parts)
+    noun = "part" if len(parts) == 1 else "parts"
+    return f"Triton {noun} not run here ({named}): {triton_missing() or 'Triton is missing'}; " \
+           f"{WHERE_TRITON_RUNS}."

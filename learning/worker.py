@@ -24,6 +24,7 @@ import warnings
 from numbers import Real
 
 from learning import allocations, registry
+from learning import mode as kernel_mode
 from learning.childproc import MEMORY_ALLOWANCE_GIB
 from learning.returned import ImportProblem, Raised, Returned, Skipped
 from learning.tensors import TensorSpec
@@ -408,9 +409,17 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     parts = [exercise.part(name) for name in part_names]
     device = "cpu"
     recorder = None
-    if any(part.needs_kernels for part in parts) or force_interpret:
-        from learning import mode as kernel_mode
+    if kernel_mode.triton_missing():
+        # The learner's module imports triton: the stand-in lets it import, so that its plain
+        # Python is graded as anywhere; a part that launches kernels cannot run at all here.
+        from learning import standin
 
+        standin.install()
+        kernels = [part.name for part in parts if part.needs_kernels]
+        if kernels:
+            channel.send("environment", kernel_mode.triton_unavailable_line(kernels))
+            return 0
+    if any(part.needs_kernels for part in parts) or force_interpret:
         mode = kernel_mode.select(force_interpret)
         device = mode.device
         reason = mode.reason
@@ -460,6 +469,10 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
             if case.gpu_only and device != "cuda":
                 channel.send("done", part.name, case.name, Skipped("needs a CUDA GPU"))
                 continue
+            lacking = _lacks_bfloat16(inputs[(part.name, case.name)], device)
+            if lacking:
+                channel.send("done", part.name, case.name, Skipped(lacking))
+                continue
             channel.send("start", part.name, case.name)
             try:
                 outcome = call_case(function, case, inputs[(part.name, case.name)], device,
@@ -484,6 +497,20 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     return 0
 
 
+def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
+    """Why a case with bfloat16 tensors cannot run on this GPU ("" when it can): bfloat16
+    arithmetic came with compute capability 8.0 (the A100); a T4 (7.5) has none."""
+    if device != "cuda" or not any(isinstance(a, TensorSpec) and a.dtype == "bfloat16"
+                                   for a in args_spec):
+        return ""
+    torch = _torch()
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) >= (8, 0):
+        return ""
+    return (f"needs bfloat16, which the {torch.cuda.get_device_name()} (sm_{major}{minor}) "
+            "lacks: GPUs of compute capability 8.0 (sm_80, the A100) and newer have it")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m learning.worker")
     parser.add_argument("--exercise", required=True)
@@ -494,12 +521,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-gib", type=float, default=MEMORY_ALLOWANCE_GIB)
     parser.add_argument("--cases", type=json.loads, default=None,
                         help="JSON {part: [case, ...]}: run only these cases of those parts")
+    parser.add_argument("--map", type=json.loads, default=None,
+                        help="JSON {part, case, reference}: record that case's memory map "
+                        "(learning.memory_map) instead of grading")
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
+    kernel_mode.hide_triton_if_asked()  # a worker forked from a warm process has triton
     # The interpreter evaluates masked-off lanes too (exp of -inf - -inf, say); NumPy's warnings
     # about them are not the learner's output.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
     channel = Channel(options.fd)
+    if options.map is not None:
+        from learning import memory_map
+
+        return memory_map.worker_run(options.exercise, options.module_path, options.map,
+                                     channel, options.memory_gib)
     parts = [p for p in options.parts.split(",") if p]
     return run(options.exercise, options.module_path, parts, options.interpret, channel,
                options.memory_gib, options.cases)
