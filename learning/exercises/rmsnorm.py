@@ -152,8 +152,9 @@ PYTHON_BUGS = (
     Bug("square-overflow", "x**2 overflows a double past about 1.3e154, so the mean square is "
         "inf and every output 0 (or OverflowError): divide the row by its largest |x| first",
         same_as(_unscaled), error="OverflowError"),
-    Bug("eps-outside", "eps belongs inside the square root: sqrt(mean_square + eps), not "
-        "sqrt(mean_square) + eps", same_as(_eps_outside)),
+    Bug("eps-outside", "eps is added outside the square root, sqrt(mean_square) + eps (the "
+        "RMSNorm paper's convention); this course grades torch.nn.RMSNorm's, "
+        "sqrt(mean_square + eps)", same_as(_eps_outside)),
     Bug("sum-not-mean", "the squares are summed but not averaged: divide their sum by the "
         "number of values, n", same_as(_sum_not_mean)),
     Bug("n-minus-one", "the mean of the squares divides by n, not n - 1: RMSNorm is not a "
@@ -282,7 +283,8 @@ TRITON_BUGS = (
         "needs other=0.0", _minus_inf_padding),
     Bug("mean-over-block", "the sum of squares was divided by BLOCK, which counts the padded "
         "lanes: divide by n_cols", same_as(_mean_over_block, **_LOOSE)),
-    Bug("eps-outside", "eps belongs inside the square root: rsqrt(mean_square + eps)",
+    Bug("eps-outside", "eps is added outside the square root (the RMSNorm paper's convention); "
+        "this course grades torch.nn.RMSNorm's: rsqrt(mean_square + eps)",
         same_as(_fp32(_eps_outside), **_LOOSE)),
     Bug("sum-not-mean", "the sum of squares must be divided by n_cols to give the mean square",
         same_as(_fp32(_sum_not_mean), **_LOOSE)),

@@ -81,7 +81,7 @@ def _mistakes(row, weight, eps: float = EPS):
     variance = math.fsum((x - mean) ** 2 for x in row) / n
     return (
         ("right: x / sqrt(mean(x²) + eps) · w", by_hand(row, weight, eps)["output"]),
-        ("eps outside: x / (sqrt(mean(x²)) + eps) · w",
+        ("eps outside (another convention, not graded here): x / (sqrt(mean(x²)) + eps) · w",
          [x / (math.sqrt(ms) + eps) * w for x, w in zip(row, weight)]),
         ("sum, not mean: x / sqrt(sum(x²) + eps) · w",
          [x / math.sqrt(ms * n + eps) * w for x, w in zip(row, weight)]),
