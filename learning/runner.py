@@ -113,6 +113,9 @@ class CheckResult:
     # (seconds since the check began, what happened): process starts and exits, the worker's
     # events. What bench/check_phases.py prints, to show where a check's time goes.
     timeline: list[tuple[float, str]] = field(default_factory=list)
+    # Which program read and wrote which element, in one case (learning.memory_map), when
+    # grade() was asked for it.
+    memory_map: object = None
 
     @property
     def ok(self) -> bool:
@@ -129,12 +132,14 @@ def import_limit(case_seconds: float) -> float:
 def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None = None,
           force_interpret: bool = False, case_seconds: float | None = None,
           import_seconds: float | None = None, compile_check: bool = True,
-          memory_gib: float | None = None) -> CheckResult:
+          memory_gib: float | None = None, memory_map: bool | str = False) -> CheckResult:
     """Run the learner's ``<root>/<exercise>.py`` against the chosen parts' cases.
 
     ``case_seconds`` limits each case, ``import_seconds`` the learner's import (default:
     ``import_limit(case_seconds)``). With ``compile_check``, kernels that ran in the
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
+    ``memory_map`` (True, or a case's name) records a memory map of the first failing kernel
+    case small enough to draw, or of that case (``learning.memory_map``).
     """
     start = time.perf_counter()
     # Judging needs numpy: import it while the worker starts, not when its first result comes.
@@ -158,6 +163,11 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
                    memory_gib, start)
+        if memory_map:
+            from learning import memory_map as maps
+
+            result.memory_map = maps.for_check(result, memory_map, case_seconds, memory_gib)
+            result.timeline.append((time.perf_counter() - start, "memory map: recorded"))
         if compiler is not None and compiler.started:
             result.timeline.append((time.perf_counter() - start, "compile check: launches sent"))
             _attach_compile_check(result, compiler, launches)
@@ -441,6 +451,8 @@ class _WorkerRun:
         self.timeline: list[tuple[float, str]] = []
         self.returncode: int | None = None
         self.output = ""
+        self.extra_args: list[str] = []  # more worker arguments: --map (learning.memory_map)
+        self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
 
     def execute(self):
         read_fd, write_fd = os.pipe()
@@ -454,6 +466,7 @@ class _WorkerRun:
             command += ["--memory-gib", f"{self.memory_gib:g}"]
         if self.only is not None:
             command += ["--cases", json.dumps(self.only)]
+        command += self.extra_args
         self._output = childproc.CappedOutput()
         self._note("worker: started")
         try:
@@ -571,6 +584,8 @@ class _WorkerRun:
             self.current = None
         elif kind == "abandon":
             self.abandoned = (event[1], event[2])
+        elif kind == "map":
+            self.maps[event[1]] = event[2]
         elif kind == "finished":
             self.finished = True
 

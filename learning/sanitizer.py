@@ -17,6 +17,10 @@ import threading
 
 _state = threading.local()
 _installed = False
+# Told of every launch and memory access before it is checked (learning.memory_map records
+# them this way): observer.launch(executor, args, names) and observer.access(kind, builder,
+# ptrs, mask). Empty in a normal check, where the hooks cost one test of this list.
+observers: list = []
 
 
 class OutOfBoundsAccess(IndexError):
@@ -121,13 +125,20 @@ def install() -> bool:
         names = list(getattr(self, "arg_names", None) or ())[:len(args_hst)]
         names += [""] * (len(args_hst) - len(names))
         _record_ranges(list(args_hst) + list(kwargs_hst.values()), names + list(kwargs_hst))
+        for observer in observers:
+            observer.launch(self, list(args_hst) + list(kwargs_hst.values()),
+                            names + list(kwargs_hst))
         return args_hst, kwargs_hst
 
     def create_masked_load(self, ptrs, mask, *rest, **kwargs):
+        for observer in observers:
+            observer.access("load", self, ptrs, mask)
         _check("load", ptrs, mask)
         return original_load(self, ptrs, mask, *rest, **kwargs)
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kwargs):
+        for observer in observers:
+            observer.access("store", self, ptrs, mask)
         _check("store", ptrs, mask)
         return original_store(self, ptrs, value, mask, *rest, **kwargs)
 

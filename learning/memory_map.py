@@ -1,0 +1,675 @@
+"""Memory maps: which program of a kernel read and wrote which element of each tensor.
+
+A map is recorded only when one is wanted: for the first failing kernel case small enough to
+draw, or the case ``check --map CASE`` names. The grader then starts one more worker process
+(``learning.worker --map``) that runs that case in Triton's interpreter twice, with the
+reference solution's module and with the learner's, while a ``Recorder`` watches every load and
+store through ``learning.sanitizer``'s hooks. Each access is kept with the program that made it
+(the interpreter's current program id), the lanes its mask switched off, and the elements it
+touched, mapped back to (row, column) of the tensor they belong to: the case's inputs, the
+returned output, or a tensor made inside the call. Lanes that address no element of that
+tensor are kept as offsets from its first element ("outside the tensor").
+
+Three halves live here:
+
+- in the learner's process: ``Recorder``, ``record_call`` and ``worker_run``;
+- in the grader's: ``CaseMap`` and ``MemoryMap``, plain data built from what the worker sent,
+  with the questions the tests and the drawing ask (which programs touched this cell);
+- ``for_check`` and ``record``, which choose the case and run the worker.
+
+``learning.map_view`` draws the maps; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# A case is drawn unasked when every tensor of it has at most this many elements (64 x 64).
+MAX_ELEMENTS = 64 * 64
+# Verdicts that a map can help with (a timed-out case would only time out again).
+MAPPED_STATUSES = ("failed", "error", "crashed")
+# Lanes outside a tensor kept per map and kind; the count beyond is kept too.
+MAX_OUTSIDE = 4096
+LEARNER, REFERENCE = "learner", "reference"
+
+
+# ---------------------------------------------------------------------------------------------
+# In the learner's process: record one call's launches and accesses.
+
+
+def _geometry(tensor, label: str, role: str) -> dict:
+    storage = tensor.untyped_storage()
+    start = storage.data_ptr()
+    return {"label": label, "role": role, "shape": tuple(tensor.shape),
+            "strides": tuple(tensor.stride()), "dtype": str(tensor.dtype).removeprefix("torch."),
+            "itemsize": tensor.element_size(), "ptr": tensor.data_ptr(),
+            "storage": (start, start + storage.nbytes())}
+
+
+def _tensors_in(value):
+    """The tensors in an argument or a returned value (tuples and lists looked into)."""
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors_in(item)
+    elif hasattr(value, "untyped_storage") and hasattr(value, "stride"):
+        yield value
+    elif hasattr(value, "base") and hasattr(value.base, "untyped_storage"):
+        yield value.base  # a tensor descriptor
+
+
+class Recorder:
+    """Every launch and every load and store of one call, as the interpreter runs them.
+
+    Installed as an observer of ``learning.sanitizer`` (which calls ``launch`` and ``access``
+    before it checks the access), so an access that the sanitizer then refuses is recorded too.
+    """
+
+    def __init__(self):
+        self.launches: list[dict] = []  # kernel, file, grid, first program number, tensors
+        self.accesses: list[tuple] = []  # raw: see access()
+        self.problem = ""  # why recording stopped early, if it did
+
+    def launch(self, executor, args, names):
+        try:
+            builder = _builder()
+            if self.launches and self.launches[-1]["grid"] is None and builder is not None:
+                self.launches[-1]["grid"] = tuple(getattr(builder, "grid_dim", (1, 1, 1)))
+            first = 0
+            if self.launches:
+                last = self.launches[-1]
+                first = last["first"] + _count(last["grid"] or (0,))
+            fn = getattr(executor, "fn", None)
+            code = getattr(fn, "__code__", None)
+            tensors = []
+            for arg, name in zip(args, list(names) + [""] * len(args)):
+                for tensor in _tensors_in(arg):
+                    tensors.append(_geometry(tensor, name, "made"))
+            self.launches.append({"kernel": getattr(fn, "__name__", "kernel"),
+                                  "file": code.co_filename if code else "", "grid": None,
+                                  "first": first, "tensors": tensors})
+        except Exception as exc:  # noqa: BLE001 - recording must never change the run
+            self.problem = self.problem or f"{type(exc).__name__}: {exc}"
+
+    def access(self, kind, builder, ptrs, mask):
+        try:
+            import numpy as np
+
+            if not self.launches:
+                return
+            launch = self.launches[-1]
+            if launch["grid"] is None:
+                launch["grid"] = tuple(builder.grid_dim)
+            x, y, z = builder.grid_idx
+            _, gy, gz = launch["grid"]
+            program = launch["first"] + (x * gy + y) * gz + z
+            addresses = np.asarray(ptrs.data).astype(np.int64, copy=False)
+            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+            touched = addresses[active].copy()
+            # A fully masked access touches nothing; its first address tells which tensor.
+            hint = int(addresses.flat[0]) if addresses.size else 0
+            self.accesses.append((kind, program, len(self.launches) - 1, touched,
+                                  int(addresses.size), int(addresses.size - touched.size),
+                                  _line(launch["file"]), hint))
+        except Exception as exc:  # noqa: BLE001
+            self.problem = self.problem or f"{type(exc).__name__}: {exc}"
+
+    def result(self, args, names, returned, stopped: str = "") -> dict:
+        """The call as plain data (no addresses): what ``CaseMap.from_data`` reads."""
+        import numpy as np
+
+        builder = _builder()
+        if self.launches and self.launches[-1]["grid"] is None and builder is not None:
+            self.launches[-1]["grid"] = tuple(getattr(builder, "grid_dim", (1, 1, 1)))
+        subjects = _subjects(args, names, returned, self.launches)
+        tables = {}
+        accesses, programs = [], {}
+        for kind, program, launch, touched, lanes, masked, line, hint in self.accesses:
+            index = _owner(subjects, touched, hint)
+            cells = outside = np.empty(0, dtype=np.int64)
+            if index is not None and touched.size:
+                if index not in tables:
+                    tables[index] = _offset_table(subjects[index])
+                cells, outside = _to_cells(subjects[index], tables[index], touched)
+            accesses.append({"kind": kind, "program": program, "tensor": index,
+                             "cells": cells.astype(np.int32), "outside": outside,
+                             "lanes": lanes, "masked": masked, "line": line})
+            if program not in programs:
+                first = self.launches[launch]["first"]
+                _, gy, gz = self.launches[launch]["grid"]
+                local = program - first
+                programs[program] = {"number": program, "launch": launch,
+                                     "program_id": (local // (gy * gz), local // gz % gy,
+                                                    local % gz)}
+        _name_unreturned_output(subjects, accesses)
+        keep = ("label", "role", "shape", "strides", "dtype")
+        return {
+            "tensors": [{k: s[k] for k in keep} for s in subjects],
+            "launches": [{"kernel": launch["kernel"], "grid": tuple(launch["grid"] or (0, 1, 1)),
+                          "first": launch["first"]} for launch in self.launches],
+            "programs": [programs[n] for n in sorted(programs)],
+            "accesses": accesses,
+            "stopped": stopped,
+            "problem": self.problem,
+        }
+
+
+def _builder():
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return None
+    return getattr(interpreter, "interpreter_builder", None)
+
+
+def _count(grid) -> int:
+    total = 1
+    for n in grid:
+        total *= int(n)
+    return total
+
+
+def _line(filename: str) -> int:
+    """The line of the kernel (in ``filename``) that is making the access, or 0."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == filename:
+            return frame.f_lineno
+        frame = frame.f_back
+    return 0
+
+
+def _subjects(args, names, returned, launches) -> list[dict]:
+    """The tensors a map is drawn for: the returned output(s), then the inputs by their
+    parameter names, then each other tensor the launches were given (made inside the call),
+    leaving out any that shares storage with one already listed."""
+    subjects: list[dict] = []
+    outputs = list(_tensors_in(returned))
+    for number, tensor in enumerate(outputs, 1):
+        subjects.append(_geometry(tensor, "output" if len(outputs) == 1 else f"output {number}",
+                                  "output"))
+    for position, arg in enumerate(args):
+        name = names[position] if position < len(names) else f"argument {position + 1}"
+        found = list(_tensors_in(arg))
+        for number, tensor in enumerate(found, 1):
+            label = name if len(found) == 1 else f"{name}[{number - 1}]"
+            geometry = _geometry(tensor, label, "input")
+            if not any(s["storage"] == geometry["storage"] for s in subjects):
+                subjects.append(geometry)
+    made = 0
+    for launch in launches:
+        for geometry in launch["tensors"]:
+            if any(_overlap(s["storage"], geometry["storage"]) for s in subjects):
+                continue
+            made += 1
+            name = geometry["label"] or "a tensor"
+            subjects.append(dict(geometry, label=f"{name} (made in the call, {made})",
+                                 role="made"))
+    return subjects
+
+
+def _name_unreturned_output(subjects: list[dict], accesses: list[dict]):
+    """A call that raised returned nothing: the first tensor made in it that a kernel stored
+    to (else the first one made at all, the output it was allocating) is its output, as the
+    reference's returned one is, so that the two maps line up."""
+    if any(s["role"] == "output" for s in subjects):
+        return
+    stored = [a["tensor"] for a in accesses if a["kind"] == "store" and a["tensor"] is not None
+              and subjects[a["tensor"]]["role"] == "made"]
+    made = [i for i, s in enumerate(subjects) if s["role"] == "made"]
+    for index in stored[:1] or made[:1]:
+        subjects[index].update(label="output", role="output")
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _owner(subjects, touched, hint) -> int | None:
+    """The tensor an access belongs to: the one whose storage holds most of its lanes; else
+    (every lane outside every tensor) the nearest one."""
+    import numpy as np
+
+    if not subjects:
+        return None
+    probe = touched if touched.size else np.array([hint], dtype=np.int64)
+    counts = [int(((probe >= s["storage"][0]) & (probe < s["storage"][1])).sum())
+              for s in subjects]
+    best = max(range(len(subjects)), key=lambda i: counts[i])
+    if counts[best]:
+        return best
+    middle = int(np.median(probe))
+
+    def distance(i):
+        start, end = subjects[i]["storage"]
+        return start - middle if middle < start else middle - end + 1
+
+    return min(range(len(subjects)), key=distance)
+
+
+def _offset_table(subject: dict):
+    """(sorted element offsets of the tensor's elements from its first, their flat indices)."""
+    import numpy as np
+
+    offsets = np.zeros((), dtype=np.int64)
+    for size, stride in zip(subject["shape"], subject["strides"]):
+        offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * stride
+    offsets = offsets.ravel()
+    order = np.argsort(offsets, kind="stable")
+    return offsets[order], order
+
+
+def _to_cells(subject: dict, table, touched):
+    """Flat indices of the elements ``touched`` addresses, and the offsets (in elements from
+    the first) of the lanes that address none of the tensor's elements."""
+    import numpy as np
+
+    sorted_offsets, order = table
+    relative = touched - subject["ptr"]
+    aligned = relative % subject["itemsize"] == 0
+    elements = relative // subject["itemsize"]
+    if not sorted_offsets.size:
+        return np.empty(0, dtype=np.int64), elements
+    position = np.searchsorted(sorted_offsets, elements)
+    clipped = np.minimum(position, sorted_offsets.size - 1)
+    hit = aligned & (position < sorted_offsets.size) & (sorted_offsets[clipped] == elements)
+    return order[clipped[hit]], elements[~hit]
+
+
+def parameter_names(function) -> list[str]:
+    import inspect
+
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
+    """Run ``function`` on the case's arguments with a Recorder watching; its data."""
+    import copy
+
+    from learning import sanitizer
+    from learning.tensors import TensorSpec
+    from learning.worker import root_cause, safe_str
+
+    args = tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a)
+                 for a in args_spec)
+    recorder = Recorder()
+    sanitizer.observers.append(recorder)
+    returned, stopped = None, ""
+    try:
+        returned = function(*args)
+    except BaseException as exc:  # noqa: BLE001 - anything the code raises is what happened
+        cause = root_cause(exc)
+        stopped = f"{type(cause).__name__}: {safe_str(cause)}"[:600]
+    finally:
+        sanitizer.observers.remove(recorder)
+    return recorder.result(args, parameter_names(function), returned, stopped)
+
+
+def worker_run(exercise_name: str, module_path: str, request: dict, channel,
+               memory_gib: float = 0.0) -> int:
+    """``python -m learning.worker --map``: the case in the interpreter, the reference's module
+    first (so that nothing the learner's import does can change it), then the learner's."""
+    from learning import mode as kernel_mode
+    from learning import registry, sanitizer, worker
+    from learning.returned import ImportProblem, Skipped
+
+    selected = kernel_mode.select(True)
+    channel.send("mode", True, selected.reason)
+    if not sanitizer.install():
+        channel.send("environment", "this Triton's interpreter lacks the hooks a memory map "
+                     "records through")
+        return 0
+    part = registry.find(exercise_name).part(request["part"])
+    case = part.case(request["case"])
+    args_spec = case.make_args()
+    channel.send("importing")
+    reference = None
+    if request.get("reference"):
+        module, problem = worker.import_learner_module(request["reference"])
+        if module is not None and callable(getattr(module, part.function, None)):
+            reference = record_call(getattr(module, part.function), args_spec)
+        else:
+            reference = {"problem": problem.message if problem else
+                         f"the reference has no {part.function}"}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+    worker.warm_up(module_path)
+    if memory_gib > 0:
+        worker.cap_memory(memory_gib)
+    module, problem = worker.import_learner_module(module_path)
+    channel.send("import", problem)
+    if problem:
+        channel.send("map", REFERENCE, reference)
+        return 0
+    function = getattr(module, part.function, None)
+    if not callable(function):
+        channel.send("part-missing", part.name, ImportProblem(
+            "missing-function", f"{os.path.basename(module_path)} has no function "
+            f"{part.function}", function=part.function))
+        channel.send("map", REFERENCE, reference)
+        channel.send("finished")
+        return 0
+    channel.send("start", part.name, case.name)
+    learner = record_call(function, args_spec)
+    channel.send("map", REFERENCE, reference)
+    channel.send("map", LEARNER, learner)
+    channel.send("done", part.name, case.name, Skipped("recorded for a memory map"))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    channel.send("finished")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# In the grader's process: the maps as plain data.
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor the maps cover: the output, an input (by its parameter name), or one made in
+    the call."""
+
+    label: str
+    role: str  # "output", "input" or "made"
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        return _count(self.shape)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One tl.load or tl.store of one program."""
+
+    kind: str  # "load" or "store"
+    program: int  # the program's number in launch order (its tl.program_id(0) in a 1-D grid)
+    tensor: int | None  # index into CaseMap.tensors
+    cells: tuple[int, ...]  # flat (row-major) indices of the elements it touched
+    outside: tuple[int, ...]  # offsets, in elements from the first, of lanes outside it
+    lanes: int
+    masked: int  # lanes the mask switched off
+    line: int  # the kernel's line, 0 if unknown
+
+
+@dataclass
+class CaseMap:
+    """Everything one call of a part's function did to memory, in the interpreter."""
+
+    tensors: list[Tensor] = field(default_factory=list)
+    launches: list[dict] = field(default_factory=list)  # kernel, grid, first program number
+    programs: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # number: pid
+    accesses: list[Access] = field(default_factory=list)
+    stopped: str = ""  # the exception that ended the call, if one did
+    problem: str = ""  # why the map may be incomplete
+
+    @classmethod
+    def from_data(cls, data: dict | None) -> CaseMap | None:
+        if not data or "tensors" not in data:
+            return None
+        tensors = [Tensor(t["label"], t["role"], tuple(t["shape"]), tuple(t["strides"]),
+                          t["dtype"]) for t in data["tensors"]]
+        accesses = [Access(a["kind"], int(a["program"]), a["tensor"],
+                           tuple(int(c) for c in a["cells"]),
+                           tuple(int(o) for o in a["outside"]), int(a["lanes"]),
+                           int(a["masked"]), int(a["line"])) for a in data["accesses"]]
+        programs = {int(p["number"]): tuple(p["program_id"]) for p in data["programs"]}
+        launches = [dict(launch) for launch in data["launches"]]
+        return cls(tensors, launches, programs, accesses, data.get("stopped", ""),
+                   data.get("problem", ""))
+
+    def index(self, label: str) -> int:
+        for number, tensor in enumerate(self.tensors):
+            if tensor.label == label:
+                return number
+        known = ", ".join(t.label for t in self.tensors)
+        raise KeyError(f"no tensor {label!r} in this map (it has: {known})")
+
+    def tensor(self, label: str) -> Tensor:
+        return self.tensors[self.index(label)]
+
+    def touches(self, label: str, kind: str) -> dict[int, list[int]]:
+        """Flat index: the programs that touched it, in order (one entry per access)."""
+        number = self.index(label)
+        found: dict[int, list[int]] = {}
+        for access in self.accesses:
+            if access.tensor == number and access.kind == kind:
+                for cell in access.cells:
+                    found.setdefault(cell, []).append(access.program)
+        return found
+
+    def programs_at(self, label: str, kind: str, index) -> list[int]:
+        """The programs that loaded (kind "load") or stored ("store") the element at
+        ``index`` (a tuple, or a flat row-major number), once per access."""
+        tensor = self.tensor(label)
+        flat = index if isinstance(index, int) else _flat(index, tensor.shape)
+        return self.touches(label, kind).get(flat, [])
+
+    def grid(self, label: str, kind: str) -> list:
+        """Nested lists in the tensor's shape: the programs of each element, as programs_at."""
+        tensor = self.tensor(label)
+        touches = self.touches(label, kind)
+        cells = [touches.get(i, []) for i in range(tensor.size)]
+        return _nest(cells, tensor.shape)
+
+    def never(self, label: str, kind: str) -> list[int]:
+        """Flat indices of the elements no program touched this way."""
+        touched = self.touches(label, kind)
+        return [i for i in range(self.tensor(label).size) if i not in touched]
+
+    def outside(self, label: str, kind: str) -> list[tuple[int, int]]:
+        """(program, offset in elements from the first element) of each lane outside."""
+        number = self.index(label)
+        return [(a.program, offset) for a in self.accesses
+                if a.tensor == number and a.kind == kind for offset in a.outside]
+
+    def kinds(self, label: str) -> set[str]:
+        number = self.index(label)
+        return {a.kind for a in self.accesses if a.tensor == number}
+
+    def same(self, other: CaseMap, label: str, kind: str) -> bool:
+        """Whether two calls touched the same elements of ``label`` this way, by the same
+        programs the same number of times, and nothing outside it."""
+        try:
+            mine, theirs = self.touches(label, kind), other.touches(label, kind)
+        except KeyError:
+            return False
+        return {c: sorted(p) for c, p in mine.items()} == \
+            {c: sorted(p) for c, p in theirs.items()} and \
+            not self.outside(label, kind) and not other.outside(label, kind)
+
+    def line_of(self, program: int, kind: str, label: str) -> int:
+        number = self.index(label)
+        return next((a.line for a in self.accesses if a.program == program and a.kind == kind
+                     and a.tensor == number and a.outside), 0)
+
+
+def _flat(index: tuple, shape: tuple) -> int:
+    flat = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + int(i)
+    return flat
+
+
+def _nest(cells: list, shape: tuple):
+    if len(shape) <= 1:
+        return cells
+    step = len(cells) // shape[0] if shape[0] else 0
+    return [_nest(cells[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+@dataclass
+class MemoryMap:
+    """One case's maps: the learner's kernel and the reference kernel, run alike."""
+
+    exercise: str
+    part: str
+    case: str
+    learner: CaseMap | None = None
+    reference: CaseMap | None = None
+    note: str = ""  # why a side is missing, when one is
+    asked: bool = False  # named by --map, rather than the first failing case
+
+    def labels(self) -> list[str]:
+        """The tensors either side knows: the learner's, then any only the reference has."""
+        mine = [t.label for t in self.learner.tensors] if self.learner else []
+        theirs = [t.label for t in self.reference.tensors] if self.reference else []
+        return mine + [label for label in theirs if label not in mine]
+
+
+def to_json(memory_map: MemoryMap | None) -> dict | None:
+    if memory_map is None:
+        return None
+    return {"exercise": memory_map.exercise, "part": memory_map.part, "case": memory_map.case,
+            "asked": memory_map.asked, "note": memory_map.note or None,
+            "learner": _case_json(memory_map.learner),
+            "reference": _case_json(memory_map.reference)}
+
+
+def _case_json(case_map: CaseMap | None) -> dict | None:
+    if case_map is None:
+        return None
+    tensors = []
+    for tensor in case_map.tensors:
+        entry = {"label": tensor.label, "role": tensor.role, "shape": list(tensor.shape),
+                 "strides": list(tensor.strides), "dtype": tensor.dtype}
+        for kind, key in (("store", "stores"), ("load", "loads")):
+            outside = case_map.outside(tensor.label, kind)
+            entry[key] = {"programs": case_map.grid(tensor.label, kind),
+                          "outside": [list(o) for o in outside[:MAX_OUTSIDE]],
+                          "outside_count": len(outside)}
+        tensors.append(entry)
+    return {"stopped": case_map.stopped or None, "problem": case_map.problem or None,
+            "launches": [{"kernel": launch["kernel"], "grid": list(launch["grid"]),
+                          "first_program": launch["first"]} for launch in case_map.launches],
+            "programs": [{"number": n, "program_id": list(p)}
+                         for n, p in sorted(case_map.programs.items())],
+            "tensors": tensors,
+            "accesses": [{"kind": a.kind, "program": a.program, "tensor": a.tensor,
+                          "lanes": a.lanes, "masked": a.masked, "line": a.line,
+                          "cells": len(a.cells), "outside": len(a.outside)}
+                         for a in case_map.accesses]}
+
+
+# ---------------------------------------------------------------------------------------------
+# In the grader's process: which case to map, and the worker that records it.
+
+
+def small_enough(case) -> bool:
+    """Every tensor of the case has at most MAX_ELEMENTS elements, and it runs anywhere."""
+    from learning.tensors import TensorSpec
+
+    if case.gpu_only:
+        return False
+    return all(a.values.size <= MAX_ELEMENTS for a in case.make_args()
+               if isinstance(a, TensorSpec))
+
+
+def mappable_cases(exercise, parts: list[str] | None = None) -> list[tuple[str, str]]:
+    """(part, case) of every case a map can be drawn for: kernel parts, not GPU-only."""
+    return [(p.name, c.name) for p in exercise.parts if p.needs_kernels
+            and (not parts or p.name in parts) for c in p.cases if not c.gpu_only]
+
+
+class UnknownCase(LookupError):
+    """--map named a case that no kernel part of the exercise has (or that needs a GPU)."""
+
+
+def find_case(exercise, name: str, parts: list[str] | None = None) -> tuple[str, str]:
+    """(part, case) for ``--map NAME``: exact, then ignoring case and spaces."""
+    import difflib
+
+    known = mappable_cases(exercise, parts)
+    for squash in (lambda s: s, lambda s: " ".join(s.lower().split())):
+        for part, case in known:
+            if squash(case) == squash(name):
+                return part, case
+    names = [case for _, case in known]
+    gpu = [c.name for p in exercise.parts if p.needs_kernels for c in p.cases
+           if c.gpu_only and c.name == name]
+    if not names:
+        raise UnknownCase(f"exercise '{exercise.name}' has no kernel cases to map")
+    listed = ", ".join(f"'{n}'" for n in names)
+    if gpu:
+        raise UnknownCase(f"case '{name}' runs only on a GPU, and a map re-runs its case in "
+                          f"Triton's interpreter; cases with a map: {listed}")
+    close = difflib.get_close_matches(name, names, n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    raise UnknownCase(f"exercise '{exercise.name}' has no kernel case '{name}'; {guess}"
+                      f"cases with a map: {listed}")
+
+
+def first_failing(result) -> tuple[str, str] | None:
+    """(part, case) of the first failing kernel case small enough to draw."""
+    for part_result in result.parts:
+        part = part_result.part
+        if not part.needs_kernels or part_result.problem is not None:
+            continue
+        for case_result in part_result.cases:
+            if case_result.verdict.status in MAPPED_STATUSES and \
+                    small_enough(part.case(case_result.name)):
+                return part.name, case_result.name
+    return None
+
+
+def for_check(result, wanted, case_seconds: float | None = None,
+              memory_gib: float | None = None) -> MemoryMap | None:
+    """The map a check shows: of the case ``wanted`` names, or (``wanted`` True) of its
+    first failing kernel case small enough to draw; None when there is none."""
+    if result.import_problem is not None:
+        return None
+    if isinstance(wanted, str):
+        part, case = find_case(result.exercise, wanted)
+    else:
+        found = first_failing(result)
+        if found is None:
+            return None
+        part, case = found
+    memory_map = record(result.exercise, result.module_path, part, case,
+                        case_seconds=case_seconds, memory_gib=memory_gib)
+    memory_map.asked = isinstance(wanted, str)
+    return memory_map
+
+
+def record(exercise, module_path: Path, part: str, case: str, reference_path: Path | None = None,
+           case_seconds: float | None = None, memory_gib: float | None = None) -> MemoryMap:
+    """Run one case of ``module_path`` and of the reference (the exercise's solution unless
+    ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
+    import json
+
+    from learning import runner
+    from learning.solutions import solution_path
+
+    reference_path = reference_path or solution_path(exercise.name)
+    parts = [runner.PartResult(exercise.part(part))]
+    run = runner._WorkerRun(exercise, Path(module_path), parts, True, case_seconds, None, None,
+                            memory_gib, {part: [case]})
+    run.extra_args = ["--map", json.dumps({"part": part, "case": case,
+                                           "reference": str(reference_path)})]
+    run.execute()
+    memory_map = MemoryMap(exercise.name, part, case,
+                           CaseMap.from_data(run.maps.get(LEARNER)),
+                           CaseMap.from_data(run.maps.get(REFERENCE)))
+    if memory_map.learner is None:
+        if run.environment_problem:
+            memory_map.note = run.environment_problem
+        elif run.import_problem is not None:
+            memory_map.note = f"your module could not be imported: {run.import_problem.message}"
+        elif run.missing:
+            memory_map.note = next(iter(run.missing.values())).message
+        else:
+            memory_map.note = f"the run that records it stopped: " \
+                              f"{run.failure_verdict().summary}"
+    elif memory_map.reference is None:
+        problem = (run.maps.get(REFERENCE) or {}).get("problem", "")
+        memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
+    return memory_map
