@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the next hint for the first unfinished part (or hint N), "
                         "grade nothing")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--map", metavar="CASE",
+                        help="draw which program of your kernel read and wrote which element "
+                        "in this case, beside the reference kernel (run in the interpreter); "
+                        "without it, a check draws its first failing kernel case that is small")
     parser.add_argument("--interpret", action="store_true",
                         help="run kernels in Triton's interpreter even on a GPU machine")
     parser.add_argument("--memory", type=float, metavar="GIB",
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         root = options.root or default_root()
         progress = state.load(root)
         targets = _targets(options, progress)
+        wanted_map = _wanted_map(options, targets)
     except HelpShown as shown:
         return shown.code
     except (ArgumentError, registry.UnknownExercise) as error:
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for exercise in targets:
         result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout,
-                              memory_gib=options.memory)
+                              memory_gib=options.memory, memory_map=wanted_map)
         if result.environment_problem:  # found by the worker: as above, not the learner's
             console.print(f"check: {escape(result.environment_problem)}", style="red",
                           highlight=False)
@@ -119,6 +124,21 @@ def _interpreter_problem(targets: list[registry.Exercise], options) -> str | Non
                     or not kernel_mode.cuda_driver_sees_a_gpu()):
         return problem
     return None
+
+
+def _wanted_map(options, targets: list[registry.Exercise]) -> bool | str:
+    """The case --map names, checked before anything runs; else whether to map the first
+    failing kernel case (one exercise checked: a summary of --all draws none)."""
+    if options.map is None:
+        return len(targets) == 1 and not options.all
+    if len(targets) != 1 or options.all:
+        raise ArgumentError("--map draws a case of one exercise: name the exercise, not --all")
+    from learning import memory_map
+
+    try:
+        return memory_map.find_case(targets[0], options.map, options.parts)[1]
+    except memory_map.UnknownCase as error:
+        raise ArgumentError(str(error)) from None
 
 
 def default_root() -> Path:

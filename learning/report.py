@@ -38,7 +38,7 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     if result.import_problem is not None:
         _render_import_problem(console, result)
     for part_result in result.parts:
-        _render_part(console, exercise, part_result, state)
+        _render_part(console, exercise, part_result, state, result.memory_map)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
         console.print(result.learner_output.rstrip(), highlight=False, markup=False)
@@ -59,7 +59,7 @@ def _lesson_label(exercise: registry.Exercise, part: registry.Part) -> str:
 
 
 def _render_part(console: Console, exercise: registry.Exercise, part_result: runner.PartResult,
-                 state: State):
+                 state: State, memory_map=None):
     part = part_result.part
     status = part_result.status
     header = f"\n[bold]{part.name.capitalize()} part[/bold] — {escape(part.title)} " \
@@ -77,6 +77,11 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
     for case_result in part_result.cases:
         _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state),
                      _repeat_of(case_result, seen_errors))
+        if memory_map is not None and (memory_map.part, memory_map.case) == \
+                (part.name, case_result.name):
+            from learning import map_view
+
+            map_view.render(console, memory_map)
     if part_result.compile_check is not None:
         _render_compile_check(console, part_result.compile_check)
     grade_style = "green" if status == "passed" else "red"
@@ -282,7 +287,17 @@ def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
         "parts": [_part_json(exercise, p) for p in result.parts],
         "learner_output": result.learner_output,
         "next": _next_step(result, state),
+        "memory_map": _memory_map_json(result.memory_map),
     }
+
+
+def _memory_map_json(memory_map) -> dict | None:
+    """Which program touched which element in one case (learning.memory_map), or null."""
+    if memory_map is None:
+        return None
+    from learning import memory_map as maps
+
+    return maps.to_json(memory_map)
 
 
 def _part_json(exercise: registry.Exercise, part_result: runner.PartResult) -> dict:

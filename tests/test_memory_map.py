@@ -1,0 +1,367 @@
+"""Memory maps: which program of a kernel read and wrote which element, and how check draws it.
+
+The known-wrong kernels here make the address and mask mistakes the course is about; the tests
+assert on the recorded maps themselves (which program touched which element), then on the
+drawing: two maps side by side, aligned at 80 columns when piped.
+"""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from learning import check, map_view, memory_map, registry, sanitizer
+from learning.tensors import TensorSpec
+from tests.helpers import solution_text, write_module
+
+
+@pytest.fixture
+def interpreter(mode):
+    if not mode.interpret:
+        pytest.skip("maps are recorded in Triton's interpreter; kernels are compiled here")
+    assert sanitizer.install(), "this Triton's interpreter no longer has the hooks maps use"
+
+
+def _kernels():
+    """A right row copy, and the row kernels' mistakes, one kernel each."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_rows(out_ptr, in_ptr, out_stride, in_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * out_stride + cols, x, mask=cols < n_cols)
+
+    @triton.jit
+    def copy_rows_other_style(out_ptr, in_ptr, out_stride, in_stride, n_cols,
+                              BLOCK: tl.constexpr):
+        offsets = tl.program_id(0).to(tl.int64) * in_stride + tl.arange(0, BLOCK)
+        keep = tl.arange(0, BLOCK) < n_cols
+        x = tl.load(in_ptr + offsets, keep)
+        target = out_ptr + tl.program_id(0) * out_stride
+        tl.store(target + tl.arange(0, BLOCK), x, keep)
+
+    @triton.jit
+    def row_offset_from_block(out_ptr, in_ptr, out_stride, in_stride, n_cols,
+                              BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * BLOCK + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * BLOCK + cols, x, mask=cols < n_cols)
+
+    @triton.jit
+    def n_cols_as_stride(out_ptr, in_ptr, out_stride, in_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * out_stride + cols, x, mask=cols < n_cols)
+
+    @triton.jit
+    def two_programs_per_row(out_ptr, in_ptr, out_stride, in_stride, n_cols,
+                             BLOCK: tl.constexpr):
+        row = tl.program_id(0) // 2
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * out_stride + cols, x, mask=cols < n_cols)
+
+    @triton.jit
+    def add_relu(out_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, tl.maximum(total, 0.0), mask=mask)
+
+    @triton.jit
+    def add_relu_store_without_mask(out_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, tl.maximum(total, 0.0))
+
+    return {"copy_rows": copy_rows, "copy_rows_other_style": copy_rows_other_style,
+            "row_offset_from_block": row_offset_from_block, "n_cols_as_stride": n_cols_as_stride,
+            "two_programs_per_row": two_programs_per_row, "add_relu": add_relu,
+            "add_relu_store_without_mask": add_relu_store_without_mask}
+
+
+def _rows(kernel, programs=None):
+    """A launcher: one program per row unless ``programs`` (rows -> grid size) says otherwise."""
+    def launch(x):
+        import torch
+        import triton
+
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        grid = (programs(x.shape[0]) if programs else x.shape[0],)
+        kernel[grid](out, x, out.stride(0), x.stride(0), x.shape[1],
+                     BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out
+
+    return launch
+
+
+def _elementwise(kernel, grid_of=lambda n, block: -(-n // block), block=4):
+    def launch(x, y):
+        import torch
+
+        out = torch.empty_like(x)
+        kernel[(grid_of(x.numel(), block),)](out, x, y, x.numel(), BLOCK=block)
+        return out
+
+    return launch
+
+
+def _matrix(rows, cols, layout="contiguous"):
+    values = np.arange(rows * cols, dtype=np.float64).reshape(rows, cols)
+    return (TensorSpec(values, layout=layout),)
+
+
+def _vectors(n):
+    return (TensorSpec(np.arange(n, dtype=np.float64)), TensorSpec(np.ones(n)))
+
+
+def _record(function, args):
+    return memory_map.CaseMap.from_data(memory_map.record_call(function, args))
+
+
+def _cells(rows, cols):
+    return [(r, c) for r in range(rows) for c in range(cols)]
+
+
+def test_the_right_kernel_reads_and_writes_each_row_with_its_own_program(interpreter):
+    case_map = _record(_rows(_kernels()["copy_rows"]), _matrix(5, 17))
+    assert [t.label for t in case_map.tensors] == ["output", "x"]
+    for row, col in _cells(5, 17):
+        assert case_map.programs_at("output", "store", (row, col)) == [row]
+        assert case_map.programs_at("x", "load", (row, col)) == [row]
+    assert case_map.outside("x", "load") == [] and case_map.never("output", "store") == []
+    assert case_map.programs == {r: (r, 0, 0) for r in range(5)}
+    assert all(a.masked == 15 and a.lanes == 32 for a in case_map.accesses)
+
+
+def test_a_right_kernel_in_another_style_has_the_references_map(interpreter):
+    kernels = _kernels()
+    for args in (_matrix(5, 17), _matrix(6, 50, "row-strided"), _matrix(4, 40, "column-slice")):
+        mine = _record(_rows(kernels["copy_rows_other_style"]), args)
+        reference = _record(_rows(kernels["copy_rows"]), args)
+        for label, kind in (("output", "store"), ("x", "load")):
+            assert mine.same(reference, label, kind)
+            assert mine.grid(label, kind) == reference.grid(label, kind)
+
+
+def test_a_row_offset_from_block_reads_across_rows_then_past_the_end(interpreter):
+    # 17 columns in a BLOCK of 32: row r starts 32 r elements in, not 17 r.
+    case_map = _record(_rows(_kernels()["row_offset_from_block"]), _matrix(5, 17))
+    assert case_map.programs_at("x", "load", (0, 16)) == [0]
+    assert case_map.programs_at("x", "load", (1, 14)) == []  # nobody reads it
+    assert case_map.programs_at("x", "load", (1, 15)) == [1]  # element 32: program 1's first
+    assert case_map.programs_at("x", "load", (2, 14)) == [1]  # element 48: its last
+    assert case_map.programs_at("x", "load", (3, 13)) == [2]  # element 64
+    assert case_map.programs_at("output", "store", (2, 0)) == [1]
+    # Program 3 starts at element 96, past the 85 of the tensor: refused, and recorded.
+    assert case_map.outside("x", "load") == [(3, offset) for offset in range(96, 113)]
+    assert case_map.stopped.startswith("OutOfBoundsAccess")
+    assert 4 not in case_map.programs and len(case_map.never("output", "store")) == 85 - 51
+
+
+def test_n_cols_as_the_stride_reads_the_padding_rows_of_a_strided_view(interpreter):
+    # x[::2] of a 12 x 5 buffer: its rows are 10 elements apart; row r read at 5 r instead.
+    case_map = _record(_rows(_kernels()["n_cols_as_stride"]), _matrix(6, 5, "row-strided"))
+    for program in range(6):
+        row, odd = divmod(program, 2)
+        if odd:  # the padding row between two rows of x: outside the tensor, inside its buffer
+            start = program * 5
+            assert (program, start) in case_map.outside("x", "load")
+        else:
+            assert case_map.programs_at("x", "load", (row, 0)) == [program]
+    assert [r for r in range(6) if case_map.programs_at("x", "load", (r, 0))] == [0, 1, 2]
+    assert case_map.stopped == ""  # the padding is inside the buffer: nothing stopped it
+    assert all(case_map.programs_at("output", "store", (r, 4)) == [r] for r in range(6))
+
+
+def test_a_store_without_a_mask_writes_past_the_end_of_the_output(interpreter):
+    kernels = _kernels()
+    case_map = _record(_elementwise(kernels["add_relu_store_without_mask"]), _vectors(10))
+    assert [case_map.programs_at("output", "store", i) for i in range(10)] == \
+        [[0]] * 4 + [[1]] * 4 + [[2]] * 2
+    assert case_map.outside("output", "store") == [(2, 10), (2, 11)]
+    assert case_map.outside("x", "load") == []  # the loads kept their mask
+    store = [a for a in case_map.accesses if a.kind == "store" and a.program == 2][0]
+    assert (store.lanes, store.masked, len(store.cells), len(store.outside)) == (4, 0, 2, 2)
+    reference = _record(_elementwise(kernels["add_relu"]), _vectors(10))
+    assert reference.outside("output", "store") == []
+    assert [a.masked for a in reference.accesses if a.kind == "store"] == [0, 0, 2]
+
+
+def test_half_the_grid_leaves_the_last_rows_unwritten(interpreter):
+    case_map = _record(_rows(_kernels()["copy_rows"], programs=lambda rows: rows // 2),
+                       _matrix(5, 17))
+    assert sorted(case_map.programs) == [0, 1]
+    assert case_map.never("output", "store") == list(range(2 * 17, 5 * 17))
+    assert case_map.programs_at("output", "store", (1, 16)) == [1]
+
+
+def test_a_floor_divided_grid_never_launches_the_last_partial_block(interpreter):
+    case_map = _record(_elementwise(_kernels()["add_relu"], grid_of=lambda n, block: n // block),
+                       _vectors(10))
+    assert case_map.never("output", "store") == [8, 9]
+    assert case_map.never("x", "load") == [8, 9]
+    assert case_map.programs_at("output", "store", 7) == [1]
+
+
+def test_two_programs_writing_one_row_write_it_twice_and_leave_others(interpreter):
+    case_map = _record(_rows(_kernels()["two_programs_per_row"]), _matrix(4, 8))
+    for col in range(8):
+        assert case_map.programs_at("output", "store", (0, col)) == [0, 1]
+        assert case_map.programs_at("output", "store", (1, col)) == [2, 3]
+        assert case_map.programs_at("x", "load", (1, col)) == [2, 3]
+    assert case_map.never("output", "store") == list(range(16, 32))
+
+
+def test_the_drawing_marks_twice_written_and_unwritten_elements(interpreter):
+    kernels = _kernels()
+    pair = memory_map.MemoryMap(
+        "softmax", "triton", "made up",
+        _record(_rows(kernels["two_programs_per_row"]), _matrix(4, 8)),
+        _record(_rows(kernels["copy_rows"]), _matrix(4, 8)))
+    text = map_view.plain(pair, 80)
+    grid = [line for line in text.splitlines() if re.match(r"^ {4}\d ", line)]
+    # Each grid is as wide as its title: eight columns, then the gap.
+    assert grid[:4] == ["    0 ********      00000000", "    1 ********      11111111",
+                        "    2 ........      22222222", "    3 ........      33333333"]
+    assert "16 never written; 16 written more than once" in " ".join(text.split())
+
+
+def test_the_drawing_puts_lanes_outside_where_the_tensor_would_go_on(interpreter):
+    kernels = _kernels()
+    pair = memory_map.MemoryMap(
+        "elementwise", "triton", "made up",
+        _record(_elementwise(kernels["add_relu_store_without_mask"]), _vectors(10)),
+        _record(_elementwise(kernels["add_relu"]), _vectors(10)))
+    text = map_view.plain(pair, 80)
+    assert "    0 0000111122!!   0000111122" in text.splitlines(), text
+    assert "2 lanes outside the tensor (program 2, line" in " ".join(text.split())
+    assert [label for label, _ in map_view.blocks(pair)] == ["output"]  # the loads agree
+
+
+@pytest.mark.parametrize("width", [80, 60, 120])
+def test_wide_and_tall_maps_are_elided_and_stay_aligned(interpreter, width):
+    kernels = _kernels()
+    args = _matrix(40, 60)
+    pair = memory_map.MemoryMap(
+        "softmax", "triton", "made up",
+        _record(_rows(kernels["row_offset_from_block"]), args),
+        _record(_rows(kernels["copy_rows"]), args))
+    lines = map_view.plain(pair, width).splitlines()
+    assert all(len(line) <= width for line in lines)
+    _assert_aligned(lines)
+    assert any(map_view.ELIDED_COLUMN in line for line in lines)
+    assert any(line.strip().startswith(":") for line in lines)
+
+
+def _assert_aligned(lines):
+    """Every block's rows start both grids at the columns its titles do."""
+    titles = [i for i, line in enumerate(lines)
+              if re.fullmatch(r" +your kernel {2,}reference", line)]
+    assert titles
+    for index in titles:
+        left = lines[index].index("your kernel")
+        right = lines[index].index("reference")
+        rows = []
+        for line in lines[index + 2:]:
+            if not re.match(r"^ {4} *-?\d+ |^ {4} *: ", line):
+                break
+            rows.append(line)
+            assert line[left - 1] == " " and line[left - 2] != " "  # the label ends there
+            # Rows past the tensor's end may hold only the learner's lanes outside it.
+            assert line[right - map_view.GAP:right] in (" " * map_view.GAP, "")
+        assert rows and len(rows[0]) > right  # the reference's grid is there, not shifted
+
+
+def test_a_map_case_must_name_a_kernel_case_that_runs_in_the_interpreter():
+    exercise = registry.find("softmax")
+    assert memory_map.find_case(exercise, "width 3") == ("triton", "width 3")
+    assert memory_map.find_case(exercise, "Width  3") == ("triton", "width 3")
+    with pytest.raises(memory_map.UnknownCase, match="did you mean 'width 3'"):
+        memory_map.find_case(exercise, "width 4")
+    with pytest.raises(memory_map.UnknownCase, match="runs only on a GPU"):
+        memory_map.find_case(exercise, "bfloat16")
+
+
+def test_every_kernel_exercise_has_cases_small_enough_to_map():
+    kernel_exercises = [e for e in registry.all_exercises()
+                        if any(p.needs_kernels for p in e.parts)]
+    assert {e.name for e in kernel_exercises} >= {
+        "elementwise", "reductions", "softmax", "rmsnorm", "softmax_backward",
+        "online_softmax", "matmul"}
+    for exercise in kernel_exercises:
+        part = next(p for p in exercise.parts if p.needs_kernels)
+        assert any(memory_map.small_enough(c) for c in part.cases), exercise.name
+
+
+@pytest.mark.parametrize("exercise", ["elementwise", "reductions", "softmax", "rmsnorm",
+                                      "softmax_backward", "online_softmax", "matmul"])
+def test_the_reference_maps_like_itself_in_every_kernel_exercise(interpreter, tmp_path,
+                                                                  exercise):
+    """The worker run a check uses: the reference as the learner gives the reference's map."""
+    write_module(tmp_path, exercise, solution_text(exercise))
+    entry = registry.find(exercise)
+    part, case = next((p.name, c.name) for p in entry.parts if p.needs_kernels
+                      for c in p.cases if memory_map.small_enough(c))
+    pair = memory_map.record(entry, tmp_path / f"{exercise}.py", part, case)
+    assert pair.learner is not None and pair.reference is not None, pair.note
+    assert pair.learner.accesses, "no access was recorded"
+    for label in pair.labels():
+        for kind in ("store", "load"):
+            assert pair.learner.grid(label, kind) == pair.reference.grid(label, kind)
+    assert pair.learner.never("output", "store") == []
+    text = map_view.plain(pair, 80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+WRONG_SOFTMAX = solution_text("softmax").replace(
+    "row * input_row_stride", "row * BLOCK").replace("row * output_row_stride", "row * BLOCK")
+
+
+def test_check_draws_the_first_failing_small_case_beside_the_reference(
+        interpreter, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    write_module(tmp_path, "softmax", WRONG_SOFTMAX)
+    code = check.main(["softmax", "--root", str(tmp_path), "--part", "triton"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "Memory map of case 'width 17, five rows'" in out
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "    1 ...............11   11111111111111111" in lines
+    assert "    6 !!!!!!!!!!!" in lines  # program 3's load, where rows 5 and 6 would be
+    _assert_aligned(lines)
+    assert out.count("Memory map of case") == 1
+
+
+def test_check_map_draws_a_named_case_and_json_carries_it(interpreter, tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    code = check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json",
+                       "--map", "many rows"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    drawn = document["memory_map"]
+    assert (drawn["part"], drawn["case"], drawn["asked"]) == ("triton", "many rows", True)
+    output = next(t for t in drawn["learner"]["tensors"] if t["label"] == "output")
+    assert output["shape"] == [37, 33]
+    assert output["stores"]["programs"][36][32] == [36]
+    assert output["stores"]["outside_count"] == 0
+    assert drawn["learner"]["tensors"] == drawn["reference"]["tensors"]
+
+
+def test_check_map_with_a_bad_case_name_lists_the_cases_in_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")
+    code = check.main(["softmax", "--map", "no such case"])
+    out = capsys.readouterr().out
+    assert code == 2
+    assert len(out.strip().splitlines()) == 1
+    assert "has no kernel case 'no such case'" in out
+    assert "'width 3'" in out and "'many rows'" in out and "'bfloat16'" not in out
