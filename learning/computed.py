@@ -10,8 +10,10 @@ A lesson marks a section it does not write by hand like this:
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
 commas) that the block takes as one list. Two topics are not explainers: ``hints`` (an
-exercise's hints, as ``check --hint`` gives them) and ``facts`` (learning/facts.py: what
-bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick).
+exercise's hints, as ``check --hint`` gives them), ``facts`` (learning/facts.py: what
+bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
+``memory_map`` (learning/map_view.py: a kernel run in Triton's interpreter and drawn as
+``check`` draws it).
 This command regenerates every such section; ``--check`` only reports the stale ones and
 exits 1, which is what the test suite does.
 """
@@ -67,6 +69,10 @@ def render_hints(exercise_name: str, parts_text: str | None) -> str:
 def render_block(topic: str, block: str, args_text: str | None) -> str:
     if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
         return render_hints(block, args_text)
+    if topic == "memory_map":  # not an explainer: a kernel run in the interpreter, drawn
+        from learning import map_view
+
+        return map_view.lesson_block(block, _parse_args(args_text))
     if topic == "facts":  # not an explainer: GPU measurements and triton_kernels' routing
         from learning import facts
 
