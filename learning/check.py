@@ -78,13 +78,25 @@ def main(argv: list[str] | None = None) -> int:
         except ArgumentError as error:
             console.print(f"check: {escape(str(error))}", style="red", highlight=False)
             return 2
+    if os.name == "nt":  # runner.py's child processes need POSIX pipes and process groups
+        console.print("check: the grader runs your code in a child process through POSIX "
+                      "pipes and process groups, which Windows does not have: take the course "
+                      "in WSL 2 (a Linux), the devcontainer or notebooks/free_gpu.ipynb",
+                      style="red", highlight=False)
+        return 2
     problem = _interpreter_problem(targets, options)
     if problem:  # every kernel part would fail for a reason that is not the learner's
         console.print(f"check: {escape(problem)}", style="red", highlight=False)
         return 2
+    # Without Triton (macOS) the kernel parts cannot run: the others are graded as anywhere,
+    # and one line says which were not and where to take them.
+    graded, unavailable = _runnable_parts(targets, options.parts)
     results = []
     for exercise in targets:
-        result = runner.grade(exercise, root, options.parts, options.interpret, options.timeout,
+        if not graded[exercise.name]:
+            continue  # every part asked for needs Triton, which is missing here
+        result = runner.grade(exercise, root, graded[exercise.name], options.interpret,
+                              options.timeout,
                               memory_gib=options.memory, memory_map=wanted_map)
         if result.environment_problem:  # found by the worker: as above, not the learner's
             console.print(f"check: {escape(result.environment_problem)}", style="red",
@@ -97,11 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                 console.rule(exercise.name)
             report.render(console, result, state.load(root), show_next=len(targets) == 1)
     final = state.load(root)
+    line = _unavailable_line(unavailable, len(targets))
     if options.json:
         document = report.to_json(results[0], final) if len(results) == 1 and \
-            not options.all else {"ok": all(r.ok for r in results),
+            not options.all else {"ok": bool(results) and all(r.ok for r in results),
                                   "exercises": [report.to_json(r, final) for r in results],
                                   "next": report.next_lesson_line(final)}
+        if unavailable:
+            document["not_run_here"] = {"parts": unavailable, "message": line}
         print(json.dumps(document, indent=2))
     elif len(results) > 1:  # one summary and one next step for the whole run
         passing = [r.exercise.name for r in results if r.ok]
@@ -109,7 +124,37 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{len(passing)} of {len(results)} exercises pass"
                       f"{': ' + ', '.join(passing) if passing else ''}. "
                       f"{report.next_lesson_line(final)}", highlight=False)
+    if line and not options.json:
+        console.print(escape(line), style="yellow", highlight=False, soft_wrap=True)
+    if not results:  # nothing could be graded here: not the learner's doing
+        return 2
     return 0 if all(r.ok for r in results) else 1
+
+
+def _runnable_parts(targets: list[registry.Exercise], asked: list[str] | None
+                    ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """({exercise: the parts to grade}, {exercise: the kernel parts that cannot run here})."""
+    graded, unavailable = {}, {}
+    missing = kernel_mode.triton_missing()
+    for exercise in targets:
+        names = asked or [p.name for p in exercise.parts]
+        cannot = [n for n in names if missing and exercise.part(n).needs_kernels]
+        graded[exercise.name] = [n for n in names if n not in cannot]
+        if cannot:
+            unavailable[exercise.name] = cannot
+    return graded, unavailable
+
+
+def _unavailable_line(unavailable: dict[str, list[str]], checked: int) -> str:
+    """One line for every part not run here: named for one exercise, counted for several."""
+    if not unavailable:
+        return ""
+    if checked == 1:
+        (parts,) = unavailable.values()
+        return kernel_mode.triton_unavailable_line(parts)
+    count = sum(len(parts) for parts in unavailable.values())
+    return kernel_mode.triton_unavailable_line(
+        [f"{count} parts of {len(unavailable)} exercises"])
 
 
 def _interpreter_problem(targets: list[registry.Exercise], options) -> str | None:
@@ -117,7 +162,7 @@ def _interpreter_problem(targets: list[registry.Exercise], options) -> str | Non
     will run in it. Where a GPU driver answers, the worker decides (it imports torch anyway,
     and importing it here too would cost seconds) and reports the same problem."""
     parts = [p for e in targets for p in e.parts if not options.parts or p.name in options.parts]
-    if not any(p.needs_kernels for p in parts):
+    if not any(p.needs_kernels for p in parts) or kernel_mode.triton_missing():
         return None
     problem = kernel_mode.interpreter_problem()
     if problem and (options.interpret or kernel_mode.env_asks_for_interpreter()
@@ -160,7 +205,8 @@ def _targets(options, progress: state.State) -> list[registry.Exercise]:
     elif options.exercise:
         targets = [registry.find(options.exercise)]
     else:
-        targets = [e for e in [next_unfinished(progress)] if e is not None]
+        kernels = kernel_mode.triton_missing() is None
+        targets = [e for e in [next_unfinished(progress, kernels)] if e is not None]
     for exercise in targets:
         for name in options.parts or ():
             if name not in [p.name for p in exercise.parts]:
@@ -170,8 +216,9 @@ def _targets(options, progress: state.State) -> list[registry.Exercise]:
     return targets
 
 
-def next_unfinished(progress: state.State) -> registry.Exercise | None:
-    """The exercise of the first lesson, in reading order, whose parts have not all passed."""
+def next_unfinished(progress: state.State, kernels: bool = True) -> registry.Exercise | None:
+    """The exercise of the first lesson, in reading order, whose parts have not all passed
+    (with ``kernels`` False, of the parts that launch none: Triton is missing here)."""
     exercises = {e.name: e for e in registry.all_exercises()}
     for lesson in course.LESSONS:
         exercise = exercises.get(lesson.exercise)
@@ -179,6 +226,8 @@ def next_unfinished(progress: state.State) -> registry.Exercise | None:
             continue
         for part in (lesson.part, *lesson.also):
             if part not in [p.name for p in exercise.parts]:
+                continue
+            if not kernels and exercise.part(part).needs_kernels:
                 continue
             grade = progress.grade(exercise.name, part)
             if grade is None or grade.status != "passed":

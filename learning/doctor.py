@@ -54,6 +54,7 @@ class Finding:
     detail: str
     ok: bool
     fix: str = ""
+    note: bool = False  # not wrong, but limits what can be done here
 
 
 def check_python() -> Finding:
@@ -61,6 +62,20 @@ def check_python() -> Finding:
     ok = sys.version_info[:2] >= MINIMUM_PYTHON
     fix = "" if ok else "install Python 3.10 or newer and make a new virtual environment with it"
     return Finding("Python", version, ok, fix)
+
+
+def check_triton() -> Finding:
+    """Triton, or where the course's kernels can run when it cannot be had here."""
+    missing = mode.triton_missing()
+    if missing is None:
+        return check_package("triton")
+    line = f"not here ({missing}): explain, lessons 01 to 05 and the Python part of every " \
+           f"exercise work without it; {mode.WHERE_TRITON_RUNS}"
+    if sys.platform == "darwin" or mode.hidden_on_purpose():
+        return Finding("triton", line, True, note=True)  # nothing to fix: none exists here
+    fix = "python -m pip install triton-windows" if sys.platform == "win32" else \
+        "python -m pip install -e . (it installs the Triton that the course needs)"
+    return Finding("triton", line, False, fix)
 
 
 def check_package(name: str) -> Finding:
@@ -127,19 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     except ArgumentError as error:
         console.print(f"doctor: {escape(str(error))}", style="red", highlight=False)
         return 2
-    findings = [check_python()] + [check_package(name) for name in PACKAGES]
-    if all(f.ok for f in findings):
+    findings = [check_python()] + [check_triton() if name == "triton" else check_package(name)
+                                   for name in PACKAGES]
+    kernels = mode.triton_missing() is None  # without Triton there is no kernel to run
+    if kernels and all(f.ok for f in findings):
         findings.append(check_interpreter(options.interpret))
-    if all(f.ok for f in findings):
+    if kernels and all(f.ok for f in findings):
         findings.append(check_kernel(options.interpret))
     for finding in findings:
-        mark = "[green]ok[/green]  " if finding.ok else "[red]FIX[/red] "
+        mark = "[yellow]note[/yellow]" if finding.note else \
+            "[green]ok[/green]  " if finding.ok else "[red]FIX[/red] "
         console.print(f"{mark} {finding.what}: {escape(finding.detail)}", highlight=False)
         if finding.fix:
             console.print(f"      fix: {escape(finding.fix)}", highlight=False)
     healthy = all(f.ok for f in findings)
     first = next((lesson for lesson in LESSONS if lesson.available), None)
     start = f" Start with lessons/{first.filename}." if first else ""
+    if healthy and not kernels:
+        start += " The Triton parts need a machine with Triton (see the note above)."
     console.print(f"\nAll good.{start}" if healthy else
                   "\nFix the lines marked FIX, then run python -m learning.doctor again.",
                   highlight=False)

@@ -49,6 +49,9 @@ def _preload(interpret: bool = True):
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
+    from learning import mode
+
+    mode.stop_hiding_triton()  # a forked worker hides it again if its environment asks
     import numpy  # noqa: F401
     import torch  # noqa: F401
     import triton  # noqa: F401

@@ -158,6 +158,13 @@ def hide_triton_if_asked() -> None:
         sys.meta_path.insert(stand_ins[-1] + 1 if stand_ins else 0, _NoTriton())
 
 
+def stop_hiding_triton() -> None:
+    """Undo hide_triton_if_asked in this process: a warm process (learning.forkserver) imports
+    triton for the workers it forks, and each of them hides it again if its own environment
+    asks."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _NoTriton)]
+
+
 def triton_missing() -> str | None:
     """Why Triton cannot be imported here, or None when it can; imports nothing."""
     if hidden_on_purpose():

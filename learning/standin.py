@@ -110,8 +110,9 @@ def cdiv(x: int, y: int) -> int:
 
 
 def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (0 for 0, as Triton's)."""
     n = int(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
 def _module(name: str) -> types.ModuleType:
