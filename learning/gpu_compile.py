@@ -31,6 +31,13 @@ from dataclasses import dataclass, field
 
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
 TARGET_LABEL = "sm_90"
+# Every GPU the course is meant to run on, by compute capability: a T4 (the free notebook
+# services' GPU), an A100, an L4 or RTX 40xx, an H100 or H200. The check compiles for sm_90;
+# LEARNING_COMPILE_TARGET=sm_75,sm_80 (say) compiles for those instead, and the tests compile
+# the reference solutions for all four.
+TARGETS = {"sm_75": ("cuda", 75, 32), "sm_80": ("cuda", 80, 32), "sm_89": ("cuda", 89, 32),
+           "sm_90": TARGET}
+TARGET_SWITCH = "LEARNING_COMPILE_TARGET"
 OFF_SWITCH = "LEARNING_COMPILE_CHECK"  # set to 0 to skip the check
 MAX_MESSAGE = 1500
 
@@ -82,6 +89,7 @@ class Compiled:
     hint: str = ""
     seconds: float = 0.0
     key: tuple = field(default=())
+    target: str = TARGET_LABEL  # the GPU it was compiled for (a key of TARGETS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,10 +220,21 @@ def _definition_line(fn) -> int:
 # In the compiling process.
 
 
+def targets() -> list[str]:
+    """The targets to compile for: LEARNING_COMPILE_TARGET's, else sm_90. A name that is not
+    one of TARGETS is kept, for unavailable() to refuse with the list."""
+    asked = os.environ.get(TARGET_SWITCH, "").replace(" ", "")
+    return [name for name in asked.split(",") if name] or [TARGET_LABEL]
+
+
 def unavailable() -> str | None:
     """Why the compile check cannot run here (None when it can)."""
     if os.environ.get(OFF_SWITCH, "").strip().lower() in ("0", "off", "no", "false"):
         return f"it was turned off ({OFF_SWITCH}=0)"
+    unknown = [name for name in targets() if name not in TARGETS]
+    if unknown:
+        return f"{TARGET_SWITCH}={os.environ.get(TARGET_SWITCH)} names {', '.join(unknown)}, " \
+               f"not one of {', '.join(TARGETS)}"
     try:
         import triton
         from triton.backends.compiler import GPUTarget  # noqa: F401
@@ -257,7 +276,9 @@ def _speed_up_cache_key():
         cache.triton_key = lambda: "learning-compile-check"
 
 
-def compile_launch(module, launch: Launch, learner_file: str) -> Compiled:
+def compile_launch(module, launch: Launch, learner_file: str,
+                   target: str = TARGET_LABEL) -> Compiled:
+    """What the compiler for ``target`` (a key of TARGETS) says about one launch."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -275,7 +296,8 @@ def compile_launch(module, launch: Launch, learner_file: str) -> Compiled:
     diagnostics = ""
     try:
         with _captured_stderr() as captured:
-            triton.compile(source, target=GPUTarget(*TARGET), options=dict(launch.options))
+            triton.compile(source, target=GPUTarget(*TARGETS[target]),
+                           options=dict(launch.options))
     except CompilationError as exc:
         result = _from_compilation_error(exc, launch, learner_file)
     except Exception as exc:
@@ -285,6 +307,7 @@ def compile_launch(module, launch: Launch, learner_file: str) -> Compiled:
         result = Compiled(launch.kernel, "ok")
     result.seconds = time.perf_counter() - start
     result.key = launch.key
+    result.target = target
     return result
 
 
@@ -414,7 +437,8 @@ def run(module_path: str, channel) -> int:
                                                     key=launch.key))
                 module = None
                 continue
-        _send(channel, "compiled", compile_launch(module, launch, module_path))
+        for target in targets():
+            _send(channel, "compiled", compile_launch(module, launch, module_path, target))
     _send(channel, "finished")
     return 0
 

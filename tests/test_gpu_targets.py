@@ -1,0 +1,71 @@
+"""The grader's compile check and the reference solutions, for every GPU the course names.
+
+Compiling needs no GPU: Triton's NVIDIA backend and its bundled ptxas turn a kernel into a
+cubin for any compute capability on this CPU. A check compiles for sm_90 (the H200 the course
+is measured on); here each solution's kernels, as its own check launches them, compile for a
+T4 (sm_75, the free notebook services' GPU), an A100 (sm_80), an L4 / RTX 40xx (sm_89) and an
+H100 / H200 (sm_90), and what the compiler rejects is rejected on every one of them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from learning import gpu_compile, registry
+from tests.helpers import grade_text, solution_text
+
+ALL = ",".join(gpu_compile.TARGETS)
+KERNEL_EXERCISES = [e.name for e in registry.all_exercises()
+                    if any(p.needs_kernels for p in e.parts)]
+
+
+@pytest.fixture
+def every_target(monkeypatch):
+    monkeypatch.setenv(gpu_compile.TARGET_SWITCH, ALL)
+
+
+def test_the_targets_are_the_gpus_the_course_names():
+    assert {name: cc for name, (_, cc, _) in gpu_compile.TARGETS.items()} == \
+        {"sm_75": 75, "sm_80": 80, "sm_89": 89, "sm_90": 90}
+
+
+@pytest.mark.interpreter  # the compile check follows a run in the interpreter
+@pytest.mark.parametrize("exercise", KERNEL_EXERCISES)
+def test_each_solution_compiles_for_every_target(exercise, tmp_path, every_target):
+    kernels = [p.name for p in registry.find(exercise).parts if p.needs_kernels]
+    result = grade_text(tmp_path, exercise, solution_text(exercise), kernels)
+    assert result.ok, exercise
+    for part_result in result.parts:
+        check = part_result.compile_check
+        assert check is not None and check.ran, (part_result.part.name, check)
+        assert not check.note, check.note
+        launches = {c.key for c in check.compiled}
+        assert launches
+        for key in launches:
+            compiled = {c.target: c for c in check.compiled if c.key == key}
+            assert set(compiled) == set(gpu_compile.TARGETS), (key[0], sorted(compiled))
+            bad = {t: c.message for t, c in compiled.items() if c.status != "ok"}
+            assert not bad, f"{exercise}: {key[0]} does not compile for {bad}"
+
+
+@pytest.mark.interpreter
+def test_what_the_compiler_rejects_is_rejected_for_every_target(tmp_path, every_target):
+    text = solution_text("elementwise").replace(
+        "    tl.store(", "    for i in range(4):\n        if i == 2:\n            break\n"
+        "    tl.store(", 1)
+    result = grade_text(tmp_path, "elementwise", text, ["triton"])
+    check = result.parts[0].compile_check
+    rejected = {c.target for c in check.compiled if c.status == "rejected"}
+    assert rejected == set(gpu_compile.TARGETS), [(c.target, c.status) for c in check.compiled]
+    assert result.parts[0].status == "failed"
+
+
+def test_an_unknown_target_is_refused_with_the_list(monkeypatch):
+    monkeypatch.setenv(gpu_compile.TARGET_SWITCH, "sm_61")
+    assert gpu_compile.unavailable() == f"{gpu_compile.TARGET_SWITCH}=sm_61 names sm_61, not " \
+                                        "one of sm_75, sm_80, sm_89, sm_90"
+
+
+def test_the_check_compiles_for_sm_90_unless_told(monkeypatch):
+    monkeypatch.delenv(gpu_compile.TARGET_SWITCH, raising=False)
+    assert gpu_compile.targets() == ["sm_90"]
