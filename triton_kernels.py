@@ -1,563 +1,175 @@
-"""Reference Triton kernels the lessons read: softmax (forward and backward) and RMSNorm.
+"""Reference Triton kernels the lessons read: softmax, its backward pass, and RMSNorm.
 
-Why these kernels exist
-=======================
+In the lessons' order: 1. ``_softmax``, one row per program (lesson 08), and
+``_softmax_multi_row`` for narrow rows; 2. ``_softmax_looped``, rows wider than a block
+(workshop A1); 3. ``_softmax_backward`` and its multi-row and looped forms (lesson 11);
+4. ``_rmsnorm`` and its forms (lesson 09); 5. the launchers ``softmax``, ``softmax_backward``
+and ``rmsnorm``; 6. the launchers as PyTorch operators (lesson 11). Every kernel loads float32,
+float16 or bfloat16, computes in float32 and stores in its output's dtype.
 
-Softmax over the last dimension of a tensor, y[r, c] = exp(x[r, c]) / sum_j exp(x[r, j]), is
-the last step of every attention block. Written as PyTorch eager operations it is five kernels
-(maximum, subtract, exponential, sum, divide), and each one reads its input from device memory
-and writes its result back. The arithmetic is a handful of instructions per element; the
-cost is the traffic. A fused kernel reads each row once, keeps it on chip for both reductions,
-and writes the result once: the least traffic softmax can have, so its speed limit is the
-speed of a device-to-device copy of the same bytes.
-
-The file reads top to bottom like the Triton tutorials:
-
-1. ``_softmax``: one program per row, the whole row in one block. Lesson 08 teaches it.
-2. ``_softmax_multi_row``: the same computation on several narrow rows per program. (On a GPU
-   ``_softmax`` also keeps float32 rows of up to 32768 columns whole, with 16 or 32 warps;
-   ``_softmax_one_pass`` does the same for 16-bit rows, with its two reductions made one, and
-   ``_softmax_pipelined`` keeps one program per multiprocessor on 16-bit rows of 32768
-   columns, loading its next rows into shared memory while it computes.)
-3. ``_softmax_looped``: rows wider than one block (up to 2**20 columns), read in chunks with an
-   online maximum and sum per lane, then a second pass that writes.
-   ``_softmax_split_row``: the GPU's faster way with wide rows, one program per piece of a row,
-   the pieces exchanging their (maximum, sum) so that every element is read only once.
-4. ``_softmax_backward`` (and its multi-row, looped and split-row forms):
-   dx = y * (dy - sum(y * dy)).
-5. ``_rmsnorm`` (and its multi-row and looped forms): y = x / sqrt(mean(x**2) + eps) * w.
-6. The launchers ``softmax``, ``softmax_backward`` and ``rmsnorm``: they check the
-   preconditions (with messages that carry the numbers and the fix), pick a kernel from small
-   tables, and launch it.
-
-Every kernel loads float32, float16 or bfloat16, computes in float32, and stores in the dtype of
-its output. Importing this module defines the kernels and does nothing else; in particular it
-does not decide where they run. ``learning.mode.select()`` does that before the import, by
-setting ``TRITON_INTERPRET=1`` (kernels run in Triton's interpreter on CPU tensors) or not
-(kernels compile for the CUDA GPU and take CUDA tensors).
+The launchers ask ``_plan`` in triton_kernels_fast.py, the production layer, which kernel
+fits the rows; on a GPU it also names kernels of its own for wide and 16-bit rows. Importing
+defines the kernels and does nothing else: whether they run in Triton's interpreter or compiled
+for the CUDA GPU is decided before the import (``learning.mode.select()``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-__all__ = [
-    "MAX_COLS",
-    "MAX_GPU_SINGLE_BLOCK",
-    "MAX_SINGLE_BLOCK",
-    "STRATEGIES",
-    "Plan",
-    "rmsnorm",
-    "softmax",
-    "softmax_backward",
-]
-
-# ---------------------------------------------------------------------------------------------
-# Limits and tuning tables
-# ---------------------------------------------------------------------------------------------
-
-#: Widest row that is kept whole in one block (registers) in the interpreter, and the widest
-#: row of a multi-row tile; wider rows take the looped kernel (interpreter) or, on a GPU, one
-#: program with many warps up to MAX_GPU_SINGLE_BLOCK, the split-row kernel past that.
-MAX_SINGLE_BLOCK = 8192
-#: Widest row one program keeps whole on a GPU (32 warps, 32 float32 values a thread).
-MAX_GPU_SINGLE_BLOCK = 32768
-#: Widest row the library accepts (4 MiB of float32 per row).
-MAX_COLS = 2**20
-#: The kernels the launchers choose between, named by strategy.
-STRATEGIES = ("single_block", "multi_row", "looped", "split_row")
-
-# exp(z) = 2 ** (z * log2(e)). The GPU's fast exponential instruction is a power of two, so the
-# fast kernels multiply by log2(e) themselves (tl.exp does the same multiply internally).
-_LOG2E = tl.constexpr(1.4426950408889634)
-
-# A program should hold enough bytes to keep the memory system busy: with 128 columns, one row
-# is 512 bytes of float32, too little for a program of 128 threads. Rows narrower than
-# ROW_TILE_BYTES are therefore grouped, ROW_TILE_BYTES // (block * itemsize) rows to a program.
-# Measured on an H200 (bench/RESULTS.md): 4 KiB per program with 4 warps ran at 0.995 to 1.01
-# of the copy ceiling from 128 to 1024 columns; 8 to 16 KiB per program ran 2 to 3 % slower.
-_ROW_TILE_BYTES = 4096
-
-# (largest elements per program, num_warps). A row lives in registers from its load to its
-# store, so the warps grow with the block: each thread then holds 8 to 16 values, which keeps
-# every load 16 bytes wide without running out of registers. More warps than that only add
-# synchronisation to the two reductions: on an H200, 2048 bfloat16 columns ran at 1.0 of the
-# copy ceiling with 4 warps, 0.88 with 8 and 0.57 with 16.
-#
-# Past 8192 columns (on a GPU only) the same rule goes on: 16 warps for 16384 columns and 32,
-# the most a program can have, for 32768. Measured on an H200 (bench/RESULTS.md), one program
-# of 16 warps per 16384-column row beat every split-row plan, in the forward pass (0.95 of
-# the copy ceiling in float32 against 0.89, 0.90 in bfloat16 against 0.79) and in the
-# backward pass (0.99 and 0.98 against 0.94 and 0.80).
-_WARPS = (
-    (1024, 4),
-    (2048, 4),
-    (4096, 8),
-    (8192, 16),
-    (16384, 16),
-    (32768, 32),
+import triton_kernels_fast as fast
+from triton_kernels_fast import (
+    MAX_COLS,
+    MAX_GPU_SINGLE_BLOCK,
+    MAX_SINGLE_BLOCK,
+    STRATEGIES,
+    Plan,
+    _max_pieces,
+    _plan,
+    launch_softmax,
+    launch_softmax_backward,
+    wrap_triton,
 )
 
-# The widest row one program keeps whole on a GPU, per launcher and bytes per element. A
-# 32768-column float32 row in one program of 32 warps ran at 0.93 of the ceiling against 0.88
-# split. 16-bit rows wider than MAX_SINGLE_BLOCK take _softmax_one_pass with ONE_PASS_WARPS
-# warps: measured on an H200 (256 MiB inputs, bench/results/tune.json), bfloat16 rows of 16384
-# columns ran at 0.94 of the ceiling against 0.90 for _softmax, and of 32768 columns at 0.82
-# against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
-# 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass, which holds two rows in
-# registers, is split past 16384 columns. RMSNorm holds one row, as the forward pass does: kept
-# whole up to 32768 columns it ran at 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78
-# for its looped kernel (bench/RESULTS.md).
-_GPU_WHOLE_ROW = {
-    ("softmax", 4): 32768,
-    ("softmax", 2): 32768,
-    ("softmax_backward", 4): 16384,
-    ("softmax_backward", 2): 16384,
-    ("rmsnorm", 4): 32768,
-    ("rmsnorm", 2): 32768,
-}
-_ONE_PASS_WARPS = 32
-# 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
-# _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
-# to PIPELINED_STAGES - 1 rows in flight in shared memory. Measured on an H200 (1 GiB inputs,
-# bench/results/whole_row.json): 32768 16-bit columns ran at 0.92 to 0.94 of the copy ceiling
-# with 3 or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.92; two stages, one row
-# in flight: 0.65 to 0.66, slower than no pipelining); at 16384 columns the one-pass kernel
-# stays ahead (0.97 against 0.56 to 0.95), so the pipelined kernel starts above 16384.
-_PIPELINED_WARPS = 32
-_PIPELINED_STAGES = 4
-
-# The looped kernels read a chunk of LOOPED_BLOCK columns per step. They run a persistent grid
-# of LOOPED_PROGRAMS_PER_SM programs per multiprocessor, each walking over rows, so that few
-# rows are in flight and the second pass's re-read has a chance to find its row in L2; with
-# LOOPED_STAGES > 1 Triton also software-pipelines the loop's loads through shared memory.
-# Even so they reached only about 0.55 to 0.92 of the copy ceiling on an H200 (RESULTS.md),
-# which is why a GPU takes them only for rows too wide for the split-row kernel below. They
-# are the kernels the interpreter runs for every row wider than MAX_SINGLE_BLOCK.
-_LOOPED_BLOCK = 4096
-_LOOPED_WARPS = 16
-_LOOPED_PROGRAMS_PER_SM = 2
-_LOOPED_STAGES = 1
-
-# On a GPU, rows wider than _GPU_WHOLE_ROW are cut into pieces of SPLIT_BLOCK columns, one
-# program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200
-# (bench/RESULTS.md): 4 warps beat 8 (0.87 against 0.84 of the ceiling at 65536 float32
-# columns, 0.75 against 0.68 in bfloat16), and pieces of 8192 columns beat 4096 and 16384 in
-# every dtype, 16-bit included (but for a 3 % edge of 4096 in the 16-bit backward pass at
-# 32768 columns). Two variants that were measured and dropped: reading the piece again after
-# the exchange instead of keeping exp(x) in registers (5 to 12 % slower), and publishing each
-# piece's partials in one 64-bit word that the others poll instead of an arrival counter (20
-# to 40 % slower: every waiting program polls the whole row's words). RESULTS.md lists the
-# other variants measured and dropped (a persistent kernel that loads its next row while it
-# waits among them).
-_SPLIT_BLOCK = 8192
-_SPLIT_WARPS = 4
-# The interpreter runs programs one after another; two programs still exercise the row loop.
-_INTERPRETER_PROGRAMS = 2
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How one launch is shaped: which kernel, how many columns per block, rows, warps."""
-
-    strategy: str  # one of STRATEGIES
-    block: int  # columns per block: the whole row (a power of two >= n_cols) or a chunk
-    rows: int = 1  # rows per program (multi_row only)
-    num_warps: int = 4
-    programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
-    stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
-    one_pass: bool = False  # single_block softmax only: one reduction of (max, sum) pairs
-    pipelined: bool = False  # single_block softmax only: _softmax_pipelined (16-bit pairs)
-
+__all__ = ["MAX_COLS", "MAX_GPU_SINGLE_BLOCK", "MAX_SINGLE_BLOCK", "STRATEGIES", "Plan", "rmsnorm",
+           "softmax", "softmax_backward"]
 
 # ---------------------------------------------------------------------------------------------
 # 1. Softmax, one row per program
 # ---------------------------------------------------------------------------------------------
 #
-# Each program owns one row. It loads the whole row into registers as one block of BLOCK lanes
-# (BLOCK is the next power of two >= n_cols, since tl.arange needs a power of two), so the row
-# is read from memory exactly once, however many times the computation looks at it.
-#
-# The lanes past the end of the row are masked. A masked load returns `other` there, and that
-# value must be the identity of the reductions that follow: -inf never wins a maximum, and
-# exp(-inf - m) = 0 adds nothing to the sum. Padding with 0 instead would be silently wrong:
-# exp(0 - m) > 0 joins the denominator, and for an all-negative row 0 becomes the maximum.
-#
-# Two reductions follow: the maximum (subtracted so that the largest exponent is exp(0) = 1 and
-# nothing overflows; the shift cancels between numerator and denominator) and the sum of the
-# exponentials. float16 and bfloat16 rows are converted to float32 right after the load, so
-# both reductions accumulate in float32. The store is masked too: the padded lanes hold values
-# that belong to nobody.
-#
-# A row that is entirely -inf has no softmax; m = -inf and x - m = (-inf) - (-inf) = NaN, so
-# the row comes out NaN, as in PyTorch.
+# Each program loads its whole row as one block of BLOCK lanes (a power of two, as tl.arange
+# needs), so the row is read once however often it is used. The lanes past the end read
+# `other`, the identity of the reductions that follow: -inf never wins a maximum and
+# exp(-inf) = 0 adds nothing to the sum (0 instead would join the sum, and be the maximum of an
+# all-negative row). A row that is -inf everywhere gives (-inf) - (-inf) = NaN, as in PyTorch.
 
 
 @triton.jit
 def _softmax(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next (any value: x[::2] works)
+    output_ptr,  # *T: output rows, column stride 1
+    input_ptr,  # *T: input rows, column stride 1
+    output_row_stride,  # elements from one output row to the next
+    input_row_stride,  # elements from one input row to the next (any value: x[::2] works)
     n_cols,  # columns in a row, n_cols <= BLOCK
     BLOCK: tl.constexpr,  # lanes per program: a power of two >= n_cols
 ):
     # one program per row; int64 so that row * stride cannot overflow on large tensors
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
     # x_j for j < n_cols, -inf in the padded lanes (the identity of max; exp(-inf) = 0)
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask, other=-float("inf"))
     # compute in float32, whatever the storage dtype
     x = x.to(tl.float32)
-    # m = max_j x_j (first reduction)
-    m = tl.max(x, axis=0)
-    # e_j = exp(x_j - m), at most exp(0) = 1: cannot overflow
-    e = tl.exp(x - m)
-    # d = sum_j e_j (second reduction); the padded lanes add exp(-inf) = 0
-    d = tl.sum(e, axis=0)
-    # y_j = e_j / d: one division per row, then one multiply per element
-    y = e * (1.0 / d)
+    # maximum = max_j x_j (first reduction)
+    maximum = tl.max(x, axis=0)
+    # numerator_j = exp(x_j - maximum), at most exp(0) = 1: cannot overflow
+    numerator = tl.exp(x - maximum)
+    # denominator = sum_j numerator_j (second reduction); the padded lanes add exp(-inf) = 0
+    denominator = tl.sum(numerator, axis=0)
+    # one division per row, then one multiply per element
+    output = numerator * (1.0 / denominator)
     # store the real columns only, converted to the output's dtype
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    output = output.to(output_ptr.dtype.element_ty)
+    tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)
 
 
-# ---------------------------------------------------------------------------------------------
-# 2. Softmax, several rows per program (narrow rows)
-# ---------------------------------------------------------------------------------------------
-#
-# With 128 float32 columns a row is 512 bytes: a program of 128 threads that loads one row
-# finishes before the memory system has warmed up, and the launch is dominated by scheduling.
-# This kernel is _softmax on a (ROWS, BLOCK) tile: the same loads, reductions along axis 1
-# (one per row) and stores, for ROWS consecutive rows. The rows past the end of the tensor in
-# the last program are masked like padded columns.
+# Narrow rows (128 float32 columns are 512 bytes, too little to keep a program busy) are
+# grouped into (ROWS, BLOCK) tiles: the same computation with reductions along axis 1, one per
+# row. exp(z) is written 2 ** (z * log2(e)), as tl.exp computes it too (workshop A1 compares).
+_LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
 def _softmax_multi_row(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
+    output_ptr, input_ptr, output_row_stride, input_row_stride,  # as in _softmax
     n_rows,  # rows in the tensor: the last tile may hang over the end
     n_cols,  # columns in a row, n_cols <= BLOCK
     ROWS: tl.constexpr,  # rows per program, a power of two
     BLOCK: tl.constexpr,  # lanes per row, a power of two >= n_cols
 ):
-    # this program's rows r and the columns c: a (ROWS, BLOCK) tile
+    # this program's rows and the columns: a (ROWS, BLOCK) tile
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    in_ptrs = in_ptr + rows[:, None] * in_row_stride + cols[None, :]
-    out_ptrs = out_ptr + rows[:, None] * out_row_stride + cols[None, :]
-    # x[r, c], -inf where masked; float32 math
-    x = tl.load(in_ptrs, mask=mask, other=-float("inf")).to(tl.float32)
-    # m[r] = max_c x[r, c]
-    m = tl.max(x, axis=1)
-    # e[r, c] = exp(x[r, c] - m[r]) = 2 ** ((x[r, c] - m[r]) * log2(e))
-    e = tl.exp2((x - m[:, None]) * _LOG2E)
-    # inv[r] = 1 / sum_c e[r, c]: one reciprocal per row
-    inv = 1.0 / tl.sum(e, axis=1)
-    # y[r, c] = e[r, c] * inv[r]
-    y = e * inv[:, None]
-    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+    offsets = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (offsets[None, :] < n_cols)
+    x = tl.load(input_ptr + rows[:, None] * input_row_stride + offsets[None, :], mask=mask,
+                other=-float("inf")).to(tl.float32)
+    # maximum[r] = max_c x[r, c]
+    maximum = tl.max(x, axis=1)
+    # numerator[r, c] = exp(x[r, c] - maximum[r])
+    numerator = tl.exp2((x - maximum[:, None]) * _LOG2E)
+    # one reciprocal of the denominator per row
+    inverse = 1.0 / tl.sum(numerator, axis=1)
+    output = (numerator * inverse[:, None]).to(output_ptr.dtype.element_ty)
+    tl.store(output_ptr + rows[:, None] * output_row_stride + offsets[None, :], output, mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# 2b. Softmax, one row per program, the two reductions made one (GPU, wide 16-bit rows)
+# 2. Softmax, rows wider than one block (workshop A1)
 # ---------------------------------------------------------------------------------------------
 #
-# _softmax reduces its row twice, the maximum and then the sum, and each reduction across the
-# warps of a program is a round trip through shared memory with a barrier. With 16-bit rows of
-# 16384 columns or more, one program of 32 warps fills a multiprocessor, nothing else runs
-# beside it to hide that wait, and it shows (bench/RESULTS.md). This kernel reduces once.
-#
-# It views the row as (BLOCK // VEC, VEC) tiles, VEC being the elements of one 16-byte load, so
-# that each tile sits in one thread. Each tile t gets its own maximum m_t and sum
-# s_t = sum exp(x - m_t) without leaving its thread; then one reduction over the tiles combines
-# the (m_t, s_t) pairs as the looped kernel's lanes do,
-#
-#     M = max(m_a, m_b),   S = s_a * exp(m_a - M) + s_b * exp(m_b - M),
-#
-# with the same guard for a tile of only -inf. Finally y = e_t * exp(m_t - M) / S: the
-# exponentials e_t = exp(x - m_t) stay in registers and each tile is rescaled once.
-
-
-@triton.jit
-def _combine_max_sum(m_a, s_a, m_b, s_b):
-    """Two (maximum, sum of exp(x - maximum)) pairs as one; a pair of only -inf is (-inf, 0)."""
-    m = tl.maximum(m_a, m_b)
-    m_ref = tl.where(m == -float("inf"), 0.0, m)  # both -inf: measure from 0, both terms 0
-    return m, s_a * tl.exp2((m_a - m_ref) * _LOG2E) + s_b * tl.exp2((m_b - m_ref) * _LOG2E)
-
-
-@triton.jit
-def _softmax_one_pass(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
-    n_cols,  # columns in a row, n_cols <= BLOCK
-    BLOCK: tl.constexpr,  # lanes per program: a power of two >= n_cols
-    VEC: tl.constexpr,  # columns per tile: one 16-byte load (8 16-bit values), <= BLOCK
-):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
-    # the row as tiles of VEC columns, in float32
-    x = tl.reshape(x.to(tl.float32), (BLOCK // VEC, VEC))
-    # per tile, within one thread: m_t = max, e = exp(x - m_t) (from 0 if the tile is all -inf)
-    m_t = tl.max(x, axis=1)
-    e = tl.exp2((x - tl.where(m_t == -float("inf"), 0.0, m_t)[:, None]) * _LOG2E)
-    # the one reduction across the program: (M, S) from the tiles' (m_t, s_t)
-    m_row, s_row = tl.reduce((m_t, tl.sum(e, axis=1)), 0, _combine_max_sum)
-    # y = e * exp(m_t - M) / S; a row of only -inf has S = 0 and comes out NaN, as in PyTorch
-    scale = tl.where(m_t == -float("inf"), 0.0, tl.exp2((m_t - m_row) * _LOG2E)) / s_row
-    y = tl.reshape(e * scale[:, None], (BLOCK,))
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-# ---------------------------------------------------------------------------------------------
-# 2c. Softmax, the next rows loaded while this one is computed (GPU, 16-bit rows of 32768)
-# ---------------------------------------------------------------------------------------------
-#
-# A 32768-column row held in float32 is 128 KiB of registers, half of a multiprocessor's, so
-# one program runs per multiprocessor and its load, reductions and store follow one another:
-# while it reduces, that multiprocessor reads nothing. Here one program per multiprocessor
-# walks over rows (rows p, p + P, p + 2P, ...), and the loop carries STAGES - 1 rows in flight:
-# Triton's loop pipeliner copies the next rows from device memory into shared memory
-# (asynchronous copies) while the current one is computed. The shared memory must hold them,
-# 64 KiB per 16-bit row of 32768 columns, so the launcher picks STAGES from what the GPU has.
-#
-# The row is read as 32-bit words, two 16-bit values each, and unpacked in registers:
-# bfloat16 is the upper half of a float32, so a shift or a mask makes the float32; float16 is
-# converted. The same loop over plain 16-bit loads is pipelined too, but ran up to 3 % slower
-# (bench/results/whole_row.json). Words need an even n_cols, even row strides and 4-byte
-# aligned rows; the launcher checks, and otherwise takes _softmax_one_pass. The padding is a
-# word of two -inf.
-
-
-@triton.jit
-def _unpack_pairs(w, DT: tl.constexpr):
-    """32-bit words as their two 16-bit values of dtype DT (low half first), in float32."""
-    if DT == tl.bfloat16:
-        lo = (w << 16).to(tl.float32, bitcast=True)
-        hi = (w & -65536).to(tl.float32, bitcast=True)  # -65536 = 0xFFFF0000
-    else:
-        lo = w.to(tl.int16).to(DT, bitcast=True).to(tl.float32)
-        hi = (w >> 16).to(tl.int16).to(DT, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
-def _pack_pairs(lo, hi, DT: tl.constexpr):
-    """Two float32 tensors rounded to dtype DT and packed in 32-bit words (lo in the low half)."""
-    lo16 = lo.to(DT).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    hi16 = hi.to(DT).to(tl.int16, bitcast=True).to(tl.int32)
-    return lo16 | (hi16 << 16)
-
-
-@triton.jit
-def _softmax_pipelined(
-    out_ptr,  # *T: 16-bit output rows, column stride 1, rows 4-byte aligned
-    in_ptr,  # *T: 16-bit input rows, column stride 1, rows 4-byte aligned
-    out_row_stride,  # elements from one output row to the next, even
-    in_row_stride,  # elements from one input row to the next, even
-    n_rows,  # rows in the tensor; program p takes rows p, p + P, p + 2P, ... (P programs)
-    n_cols,  # columns in a row, even, n_cols <= BLOCK
-    NEG_INF_PAIR: tl.constexpr,  # the int32 word holding two -inf of dtype T: the padding
-    BLOCK: tl.constexpr,  # columns per row, a power of two >= n_cols: BLOCK // 2 words
-    STAGES: tl.constexpr,  # rows in flight in the loop (the loop pipeliner's stages)
-):
-    DT: tl.constexpr = in_ptr.dtype.element_ty
-    in_words = in_ptr.to(tl.pointer_type(tl.int32))
-    out_words = out_ptr.to(tl.pointer_type(tl.int32))
-    words = tl.arange(0, BLOCK // 2)
-    mask = words < n_cols // 2
-    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0),
-                        num_stages=STAGES):
-        w = tl.load(in_words + row * (in_row_stride // 2) + words, mask=mask, other=NEG_INF_PAIR)
-        lo, hi = _unpack_pairs(w, DT)
-        # the two reductions of _softmax, over both halves of each word
-        m = tl.max(tl.maximum(lo, hi), axis=0)
-        e_lo = tl.exp2((lo - m) * _LOG2E)
-        e_hi = tl.exp2((hi - m) * _LOG2E)
-        inv = 1.0 / tl.sum(e_lo + e_hi, axis=0)
-        y = _pack_pairs(e_lo * inv, e_hi * inv, DT)
-        tl.store(out_words + row * (out_row_stride // 2) + words, y, mask=mask)
-
-
-# ---------------------------------------------------------------------------------------------
-# 3. Softmax, rows wider than one block
-# ---------------------------------------------------------------------------------------------
-#
-# Past MAX_SINGLE_BLOCK columns a row no longer fits in registers (the compiler spills it to
-# local memory, which is device memory), so the row is read in chunks of BLOCK columns.
-# The maximum and the sum now arrive piece by piece, and the sum must be rescaled whenever the
-# maximum grows. Each lane k keeps its own running pair over the chunks it has seen:
-#
-#     m_new = max(m, x)
-#     s     = s * exp(m - m_new) + exp(x - m_new)
-#
-# so the loop needs no cross-lane reduction at all. At the end the lanes are combined once:
-# M = max_k m_k and S = sum_k s_k * exp(m_k - M).
-#
-# The guard: a lane that has seen only -inf (a masked score, or the padding past the end of a
-# row) has m = m_new = -inf, and m - m_new = (-inf) - (-inf) = NaN would poison its sum for
-# good. Measuring both exponents from m_ref = 0 in that case (instead of from m_new) gives
-# exp(-inf) = 0 for both terms, so s stays 0, and the first finite value later resets it.
-# In the final combine a lane with m_k = -inf and s_k = 0 adds exp(-inf - M) * 0 = 0; only a
-# row that is -inf everywhere gets M = -inf and a NaN sum, and so NaN outputs, as in PyTorch.
-#
-# The second pass re-reads the row, walking back from its end: the chunks read last are the
-# likeliest still in L2. The launcher keeps few rows in flight (a persistent grid, a couple of
-# programs per multiprocessor, each looping over rows) so that the re-read can hit L2, and the
-# first pass's loads ask L2 to keep their lines (evict_last).
+# A row wider than a block is read in chunks of BLOCK columns, and each lane keeps a running
+# maximum m and sum s, rescaling s whenever m grows: m_new = max(m, x),
+# s = s * exp(m - m_new) + exp(x - m_new). After the loop the lanes are combined once. The
+# guard: a lane that has seen only -inf has m = m_new = -inf, and (-inf) - (-inf) = NaN would
+# poison its sum; measured from m_ref = 0 instead, both terms are exp(-inf) = 0. The second pass
+# reads the row again from its end, where the chunks are likeliest still in L2, and few rows
+# are in flight: a persistent grid, each program looping over rows p, p + P, p + 2P, ...
 
 
 @triton.jit
 def _softmax_looped(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
+    output_ptr, input_ptr, output_row_stride, input_row_stride,  # as in _softmax
     n_rows,  # rows in the tensor; program p takes rows p, p + P, p + 2P, ... (P programs)
     n_cols,  # columns in a row, any number up to 2**20
     BLOCK: tl.constexpr,  # columns per chunk, a power of two
     STAGES: tl.constexpr,  # chunks in flight per program (software pipelining of the loads)
 ):
-    cols = tl.arange(0, BLOCK)
+    lanes = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
-    # persistent: this program's rows, int64 so that row * stride cannot overflow
     for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
-        x_row = in_ptr + row * in_row_stride
-        y_row = out_ptr + row * out_row_stride
+        x_row = input_ptr + row * input_row_stride
+        y_row = output_ptr + row * output_row_stride
         # pass 1: per lane, the running maximum m and the sum s of exp(x - m) so far
         m = tl.full([BLOCK], -float("inf"), tl.float32)
         s = tl.zeros([BLOCK], tl.float32)
         for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
-            offs = start + cols
-            mask = offs < n_cols
-            x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last")
-            x = x.to(tl.float32)
-            # m_new = max(m, x)
+            offsets = start + lanes
+            mask = offsets < n_cols
+            x = tl.load(x_row + offsets, mask=mask, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
             m_new = tl.maximum(m, x)
             # the guard: a lane that has seen only -inf measures from 0, not from -inf
             m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)
             # s = s * exp(m - m_ref) + exp(x - m_ref); both exponents are <= 0
             s = s * tl.exp2((m - m_ref) * _LOG2E) + tl.exp2((x - m_ref) * _LOG2E)
             m = m_new
-        # combine the lanes: M = max_k m_k, S = sum_k s_k * exp(m_k - M)
-        m_row = tl.max(m, axis=0)
-        s_row = tl.sum(s * tl.exp2((m - m_row) * _LOG2E), axis=0)
-        inv = 1.0 / s_row
-        # pass 2, last chunk first: y = exp(x - M) / S
+        # combine the lanes: row_max = max_k m_k, total = sum_k s_k * exp(m_k - row_max)
+        row_max = tl.max(m, axis=0)
+        total = tl.sum(s * tl.exp2((m - row_max) * _LOG2E), axis=0)
+        inverse = 1.0 / total
+        # pass 2, last chunk first: y = exp(x - row_max) / total
         for i in tl.range(0, n_chunks, num_stages=STAGES):
-            offs = (n_chunks - 1 - i) * BLOCK + cols
-            mask = offs < n_cols
-            x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-            y = tl.exp2((x.to(tl.float32) - m_row) * _LOG2E) * inv
-            tl.store(y_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+            offsets = (n_chunks - 1 - i) * BLOCK + lanes
+            mask = offsets < n_cols
+            x = tl.load(x_row + offsets, mask=mask, other=-float("inf"),
+                        eviction_policy="evict_first")
+            y = tl.exp2((x.to(tl.float32) - row_max) * _LOG2E) * inverse
+            tl.store(y_row + offsets, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# 3b. Softmax, a wide row split across programs that run at the same time (GPU only)
+# 3. Softmax backward (lesson 11)
 # ---------------------------------------------------------------------------------------------
 #
-# The looped kernel reads a wide row twice, and on a GPU the second read is only cheap while
-# the row is still in L2; with hundreds of rows in flight it is not, and the kernel tops out
-# near two thirds of the copy ceiling. Here a row of n_cols columns is instead cut into
-# cdiv(n_cols, BLOCK) pieces, one program per piece, each piece kept in registers from its load
-# to its store, so every element is read once and written once. The pieces of a row only
-# have to agree on two numbers, the row's maximum M and sum S, which they exchange through a
-# small scratch buffer in device memory:
-#
-#     each piece k:   m_k = max(x over the piece),  s_k = sum(exp(x - m_k) over the piece)
-#     every piece:    M = max_k m_k,                S = sum_k s_k * exp(m_k - M)
-#
-# (the same combine as the lanes of the looped kernel, with the same guard for a piece that
-# holds only -inf). A piece publishes (m_k, s_k), counts itself in at its row with an atomic
-# add, and spins until all pieces of the row have arrived.
-#
-# Spinning on other programs is only safe if they are running too. A program therefore takes
-# a ticket when it starts (an atomic counter), and the ticket, not the program id, names its
-# row and piece: every smaller ticket belongs to a program that is running or finished, so the
-# pieces a program waits for are either running or next in line, and the launcher guarantees
-# that a whole row's pieces can be resident at once (no more pieces than multiprocessors).
-# The interpreter runs programs one after another, so it would wait for ever: there the
-# launcher uses _softmax_looped.
-
-
-@triton.jit
-def _softmax_split_row(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
-    n_cols,  # columns in a row; the row is cut into n_pieces = cdiv(n_cols, BLOCK) pieces
-    part_ptr,  # *fp32: scratch, (n_rows, PIECES, 2): each piece's (max, sum)
-    sync_ptr,  # *i32: zeroed, 1 + n_rows: [0] hands out tickets, [1 + r] counts row r's arrivals
-    PIECES: tl.constexpr,  # a power of two >= n_pieces
-    BLOCK: tl.constexpr,  # columns per piece, a power of two
-):
-    n_pieces = tl.cdiv(n_cols, BLOCK)
-    # tickets are handed out in the order programs start: ticket = row * n_pieces + piece
-    ticket = tl.atomic_add(sync_ptr, 1)
-    row = (ticket // n_pieces).to(tl.int64)
-    piece = ticket % n_pieces
-    cols = piece * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
-    x = x.to(tl.float32)
-    # m_k = max over the piece; a piece of only -inf measures from 0 so that s_k = 0, not NaN
-    m = tl.max(x, axis=0)
-    m_ref = tl.where(m == -float("inf"), 0.0, m)
-    # e = exp(x - m_k), kept in registers until the store; s_k = sum over the piece of e
-    e = tl.exp2((x - m_ref) * _LOG2E)
-    s = tl.sum(e, axis=0)
-    # publish (m_k, s_k), then count this piece in (acq_rel: the stores are visible first)
-    part = part_ptr + (row * PIECES + piece) * 2
-    tl.store(part, m)
-    tl.store(part + 1, s)
-    tl.debug_barrier()
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
-    # wait for the row's other pieces
-    while arrived < n_pieces:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
-    # M = max_k m_k, S = sum_k s_k * exp(m_k - M); read through L2 (.cg), where the atomics live.
-    # A piece of only -inf adds 0 * exp(-inf) = 0; a row of only -inf has M = -inf and S = NaN.
-    k = tl.arange(0, PIECES)
-    parts = part_ptr + (row * PIECES + k) * 2
-    m_k = tl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
-    s_k = tl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
-    m_row = tl.max(m_k, axis=0)
-    s_row = tl.sum(s_k * tl.exp2((m_k - m_row) * _LOG2E), axis=0)
-    # y = exp(x - M) / S = e * exp(m_k - M) / S: one exponential per element, one per piece
-    # (a piece of only -inf has e = 0 and scale 0; a row of only -inf has S = NaN: NaN)
-    scale = tl.where(m == -float("inf"), 0.0, tl.exp2((m - m_row) * _LOG2E)) / s_row
-    y = e * scale
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-# ---------------------------------------------------------------------------------------------
-# 4. Softmax backward
-# ---------------------------------------------------------------------------------------------
-#
-# With y = softmax(x) and the gradient dy of the loss with respect to y, the chain rule through
-# dy_j/dx_i = y_j * ([i == j] - y_i) gives, per row,
-#
-#     dx_i = y_i * (dy_i - sum_j y_j * dy_j)
-#
-# one reduction (a dot product of the row of y with the row of dy) broadcast back over the row:
-# the same shape of computation as the forward pass, with two inputs. Padded lanes load 0,
-# the identity of the sum.
+# dx_i = y_i * (dy_i - dot) with dot = sum_j y_j * dy_j: one reduction, then elementwise work,
+# the forward pass's shape with two inputs. The padded lanes load 0, the identity of the sum
+# ((-inf) * 0 would be NaN).
 
 
 @triton.jit
@@ -572,166 +184,108 @@ def _softmax_backward(
     BLOCK: tl.constexpr,  # lanes per program, a power of two >= n_cols
 ):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
     # y_j, dy_j in float32; padded lanes 0, the identity of the sum
-    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    # s = sum_j y_j * dy_j
-    s = tl.sum(y * dy, axis=0)
-    # dx_i = y_i * (dy_i - s)
-    dx = y * (dy - s)
-    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    y = tl.load(y_ptr + row * y_row_stride + offsets, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0).to(tl.float32)
+    # dot = sum_j y_j * dy_j
+    dot = tl.sum(y * dy, axis=0)
+    dx = y * (dy - dot)
+    tl.store(dx_ptr + row * dx_row_stride + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _softmax_backward_multi_row(
-    dx_ptr,  # *T: output gradient rows, column stride 1
-    y_ptr,  # *T: softmax output rows, column stride 1
-    dy_ptr,  # *T: incoming gradient rows, column stride 1
-    dx_row_stride,  # elements from one dx row to the next
-    y_row_stride,  # elements from one y row to the next
-    dy_row_stride,  # elements from one dy row to the next
+    dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride, dy_row_stride,  # as _softmax_backward's
     n_rows,  # rows in the tensor: the last tile may hang over the end
     n_cols,  # columns in a row, n_cols <= BLOCK
     ROWS: tl.constexpr,  # rows per program, a power of two
     BLOCK: tl.constexpr,  # lanes per row, a power of two >= n_cols
 ):
+    # _softmax_backward on a (ROWS, BLOCK) tile of narrow rows
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    y_ptrs = y_ptr + rows[:, None] * y_row_stride + cols[None, :]
-    dy_ptrs = dy_ptr + rows[:, None] * dy_row_stride + cols[None, :]
-    dx_ptrs = dx_ptr + rows[:, None] * dx_row_stride + cols[None, :]
-    # y[r, c], dy[r, c] in float32; padded lanes 0
-    y = tl.load(y_ptrs, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptrs, mask=mask, other=0.0).to(tl.float32)
-    # s[r] = sum_c y[r, c] * dy[r, c]
-    s = tl.sum(y * dy, axis=1)
-    # dx[r, c] = y[r, c] * (dy[r, c] - s[r])
-    dx = y * (dy - s[:, None])
-    tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    offsets = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (offsets[None, :] < n_cols)
+    y = tl.load(y_ptr + rows[:, None] * y_row_stride + offsets[None, :], mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + offsets[None, :], mask=mask, other=0.0)
+    y, dy = y.to(tl.float32), dy.to(tl.float32)
+    # dot[r] = sum_c y[r, c] * dy[r, c]: axis=1, one per row (without it the rows would share one)
+    dot = tl.sum(y * dy, axis=1)
+    dx = (y * (dy - dot[:, None])).to(dx_ptr.dtype.element_ty)
+    tl.store(dx_ptr + rows[:, None] * dx_row_stride + offsets[None, :], dx, mask=mask)
 
 
 @triton.jit
 def _softmax_backward_looped(
-    dx_ptr,  # *T: output gradient rows, column stride 1
-    y_ptr,  # *T: softmax output rows, column stride 1
-    dy_ptr,  # *T: incoming gradient rows, column stride 1
-    dx_row_stride,  # elements from one dx row to the next
-    y_row_stride,  # elements from one y row to the next
-    dy_row_stride,  # elements from one dy row to the next
+    dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride, dy_row_stride,  # as _softmax_backward's
     n_rows,  # rows in the tensor; program p takes rows p, p + P, ... (P programs)
     n_cols,  # columns in a row, any number up to 2**20
     BLOCK: tl.constexpr,  # columns per chunk, a power of two
     STAGES: tl.constexpr,  # chunks in flight per program (software pipelining of the loads)
 ):
-    cols = tl.arange(0, BLOCK)
+    lanes = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
-    # persistent: this program's rows, int64 so that row * stride cannot overflow
     for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
         y_row = y_ptr + row * y_row_stride
         dy_row = dy_ptr + row * dy_row_stride
         dx_row = dx_ptr + row * dx_row_stride
-        # pass 1: acc_k = sum over chunks of y * dy, per lane; no rescaling is needed
+        # pass 1: acc_k = sum over chunks of y * dy, per lane; a sum needs no rescaling
         acc = tl.zeros([BLOCK], tl.float32)
         for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
-            offs = start + cols
-            mask = offs < n_cols
-            y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_last")
-            dy = tl.load(dy_row + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+            offsets = start + lanes
+            mask = offsets < n_cols
+            y = tl.load(y_row + offsets, mask=mask, other=0.0, eviction_policy="evict_last")
+            dy = tl.load(dy_row + offsets, mask=mask, other=0.0, eviction_policy="evict_last")
             acc += y.to(tl.float32) * dy.to(tl.float32)
-        # s = sum_k acc_k
-        s = tl.sum(acc, axis=0)
-        # pass 2, last chunk first: dx = y * (dy - s)
+        dot = tl.sum(acc, axis=0)
+        # pass 2, last chunk first: dx = y * (dy - dot)
         for i in tl.range(0, n_chunks, num_stages=STAGES):
-            offs = (n_chunks - 1 - i) * BLOCK + cols
-            mask = offs < n_cols
-            y = tl.load(y_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-            dy = tl.load(dy_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-            y = y.to(tl.float32)
-            dx = y * (dy.to(tl.float32) - s)
-            tl.store(dx_row + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _softmax_backward_split_row(
-    dx_ptr,  # *T: output gradient rows, column stride 1
-    y_ptr,  # *T: softmax output rows, column stride 1
-    dy_ptr,  # *T: incoming gradient rows, column stride 1
-    dx_row_stride,  # elements from one dx row to the next
-    y_row_stride,  # elements from one y row to the next
-    dy_row_stride,  # elements from one dy row to the next
-    n_cols,  # columns in a row; the row is cut into n_pieces = cdiv(n_cols, BLOCK) pieces
-    part_ptr,  # *fp32: scratch, (n_rows, PIECES): each piece's sum of y * dy
-    sync_ptr,  # *i32: zeroed, 1 + n_rows: [0] hands out tickets, [1 + r] counts row r's arrivals
-    PIECES: tl.constexpr,  # a power of two >= n_pieces
-    BLOCK: tl.constexpr,  # columns per piece, a power of two
-):
-    # the same ticket, publish, arrive and wait as _softmax_split_row, with one partial: s_k
-    n_pieces = tl.cdiv(n_cols, BLOCK)
-    ticket = tl.atomic_add(sync_ptr, 1)
-    row = (ticket // n_pieces).to(tl.int64)
-    piece = ticket % n_pieces
-    cols = piece * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    # s_k = sum over the piece of y * dy
-    tl.store(part_ptr + row * PIECES + piece, tl.sum(y * dy, axis=0))
-    tl.debug_barrier()
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
-    while arrived < n_pieces:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
-    # s = sum_k s_k; dx = y * (dy - s)
-    k = tl.arange(0, PIECES)
-    s_k = tl.load(part_ptr + row * PIECES + k, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
-    dx = y * (dy - tl.sum(s_k, axis=0))
-    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            offsets = (n_chunks - 1 - i) * BLOCK + lanes
+            mask = offsets < n_cols
+            y = tl.load(y_row + offsets, mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(dy_row + offsets, mask=mask, other=0.0, eviction_policy="evict_first")
+            dx = y.to(tl.float32) * (dy.to(tl.float32) - dot)
+            tl.store(dx_row + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# 5. RMSNorm
+# 4. RMSNorm (lesson 09)
 # ---------------------------------------------------------------------------------------------
 #
-# y_j = x_j / sqrt(mean_k(x_k ** 2) + eps) * w_j: one reduction (the mean square) per row, then
-# an elementwise scale by the reciprocal root and the weight. Padded lanes load 0, the identity
-# of the sum, and the mean divides by n_cols, never by BLOCK.
+# y_j = x_j / sqrt(mean_k(x_k ** 2) + eps) * w_j: one reduction per row, then elementwise work.
+# The padded lanes load 0, the identity of the sum; the mean divides by n_cols, never BLOCK.
 
 
 @triton.jit
 def _rmsnorm(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    w_ptr,  # *W: weight, n_cols elements, stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
+    output_ptr,  # *T: output rows, column stride 1
+    input_ptr,  # *T: input rows, column stride 1
+    weight_ptr,  # *W: weight, n_cols elements, stride 1
+    output_row_stride,  # elements from one output row to the next
+    input_row_stride,  # elements from one input row to the next
     n_cols,  # columns in a row, n_cols <= BLOCK
     eps,  # float32 added to the mean square, keeps a zero row finite
     BLOCK: tl.constexpr,  # lanes per program, a power of two >= n_cols
 ):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
     # x_j in float32, 0 in the padded lanes
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    # ms = sum_j x_j ** 2 / n_cols
-    ms = tl.sum(x * x, axis=0) / n_cols
-    # r = 1 / sqrt(ms + eps)
-    r = tl.rsqrt(ms + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    # y_j = x_j * r * w_j
-    y = x * r * w
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask, other=0.0)
+    x = x.to(tl.float32)
+    # mean_square = sum_j x_j ** 2 / n_cols
+    mean_square = tl.sum(x * x, axis=0) / n_cols
+    # inverse_rms = 1 / sqrt(mean_square + eps), one per row
+    inverse_rms = tl.rsqrt(mean_square + eps)
+    w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    output = (x * inverse_rms * w).to(output_ptr.dtype.element_ty)  # converted at the store
+    tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)
 
 
 @triton.jit
 def _rmsnorm_multi_row(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    w_ptr,  # *W: weight, n_cols elements, stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
+    output_ptr, input_ptr, weight_ptr, output_row_stride, input_row_stride,  # as in _rmsnorm
     n_rows,  # rows in the tensor: the last tile may hang over the end
     n_cols,  # columns in a row, n_cols <= BLOCK
     eps,  # float32 added to the mean square
@@ -740,453 +294,167 @@ def _rmsnorm_multi_row(
 ):
     # _rmsnorm on a (ROWS, BLOCK) tile of narrow rows, as _softmax_multi_row is to _softmax
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask, other=0.0)
-    x = x.to(tl.float32)
-    # r[row] = 1 / sqrt(sum_c x[row, c] ** 2 / n_cols + eps)
-    r = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    offsets = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (offsets[None, :] < n_cols)
+    x = tl.load(input_ptr + rows[:, None] * input_row_stride + offsets[None, :], mask=mask,
+                other=0.0).to(tl.float32)
+    # inverse_rms[r] = 1 / sqrt(sum_c x[r, c] ** 2 / n_cols + eps)
+    inverse_rms = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     # the weight is loaded once per program and shared by its rows
-    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    y = x * r[:, None] * w[None, :]
-    out_ptrs = out_ptr + rows[:, None] * out_row_stride + cols[None, :]
-    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+    w = tl.load(weight_ptr + offsets, mask=offsets < n_cols, other=0.0).to(tl.float32)
+    output = (x * inverse_rms[:, None] * w[None, :]).to(output_ptr.dtype.element_ty)
+    tl.store(output_ptr + rows[:, None] * output_row_stride + offsets[None, :], output, mask=mask)
 
 
 @triton.jit
 def _rmsnorm_looped(
-    out_ptr,  # *T: output rows, column stride 1
-    in_ptr,  # *T: input rows, column stride 1
-    w_ptr,  # *W: weight, n_cols elements, stride 1
-    out_row_stride,  # elements from one output row to the next
-    in_row_stride,  # elements from one input row to the next
+    output_ptr, input_ptr, weight_ptr, output_row_stride, input_row_stride,  # as in _rmsnorm
     n_rows,  # rows in the tensor; program p takes rows p, p + P, ... (P programs)
     n_cols,  # columns in a row, any number up to 2**20
     eps,  # float32 added to the mean square
     BLOCK: tl.constexpr,  # columns per chunk, a power of two
 ):
-    cols = tl.arange(0, BLOCK)
+    lanes = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
-    # persistent: this program's rows, int64 so that row * stride cannot overflow
     for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
-        x_row = in_ptr + row * in_row_stride
-        y_row = out_ptr + row * out_row_stride
+        x_row = input_ptr + row * input_row_stride
+        y_row = output_ptr + row * output_row_stride
         # pass 1: acc_k = sum over chunks of x ** 2, per lane
         acc = tl.zeros([BLOCK], tl.float32)
         for start in tl.range(0, n_cols, BLOCK):
-            offs = start + cols
-            x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0, eviction_policy="evict_last")
-            x = x.to(tl.float32)
+            offsets = start + lanes
+            x = tl.load(x_row + offsets, mask=offsets < n_cols, other=0.0,
+                        eviction_policy="evict_last").to(tl.float32)
             acc += x * x
-        # r = 1 / sqrt(sum_k acc_k / n_cols + eps)
-        r = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        # pass 2, last chunk first: y = x * r * w
+        inverse_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        # pass 2, last chunk first: y = x * inverse_rms * w
         for i in tl.range(0, n_chunks):
-            offs = (n_chunks - 1 - i) * BLOCK + cols
-            mask = offs < n_cols
-            x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-            w = tl.load(w_ptr + offs, mask=mask, other=0.0)
-            y = x.to(tl.float32) * r * w.to(tl.float32)
-            tl.store(y_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+            offsets = (n_chunks - 1 - i) * BLOCK + lanes
+            mask = offsets < n_cols
+            x = tl.load(x_row + offsets, mask=mask, other=0.0, eviction_policy="evict_first")
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0)
+            y = x.to(tl.float32) * inverse_rms * w.to(tl.float32)
+            tl.store(y_row + offsets, y.to(output_ptr.dtype.element_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# 6. Launchers
+# 5. Launchers
 # ---------------------------------------------------------------------------------------------
-
-
-def _warps_for(elements: int) -> int:
-    for limit, warps in _WARPS:
-        if elements <= limit:
-            return warps
-    return _WARPS[-1][1]
-
-
-def _plan(
-    fn: str,
-    n_cols: int,
-    strategy: str | None = None,
-    block: int | None = None,
-    max_pieces: int = 0,
-    itemsize: int = 4,
-    paired: bool = False,
-) -> Plan:
-    """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
-
-    ``max_pieces`` is how many programs of one row are sure to run at the same time (the
-    number of multiprocessors on a GPU, 0 in the interpreter): the split_row kernel needs them.
-    ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
-    ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
-    """
-    if strategy is None:
-        if block is not None and block < n_cols:
-            strategy = "looped"
-        elif n_cols <= MAX_SINGLE_BLOCK:
-            row_bytes = triton.next_power_of_2(n_cols) * itemsize
-            strategy = "multi_row" if 2 * row_bytes <= _ROW_TILE_BYTES else "single_block"
-        elif max_pieces > 0 and n_cols <= _GPU_WHOLE_ROW.get((fn, itemsize), 0):
-            strategy = "single_block"  # a GPU: one program with many warps
-        elif triton.cdiv(n_cols, _SPLIT_BLOCK) <= max_pieces:
-            strategy = "split_row"
-        else:
-            strategy = "looped"
-    if strategy not in STRATEGIES:
-        raise ValueError(
-            f"{fn}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
-        )
-    if strategy == "looped":
-        if block is None:
-            return Plan("looped", _LOOPED_BLOCK, num_warps=_LOOPED_WARPS)
-        _check_block(fn, block)
-        return Plan("looped", block, num_warps=_warps_for(block))
-    if strategy == "split_row":
-        piece = _SPLIT_BLOCK if block is None else block
-        _check_block(fn, piece)
-        pieces = triton.cdiv(n_cols, piece)
-        if pieces > max(max_pieces, 1):  # one piece never waits: it runs anywhere
-            where = f"only {max_pieces} are sure to run at once (one per multiprocessor)"
-            if max_pieces == 0:
-                where = "the interpreter runs one program at a time"
-            raise ValueError(
-                f"{fn}: split_row would cut {n_cols} columns into {pieces} pieces of {piece} "
-                f"that must run at the same time, but {where}: use strategy='looped'"
-            )
-        warps = _SPLIT_WARPS if block is None else min(_SPLIT_WARPS, _warps_for(piece))
-        return Plan("split_row", piece, num_warps=warps)
-    whole = triton.next_power_of_2(max(n_cols, 1))
-    if block is not None:
-        _check_block(fn, block)
-        if block < n_cols:
-            raise ValueError(
-                f"{fn}: block={block} is narrower than the {n_cols} columns a {strategy} "
-                f"kernel keeps whole: pass block >= {whole}, or strategy='looped'"
-            )
-        whole = block
-    widest = MAX_GPU_SINGLE_BLOCK if strategy == "single_block" and max_pieces else \
-        MAX_SINGLE_BLOCK
-    if whole > widest:
-        where = "on a GPU: MAX_GPU_SINGLE_BLOCK" if widest > MAX_SINGLE_BLOCK else \
-            "MAX_SINGLE_BLOCK"
-        raise ValueError(
-            f"{fn}: a {strategy} block of {whole} columns is wider than {where}={widest}, "
-            f"the widest row kept in registers: use strategy='looped'"
-        )
-    if strategy == "single_block":
-        if fn == "softmax" and itemsize == 2 and max_pieces and whole > MAX_SINGLE_BLOCK:
-            if paired and whole == MAX_GPU_SINGLE_BLOCK:
-                return Plan("single_block", whole, num_warps=_PIPELINED_WARPS, programs_per_sm=1,
-                            stages=_PIPELINED_STAGES, pipelined=True)
-            return Plan("single_block", whole, num_warps=_ONE_PASS_WARPS, one_pass=True)
-        return Plan("single_block", whole, num_warps=_warps_for(whole))
-    rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
-    return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
-
-
-def _check_block(fn: str, block: int) -> None:
-    if not isinstance(block, int) or block < 1 or block & (block - 1):
-        hint = ""
-        if isinstance(block, int):
-            hint = f": try block={triton.next_power_of_2(max(block, 1))}"
-        raise ValueError(
-            f"{fn}: block={block!r} must be a positive power of two (tl.arange needs one){hint}"
-        )
-
-
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreted() -> bool:
-    """True when the kernels were defined under TRITON_INTERPRET=1 and so run on the CPU."""
-    return not isinstance(_softmax, triton.runtime.jit.JITFunction)
-
-
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _persistent_programs(n_rows: int, device: torch.device, plan: Plan) -> int:
-    if device.type != "cuda":
-        return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return max(1, min(n_rows, _sm_count(index) * plan.programs_per_sm))
-
-
-def _check_tensor(fn: str, name: str, t: object) -> torch.Tensor:
-    """Type, dtype and device checks shared by every launcher."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in _DTYPES:
-        raise TypeError(
-            f"{fn}: {name} has dtype {t.dtype}; the kernels store float32, float16 or bfloat16 "
-            f"(and compute in float32): convert with {name}.float()"
-        )
-    if _interpreted():
-        if t.device.type != "cpu":
-            raise ValueError(
-                f"{fn}: {name} is on {t.device}, but the kernels run in Triton's interpreter "
-                f"(TRITON_INTERPRET=1 was set when triton_kernels was imported), which reads CPU "
-                f"memory: pass {name}.cpu(), or import triton_kernels without TRITON_INTERPRET"
-            )
-    elif t.device.type != "cuda":
-        raise ValueError(
-            f"{fn}: {name} is on {t.device}, but the kernels are compiled for the CUDA GPU: pass "
-            f"{name}.cuda(), or set TRITON_INTERPRET=1 before importing triton_kernels"
-        )
-    return t
-
-
-def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
-    """View ``t`` as (rows, n_cols) without copying: last dimension stride 1, one row stride."""
-    if t.dim() == 0:
-        t = t.reshape(1, 1)
-    n_cols = t.shape[-1]
-    if n_cols > MAX_COLS:
-        raise ValueError(
-            f"{fn}: {name} has {n_cols} columns, more than MAX_COLS={MAX_COLS} (2**20) that the "
-            f"looped kernel supports: split the last dimension into rows of at most {MAX_COLS}"
-        )
-    if n_cols > 1 and t.stride(-1) != 1:
-        raise ValueError(
-            f"{fn}: the last dimension of {name} has stride {t.stride(-1)}, but the kernel reads "
-            f"each row as consecutive elements (stride 1): pass {name}.contiguous()"
-        )
-    try:
-        return t.view(-1, n_cols)
-    except RuntimeError:
-        raise ValueError(
-            f"{fn}: the leading dimensions of {name} (shape {tuple(t.shape)}, strides "
-            f"{t.stride()}) cannot be flattened into rows with one row stride: pass "
-            f"{name}.contiguous()"
-        ) from None
-
-
-def _on_device(t: torch.Tensor):
-    """Make ``t``'s GPU the current one for a launch (Triton launches on the current device)."""
-    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
-        return contextlib.nullcontext()  # nothing to switch: saves microseconds per launch
-    return torch.cuda.device(t.device)
-
-
-def _max_pieces(device: torch.device) -> int:
-    """Programs of one row that are sure to run at once: one per multiprocessor; 0 on the CPU."""
-    if device.type != "cuda":
-        return 0
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.device):
-    """The split_row kernels' partials (n_rows, next_power_of_2(pieces), per_piece) and the
-    zeroed ticket and arrival counters (1 + n_rows)."""
-    if n_rows * pieces >= 2**31:
-        raise ValueError(
-            f"split_row: {n_rows} rows x {pieces} pieces is more than 2**31 programs: "
-            f"split the batch into smaller calls"
-        )
-    width = triton.next_power_of_2(pieces) * per_piece
-    part = torch.empty(n_rows * width, dtype=torch.float32, device=device)
-    sync = torch.zeros(1 + n_rows, dtype=torch.int32, device=device)
-    return part, sync
-
-
-# two -inf of a 16-bit dtype in one 32-bit word: the padding _softmax_pipelined loads
-_NEG_INF_PAIR = {
-    dtype: torch.full((2,), -float("inf"), dtype=dtype).view(torch.int32).item()
-    for dtype in (torch.float16, torch.bfloat16)
-}
-
-
-def _pairs_of_16_bits(*tensors: torch.Tensor) -> bool:
-    """True if these (rows, cols) 16-bit views can be read as aligned 32-bit words: an even
-    number of columns, even row strides, and rows that start on a 4-byte boundary."""
-    return all(
-        t.element_size() == 2
-        and t.shape[1] % 2 == 0
-        and (t.shape[0] == 1 or t.stride(0) % 2 == 0)
-        and t.data_ptr() % 4 == 0
-        for t in tensors
-    )
-
-
-@functools.cache
-def _shared_memory(index: int) -> int:
-    """Bytes of shared memory one program may use on GPU ``index`` (what Triton checks)."""
-    return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
-
-
-def _pipeline_stages(device: torch.device, plan: Plan) -> int:
-    """plan.stages, or fewer where shared memory cannot hold stages - 1 rows of 16-bit pairs
-    (and 4 KiB for the reductions); 1 in the interpreter, which ignores it."""
-    if device.type != "cuda":
-        return 1
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    in_flight = (_shared_memory(index) - 4096) // (plan.block * 2)
-    return max(1, min(plan.stages, 1 + in_flight))
+#
+# Each launcher checks what its kernels assume, each refusal carrying the numbers and the fix
+# (the checks all three share are in triton_kernels_fast.py), views the tensor as (rows,
+# n_cols) without copying, asks _plan which kernel fits, and launches it. wrap_triton(kernel,
+# like) is the kernel itself, unless torch.compile is tracing the launch (section 6).
 
 
 def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
     n_rows, n_cols = x.shape
-    if plan.strategy == "single_block" and plan.pipelined:
-        _softmax_pipelined[(_persistent_programs(n_rows, x.device, plan),)](
-            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
-            NEG_INF_PAIR=_NEG_INF_PAIR[x.dtype], BLOCK=plan.block,
-            STAGES=_pipeline_stages(x.device, plan), num_warps=plan.num_warps,
-        )  # fmt: skip
-    elif plan.strategy == "single_block" and plan.one_pass:
-        _softmax_one_pass[(n_rows,)](
-            out, x, out.stride(0), x.stride(0), n_cols,
-            BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
-        )  # fmt: skip
+    args = (out, x, out.stride(0), x.stride(0))
+    if fast.is_fast(plan):  # one pass, pipelined or split rows: triton_kernels_fast.py
+        launch_softmax(out, x, plan)
     elif plan.strategy == "single_block":
-        _softmax[(n_rows,)](
-            out, x, out.stride(0), x.stride(0), n_cols, BLOCK=plan.block, num_warps=plan.num_warps
-        )
+        wrap_triton(_softmax, x)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
+                                            num_warps=plan.num_warps)
     elif plan.strategy == "multi_row":
-        grid = (triton.cdiv(n_rows, plan.rows),)
-        _softmax_multi_row[grid](
-            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
-            ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
-        )  # fmt: skip
-    elif plan.strategy == "split_row":
-        pieces = triton.cdiv(n_cols, plan.block)
-        part, sync = _split_scratch(n_rows, pieces, 2, x.device)
-        _softmax_split_row[(n_rows * pieces,)](
-            out, x, out.stride(0), x.stride(0), n_cols, part, sync,
-            PIECES=triton.next_power_of_2(pieces), BLOCK=plan.block, num_warps=plan.num_warps,
-        )  # fmt: skip
+        wrap_triton(_softmax_multi_row, x)[(triton.cdiv(n_rows, plan.rows),)](
+            *args, n_rows, n_cols, ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps)
     else:
-        grid = (_persistent_programs(n_rows, x.device, plan),)
-        _softmax_looped[grid](
-            out, x, out.stride(0), x.stride(0), n_rows, n_cols,
-            BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps,
-        )  # fmt: skip
+        wrap_triton(_softmax_looped, x)[fast.persistent_grid(n_rows, x.device, plan)](
+            *args, n_rows, n_cols, BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps)
 
 
-def _launch_softmax_backward(
-    dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor, plan: Plan
-) -> None:
+def _launch_softmax_backward(dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
+                             plan: Plan) -> None:
     """Launch the backward kernel ``plan`` names on (rows, cols) views."""
     n_rows, n_cols = y.shape
-    strides = (dx.stride(0), y.stride(0), dy.stride(0))
-    if plan.strategy == "single_block":
-        _softmax_backward[(n_rows,)](
-            dx, y, dy, *strides, n_cols, BLOCK=plan.block, num_warps=plan.num_warps
-        )
+    args = (dx, y, dy, dx.stride(0), y.stride(0), dy.stride(0))
+    if fast.is_fast(plan):  # split rows: triton_kernels_fast.py
+        launch_softmax_backward(dx, y, dy, plan)
+    elif plan.strategy == "single_block":
+        wrap_triton(_softmax_backward, y)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
+                                                     num_warps=plan.num_warps)
     elif plan.strategy == "multi_row":
-        grid = (triton.cdiv(n_rows, plan.rows),)
-        _softmax_backward_multi_row[grid](
-            dx, y, dy, *strides, n_rows, n_cols,
-            ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
-        )  # fmt: skip
-    elif plan.strategy == "split_row":
-        pieces = triton.cdiv(n_cols, plan.block)
-        part, sync = _split_scratch(n_rows, pieces, 1, y.device)
-        _softmax_backward_split_row[(n_rows * pieces,)](
-            dx, y, dy, *strides, n_cols, part, sync,
-            PIECES=triton.next_power_of_2(pieces), BLOCK=plan.block, num_warps=plan.num_warps,
-        )  # fmt: skip
+        wrap_triton(_softmax_backward_multi_row, y)[(triton.cdiv(n_rows, plan.rows),)](
+            *args, n_rows, n_cols, ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps)
     else:
-        grid = (_persistent_programs(n_rows, y.device, plan),)
-        _softmax_backward_looped[grid](
-            dx, y, dy, *strides, n_rows, n_cols,
-            BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps,
-        )  # fmt: skip
+        wrap_triton(_softmax_backward_looped, y)[fast.persistent_grid(n_rows, y.device, plan)](
+            *args, n_rows, n_cols, BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps)
 
 
-def softmax(
-    x: torch.Tensor, *, strategy: str | None = None, block: int | None = None
-) -> torch.Tensor:
+def softmax(x: torch.Tensor, strategy: str | None = None,
+            block: int | None = None) -> torch.Tensor:
     """Softmax over the last dimension of ``x``, computed in float32, returned in ``x.dtype``.
 
-    Preconditions (each raises with the numbers and the fix):
-      - ``x`` is float32, float16 or bfloat16 (TypeError otherwise);
-      - ``x`` is a CUDA tensor when the kernels are compiled, a CPU tensor in the interpreter;
-      - the last dimension has stride 1 (any row stride is fine: ``x[::2]`` needs no copy);
-        the leading dimensions flatten into rows with one stride (true of contiguous tensors);
-      - at most ``MAX_COLS`` (2**20) columns.
+    Preconditions, each refused with the numbers and the fix: ``x`` is float32, float16 or
+    bfloat16, on the CUDA GPU (a CPU tensor in the interpreter); its last dimension has stride
+    1 (any row stride: ``x[::2]`` needs no copy) and at most ``MAX_COLS`` (2**20) columns.
+    An empty tensor gives an empty tensor; a row that is -inf everywhere gives NaN (as torch).
 
-    Rows of up to ``MAX_SINGLE_BLOCK`` columns are kept whole in one block (``_softmax``, or
-    ``_softmax_multi_row`` for narrow rows). Wider rows go through ``_softmax_looped`` in the
-    interpreter. On a GPU one program with 16 or 32 warps keeps rows whole up to 32768
-    columns (``_softmax``, or ``_softmax_one_pass`` for 16-bit rows wider than
-    ``MAX_SINGLE_BLOCK``, or ``_softmax_pipelined`` for 16-bit rows of 16385 to 32768 columns
-    that can be read as aligned 32-bit words), and wider rows go through
-    ``_softmax_split_row`` (pieces of 8192 columns in programs that run at once;
-    ``_softmax_looped`` if a row needs more pieces than the GPU has multiprocessors).
-    ``strategy`` (one of ``STRATEGIES``) forces a kernel, and ``block`` its block width: a
-    ``block`` narrower than the row forces the looped kernel with chunks of that many columns,
-    which lets the tests exercise it cheaply on small rows.
-
-    An empty tensor gives an empty tensor; a row that is entirely -inf gives NaN (as PyTorch).
+    ``_plan`` picks the kernel: ``_softmax`` (``_softmax_multi_row`` for narrow rows) up to
+    ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that in the interpreter, a GPU's
+    kernels from triton_kernels_fast.py. ``strategy`` (one of ``STRATEGIES``) forces a kernel
+    and ``block`` its block width; a ``block`` narrower than the row forces the looped kernel.
+    Differentiable: its gradient is ``softmax_backward``.
     """
-    x = _check_tensor("softmax", "x", x)
+    fast._check_tensor("softmax", "x", x)
     if x.numel() == 0:
-        return torch.empty_like(x)
-    rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
+        return x.new_empty(x.shape)
+    rows = fast._rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
     plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
-                 x.element_size(), _pairs_of_16_bits(rows, out))
-    with _on_device(x):
+                 x.element_size(), fast._pairs_of_16_bits(rows, out))
+    with fast._on_device(x):
         _launch_softmax(out, rows, plan)
     return out.view(x.shape)
 
 
-def softmax_backward(
-    y: torch.Tensor, dy: torch.Tensor, *, strategy: str | None = None, block: int | None = None
-) -> torch.Tensor:
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, strategy: str | None = None,
+                     block: int | None = None) -> torch.Tensor:
     """Gradient of softmax over the last dimension: dx = y * (dy - sum(y * dy)) per row.
 
-    ``y`` is the forward output, ``dy`` the gradient of the loss with respect to it. Same
-    preconditions as ``softmax`` for both, plus: same shape, same dtype, same device. The result
-    has ``y``'s shape and dtype, computed in float32. ``strategy`` and ``block`` as in ``softmax``.
+    ``y`` is the forward output, ``dy`` the gradient of the loss with respect to it, both as
+    ``softmax``'s ``x`` and alike in shape, dtype and device. Returns ``y``'s shape and dtype,
+    computed in float32. ``strategy`` and ``block`` as in ``softmax``.
     """
-    y = _check_tensor("softmax_backward", "y", y)
-    dy = _check_tensor("softmax_backward", "dy", dy)
+    fast._check_tensor("softmax_backward", "y", y)
+    fast._check_tensor("softmax_backward", "dy", dy)
     if y.shape != dy.shape:
         raise ValueError(
             f"softmax_backward: y has shape {tuple(y.shape)} but dy has shape {tuple(dy.shape)}: "
-            f"dy must be the gradient with respect to y, of the same shape"
-        )
+            f"dy must be the gradient with respect to y, of the same shape")
     if y.dtype != dy.dtype:
-        raise TypeError(
-            f"softmax_backward: y is {y.dtype} but dy is {dy.dtype}: convert dy with dy.to(y.dtype)"
-        )
+        raise TypeError(f"softmax_backward: y is {y.dtype} but dy is {dy.dtype}: convert dy "
+                        f"with dy.to(y.dtype)")
     if y.device != dy.device:
         raise ValueError(f"softmax_backward: y is on {y.device} but dy is on {dy.device}")
     if y.numel() == 0:
-        return torch.empty_like(y)
-    y2 = _rows("softmax_backward", "y", y)
-    dy2 = _rows("softmax_backward", "dy", dy)
-    plan = _plan(
-        "softmax_backward", y2.shape[1], strategy, block, _max_pieces(y.device), y.element_size()
-    )
+        return y.new_empty(y.shape)
+    y2, dy2 = fast._rows("softmax_backward", "y", y), fast._rows("softmax_backward", "dy", dy)
+    plan = _plan("softmax_backward", y2.shape[1], strategy, block, _max_pieces(y.device),
+                 y.element_size())
     dx = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
-    with _on_device(y):
+    with fast._on_device(y):
         _launch_softmax_backward(dx, y2, dy2, plan)
     return dx.view(y.shape)
 
 
-def rmsnorm(
-    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, block: int | None = None
-) -> torch.Tensor:
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+            block: int | None = None) -> torch.Tensor:
     """RMSNorm over the last dimension: y = x / sqrt(mean(x ** 2) + eps) * weight, per row.
 
-    Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 with
-    shape ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in
-    float32 and returns ``x.dtype``. Rows up to ``MAX_SINGLE_BLOCK`` columns (32768 on a GPU)
-    are kept whole in a block: several narrow rows per program (``_rmsnorm_multi_row``) or one
-    row per program (``_rmsnorm``); wider rows, or a ``block`` narrower than the row, take
-    ``_rmsnorm_looped``.
+    Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 of shape
+    ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in float32,
+    returns ``x.dtype``. ``_rmsnorm_multi_row`` for narrow rows, ``_rmsnorm`` up to
+    ``MAX_SINGLE_BLOCK`` columns (``MAX_GPU_SINGLE_BLOCK`` on a GPU), ``_rmsnorm_looped`` past
+    that or where ``block`` is narrower than the row.
     """
-    x = _check_tensor("rmsnorm", "x", x)
-    weight = _check_tensor("rmsnorm", "weight", weight)
+    fast._check_tensor("rmsnorm", "x", x)
+    fast._check_tensor("rmsnorm", "weight", weight)
     n_cols = x.shape[-1] if x.dim() else 1
     if weight.dim() != 1 or weight.shape[0] != n_cols:
-        raise ValueError(
-            f"rmsnorm: weight has shape {tuple(weight.shape)} but x has {n_cols} columns: "
-            f"weight must have shape ({n_cols},)"
-        )
+        raise ValueError(f"rmsnorm: weight has shape {tuple(weight.shape)} but x has {n_cols} "
+                         f"columns: weight must have shape ({n_cols},)")
     if n_cols > 1 and weight.stride(0) != 1:
         raise ValueError(f"rmsnorm: weight has stride {weight.stride(0)}; pass weight.contiguous()")
     if weight.device != x.device:
@@ -1194,29 +462,83 @@ def rmsnorm(
     if not eps >= 0:
         raise ValueError(f"rmsnorm: eps={eps} must be >= 0 (it keeps a zero row finite)")
     if x.numel() == 0:
-        return torch.empty_like(x)
-    rows = _rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
+        return x.new_empty(x.shape)
+    rows = fast._rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
     n_rows = rows.shape[0]
-    # the same plans as softmax: several narrow rows per program, one row per program up to
-    # the widest row kept whole, the looped kernel past that (rmsnorm has no split kernel)
-    max_pieces = _max_pieces(x.device)
-    widest = _GPU_WHOLE_ROW[("rmsnorm", x.element_size())] if max_pieces else MAX_SINGLE_BLOCK
-    strategy = "looped" if block is None and n_cols > widest else None
-    plan = _plan("rmsnorm", n_cols, strategy, block, max_pieces, x.element_size())
+    plan = _plan("rmsnorm", n_cols, None, block, _max_pieces(x.device), x.element_size())
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     args = (out, rows, weight, out.stride(0), rows.stride(0))
-    with _on_device(x):
+    with fast._on_device(x):
         if plan.strategy == "single_block":
-            _rmsnorm[(n_rows,)](
-                *args, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps
-            )
+            wrap_triton(_rmsnorm, x)[(n_rows,)](*args, n_cols, float(eps), BLOCK=plan.block,
+                                                num_warps=plan.num_warps)
         elif plan.strategy == "multi_row":
-            _rmsnorm_multi_row[(triton.cdiv(n_rows, plan.rows),)](
-                *args, n_rows, n_cols, float(eps),
-                ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
-            )  # fmt: skip
+            wrap_triton(_rmsnorm_multi_row, x)[(triton.cdiv(n_rows, plan.rows),)](
+                *args, n_rows, n_cols, float(eps), ROWS=plan.rows, BLOCK=plan.block,
+                num_warps=plan.num_warps)
         else:
-            _rmsnorm_looped[(_persistent_programs(n_rows, x.device, plan),)](
-                *args, n_rows, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps
-            )
+            wrap_triton(_rmsnorm_looped, x)[fast.persistent_grid(n_rows, x.device, plan)](
+                *args, n_rows, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps)
     return out.view(x.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The launchers as PyTorch operators (lesson 11)
+# ---------------------------------------------------------------------------------------------
+#
+# torch.compile cannot trace into a function that launches Triton kernels (the graph breaks
+# there), and autograd cannot differentiate one. Registered through torch.library, each
+# launcher becomes an operator (torch.ops.triton_course.softmax, ...) with a fake
+# implementation, an empty output of the right shape and dtype to trace with, and softmax gets
+# a gradient: the forward pass keeps y, the backward pass calls softmax_backward. That is lesson
+# 11's torch.autograd.Function in the form PyTorch now prefers. Where kernels compile, triton_op
+# (torch >= 2.6) lets torch.compile see the kernels themselves; custom_op keeps the operator
+# opaque, as the interpreter needs. The dispatcher costs host time on every call, so the public
+# names go through the operator only when autograd or torch.compile must see the call.
+
+_define = getattr(torch.library, "custom_op", None)  # None before torch 2.4: plain functions
+if not fast._INTERPRETED and hasattr(torch.library, "triton_op"):
+    _define = torch.library.triton_op
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _must_be_seen(t: object) -> bool:
+    """Whether a call with ``t`` must go through the operator: autograd records it, or a
+    tracer made ``t`` (torch.compile's fake and functional tensors are subclasses)."""
+    return isinstance(t, torch.Tensor) and (
+        type(t) not in _PLAIN or (t.requires_grad and torch.is_grad_enabled()))
+
+
+def _as_operator(launcher, backward=None, setup_context=None):
+    """``launcher`` registered as triton_course::<its name>, and what to call in its place."""
+    if _define is None:
+        return launcher
+    name = launcher.__name__
+    operator = _define(f"triton_course::{name}", launcher, mutates_args=())
+    operator.register_fake(lambda x, *args, **kwargs: x.new_empty(x.shape))
+    if backward is not None:
+        operator.register_autograd(backward, setup_context=setup_context)
+    registered = getattr(torch.ops.triton_course, name)
+
+    @functools.wraps(launcher)
+    def call(*args, **kwargs):
+        if torch.compiler.is_compiling() or any(map(_must_be_seen, (*args, *kwargs.values()))):
+            return registered(*args, **kwargs)
+        return launcher(*args, **kwargs)
+
+    return call
+
+
+def _keep_y(ctx, inputs, output):
+    ctx.save_for_backward(output)  # y: the gradient needs y, not x
+
+
+def _softmax_gradient(ctx, dy):
+    (y,) = ctx.saved_tensors
+    # y.sum().backward() sends an expanded dy (strides 0); the kernels read rows of stride 1
+    return softmax_backward(y, dy.contiguous()), None, None
+
+
+softmax_backward = _as_operator(softmax_backward)
+softmax = _as_operator(softmax, _softmax_gradient, _keep_y)
+rmsnorm = _as_operator(rmsnorm)

@@ -2,8 +2,8 @@
 
 Imported by the probe after it has chosen where kernels run (TRITON_INTERPRET is read when
 ``@triton.jit`` decorates a function). Each variant is explained in the probe's docstring; the
-pipelined kernel over 32-bit words is triton_kernels._softmax_pipelined itself, and the helpers
-shared with triton_kernels are taken from there.
+pipelined kernel over 32-bit words is triton_kernels_fast._softmax_pipelined itself, and the
+helpers shared with it are taken from there.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-import triton_kernels as tk
+import triton_kernels_fast as fast
 
-LOG2E = tk._LOG2E
-_combine = tk._combine_max_sum
-_unpack = tk._unpack_pairs
-_pack = tk._pack_pairs
+LOG2E = fast._LOG2E
+_combine = fast._combine_max_sum
+_unpack = fast._unpack_pairs
+_pack = fast._pack_pairs
 
 
 @triton.jit
@@ -105,7 +105,7 @@ def _exp2_variant(t, MODE: tl.constexpr):
 @triton.jit
 def one_pass_variant(out_ptr, in_ptr, out_rs, in_rs, n_cols,
                      BLOCK: tl.constexpr, VEC: tl.constexpr, MODE: tl.constexpr):
-    # triton_kernels._softmax_one_pass with its exponentials swapped per MODE
+    # triton_kernels_fast._softmax_one_pass with its exponentials swapped per MODE
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols

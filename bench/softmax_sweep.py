@@ -5,7 +5,7 @@
 
 The tables that compare the launchers with torch are ``python -m learning.bench``; this script
 times the plans the launchers could choose, by calling the kernels directly, so that the
-tables in triton_kernels (warps, piece sizes, the split-row options) rest on measurements.
+tables in triton_kernels_fast (warps, piece sizes, the split-row options) rest on measurements.
 It shares the measuring code (inputs of about 1 GiB, do_bench medians, the copy ceiling,
 float64 checks on sampled rows) with learning.bench.
 """
@@ -50,6 +50,8 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
               quick: bool) -> list[dict]:
     import torch
 
+    import triton_kernels_fast as fast  # imported by tk already, after the mode was chosen
+
     kernel = bench.KERNELS["softmax_backward" if kind == "bwd" else "softmax"]
     dtype = bench.torch_dtype(dname)
     rows = max(1, (bench.GIB // (4 if quick else 1)) // (width * dtype.itemsize))
@@ -67,7 +69,7 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
     fn = "softmax_backward" if backward else "softmax"
     max_pieces = tk._max_pieces(out.device)
     default = tk._plan(fn, width, max_pieces=max_pieces, itemsize=dtype.itemsize,
-                       paired=not backward and tk._pairs_of_16_bits(args[0], out))
+                       paired=not backward and fast._pairs_of_16_bits(args[0], out))
     plans = candidates(tk, width, backward, dtype.itemsize, max_pieces)
     if default not in plans:
         plans.insert(0, default)

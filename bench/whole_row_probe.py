@@ -13,7 +13,7 @@ exponential altogether:
 - pipelined: a persistent program per multiprocessor whose loop the compiler software-
   pipelines, loading the next rows into shared memory while it works on this one (16-bit rows
   are read as 32-bit words, and also as they are). The word form won at 32768 columns and
-  became triton_kernels._softmax_pipelined: the "shipped" plan there, beside the one-pass
+  became triton_kernels_fast._softmax_pipelined: the "shipped" plan there, beside the one-pass
   kernel that rows which cannot be read as words still take;
 - packed: the row held in registers as 16-bit pairs in 32-bit words, half the registers,
   unpacked twice (a runtime zero xor-ed in between stops the compiler from keeping the
@@ -46,6 +46,8 @@ def describe(plan) -> str:
 def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, object]]:
     """(name, checked, launch(out, x) -> the compiled kernel or None) for one dtype and width;
     ``tk`` is triton_kernels, ``pk`` the probe's kernels."""
+    import triton_kernels_fast as fast  # imported by tk already, after the mode was chosen
+
     block = 1 << (width - 1).bit_length()
     vec = 16 // (4 if dname == "fp32" else 2)
     itemsize = 4 if dname == "fp32" else 2
@@ -64,8 +66,8 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
             if dname == "fp32" or not words:
                 return pk.pipelined_rows[grid](*args, BLOCK=block, STAGES=stages,
                                                num_warps=warps)
-            return tk._softmax_pipelined[grid](*args, NEG_INF_PAIR=tk._NEG_INF_PAIR[x.dtype],
-                                               BLOCK=block, STAGES=stages, num_warps=warps)
+            return fast._softmax_pipelined[grid](*args, NEG_INF_PAIR=fast._NEG_INF_PAIR[x.dtype],
+                                                 BLOCK=block, STAGES=stages, num_warps=warps)
         return launch
 
     def per_row(kernel, warps, **constants):
@@ -77,7 +79,7 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
     def packed_row(warps):
         def launch(out, x):
             return pk.packed[(x.shape[0],)](out, x, out.stride(0), x.stride(0), x.shape[1], 0,
-                                         BLOCK=block, VEC=4, NEG=tk._NEG_INF_PAIR[x.dtype],
+                                         BLOCK=block, VEC=4, NEG=fast._NEG_INF_PAIR[x.dtype],
                                          num_warps=warps)
         return launch
 

@@ -166,11 +166,12 @@ def _describe(fn: str, plan, n_cols: int) -> str:
 def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int):
     """The plan the launcher ``fn`` picks for a contiguous tensor of rows of ``n_cols``."""
     import triton_kernels as tk
+    import triton_kernels_fast as fast
 
     if fn == "rmsnorm":
         # the rmsnorm launcher's own rule (it has no split kernel): the looped kernel past the
         # widest row it keeps whole, 32768 columns on a GPU and MAX_SINGLE_BLOCK elsewhere
-        widest = tk._GPU_WHOLE_ROW[("rmsnorm", itemsize)] if max_pieces else tk.MAX_SINGLE_BLOCK
+        widest = fast._GPU_WHOLE_ROW[("rmsnorm", itemsize)] if max_pieces else tk.MAX_SINGLE_BLOCK
         strategy = "looped" if n_cols > widest else None
         return tk._plan("rmsnorm", n_cols, strategy, None, max_pieces, itemsize)
     # a freshly allocated 16-bit tensor of an even width reads as aligned 32-bit words
@@ -180,7 +181,7 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int):
 
 def routing(fn: str, widths) -> Table:
     """The kernel ``fn``'s launcher picks for each width: interpreter, and the measured GPU."""
-    import triton_kernels as tk
+    import triton_kernels_fast as fast
 
     sms, device = _gpu()
     rows = []
@@ -196,11 +197,11 @@ def routing(fn: str, widths) -> Table:
                     "kernel: RMSNorm has no split-row kernel.")
     if fn == "softmax":
         widest = max(int(w) for w in widths)
-        pieces = -(-widest // tk._SPLIT_BLOCK)
+        pieces = -(-widest // fast._SPLIT_BLOCK)
         fewer = plan_for(fn, widest, pieces - 1, 4)
         caption += (" 16-bit rows here are a fresh tensor's, which the kernels can read as "
                     "32-bit words.")
-        caption += (f" A row of {widest:,} columns is {pieces} pieces of {tk._SPLIT_BLOCK}; a "
+        caption += (f" A row of {widest:,} columns is {pieces} pieces of {fast._SPLIT_BLOCK}; a "
                     "GPU with fewer multiprocessors than that takes "
                     f"{_describe(fn, fewer, widest)}.")
     return Table(("Columns", "Interpreter", "GPU, float32", "GPU, 16-bit"), tuple(rows), caption)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import triton_kernels as tk
+import triton_kernels_fast as fast
 
 # |got - ref| <= atol + rtol * |ref|, where ref is computed in float64 from the same (already
 # rounded) inputs. float32 leaves room for the order of the reductions and the last bits of
@@ -358,7 +359,7 @@ def test_pipelined_kernel_matches_torch(width, dtype, device):
     x[3] = x[3] * 100 + 1000  # exp would overflow without the maximum
     x[4] -= 1000  # all negative: a padding word that were not -inf would win the maximum
     x[5, 0] = float("nan")
-    assert tk._pairs_of_16_bits(x)
+    assert fast._pairs_of_16_bits(x)
     plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, programs_per_sm=1,
                    stages=3, pipelined=True)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
@@ -366,13 +367,13 @@ def test_pipelined_kernel_matches_torch(width, dtype, device):
 
 def test_16_bit_rows_pair_into_words_only_when_aligned(device):
     x = make((4, 10), torch.float16, device)
-    assert tk._pairs_of_16_bits(x) and tk._pairs_of_16_bits(x[:, 2:8], x[:1])
-    assert not tk._pairs_of_16_bits(x[:, :9])  # an odd number of columns
-    assert not tk._pairs_of_16_bits(x[:, 1:9])  # rows start 2 bytes past a 4-byte boundary
-    assert not tk._pairs_of_16_bits(make((4, 11), torch.float16, device)[:, :10])  # odd stride
-    assert tk._pairs_of_16_bits(make((1, 11), torch.float16, device)[:, :10])  # one row
-    assert not tk._pairs_of_16_bits(x.float())  # not 16-bit
-    assert not tk._pairs_of_16_bits(x, x[:, 1:9])  # every tensor must pair
+    assert fast._pairs_of_16_bits(x) and fast._pairs_of_16_bits(x[:, 2:8], x[:1])
+    assert not fast._pairs_of_16_bits(x[:, :9])  # an odd number of columns
+    assert not fast._pairs_of_16_bits(x[:, 1:9])  # rows start 2 bytes past a 4-byte boundary
+    assert not fast._pairs_of_16_bits(make((4, 11), torch.float16, device)[:, :10])  # odd stride
+    assert fast._pairs_of_16_bits(make((1, 11), torch.float16, device)[:, :10])  # one row
+    assert not fast._pairs_of_16_bits(x.float())  # not 16-bit
+    assert not fast._pairs_of_16_bits(x, x[:, 1:9])  # every tensor must pair
 
 
 def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device):
@@ -568,7 +569,7 @@ def test_gpu_default_plans_write_every_element(width, dtype, device):
     x[1, : width // 3] = NEG_INF
     size = x.element_size()
     plan = tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device), itemsize=size,
-                    paired=tk._pairs_of_16_bits(x))
+                    paired=fast._pairs_of_16_bits(x))
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
     y, dy = tk.softmax(x), make((4, width), dtype, device, seed=width + 1)
     plan = tk._plan("softmax_backward", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
@@ -586,6 +587,6 @@ def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
              "odd width": base[:, :32767], "paired, padded": base[:, 2:32768]}
     for name, x in views.items():
         plan = tk._plan("softmax", x.shape[1], max_pieces=tk._max_pieces(x.device), itemsize=2,
-                        paired=tk._pairs_of_16_bits(x))
+                        paired=fast._pairs_of_16_bits(x))
         assert plan.pipelined == name.startswith("paired"), name
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
