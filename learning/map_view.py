@@ -397,6 +397,10 @@ def _key(memory_map: MemoryMap) -> list[str]:
            f"than one program; '{OUTSIDE}' a lane outside the tensor, drawn where the next "
            f"elements would be; '{ELIDED_COLUMN}' and '{ELIDED_ROW}' columns and rows left "
            "out."]
+    if any(len(m.tensor(label).shape) > 2 for label, _ in blocks(memory_map)
+           for m in sides if label in _labels(m)):
+        key.append("A tensor of more than two dimensions is drawn with its leading ones "
+                   "flattened: row r is its r-th vector along the last dimension.")
     described = {}
     for who, case_map in zip(("your kernel", "the reference"), (memory_map.learner,
                                                                  memory_map.reference)):

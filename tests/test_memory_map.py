@@ -5,13 +5,15 @@ assert on the recorded maps themselves (which program touched which element), th
 drawing: two maps side by side, aligned at 80 columns when piped.
 """
 
+import io
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from learning import check, map_view, memory_map, registry, sanitizer
+from learning import check, computed, map_view, memory_map, registry, sanitizer
 from learning.tensors import TensorSpec
 from tests.helpers import solution_text, write_module
 
@@ -365,3 +367,29 @@ def test_check_map_with_a_bad_case_name_lists_the_cases_in_one_line(capsys, monk
     assert len(out.strip().splitlines()) == 1
     assert "has no kernel case 'no such case'" in out
     assert "'width 3'" in out and "'many rows'" in out and "'bfloat16'" not in out
+
+
+def test_a_terminal_gets_a_colour_per_program_and_a_pipe_the_same_characters(interpreter):
+    from rich.console import Console
+
+    kernels = _kernels()
+    pair = memory_map.MemoryMap(
+        "softmax", "triton", "made up",
+        _record(_rows(kernels["row_offset_from_block"]), _matrix(5, 17)),
+        _record(_rows(kernels["copy_rows"]), _matrix(5, 17)))
+    shown = {}
+    for name, options in (("terminal", {"force_terminal": True, "color_system": "standard"}),
+                          ("pipe", {"force_terminal": False})):
+        stream = io.StringIO()
+        map_view.render(Console(file=stream, width=80, **options), pair)
+        shown[name] = stream.getvalue()
+    assert "\x1b[" in shown["terminal"] and "\x1b[" not in shown["pipe"]
+    assert re.sub(r"\x1b\[[0-9;]*m", "", shown["terminal"]) == shown["pipe"]
+
+
+def test_lesson_06_shows_the_map_the_course_computes():
+    lesson = Path(__file__).resolve().parent.parent / "lessons" / "06-first-kernel.md"
+    text = lesson.read_text(encoding="utf-8")
+    assert "<!-- computed: memory_map store_without_mask 10,4 -->" in text
+    assert computed.refresh(text) == text, "run python -m learning.computed"
+    assert "    0 0000111122!!   0000111122" in text
