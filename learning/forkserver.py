@@ -171,7 +171,8 @@ def _serve(connections: list, listener: socket.socket | None = None,
         elif time.monotonic() - quiet_since > idle_seconds:
             return
         watched = connections + ([listener] if listener is not None else [])
-        ready, _, _ = select.select(watched, [], [], 0.05)
+        # Poll for exits often while workers run; an idle server wakes once a second.
+        ready, _, _ = select.select(watched, [], [], 0.05 if owners or listener is None else 1.0)
         for sock in ready:
             if sock is listener:
                 with contextlib.suppress(OSError):
