@@ -99,13 +99,13 @@ def _layout(tensor: Tensor, outside: list[int], budget: int) -> _Layout:
     one_d = len(shape) == 1
     if one_d:
         n = shape[0]
-        placer = _outside_placer(tensor, 1 << 40, True)
-        where = [p[1] for p in map(placer, outside) if p is not None]
+        placer = _outside_placer(tensor, 1, True)  # offset -> (element index, 0)
+        where = [spot[0] for spot in map(placer, outside) if spot is not None]
         low = max(min(where + [0]), -EXTRA_COLUMNS)
         high = min(max(where + [n - 1]), n - 1 + EXTRA_COLUMNS)
-        if high - low + 1 <= budget:  # one line, with the lanes outside to its right
+        if high - low + 1 <= budget:  # one line, with the lanes outside to either side
             return _Layout(tensor, [0], list(range(low, high + 1)), max(n, 1), True,
-                           _clip(_shifted(placer), 0, 0, low, high))
+                           _clip(_as_column(placer), 0, 0, low, high))
         wrap = next((w for w in WRAPS if w <= budget), max(1, budget))
         placer = _outside_placer(tensor, wrap, True)
         last = (n - 1) // wrap
@@ -133,11 +133,11 @@ def _layout(tensor: Tensor, outside: list[int], budget: int) -> _Layout:
                    _clip(placer, first_row, last_row, 0, last_column))
 
 
-def _shifted(placer):
-    """A one-line 1-D tensor: the element's index is its column."""
+def _as_column(placer):
+    """A 1-D tensor on one line: the element's index is its column."""
     def place(offset):
         spot = placer(offset)
-        return None if spot is None else (0, spot[1])
+        return None if spot is None else (0, spot[0])
 
     return place
 
@@ -210,7 +210,8 @@ class _Side:
         if not programs:
             said = [f"no program {verb} any of its {size} elements"]
         elif len(self.touches) == size:
-            said = [f"{len(programs)} {noun} {verb} all {size} elements"]
+            said = [f"{len(programs)} {noun} {verb} "
+                    f"{'its one element' if size == 1 else f'all {size} elements'}"]
         else:
             said = [f"{len(programs)} {noun} {verb} {len(self.touches)} of {size} elements"]
         if programs and size - len(self.touches):
@@ -333,7 +334,7 @@ def _block(memory_map: MemoryMap, label: str, kind: str, width: int) -> list[Tex
     budget = max(8, (width - INDENT - len(str(longest)) - 2 - GAP) // 2)
     layout = _layout(tensor, offsets, budget)
     labels = [layout.row_label(r) if r is not None else ELIDED_ROW for r in layout.rows]
-    label_width = max(len(s) for s in labels)
+    label_width = max([len(s) for s in labels], default=1)
     sides = [_Side(m, label, kind, layout) for m in (learner, reference)]
     grid_width = len(layout.columns)
     slot = max(grid_width, len(WHO["learner"]))  # a narrow grid still has room for its title
@@ -435,8 +436,14 @@ def _dims(grid) -> int:
 
 
 def render(console: Console, memory_map: MemoryMap):
-    """Print the drawing at the console's width."""
-    for line in lines(memory_map, console.width):
+    """Print the drawing at the console's width; a map that cannot be drawn is one line, never
+    the end of the check."""
+    try:
+        drawn = lines(memory_map, console.width)
+    except Exception as exc:  # noqa: BLE001 - the check's verdicts matter more than the map
+        drawn = [Text(f"  The memory map of case '{memory_map.case}' could not be drawn "
+                      f"({type(exc).__name__}: {exc}).", style="dim")]
+    for line in drawn:
         console.print(line, highlight=False, soft_wrap=True)
 
 

@@ -634,8 +634,12 @@ def for_check(result, wanted, case_seconds: float | None = None,
         if found is None:
             return None
         part, case = found
-    memory_map = record(result.exercise, result.module_path, part, case,
-                        case_seconds=case_seconds, memory_gib=memory_gib)
+    try:
+        memory_map = record(result.exercise, result.module_path, part, case,
+                            case_seconds=case_seconds, memory_gib=memory_gib)
+    except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
+        memory_map = MemoryMap(result.exercise.name, part, case,
+                               note=f"recording it failed ({type(exc).__name__}: {exc})")
     memory_map.asked = isinstance(wanted, str)
     return memory_map
 
