@@ -276,6 +276,11 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
     out: list[Text] = []
     say = _sayer(out, width)
     learner, reference = memory_map.learner, memory_map.reference
+    if memory_map.deferred:
+        command = f"python -m learning.check {memory_map.exercise} --map '{memory_map.case}'"
+        say(f"{command} draws which program of your kernel read and wrote which element in "
+            f"this case, beside the reference kernel (not drawn here: {memory_map.note}).", 2)
+        return out
     say(f"Memory map of case '{memory_map.case}', run again in Triton's interpreter: your "
         f"kernel on the left, the reference kernel on the right, on the same input.", 2)
     if learner is None:

@@ -518,6 +518,7 @@ class MemoryMap:
     reference: CaseMap | None = None
     note: str = ""  # why a side is missing, when one is
     asked: bool = False  # named by --map, rather than the first failing case
+    deferred: bool = False  # not recorded (no warm process to fork it from): --map draws it
 
     def labels(self) -> list[str]:
         """The tensors either side knows: the learner's, then any only the reference has."""
@@ -530,7 +531,8 @@ def to_json(memory_map: MemoryMap | None) -> dict | None:
     if memory_map is None:
         return None
     return {"exercise": memory_map.exercise, "part": memory_map.part, "case": memory_map.case,
-            "asked": memory_map.asked, "note": memory_map.note or None,
+            "asked": memory_map.asked, "deferred": memory_map.deferred,
+            "note": memory_map.note or None,
             "learner": _case_json(memory_map.learner),
             "reference": _case_json(memory_map.reference)}
 
@@ -634,6 +636,10 @@ def for_check(result, wanted, case_seconds: float | None = None,
         if found is None:
             return None
         part, case = found
+        if not _forked_workers():
+            return MemoryMap(result.exercise.name, part, case, deferred=True, note=(
+                "without the warm process, recording it would start Python, torch and triton "
+                "once more"))
     try:
         memory_map = record(result.exercise, result.module_path, part, case,
                             case_seconds=case_seconds, memory_gib=memory_gib)
@@ -642,6 +648,14 @@ def for_check(result, wanted, case_seconds: float | None = None,
                                note=f"recording it failed ({type(exc).__name__}: {exc})")
     memory_map.asked = isinstance(wanted, str)
     return memory_map
+
+
+def _forked_workers() -> bool:
+    """Whether a worker can be forked from a process that has torch and triton loaded (the
+    warm one, or the test suite's), so that one more costs a fraction of a second."""
+    from learning import forkserver, warm
+
+    return forkserver.enabled() or warm.enabled()
 
 
 def record(exercise, module_path: Path, part: str, case: str, reference_path: Path | None = None,

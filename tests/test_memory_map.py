@@ -393,3 +393,14 @@ def test_lesson_06_shows_the_map_the_course_computes():
     assert "<!-- computed: memory_map store_without_mask 10,4 -->" in text
     assert computed.refresh(text) == text, "run python -m learning.computed"
     assert "    0 0000111122!!   0000111122" in text
+
+
+def test_without_a_warm_process_check_names_the_command_instead_of_starting_torch_again(
+        interpreter, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(memory_map, "_forked_workers", lambda: False)
+    write_module(tmp_path, "softmax", WRONG_SOFTMAX)
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "python -m learning.check softmax --map 'width 17, five rows' draws" in out
+    assert "Memory map of case" not in out
