@@ -190,7 +190,9 @@ def _plan(
     ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
     ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
     RMSNorm has no split-row kernel: its rows wider than it keeps whole take the looped one.
+    A plan is for one width: ``int(n_cols)`` makes torch.compile specialize on it.
     """
+    n_cols = int(n_cols)
     if strategy is None:
         if block is not None and block < n_cols:
             strategy = "looped"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import triton_kernels as tk
 import triton_kernels_fast as fast
@@ -449,6 +451,109 @@ def test_mismatched_arguments_are_rejected(device):
         tk.rmsnorm(y, torch.ones(7, device=device))
     with pytest.raises(ValueError, match=r"eps=-1"):
         tk.rmsnorm(y, torch.ones(8, device=device), eps=-1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the launchers as torch.library operators: autograd and torch.compile
+# ---------------------------------------------------------------------------------------------
+
+
+class _OperatorsSeen(TorchDispatchMode):
+    """Records the operators dispatched while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_launchers_are_registered_operators(device):
+    x = make((3, 17), torch.float32, device)
+    w = make((17,), torch.float32, device, seed=1)
+    for name, args in (("softmax", (x,)), ("softmax_backward", (x, x)), ("rmsnorm", (x, w))):
+        got = getattr(torch.ops.triton_course, name)(*args)
+        assert torch.equal(got, getattr(tk, name)(*args)), name
+
+
+def test_autograd_sees_softmax_and_a_plain_call_skips_the_dispatcher(device):
+    x = make((4, 100), torch.float32, device, seed=22)
+    with _OperatorsSeen() as seen:
+        tk.softmax(x)
+    assert "triton_course.softmax.default" not in seen.names
+    with _OperatorsSeen() as seen:
+        y = tk.softmax(x.requires_grad_())
+    assert "triton_course.softmax.default" in seen.names
+    assert "triton_course" in y.grad_fn.name()
+
+
+@pytest.mark.parametrize("strategy, block", STRATEGIES)
+def test_softmax_backpropagates_through_softmax_backward(strategy, block, device):
+    x = make((5, 781), torch.float32, device, seed=23, scale=3.0).requires_grad_()
+    dy = make((5, 781), torch.float32, device, seed=24)
+    y = tk.softmax(x, strategy, block)
+    y.backward(dy)
+    assert_matches(x.grad, backward_ref(y.detach(), dy), torch.float32)
+    # y.sum().backward() hands back an expanded dy (strides 0): every row of dx is then 0
+    x.grad = None
+    tk.softmax(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-6, rtol=0)
+
+
+def test_the_operators_trace_with_fake_tensors(device):
+    with FakeTensorMode():
+        x = torch.empty(4, 1000, dtype=torch.float16, device=device)
+        shapes = [tk.softmax(x), tk.softmax_backward(x, x), tk.rmsnorm(x, x[0])]
+    assert all(t.shape == x.shape and t.dtype == x.dtype for t in shapes)
+
+
+def test_torch_compile_traces_softmax_whole_and_its_gradient(device):
+    # aot_eager: torch.compile's tracing (one graph, fake tensors, autograd) without a code
+    # generator, so it runs in the interpreter too; the GPU test below compiles with Inductor
+    torch._dynamo.reset()
+    compiled = torch.compile(tk.softmax, fullgraph=True, backend="aot_eager")
+    x = make((6, 100), torch.float32, device, seed=25, scale=3.0).requires_grad_()
+    dy = make((6, 100), torch.float32, device, seed=26)
+    y = compiled(x)
+    y.backward(dy)
+    assert_matches(y.detach(), softmax_ref(x.detach()), torch.float32)
+    assert_matches(x.grad, backward_ref(y.detach(), dy), torch.float32)
+
+
+def test_rmsnorm_refuses_to_backpropagate_instead_of_returning_no_gradient(device):
+    x = make((2, 17), torch.float32, device).requires_grad_()
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        tk.rmsnorm(x, torch.ones(17, device=device)).sum().backward()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, dtype, strategy",
+    [
+        ((64, 128), torch.float32, None),  # _softmax_multi_row
+        ((4, 1000), torch.float32, None),  # _softmax
+        ((3, 20000), torch.float16, None),  # _softmax_one_pass (the row is not in words)
+        ((300, 32768), torch.bfloat16, None),  # _softmax_pipelined
+        ((2, 65536), torch.float32, None),  # _softmax_split_row, and its backward
+        ((3, 9000), torch.float32, "looped"),  # _softmax_looped
+    ],
+    ids=str,
+)
+def test_gpu_compiled_softmax_and_its_gradient_match_torch(shape, dtype, strategy, device):
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        tk.softmax if strategy is None else lambda x: tk.softmax(x, strategy), fullgraph=True)
+    x = make(shape, dtype, device, seed=sum(shape), scale=3.0)
+    if shape == (3, 20000):
+        x = make((3, 20001), dtype, device, seed=1, scale=3.0)[:, 1:]  # rows 2 bytes off
+    x.requires_grad_()
+    dy = make(x.shape, dtype, device, seed=27)
+    y = compiled(x)
+    y.backward(dy)
+    assert_matches(y.detach(), softmax_ref(x.detach()), dtype)
+    assert_matches(x.grad, backward_ref(y.detach(), dy), dtype)
 
 
 # ---------------------------------------------------------------------------------------------
