@@ -56,6 +56,8 @@ COMMON_BUGS = {
             "r * row_stride, and every lane at or past n_cols must be masked"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
+        Bug("missing-error", "the call returned a result for arguments it must refuse: check "
+            "them first and raise the error the docstring names, with the numbers"),
     )
 }
 
@@ -117,6 +119,9 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     ``args`` are the case's arguments as the reference saw them; ``expect`` carries what the
     output's metadata must be: ``dtype`` and ``device`` for tensors.
     """
+    if case.raises:
+        return _own_words(part, _judge_refusal(part, case, outcome, args,
+                                               expect.get("filename", "")))
     if isinstance(outcome, Raised):
         return _own_words(part, _judge_raised(part, outcome, args, expect.get("filename", "")))
     if part.returns == "exact":
@@ -176,6 +181,25 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
     return Verdict("error", summary, causes=worded + replayed,
                    weak=tuple(b.key for b in replayed), meaning=meaning, meaning_key=key,
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
+
+
+def _judge_refusal(part: Part, case: Case, outcome, args: tuple, filename: str) -> Verdict:
+    """A case whose arguments the function must refuse with ``case.raises``."""
+    if isinstance(outcome, Raised):
+        if outcome.not_started or outcome.exc_type == case.raises:
+            verdict = _judge_raised(part, outcome, args, filename) if outcome.not_started \
+                else Verdict("passed")
+            verdict.seconds = outcome.seconds
+            return verdict
+        verdict = _judge_raised(part, outcome, args, filename)
+        verdict.summary += f" (this case expects {case.raises})"
+        return verdict
+    what = outcome.type_name if outcome.shape is None or outcome.type_name == "NoneType" \
+        else f"{outcome.type_name} of shape {outcome.shape}"
+    verdict = _fail("missing-error", f"returned a {what} instead of raising {case.raises}")
+    verdict.expected = case.raises
+    verdict.seconds = outcome.seconds
+    return verdict
 
 
 def _fail(key: str, summary: str, got: str = "") -> Verdict:
@@ -280,7 +304,9 @@ def _judge_unwritten(unwritten, values) -> Verdict:
             where = f"{where}, with gaps"
         summary = f"{len(missing)} of {unwritten.size} output elements were never written: {where}"
         return _fail("unwritten", summary, format_values(values))
-    rows = np.atleast_2d(unwritten)  # (rows, cols), True where never written
+    # (rows, cols), True where never written; a row is the last axis (one query's output)
+    rows = unwritten.reshape(-1, unwritten.shape[-1]) if np.ndim(unwritten) > 2 \
+        else np.atleast_2d(unwritten)
     summary = f"{int(rows.sum())} of {rows.size} output elements were never written"
     whole = rows.all(axis=1)
     touched = rows.any(axis=1)

@@ -69,6 +69,9 @@ class Case:
     checks: tuple[str, ...] = ()
     gpu_only: bool = False
     fill_outputs_with_nan: bool = True
+    # The exception type the call must raise ("ValueError"): arguments the function must refuse.
+    # Raising it passes; returning fails, naming the part's (or the common) "missing-error" bug.
+    raises: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 # The memory layouts a case can ask for. Padding holds a value a correct kernel never reads, so
 # reading it (a row offset computed from n_cols instead of the row stride) changes the result.
-LAYOUTS = ("contiguous", "row-strided", "column-slice", "expanded", "transposed")
+LAYOUTS = ("contiguous", "row-strided", "column-slice", "expanded", "transposed", "seq-heads")
 PADDING_VALUE = 1.0e4
 GUARD_ELEMENTS = 4096
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -32,6 +32,9 @@ class TensorSpec:
       all be equal.
     - ``transposed``: the transpose of a contiguous (cols, rows) tensor (``buffer.T``): row
       stride 1, last-dimension stride rows, as a matrix product's ``b.T`` operand arrives.
+    - ``seq-heads``: 4-D values (batch, heads, seq, d) held as a contiguous (batch, seq, heads,
+      d) tensor transposed (``buffer.transpose(1, 2)``), as attention's q, k and v arrive from
+      a model: strides (seq * heads * d, d, heads * d, 1).
 
     ``guard`` is what the bands around a contiguous tensor on a GPU hold: a read past its end
     gets that value (NaN makes even a read multiplied by 0 show).
@@ -47,7 +50,9 @@ class TensorSpec:
             raise ValueError(f"unsupported dtype {self.dtype!r}; use one of {FLOAT_DTYPES}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}; use one of {LAYOUTS}")
-        if self.layout != "contiguous" and self.values.ndim != 2:
+        if self.layout == "seq-heads" and self.values.ndim != 4:
+            raise ValueError(f"layout 'seq-heads' needs a 4-D tensor, not {self.values.ndim}-D")
+        if self.layout not in ("contiguous", "seq-heads") and self.values.ndim != 2:
             raise ValueError(f"layout {self.layout!r} needs a 2-D tensor, not {self.values.ndim}-D")
         if self.layout == "expanded" and (self.values != self.values.flat[0]).any():
             raise ValueError("layout 'expanded' needs every value equal")
@@ -67,7 +72,10 @@ class TensorSpec:
         import numpy as np
 
         exact = self.exact()
-        if self.layout == "contiguous" or exact.ndim != 2:
+        if self.layout == "seq-heads":  # (batch, seq, heads, d) memory; a row is (b, s)
+            storage, row_stride = exact.transpose(0, 2, 1, 3).ravel(), exact.shape[1] * \
+                exact.shape[3]
+        elif self.layout == "contiguous" or exact.ndim != 2:
             storage, row_stride = exact.ravel(), exact.shape[-1] if exact.ndim else 1
         elif self.layout == "expanded":
             storage, row_stride = exact.ravel()[:1].copy(), 0
@@ -109,6 +117,8 @@ class TensorSpec:
                                 device=device)
             buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size] = exact.flatten().to(device, dtype)
             return buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size].view(exact.shape)
+        if self.layout == "seq-heads":
+            return exact.transpose(1, 2).contiguous().to(device=device, dtype=dtype).transpose(1, 2)
         rows, cols = exact.shape
         if self.layout == "transposed":
             return exact.T.contiguous().to(device=device, dtype=dtype).T
