@@ -1,0 +1,319 @@
+"""The course's reference attention, which lesson 13 reads: FlashAttention's forward pass.
+
+Why this kernel exists
+======================
+
+Attention computes softmax(q k^T / sqrt(d)) v for every head: for a sequence of L tokens, L x L
+scores per head. Written as three kernels (scores, softmax, p @ v), the scores go to memory and
+come back twice, and for long sequences they are many times the size of q, k and v (lesson
+13 computes how many); the kernels are then memory-bound however fast the GPU multiplies.
+This kernel keeps them on chip: one program takes BLOCK_M query rows of one head, walks the
+keys in blocks of BLOCK_N with workshop A1's running maximum and sum, rescales a float32
+accumulator of p @ v whenever the maximum grows, and writes only the output. Lesson 13
+derives it in plain Python and has the learner write the simple version in ``attention.py``;
+this file adds what makes it fast:
+
+1. ``_attention``: the kernel. Scores are taken in base 2: the scale is multiplied by log2(e)
+   once, so every exponential is one ``exp2``. The loop is split in two: the key blocks every
+   query row of the program sees whole run with no mask at all, and only the blocks that hold
+   the causal diagonal or the end of the keys build a mask. Offsets of a head start from 64-bit
+   integers, so batches of any size fit.
+2. ``CONFIGS``: the tile shapes the autotuner times for each new (seq_q, seq_k, d, causal,
+   dtype), each with the reason it is in the table.
+3. ``attention(q, k, v, causal)``: checks its arguments (with the numbers and the fix in every
+   message), allocates the output, and launches: through the autotuner on a GPU, with one fixed
+   configuration in Triton's interpreter (which cannot time anything).
+
+Inputs are float32, float16 or bfloat16 tensors of one dtype, shaped (batch, heads, seq, d) with
+any strides but a last one of 1 (a (batch, seq, heads, d) tensor transposed is fine); d is a
+power of two from 16 to 128. Causal attention needs seq_q == seq_k. The sums are float32. On
+NVIDIA GPUs ``tl.dot`` rounds float32 inputs to TF32 (10 bits of mantissa), as torch does with
+``allow_tf32``. Importing this module defines the kernel and does nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["CONFIGS", "HEAD_DIMS", "INTERPRETER_CONFIG", "TileConfig", "attention"]
+
+HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two; tl.dot at least 16
+LOG2_E = 1.4426950408889634  # exp(x) = exp2(x * log2(e))
+#: Largest element offset the kernel computes inside one head in 32-bit integers.
+MAX_OFFSET = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One row of the tuning table: query rows and keys per step, and the launch."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def config(self) -> triton.Config:
+        return triton.Config({"BLOCK_M": self.block_m, "BLOCK_N": self.block_n},
+                             num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def shared_bytes(self, head_dim: int, element_bytes: int) -> int:
+        """Shared memory the software pipeline holds: q once, num_stages tiles of k and of v."""
+        return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * element_bytes
+
+    @property
+    def label(self) -> str:
+        return (f"{self.block_m}x{self.block_n}, {self.num_warps} warps, "
+                f"{self.num_stages} stages")
+
+
+# The autotuning table: every row that fits in shared memory is timed the first time the
+# autotuner meets a new (seq_q, seq_k, d, causal, dtype), and the fastest is kept. BLOCK_M is a
+# multiple of BLOCK_N in every row, so that the causal diagonal starts on a key block.
+CONFIGS = (
+    # 128 query rows in 8 warps (two warpgroups of Hopper's tensor cores, 64 rows each), 128
+    # keys a step: the most work per loaded tile of k and v, for long sequences.
+    TileConfig(128, 128, 8, 2),
+    TileConfig(128, 128, 8, 3),
+    # 64 keys a step: half the registers for the scores, deeper pipelines fit.
+    TileConfig(128, 64, 8, 3),
+    TileConfig(128, 64, 4, 3),
+    TileConfig(128, 64, 4, 4),
+    # Thinner key steps for d = 128, where a k tile and a v tile are largest.
+    TileConfig(128, 32, 4, 4),
+    # 64 query rows: twice the programs, for short sequences or few heads.
+    TileConfig(64, 64, 4, 3),
+    TileConfig(64, 32, 4, 4),
+)
+
+#: The configuration the interpreter runs (it times nothing, so there is nothing to tune).
+INTERPRETER_CONFIG = TileConfig(16, 16, 4, 1)
+
+
+@triton.jit
+def _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows, qk_scale, seq_k,
+                    stride_kn, stride_vn, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                    CAUSAL: tl.constexpr):
+    """One block of keys: scores, the running (max, sum), the rescaled accumulator."""
+    cols = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+    if MASKED:  # the block holds the end of the keys or the causal diagonal
+        k = tl.load(k_ptrs + start * stride_kn, mask=cols[None, :] < seq_k, other=0.0)
+        v = tl.load(v_ptrs + start * stride_vn, mask=cols[:, None] < seq_k, other=0.0)
+    else:  # every key of the block exists and every query row of the program sees it
+        k = tl.load(k_ptrs + start * stride_kn)  # (HEAD_DIM, BLOCK_N): k's block, transposed
+        v = tl.load(v_ptrs + start * stride_vn)  # (BLOCK_N, HEAD_DIM)
+    s = tl.dot(q, k) * qk_scale  # (BLOCK_M, BLOCK_N) scores, in base 2
+    if MASKED:
+        visible = cols[None, :] < seq_k
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None])
+        s = tl.where(visible, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # A1's guard: a row whose maximum is still -inf measures from 0, not from -inf.
+        ref = tl.where(m_new == -float("inf"), 0.0, m_new)
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        ref = m_new  # an unmasked block gives every row a finite score
+    p = tl.math.exp2(s - ref[:, None])
+    alpha = tl.math.exp2(m_i - ref)  # 1 where the maximum did not grow
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # acc * alpha + p @ v, in float32
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attention(
+    out_ptr, q_ptr, k_ptr, v_ptr,  # (batch, heads, seq, HEAD_DIM) each; out is q's shape
+    stride_ob, stride_oh, stride_om,  # elements between batches, heads and rows of out
+    stride_qb, stride_qh, stride_qm,  # the same for q
+    stride_kb, stride_kh, stride_kn,  # the same for k
+    stride_vb, stride_vh, stride_vn,  # the same for v
+    n_heads, seq_q, seq_k,  # heads per batch; query rows and keys per head
+    qk_scale,  # log2(e) / sqrt(HEAD_DIM): scores come out in base 2
+    HEAD_DIM: tl.constexpr,  # d, a power of two from 16 to 128
+    CAUSAL: tl.constexpr,  # query i sees keys j <= i (seq_q == seq_k)
+    BLOCK_M: tl.constexpr,  # query rows per program
+    BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
+):
+    """One program computes BLOCK_M rows of the output of one (batch, head).
+
+    Preconditions: the last dimension of every tensor has stride 1; offsets inside one head
+    below 2**31; CAUSAL only with seq_q == seq_k; BLOCK_M % BLOCK_N == 0.
+    """
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    batch = (pid_bh // n_heads).to(tl.int64)
+    head = (pid_bh % n_heads).to(tl.int64)
+    q_ptr += batch * stride_qb + head * stride_qh
+    k_ptr += batch * stride_kb + head * stride_kh
+    v_ptr += batch * stride_vb + head * stride_vh
+    out_ptr += batch * stride_ob + head * stride_oh
+
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    cols = tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+    dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
+    q = tl.load(q_ptr + rows[:, None] * stride_qm + dims[None, :], mask=rows[:, None] < seq_q,
+                other=0.0)  # (BLOCK_M, HEAD_DIM), on chip for the whole loop
+    k_ptrs = k_ptr + cols[None, :] * stride_kn + dims[:, None]  # k's block read transposed
+    v_ptrs = v_ptr + cols[:, None] * stride_vn + dims[None, :]
+
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+
+    # Stage 1: key blocks that every row of this program sees whole. Causal: the blocks left of
+    # the program's diagonal; otherwise every whole block of keys.
+    if CAUSAL:
+        whole_end = pid_m * BLOCK_M
+    else:
+        whole_end = seq_k - seq_k % BLOCK_N
+    for start in range(0, whole_end, BLOCK_N):
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows,
+                                        qk_scale, seq_k, stride_kn, stride_vn, BLOCK_N,
+                                        False, CAUSAL)
+    # Stage 2: the blocks that need a mask: the diagonal (causal), or the last, cut block.
+    if CAUSAL:
+        end = tl.minimum((pid_m + 1) * BLOCK_M, seq_k)
+    else:
+        end = seq_k
+    for start in range(whole_end, end, BLOCK_N):
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows,
+                                        qk_scale, seq_k, stride_kn, stride_vn, BLOCK_N,
+                                        True, CAUSAL)
+
+    out = acc / l_i[:, None]  # one division, at the end
+    tl.store(out_ptr + rows[:, None] * stride_om + dims[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=rows[:, None] < seq_q)
+
+
+def _fits_in_shared_memory(configs, named_args, **kwargs):
+    """Drop the rows whose pipeline would not fit the GPU's shared memory for this d and dtype."""
+    q = named_args["q_ptr"]
+    limit = getattr(torch.cuda.get_device_properties(q.device), "shared_memory_per_block_optin",
+                    0)
+    head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM", q.shape[-1]))
+    if not limit:
+        return configs
+    kept = [c for c in configs if TileConfig(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"],
+                                             c.num_warps, c.num_stages)
+            .shared_bytes(head_dim, q.element_size()) <= limit]
+    return kept or configs[-1:]
+
+
+_attention_tuned = triton.autotune(
+    configs=[row.config() for row in CONFIGS], key=["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": _fits_in_shared_memory})(_attention)
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _interpreted() -> bool:
+    """True when the kernel was defined under TRITON_INTERPRET=1 and so runs on the CPU."""
+    return not isinstance(_attention, triton.runtime.jit.JITFunction)
+
+
+def _on_device(t: torch.Tensor):
+    """Make ``t``'s GPU the current one for the launch (Triton launches on the current one)."""
+    if t.device.index in (None, torch.cuda.current_device()):
+        return contextlib.nullcontext()
+    return torch.cuda.device(t.device)
+
+
+def _check(q: object, k: object, v: object, causal: bool) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.ndim != 4:
+            raise ValueError(f"attention: {name} must be 4-D (batch, heads, seq, d), got shape "
+                             f"{tuple(t.shape)}: add the missing axes with {name}[None]")
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"attention: {name} has dtype {t.dtype}; the kernel takes float32, "
+                            f"float16 or bfloat16: convert with {name}.half()")
+        wanted = "cpu" if _interpreted() else "cuda"
+        if t.device.type != wanted:
+            where = ("Triton's interpreter (TRITON_INTERPRET=1 was set when reference_attention "
+                     "was imported), which reads CPU memory" if wanted == "cpu"
+                     else "the CUDA GPU")
+            raise ValueError(f"attention: {name} is on {t.device}, but the kernel runs in "
+                             f"{where}: pass {name}.{wanted}()")
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(f"attention: {name}'s last dimension has stride {t.stride(-1)}, "
+                             f"not 1: pass {name}.contiguous()")
+        offset = sum((size - 1) * abs(stride) for size, stride in zip(t.shape[2:], t.stride()[2:]))
+        if offset > MAX_OFFSET:
+            raise ValueError(f"attention: one head of {name} spans {offset + 1} elements, more "
+                             f"than the kernel's 32-bit offsets reach ({MAX_OFFSET + 1})")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"attention: q is {q.dtype}, k is {k.dtype} and v is {v.dtype}: "
+                        f"convert them to one, e.g. k.to({q.dtype})")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"attention: q is on {q.device}, k on {k.device} and v on {v.device}: "
+                         "put all three on one")
+    if q.shape[:2] != k.shape[:2] or k.shape != v.shape:
+        raise ValueError(f"attention: q is {tuple(q.shape)}, k is {tuple(k.shape)} and v is "
+                         f"{tuple(v.shape)}: batch and heads must agree, and k and v must have "
+                         "one shape")
+    d = q.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"attention: q's head dim is {d} and k's {k.shape[-1]}: they must agree")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"attention: head dim {d} is not one of {HEAD_DIMS} (tl.arange needs "
+                         "a power of two, tl.dot at least 16): pad q, k and v with zeros to the "
+                         "next one (zeros change no score) and slice the output")
+    if causal and q.shape[2] != k.shape[2]:
+        raise ValueError(f"attention: causal attention needs seq_q == seq_k, got {q.shape[2]} "
+                         f"queries and {k.shape[2]} keys: which keys query i sees is then a "
+                         "choice (aligned at the start or at the end); slice q or k to agree")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, *,
+              config: TileConfig | None = None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v for (batch, heads, seq, d) tensors; the output has q's shape
+    and dtype and is contiguous.
+
+    On a GPU the tile shape comes from the autotuner (``CONFIGS``) unless ``config`` names one;
+    in the interpreter ``config`` defaults to ``INTERPRETER_CONFIG``.
+    """
+    _check(q, k, v, causal)
+    batch, heads, seq_q, d = q.shape
+    seq_k = k.shape[2]
+    out = torch.empty((batch, heads, seq_q, d), dtype=q.dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    if seq_k == 0:
+        return out.zero_()  # no key to attend to: zeros, as torch's SDPA returns
+    args = (out, q, k, v, *out.stride()[:3], *q.stride()[:3], *k.stride()[:3],
+            *v.stride()[:3], heads, seq_q, seq_k, LOG2_E / math.sqrt(d))
+    if config is None and not _interpreted():
+        def grid(meta):
+            return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
+
+        with _on_device(q):
+            _attention_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
+        return out
+    config = config or INTERPRETER_CONFIG
+    grid = (triton.cdiv(seq_q, config.block_m), batch * heads)
+    options = {} if _interpreted() else {"num_warps": config.num_warps,
+                                         "num_stages": config.num_stages}
+    with _on_device(q) if not _interpreted() else contextlib.nullcontext():
+        _attention[grid](*args, HEAD_DIM=d, CAUSAL=causal, BLOCK_M=config.block_m,
+                         BLOCK_N=config.block_n, **options)
+    return out
+
+
+def chosen_config(q: torch.Tensor, k: torch.Tensor, causal: bool) -> TileConfig | None:
+    """The row of ``CONFIGS`` the autotuner picked for these shapes, once it has run."""
+    cached = getattr(_attention_tuned, "cache", {})
+    wanted = (q.shape[2], k.shape[2], q.shape[-1], causal)
+    for key, config in cached.items():
+        if tuple(key[:4]) == wanted and str(q.dtype) in str(key):
+            for row in CONFIGS:
+                if config.kwargs == row.config().kwargs and config.num_warps == row.num_warps \
+                        and config.num_stages == row.num_stages:
+                    return row
+    return None
