@@ -84,8 +84,8 @@ def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.bench",
                            description="Time a kernel on the GPU against the memory roofline.")
     parser.add_argument("kernels", nargs="+", metavar="kernel",
-                        help=f"one or more of: {', '.join(KERNELS)}; or matmul alone (TFLOP/s: "
-                             "python -m learning.bench matmul --help)")
+                        help=f"one or more of: {', '.join(KERNELS)}; or matmul or attention "
+                             "alone (TFLOP/s: python -m learning.bench matmul --help)")
     parser.add_argument("--widths", metavar="N,N,...", help="columns per row (default: a sweep)")
     parser.add_argument("--dtypes", metavar="D,D", default="fp32,bf16,fp16",
                         help="some of fp32, bf16, fp16 (default: all three)")
@@ -131,9 +131,9 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 def parse(argv: list[str]):
     options = build_parser().parse_args(argv)
     for name in options.kernels:
-        if name == "matmul":
-            raise ArgumentError("matmul is timed on its own, in TFLOP/s: python -m "
-                                "learning.bench matmul")
+        if name in ("matmul", "attention"):
+            raise ArgumentError(f"{name} is timed on its own, in TFLOP/s: python -m "
+                                f"learning.bench {name}")
         if name not in KERNELS:
             raise ArgumentError(f"unknown kernel '{name}'; choose from {', '.join(KERNELS)}")
     options.dtypes = parse_dtypes(options.dtypes)
@@ -508,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         from learning import bench_matmul
 
         return bench_matmul.main(argv[1:])
+    if argv[:1] == ["attention"]:  # so has attention
+        from learning import bench_attention
+
+        return bench_attention.main(argv[1:])
     try:
         options = parse(argv)
     except HelpShown as shown:
