@@ -27,9 +27,30 @@ def pytest_collection_modifyitems(config, items):
     else:
         skip = pytest.mark.skip(reason="about Triton's interpreter; kernels are compiled here")
         marker = "interpreter"
+    lacking = pytest.mark.skip(reason=without_bfloat16()) if without_bfloat16() else None
     for item in items:
         if marker in item.keywords:
             item.add_marker(skip)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if lacking and any(_is_bfloat16(value) for value in params.values()):
+            item.add_marker(lacking)
+
+
+def without_bfloat16() -> str:
+    """Why bfloat16 cannot run on this GPU ("" where it can, or kernels are interpreted):
+    it came with compute capability 8.0; a T4 (7.5) has none."""
+    if MODE.interpret:
+        return ""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) >= (8, 0):
+        return ""
+    return f"needs bfloat16, which the {torch.cuda.get_device_name()} (sm_{major}{minor}) lacks"
+
+
+def _is_bfloat16(value) -> bool:
+    return str(value) in ("torch.bfloat16", "bfloat16", "bf16")
 
 
 @pytest.fixture(scope="session")
