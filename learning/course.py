@@ -51,6 +51,8 @@ LESSONS = (
            "online_softmax", "triton", also=("python",)),
     Lesson("12", "matmul", "Tiled matrix multiplication: tl.dot, the K loop, 0 padding, L2 order, "
            "autotuning", "matmul", "python", also=("triton",)),
+    Lesson("13", "attention", "FlashAttention forward: softmax over key tiles, causal masks, the "
+           "-inf guard", "attention", "python", also=("triton",)),
 )
 
 

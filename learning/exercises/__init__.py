@@ -1,6 +1,7 @@
 """Every exercise of the course, in lesson order: one module each, listed once here."""
 
 from learning.exercises import (
+    attention,
     elementwise,
     matmul,
     online_softmax,
@@ -20,4 +21,5 @@ EXERCISES = (
     softmax_backward.EXERCISE,
     online_softmax.EXERCISE,
     matmul.EXERCISE,
+    attention.EXERCISE,
 )

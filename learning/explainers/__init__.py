@@ -11,6 +11,7 @@ TOPICS = {
     "softmax_backward": "learning.explainers.softmax_backward",
     "online_softmax": "learning.explainers.online_softmax",
     "matmul": "learning.explainers.matmul",
+    "attention": "learning.explainers.attention",
     "bench": "learning.explainers.bench",
 }
 
@@ -25,6 +26,7 @@ INPUTS = {
     "softmax_backward": "a row of scores (1,2,3)",
     "online_softmax": "a row of scores, -inf allowed (1,-inf,3)",
     "matmul": "M,N,K,block, each 1 to 8 (3,2,3,2)",
+    "attention": "one query row's scores, -inf allowed (1,-inf,3,0,4)",
     "bench": "none: it reads the committed measurements",
 }
 
