@@ -146,6 +146,8 @@ def _attention(
     below 2**31; CAUSAL only with seq_q == seq_k; BLOCK_M % BLOCK_N == 0.
     """
     pid_m = tl.program_id(0)
+    if CAUSAL:  # the last query blocks visit the most keys: start them first, so that the
+        pid_m = tl.num_programs(0) - 1 - pid_m  # short ones fill the gaps at the end
     pid_bh = tl.program_id(1)
     batch = (pid_bh // n_heads).to(tl.int64)
     head = (pid_bh % n_heads).to(tl.int64)

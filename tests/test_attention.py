@@ -261,6 +261,9 @@ def normal(shape, dtype, device, seed):
     return torch.randn(shape, generator=g).to(dtype).to(device)
 
 
+# float32 random normal inputs: exact float32 in the interpreter; on a GPU tl.dot rounds q, k, v
+# and p to TF32 (10 bits), as the course defines float32 there.
+FP32 = {"cpu": 2e-3, "cuda": 1e-2}
 SHAPES = [(1, 1, 1, 1, 16), (2, 3, 37, 45, 16), (1, 2, 70, 70, 32), (1, 1, 33, 33, 128),
           (1, 1, 20, 7, 64)]
 
@@ -275,7 +278,7 @@ def test_reference_matches_float64(batch, heads, lq, lk, d, causal, device):
     out = ra.attention(q, k, v, causal)
     assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()
     want = sdpa64(q.cpu(), k.cpu(), v.cpu(), causal)
-    assert np.allclose(out.cpu().double().numpy(), want, atol=2e-3, rtol=2e-3)
+    assert np.allclose(out.cpu().double().numpy(), want, atol=FP32[device], rtol=FP32[device])
 
 
 @pytest.mark.parametrize("row", ra.CONFIGS, ids=lambda row: row.label)
@@ -293,7 +296,7 @@ def test_reference_reads_views_through_their_strides(device):
     kv = normal((2, 3, 40, 16), torch.float32, device, 8)[:, :, ::2]  # every second key
     out = ra.attention(q, kv, kv, False)
     want = sdpa64(q.cpu(), kv.cpu(), kv.cpu(), False)
-    assert np.allclose(out.cpu().double().numpy(), want, atol=2e-3, rtol=2e-3)
+    assert np.allclose(out.cpu().double().numpy(), want, atol=FP32[device], rtol=FP32[device])
 
 
 def test_empty_attentions(device):
