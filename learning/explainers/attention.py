@@ -232,10 +232,10 @@ def guard_table(numbers=None) -> Table:
     caption = ("Query 0 under the causal mask sees key 0 only. A kernel that measures each "
                "block from the block's own maximum (and then rescales the block's sums to the "
                "running maximum) computes exp((-inf) − (-inf)) = exp(NaN) in every later "
-               "block: one NaN makes the whole row NaN. Measuring from 0 where the maximum is "
-               "-inf gives exp(-inf) = 0 instead, and the row is right.")
+               "block: one NaN makes the whole row NaN. With the guard a block whose maximum "
+               "is -inf is measured from 0 instead: exp(-inf − 0) = 0, and the row is right.")
     return Table(("Keys", "Scores", "Block's maximum", "exp(s − block max)",
-                  "with the guard: exp(s − 0)"), tuple(rows), caption)
+                  "With the guard"), tuple(rows), caption)
 
 
 def _mib(nbytes: float) -> str:
@@ -257,7 +257,8 @@ def memory_table(numbers=None) -> Table:
                      f"{flops / qkvo:,.0f}"))
     caption = (f"One head, d = {d}, {element_bytes}-byte elements. Unfused attention writes the "
                "scores S and the probabilities P to memory and reads each back; a fused kernel "
-               "reads q, k and v and writes the output, nothing else. FLOPs: 4 × seq² × d "
+               "at best reads q, k and v once and writes the output (a real one reads k and v "
+               "again for every block of queries, from L2 if it can). FLOPs: 4 × seq² × d "
                "(q k^T and p @ v). The example GPU of lessons 02 and 12 "
                f"({EXAMPLE_TENSOR_FLOPS / 1e12:,.0f} TFLOP/s, "
                f"{EXAMPLE_BANDWIDTH / 1e12:g} TB/s) turns from memory-bound to "
