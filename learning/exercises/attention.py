@@ -306,8 +306,9 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
         Bug("scale", "the scores are not softmax(q . k / sqrt(d)): multiply every score by "
             "1 / sqrt(d) before the maximum and the exponential (not the output after)",
             evidence(*_SCALES), hint=hint(1, 3)),
-        Bug("no-guard", "a row met a block of keys that are all hidden while its maximum was "
-            "-inf, and exp((-inf) - (-inf)) = NaN: measure from 0 where the maximum is still "
+        Bug("no-guard", "a block whose keys are all hidden from a row was measured from a "
+            "maximum of -inf (the block's own, or a running one that had seen only hidden "
+            "keys), and exp((-inf) - (-inf)) = NaN: measure from 0 wherever that maximum is "
             "-inf (A1's guard), ref = where(m == -inf, 0, m)", evidence(*_NO_GUARD),
             hint=hint(3, 4)),
         Bug("no-shift", ("math.exp overflows past about 709" if python else
