@@ -307,6 +307,10 @@ NOT_MEASURED = ("Not yet measured on a GPU: bench/results/attention.json is not 
                 "this section.")
 
 
+NOT_IN_RUN = ("Not measured: the committed run did not time {what} on their own (run without "
+              "--no-extras to do so). ")
+
+
 def _key(r: dict) -> tuple:
     return (r["dtype"], r["seq"], r["d"], r["causal"])
 
@@ -366,6 +370,8 @@ def backends(_numbers=None, data: dict | None = None):
     rows = tuple((r["backend"], "yes" if r["causal"] else "no", _tflops(r))
                  for r in data.get("backends", ()))
     seq, d, dtype = TARGET_SIZE
+    if not rows:
+        return Text(NOT_IN_RUN.format(what="SDPA's backends") + _provenance(data))
     return Table(("SDPA backend", "causal", "TFLOP/s"), rows,
                  f"{dtype}, seq {seq}, d = {d}. " + _provenance(data))
 
@@ -377,6 +383,8 @@ def configs(_numbers=None, data: dict | None = None):
         return Text(NOT_MEASURED)
     rows = tuple((r["dtype"], f"{r['seq']:,}", str(r["d"]), "yes" if r["causal"] else "no",
                   r["config"], _tflops(r)) for r in data.get("configs", ()))
+    if not rows:
+        return Text(NOT_IN_RUN.format(what="the tuning table's rows") + _provenance(data))
     return Table(("dtype", "seq", "d", "causal", "configuration", "TFLOP/s"), rows,
                  _provenance(data))
 
