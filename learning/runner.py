@@ -187,7 +187,12 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
     can run nothing more, but the learner should see every case), and at the end the faulted
     cases run once more in the interpreter, whose bounds checks name the line and lanes."""
     carried, only, faults = {}, None, []
-    last = None  # (the last run, the parts it judged)
+    latest = {}  # part name: (the run that judged it last, its PartResult)
+
+    def collect(run, parts):
+        _collect(run, parts)
+        latest.update((p.part.name, (run, p)) for p in parts if p.part.name in run.touched)
+
     while pending:
         run = _WorkerRun(exercise, module_path, pending, force_interpret, case_seconds,
                          import_seconds, compiler, memory_gib, only, carried)
@@ -208,7 +213,7 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
             result.import_problem = run.import_problem
             _mark_not_run(pending, "the module could not be imported")
             break
-        last = (run, list(pending))
+        collect(run, pending)
         fault = run.gpu_fault()
         if fault is not None and len(faults) < MAX_GPU_FAULTS:
             faults.append(fault)
@@ -219,7 +224,6 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
             only = {part_name: names[names.index(case_name) + 1:]}
             pending[:] = pending[pending.index(faulted):]
             continue
-        _collect(run, pending)
         if run.finished:
             break
         # The process died, hung or gave up in a case: the rest of that part cannot be trusted
@@ -229,11 +233,14 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
         broken = next(p for p in pending if p.part.name == stopped_in)
         pending[:] = pending[pending.index(broken) + 1:]
         carried, only = {}, None
-    if faults and last is not None:
-        run, judged = last
-        run.reruns = _rerun_in_interpreter(exercise, module_path, judged, faults, case_seconds,
-                                           memory_gib, result, start)
-        _collect(run, judged)
+    if faults:
+        faulted = [latest[name][1] for name in dict.fromkeys(f[0] for f in faults)]
+        reruns = _rerun_in_interpreter(exercise, module_path, faulted, faults, case_seconds,
+                                       memory_gib, result, start)
+        for part_result in faulted:
+            run = latest[part_result.part.name][0]
+            run.reruns = reruns
+            _collect(run, [part_result])
 
 
 def _rerun_in_interpreter(exercise, module_path, parts, faults, case_seconds, memory_gib,

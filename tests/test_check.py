@@ -374,3 +374,13 @@ def test_any_cuda_error_ends_the_process_but_only_a_bad_address_names_a_cause(tm
     assert cases["many rows"]["status"] == "error" and cases["many rows"]["causes"] == []
     assert "not-run" not in {c["status"] for c in cases.values()}
     assert "exited" not in out
+
+
+def test_a_gpu_fault_keeps_the_grades_of_the_parts_before_it(tmp_path, capsys):
+    # the Python part ran in the process that later faulted: its grades must survive
+    write_module(tmp_path, "softmax", faulting_module(FAULT, FAULT))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--json")
+    python, triton = __import__("json").loads(out)["parts"]
+    assert [c["status"] for c in python["cases"]] == ["passed"] * len(python["cases"])
+    assert python["cases"] and code == 1
+    assert "not-run" not in {c["status"] for c in triton["cases"]}
