@@ -13,7 +13,8 @@ import pytest
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 # The files lessons send a reader into, as they name them.
-MODULES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py")
+MODULES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
+           "reference_attention.py")
 DOCUMENTS = sorted((COURSE_ROOT / "lessons").glob("*.md")) + [COURSE_ROOT / "README.md"]
 # A learner meets _softmax on the first screen of triton_kernels.py; the file stays an essay.
 FIRST_SCREEN = 80
