@@ -225,7 +225,8 @@ class _Side:
                            - {0})
             names = _programs_text(who_went)
             at = f", line {', '.join(map(str, lines))}" if lines else ""
-            said.append(f"{len(self.outside)} lanes outside the tensor ({names}{at})")
+            lanes = "lane" if len(self.outside) == 1 else "lanes"
+            said.append(f"{len(self.outside)} {lanes} outside the tensor ({names}{at})")
             if self.unplaced:
                 said.append(f"{self.unplaced} of them too far away to draw")
         return f"{who}: " + "; ".join(said)
