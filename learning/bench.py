@@ -501,17 +501,12 @@ def plot(result: dict, path: str) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
+def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: str):
+    """What every bench command does first: parse its arguments (one line and status 2 for a
+    bad one), refuse to time in the interpreter (status 0, with where the measured figures
+    are), print the run's machine and versions. Returns (console, options, env, command), or
+    the exit status when there is nothing to time."""
     console = make_console()
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["matmul"]:  # the compute-bound kernel has a bench of its own
-        from learning import bench_matmul
-
-        return bench_matmul.main(argv[1:])
-    if argv[:1] == ["attention"]:  # so has attention
-        from learning import bench_attention
-
-        return bench_attention.main(argv[1:])
     try:
         options = parse(argv)
     except HelpShown as shown:
@@ -525,15 +520,32 @@ def main(argv: list[str] | None = None) -> int:
     if mode.interpret:
         console.print(f"bench: timings need a CUDA GPU, and kernels would run in the "
                       f"{mode.describe()}. The interpreter's times say nothing about a GPU; "
-                      f"check correctness with python -m learning.check instead. Figures "
-                      f"measured on an H200 are in bench/RESULTS.md, and python -m "
-                      f"learning.explain bench reads them with you.", highlight=False)
+                      f"check correctness with python -m learning.check{check_hint} instead. "
+                      f"{results_note}", highlight=False)
         return 0
+    env = environment()
+    command = " ".join(["python -m learning.bench", topic, *argv]).replace("  ", " ").strip()
+    console.print(f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}")
+    return console, options, env, command
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["matmul"]:  # the compute-bound kernel has a bench of its own
+        from learning import bench_matmul
+
+        return bench_matmul.main(argv[1:])
+    if argv[:1] == ["attention"]:  # so has attention
+        from learning import bench_attention
+
+        return bench_attention.main(argv[1:])
+    opened = opening(argv, parse, "", "", "Figures measured on an H200 are in "
+                     "bench/RESULTS.md, and python -m learning.explain bench reads them with you.")
+    if isinstance(opened, int):
+        return opened
+    console, options, env, command = opened
     import torch
 
-    env = environment()
-    command = "python -m learning.bench " + " ".join(argv)
-    console.print(f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}")
     start = time.monotonic()
     ceiling = copy_ceiling(options.quick)
     console.print(f"copy ceiling: {ceiling:.0f} GB/s (1 GiB device-to-device, read + write)")

@@ -283,31 +283,14 @@ def table_lines(results: list[dict]) -> list[str]:
 def main(argv: list[str]) -> int:
     import json
 
-    from learning.bench import environment
-    from learning.cli import HelpShown, make_console
+    from learning.bench import opening
 
-    console = make_console()
-    try:
-        options = parse(argv)
-    except HelpShown as shown:
-        return shown.code
-    except ArgumentError as error:
-        console.print(f"bench: {error}", style="red")
-        return 2
-    from learning import mode as kernel_mode
-
-    mode = kernel_mode.select()
-    if mode.interpret:
-        console.print(f"bench: timings need a CUDA GPU, and kernels would run in the "
-                      f"{mode.describe()}. The interpreter's times say nothing about a GPU; "
-                      f"check correctness with python -m learning.check matmul instead. "
-                      f"{results_note()}", highlight=False)
-        return 0
+    opened = opening(argv, parse, "matmul", " matmul", results_note())
+    if isinstance(opened, int):
+        return opened
+    console, options, env, command = opened
     import torch
 
-    env = environment()
-    command = "python -m learning.bench matmul " + " ".join(argv)
-    console.print(f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}")
     start = time.monotonic()
     result = {"env": env, "command": command.strip(), "results": [], "configs": [], "notes": [],
               "tf32": "fp32" in options.dtypes}
