@@ -13,14 +13,20 @@ accumulator of p @ v whenever the maximum grows, and writes only the output. Les
 derives it in plain Python and has the learner write the simple version in ``attention.py``;
 this file adds what makes it fast:
 
-1. ``_attention``: the kernel. Scores are taken in base 2: the scale is multiplied by log2(e)
-   once, so every exponential is one ``exp2``. The loop is split in two: the key blocks every
-   query row of the program sees whole run with no mask at all, and only the blocks that hold
-   the causal diagonal or the end of the keys build a mask. Offsets of a head start from 64-bit
-   integers, so batches of any size fit.
-2. ``CONFIGS``: the tile shapes the autotuner times for each new (seq_q, seq_k, d, causal,
+1. ``_attention_step`` and ``_attention``: the kernel. Scores are taken in base 2: the scale is
+   multiplied by log2(e) once, and in the unmasked blocks each score costs one multiply-add and
+   one ``exp2``. The loop is split in two: the key blocks every query row of the program sees
+   whole run with no mask at all, and only the blocks that hold the causal diagonal or the end
+   of the keys build a mask. Offsets of a head start from 64-bit integers, so batches of any
+   size fit.
+2. ``_attention_tma``: the same kernel with its tiles moved by tensor descriptors (TMA copies
+   on Hopper and later), which ran faster on an H200 at seq 4096, d = 128
+   (``bench/attention_variants.py``, results in ``bench/results/attention_variants.json``).
+   ``attention`` runs it at d = 128 where the GPU, the Triton version and the tensors'
+   alignment allow.
+3. ``CONFIGS``: the tile shapes the autotuner times for each new (seq_q, seq_k, d, causal,
    dtype), each with the reason it is in the table.
-3. ``attention(q, k, v, causal)``: checks its arguments (with the numbers and the fix in every
+4. ``attention(q, k, v, causal)``: checks its arguments (with the numbers and the fix in every
    message), allocates the output, and launches: through the autotuner on a GPU, with one fixed
    configuration in Triton's interpreter (which cannot time anything).
 
@@ -45,6 +51,7 @@ __all__ = ["CONFIGS", "HEAD_DIMS", "INTERPRETER_CONFIG", "TileConfig", "attentio
 
 HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two; tl.dot at least 16
 LOG2_E = 1.4426950408889634  # exp(x) = exp2(x * log2(e))
+TMA_HEAD_DIM = 128  # the head dim at which _attention_tma runs on a GPU (see _descriptors_fit)
 #: Largest element offset the kernel computes inside one head in 32-bit integers.
 MAX_OFFSET = 2**31 - 1
 
@@ -96,30 +103,25 @@ INTERPRETER_CONFIG = TileConfig(16, 16, 4, 1)
 
 
 @triton.jit
-def _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows, qk_scale, seq_k,
-                    stride_kn, stride_vn, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-                    CAUSAL: tl.constexpr):
-    """One block of keys: scores, the running (max, sum), the rescaled accumulator."""
-    cols = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+def _attention_step(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """One block of keys: scores, the running (max, sum), the rescaled accumulator. k and v
+    are the block's (BLOCK_N, HEAD_DIM) tiles as stored."""
+    s = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N) scores, not yet scaled
     if MASKED:  # the block holds the end of the keys or the causal diagonal
-        k = tl.load(k_ptrs + start * stride_kn, mask=cols[None, :] < seq_k, other=0.0)
-        v = tl.load(v_ptrs + start * stride_vn, mask=cols[:, None] < seq_k, other=0.0)
-    else:  # every key of the block exists and every query row of the program sees it
-        k = tl.load(k_ptrs + start * stride_kn)  # (HEAD_DIM, BLOCK_N): k's block, transposed
-        v = tl.load(v_ptrs + start * stride_vn)  # (BLOCK_N, HEAD_DIM)
-    s = tl.dot(q, k) * qk_scale  # (BLOCK_M, BLOCK_N) scores, in base 2
-    if MASKED:
+        cols = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
         visible = cols[None, :] < seq_k
         if CAUSAL:
             visible = visible & (cols[None, :] <= rows[:, None])
-        s = tl.where(visible, s, -float("inf"))
+        s = tl.where(visible, s * qk_scale, -float("inf"))  # in base 2
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # A1's guard: a row whose maximum is still -inf measures from 0, not from -inf.
         ref = tl.where(m_new == -float("inf"), 0.0, m_new)
-    else:
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        ref = m_new  # an unmasked block gives every row a finite score
-    p = tl.math.exp2(s - ref[:, None])
+        p = tl.math.exp2(s - ref[:, None])
+    else:  # every key exists and every row sees it, so every row's maximum is finite
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)  # the scale is positive
+        ref = m_new
+        p = tl.math.exp2(s * qk_scale - ref[:, None])  # one multiply-add and one exp2 a score
     alpha = tl.math.exp2(m_i - ref)  # 1 where the maximum did not grow
     l_i = l_i * alpha + tl.sum(p, axis=1)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # acc * alpha + p @ v, in float32
@@ -161,7 +163,7 @@ def _attention(
     dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
     q = tl.load(q_ptr + rows[:, None] * stride_qm + dims[None, :], mask=rows[:, None] < seq_q,
                 other=0.0)  # (BLOCK_M, HEAD_DIM), on chip for the whole loop
-    k_ptrs = k_ptr + cols[None, :] * stride_kn + dims[:, None]  # k's block read transposed
+    k_ptrs = k_ptr + cols[:, None] * stride_kn + dims[None, :]  # (BLOCK_N, HEAD_DIM)
     v_ptrs = v_ptr + cols[:, None] * stride_vn + dims[None, :]
 
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
@@ -169,28 +171,89 @@ def _attention(
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
 
     # Stage 1: key blocks that every row of this program sees whole. Causal: the blocks left of
-    # the program's diagonal; otherwise every whole block of keys.
+    # the program's diagonal; otherwise every whole block of keys. No mask on loads or scores.
     if CAUSAL:
         whole_end = pid_m * BLOCK_M
     else:
         whole_end = seq_k - seq_k % BLOCK_N
     for start in range(0, whole_end, BLOCK_N):
-        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows,
-                                        qk_scale, seq_k, stride_kn, stride_vn, BLOCK_N,
-                                        False, CAUSAL)
+        k = tl.load(k_ptrs + start * stride_kn)
+        v = tl.load(v_ptrs + start * stride_vn)
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                        BLOCK_N, False, CAUSAL)
     # Stage 2: the blocks that need a mask: the diagonal (causal), or the last, cut block.
     if CAUSAL:
         end = tl.minimum((pid_m + 1) * BLOCK_M, seq_k)
     else:
         end = seq_k
     for start in range(whole_end, end, BLOCK_N):
-        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_ptrs, v_ptrs, start, rows,
-                                        qk_scale, seq_k, stride_kn, stride_vn, BLOCK_N,
-                                        True, CAUSAL)
+        inside = (start + cols)[:, None] < seq_k
+        k = tl.load(k_ptrs + start * stride_kn, mask=inside, other=0.0)
+        v = tl.load(v_ptrs + start * stride_vn, mask=inside, other=0.0)
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                        BLOCK_N, True, CAUSAL)
 
     out = acc / l_i[:, None]  # one division, at the end
     tl.store(out_ptr + rows[:, None] * stride_om + dims[None, :],
              out.to(out_ptr.dtype.element_ty), mask=rows[:, None] < seq_q)
+
+
+@triton.jit
+def _attention_tma(
+    out_ptr, q_ptr, k_ptr, v_ptr,
+    stride_ob, stride_oh, stride_om, stride_qb, stride_qh, stride_qm,
+    stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+    n_heads, seq_q, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """``_attention`` with every tile moved by a tensor descriptor, one per head and tensor:
+    shape (seq, HEAD_DIM), strides (row stride, 1). On Hopper and later a descriptor's load is
+    one TMA copy that the compiler pipelines with no address arithmetic in the threads; rows
+    past the end of a head read as zeros and are not stored, so only the scores need a mask.
+
+    Preconditions as ``_attention``, and every head's start and row stride a multiple of 16
+    bytes (``_descriptors_fit``).
+    """
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    batch = (pid_bh // n_heads).to(tl.int64)
+    head = (pid_bh % n_heads).to(tl.int64)
+    q_tiles = tl.make_tensor_descriptor(q_ptr + batch * stride_qb + head * stride_qh,
+                                        shape=[seq_q, HEAD_DIM], strides=[stride_qm, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM])
+    k_tiles = tl.make_tensor_descriptor(k_ptr + batch * stride_kb + head * stride_kh,
+                                        shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    v_tiles = tl.make_tensor_descriptor(v_ptr + batch * stride_vb + head * stride_vh,
+                                        shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    out_tiles = tl.make_tensor_descriptor(out_ptr + batch * stride_ob + head * stride_oh,
+                                          shape=[seq_q, HEAD_DIM], strides=[stride_om, 1],
+                                          block_shape=[BLOCK_M, HEAD_DIM])
+    first_row = pid_m * BLOCK_M
+    rows = first_row + tl.arange(0, BLOCK_M)
+    q = q_tiles.load([first_row, 0])
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    if CAUSAL:
+        whole_end = first_row
+        end = tl.minimum(first_row + BLOCK_M, seq_k)
+    else:
+        whole_end = seq_k - seq_k % BLOCK_N
+        end = seq_k
+    for start in range(0, whole_end, BLOCK_N):
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_tiles.load([start, 0]),
+                                        v_tiles.load([start, 0]), start, rows, qk_scale,
+                                        seq_k, BLOCK_N, False, CAUSAL)
+    for start in range(whole_end, end, BLOCK_N):
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_tiles.load([start, 0]),
+                                        v_tiles.load([start, 0]), start, rows, qk_scale,
+                                        seq_k, BLOCK_N, True, CAUSAL)
+    out_tiles.store([first_row, 0], (acc / l_i[:, None]).to(out_ptr.dtype.element_ty))
 
 
 def _fits_in_shared_memory(configs, named_args, **kwargs):
@@ -207,9 +270,15 @@ def _fits_in_shared_memory(configs, named_args, **kwargs):
     return kept or configs[-1:]
 
 
-_attention_tuned = triton.autotune(
-    configs=[row.config() for row in CONFIGS], key=["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"],
-    prune_configs_by={"early_config_prune": _fits_in_shared_memory})(_attention)
+def _tuned(kernel):
+    return triton.autotune(
+        configs=[row.config() for row in CONFIGS], key=["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"],
+        prune_configs_by={"early_config_prune": _fits_in_shared_memory})(kernel)
+
+
+# The two kernels, by whether tiles move through tensor descriptors, and their autotuned forms.
+_KERNELS = {False: _attention, True: _attention_tma}
+_TUNED = {descriptors: _tuned(kernel) for descriptors, kernel in _KERNELS.items()}
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -224,6 +293,27 @@ def _on_device(t: torch.Tensor):
     if t.device.index in (None, torch.cuda.current_device()):
         return contextlib.nullcontext()
     return torch.cuda.device(t.device)
+
+
+def _descriptors_fit(*tensors: torch.Tensor) -> bool:
+    """Whether ``_attention_tma`` runs for these tensors: a Triton with tensor descriptors, a
+    GPU with TMA (compute capability 9.0 or later), and every head's start and row stride on a
+    multiple of 16 bytes, as a descriptor needs; and d = 128, the head dim at which it measured
+    faster than ``_attention`` (at d = 64 it was not: lesson 13's table of variants). Elsewhere
+    ``_attention`` runs."""
+    if _interpreted() or not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    if tensors[0].shape[-1] != TMA_HEAD_DIM:
+        return False
+    if torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
+        return False
+    return all(t.data_ptr() % 16 == 0 and all(stride * t.element_size() % 16 == 0
+                                              for stride in t.stride()[:3]) for t in tensors)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory in which a kernel writes the descriptors it makes (Triton asks per launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _check(q: object, k: object, v: object, causal: bool) -> None:
@@ -274,12 +364,15 @@ def _check(q: object, k: object, v: object, causal: bool) -> None:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, *,
-              config: TileConfig | None = None) -> torch.Tensor:
+              config: TileConfig | None = None,
+              descriptors: bool | None = None) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) v for (batch, heads, seq, d) tensors; the output has q's shape
     and dtype and is contiguous.
 
     On a GPU the tile shape comes from the autotuner (``CONFIGS``) unless ``config`` names one;
-    in the interpreter ``config`` defaults to ``INTERPRETER_CONFIG``.
+    in the interpreter ``config`` defaults to ``INTERPRETER_CONFIG``. ``descriptors`` picks
+    the kernel: ``_attention_tma`` where ``_descriptors_fit`` allows it, unless False;
+    ``_attention`` otherwise (True is for tests of the descriptor kernel in the interpreter).
     """
     _check(q, k, v, causal)
     batch, heads, seq_q, d = q.shape
@@ -291,26 +384,30 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return out.zero_()  # no key to attend to: zeros, as torch's SDPA returns
     args = (out, q, k, v, *out.stride()[:3], *q.stride()[:3], *k.stride()[:3],
             *v.stride()[:3], heads, seq_q, seq_k, LOG2_E / math.sqrt(d))
+    if descriptors is None:
+        descriptors = _descriptors_fit(out, q, k, v)
+    if descriptors and not _interpreted():
+        triton.set_allocator(_descriptor_scratch)
     if config is None and not _interpreted():
         def grid(meta):
             return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
 
         with _on_device(q):
-            _attention_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
+            _TUNED[descriptors][grid](*args, HEAD_DIM=d, CAUSAL=causal)
         return out
     config = config or INTERPRETER_CONFIG
     grid = (triton.cdiv(seq_q, config.block_m), batch * heads)
     options = {} if _interpreted() else {"num_warps": config.num_warps,
                                          "num_stages": config.num_stages}
     with _on_device(q) if not _interpreted() else contextlib.nullcontext():
-        _attention[grid](*args, HEAD_DIM=d, CAUSAL=causal, BLOCK_M=config.block_m,
-                         BLOCK_N=config.block_n, **options)
+        _KERNELS[descriptors][grid](*args, HEAD_DIM=d, CAUSAL=causal, BLOCK_M=config.block_m,
+                                    BLOCK_N=config.block_n, **options)
     return out
 
 
 def chosen_config(q: torch.Tensor, k: torch.Tensor, causal: bool) -> TileConfig | None:
     """The row of ``CONFIGS`` the autotuner picked for these shapes, once it has run."""
-    cached = getattr(_attention_tuned, "cache", {})
+    cached = getattr(_TUNED[_descriptors_fit(q, k)], "cache", {})
     wanted = (q.shape[2], k.shape[2], q.shape[-1], causal)
     for key, config in cached.items():
         if tuple(key[:4]) == wanted and str(q.dtype) in str(key):

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import triton.language as tl
 
 import reference_attention as ra
 from learning import bench, compare, explain, registry
@@ -300,6 +301,42 @@ def test_reference_reads_views_through_their_strides(device):
     out = ra.attention(q, kv, kv, False, config=FIXED[device])
     want = sdpa64(q.cpu(), kv.cpu(), kv.cpu(), False)
     assert np.allclose(out.cpu().double().numpy(), want, atol=FP32[device], rtol=FP32[device])
+
+
+needs_descriptors = pytest.mark.skipif(not hasattr(tl, "make_tensor_descriptor"),
+                                       reason="this Triton has no tl.make_tensor_descriptor")
+
+
+@needs_descriptors
+@pytest.mark.parametrize("lq, lk, causal", [(37, 45, False), (70, 70, True), (16, 5, False)])
+def test_the_descriptor_kernel_matches_float64(lq, lk, causal, device):
+    # _attention_tma: tiles past a head's end read as zeros and are not stored, so only the
+    # scores' mask keeps the key tail out; a (batch, seq, heads, d) layout transposed too.
+    x = normal((2, lq, 3, 16), torch.float32, device, 9)
+    q = x.transpose(1, 2)
+    k, v = (normal((2, 3, lk, 16), torch.float32, device, s) for s in (10, 11))
+    out = ra.attention(q, k, v, causal, config=FIXED[device], descriptors=True)
+    want = sdpa64(q.cpu(), k.cpu(), v.cpu(), causal)
+    assert np.allclose(out.cpu().double().numpy(), want, atol=FP32[device], rtol=FP32[device])
+
+
+@pytest.mark.gpu
+@needs_descriptors
+def test_the_descriptor_kernel_runs_where_tensors_are_aligned_and_pointers_elsewhere():
+    d = ra.TMA_HEAD_DIM
+    q = torch.randn(2, 3, 64, d, device="cuda", dtype=torch.float16)
+    uses_tma = torch.cuda.get_device_capability()[0] >= 9
+    assert ra._descriptors_fit(q, q, q) == uses_tma
+    assert not ra._descriptors_fit(q[..., :64], q[..., :64], q[..., :64])  # another head dim
+    shifted = torch.randn(2 * 3 * 64 * d + 1, device="cuda", dtype=torch.float16)[1:]
+    assert not ra._descriptors_fit(shifted.view(2, 3, 64, d), q, q)  # 2 bytes off 16
+    odd_rows = torch.randn(2, 3, 64, d + 1, device="cuda", dtype=torch.float16)[..., :d]
+    assert not ra._descriptors_fit(q, odd_rows, q)  # a row stride of 258 bytes
+    for k in (q, odd_rows):
+        out = ra.attention(q, k, k, True)
+        want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(),
+                                                                k.double(), is_causal=True)
+        assert float((out.double() - want).norm() / want.norm()) < 3e-3
 
 
 def test_empty_attentions(device):

@@ -23,6 +23,7 @@ WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses t
 TRACED_ROW = 0  # the query row the page follows block by block
 CAUSAL_LENGTH = 8  # queries and keys in the causal picture
 RESULTS = COURSE_ROOT / "bench" / "results" / "attention.json"
+VARIANTS = COURSE_ROOT / "bench" / "results" / "attention_variants.json"
 TARGET = 0.8  # the reference against torch's SDPA at seq 4096, d = 128, bfloat16
 TARGET_SIZE = (4096, 128, "bf16")
 MEMORY_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -389,6 +390,39 @@ def configs(_numbers=None, data: dict | None = None):
                  _provenance(data))
 
 
+def variants(_numbers=None, path: Path = VARIANTS):
+    """bench/attention_variants.py's runs: each form of the kernel at its best tile shape."""
+    if not path.exists():
+        return Text("Not measured: bench/attention_variants.json is not committed; on a CUDA "
+                    "GPU, python bench/attention_variants.py --out bench/results writes it.")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    best: dict = {}
+    sdpa: dict = {}
+    envs = []
+    for run in data["runs"]:
+        envs.append(run["env"])
+        for r in run["results"]:
+            key = (r["d"], r["causal"])
+            if r["variant"] == "sdpa":
+                sdpa.setdefault(key, []).append(r["tflops"])
+            elif "tflops" in r and r["err"] < 2e-2 and \
+                    r["tflops"] > best.get((r["variant"], *key), {}).get("tflops", 0):
+                best[(r["variant"], *key)] = r
+    rows = tuple((variant, str(d), "yes" if causal else "no", r["tile"],
+                  f"{r['tflops']:,.0f}",
+                  f"{min(sdpa[(d, causal)]):,.0f} to {max(sdpa[(d, causal)]):,.0f}")
+                 for (variant, d, causal), r in sorted(best.items(),
+                                                       key=lambda i: (-i[0][1], i[0][2], i[0][0])))
+    env = envs[0]
+    return Table(("form", "d", "causal", "best tile (BMxBNxwarpsxstages)", "TFLOP/s",
+                  "SDPA TFLOP/s in the runs"), rows,
+                 f"bfloat16, seq {env['seq']}, batch x heads = {16384 // env['seq']} x 2048/d; "
+                 f"the fastest right tile of each form over {len(envs)} runs of "
+                 f"bench/attention_variants.py. {env['device']}, torch {env['torch']}, triton "
+                 f"{env['triton']}, {env['date']}. 'pointers' is the kernel before it took the "
+                 "multiply-add form of 'pointers-fma'; 'descriptors' is _attention_tma.")
+
+
 # ---------------------------------------------------------------------------------------------
 # The page.
 
@@ -443,4 +477,5 @@ BLOCKS = {
     "target": target,
     "backends": backends,
     "configs": configs,
+    "variants": variants,
 }
