@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write all results here")
     ap.add_argument("--smoke", action="store_true", help="check the script in the interpreter")
     args = ap.parse_args(argv)
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select()
     import triton_kernels as tk

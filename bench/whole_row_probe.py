@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--smoke", action="store_true", help="check the kernels in the interpreter")
     args = ap.parse_args(argv)
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select(force_interpret=args.smoke)
     if args.smoke:

@@ -9,8 +9,8 @@ import os
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 # LEARNING_WITHOUT_TRITON=1: every course process behaves as on a machine without Triton, as
-# macOS is (learning.mode); the tests grade that mode on a machine that has Triton.
+# macOS is (learning.grader.mode); the tests grade that mode on a machine that has Triton.
 if os.environ.get("LEARNING_WITHOUT_TRITON"):
-    from learning import mode as _mode
+    from learning.grader import mode as _mode
 
     _mode.hide_triton_if_asked()

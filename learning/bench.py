@@ -514,7 +514,7 @@ def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: s
     except ArgumentError as error:
         console.print(f"bench: {error}", style="red")
         return 2
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select()
     if mode.interpret:

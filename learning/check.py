@@ -18,10 +18,11 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import course, registry, report, runner, state
-from learning import mode as kernel_mode
-from learning.childproc import MEMORY_ALLOWANCE_GIB
+from learning import course
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import mode as kernel_mode
+from learning.grader import registry, report, runner, state
+from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +179,7 @@ def _wanted_map(options, targets: list[registry.Exercise]) -> bool | str:
         return len(targets) == 1 and not options.all
     if len(targets) != 1 or options.all:
         raise ArgumentError("--map draws a case of one exercise: name the exercise, not --all")
-    from learning import memory_map
+    from learning.grader import memory_map
 
     try:
         return memory_map.find_case(targets[0], options.map, options.parts)[1]

@@ -10,9 +10,9 @@ A lesson marks a section it does not write by hand like this:
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
 commas) that the block takes as one list. Two topics are not explainers: ``hints`` (an
-exercise's hints, as ``check --hint`` gives them), ``facts`` (learning/facts.py: what
+exercise's hints, as ``check --hint`` gives them), ``facts`` (learning/explainers/facts.py: what
 bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
-``memory_map`` (learning/map_view.py: a kernel run in Triton's interpreter and drawn as
+``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
 This command regenerates every such section; ``--check`` only reports the stale ones and
 exits 1, which is what the test suite does.
@@ -27,7 +27,7 @@ from pathlib import Path
 from learning import explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import LESSONS_DIR
-from learning.page import to_markdown
+from learning.explainers.page import to_markdown
 
 MARKER = re.compile(
     r"(?P<open><!-- computed: (?P<topic>\w+) (?P<block>\w+)(?: (?P<args>[^>]*?))? -->\n)"
@@ -50,7 +50,7 @@ def _parse_args(text: str | None) -> list:
 def render_hints(exercise_name: str, parts_text: str | None) -> str:
     """The hints ``check --hint`` shows for the named parts of an exercise, as a lesson lists
     them: the same words and the same count as the command's."""
-    from learning import registry
+    from learning.grader import registry
 
     exercise = registry.find(exercise_name)
     names = (parts_text or "").split(",") if parts_text else [p.name for p in exercise.parts]
@@ -70,11 +70,11 @@ def render_block(topic: str, block: str, args_text: str | None) -> str:
     if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
         return render_hints(block, args_text)
     if topic == "memory_map":  # not an explainer: a kernel run in the interpreter, drawn
-        from learning import map_view
+        from learning.grader import map_view
 
         return map_view.lesson_block(block, _parse_args(args_text))
     if topic == "facts":  # not an explainer: GPU measurements and triton_kernels' routing
-        from learning import facts
+        from learning.explainers import facts
 
         return to_markdown(facts.BLOCKS[block](_parse_args(args_text)))
     module = explainers.load(topic)

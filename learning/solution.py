@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from learning import registry, state
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import registry, state
 from learning.solutions import solution_path
 
 

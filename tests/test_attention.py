@@ -17,10 +17,11 @@ import pytest
 import torch
 
 import reference_attention as ra
-from learning import bench, compare, explain, registry
+from learning import bench, explain
 from learning.exercises import attention as exercise
 from learning.explainers import attention as page
-from learning.tensors import round_to_dtype
+from learning.grader import compare, registry
+from learning.grader.tensors import round_to_dtype
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
@@ -196,14 +197,14 @@ def test_the_case_that_must_raise_does_so_in_both_parts():
 
 
 def _refusal(outcome):
-    from learning.registry import Case
+    from learning.grader.registry import Case
 
     case = Case("refuse", "must raise", lambda: (), catches=(), raises="ValueError")
     return compare.judge(TRITON, case, outcome, (), None, {"filename": "attention.py"})
 
 
 def test_a_case_that_must_raise_passes_on_the_error_and_fails_on_a_result():
-    from learning.returned import Raised, Returned
+    from learning.grader.returned import Raised, Returned
 
     assert _refusal(Raised("ValueError", "no", "")).status == "passed"
     assert _refusal(Raised("NotImplementedError", "", "", not_started=True)).status == \

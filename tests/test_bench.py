@@ -146,7 +146,7 @@ def test_lesson_facts_writes_where_it_is_told(tmp_path):
 
 def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(monkeypatch,
                                                                               tmp_path):
-    from learning import facts
+    from learning.explainers import facts
 
     monkeypatch.setattr(facts, "RESULTS", tmp_path / "absent.json")
     for name in ("exp_error", "underflow", "underflow_summary", "num_warps"):
@@ -164,7 +164,7 @@ def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, 
     import subprocess
     import sys
 
-    from learning import facts
+    from learning.explainers import facts
 
     out = tmp_path / "facts.json"
     env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 import reference_matmul as rm
-from learning import bench, explain, registry
+from learning import bench, explain
 from learning.exercises import matmul as exercise
 from learning.explainers import matmul as page
-from learning.tensors import TensorSpec
+from learning.grader import registry
+from learning.grader.tensors import TensorSpec
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.

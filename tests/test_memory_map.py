@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learning import check, computed, map_view, memory_map, registry, sanitizer
-from learning.tensors import TensorSpec
+from learning import check, computed
+from learning.grader import map_view, memory_map, registry, sanitizer
+from learning.grader.tensors import TensorSpec
 from tests.helpers import solution_text, write_module
 
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning import compare, registry, runner
+from learning.grader import compare, registry, runner
 from learning.solutions import solution_path
 from tests.helpers import COURSE_ROOT
 
@@ -197,8 +197,8 @@ _HARNESS = r"""
 import copy, importlib.util, json, math, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np
-from learning import registry
-from learning.tensors import TensorSpec
+from learning.grader import registry
+from learning.grader.tensors import TensorSpec
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)

@@ -15,9 +15,9 @@ from pathlib import Path
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
 from learning.explainers.matmul import EXAMPLE_TENSOR_FLOPS
+from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.softmax import number
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH
-from learning.page import Heading, Page, Table, Text
 
 WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses the same)
 TRACED_ROW = 0  # the query row the page follows block by block
@@ -269,7 +269,7 @@ def memory_table(numbers=None) -> Table:
 
 def cases(numbers=None) -> Table:
     """The check's Triton cases as data: what each holds and what it is held to."""
-    from learning import registry
+    from learning.grader import registry
 
     part = registry.find("attention").part("triton")
     rows = []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
+from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
-from learning.page import Heading, Page, Table, Text
 
 # The worked example: A is M x K, B is K x N, tiles of BLOCK (learning.exercises.matmul grades
 # matmul_python on these same matrices).
@@ -302,7 +302,7 @@ def _whole(value: float) -> str:
 
 def cases(numbers=None) -> Table:
     """The check's Triton cases as data: what each holds and the tolerance it is held to."""
-    from learning import registry
+    from learning.grader import registry
 
     part = registry.find("matmul").part("triton")
     rows = []

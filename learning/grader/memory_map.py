@@ -2,10 +2,10 @@
 
 A map is recorded only when one is wanted: for the first failing kernel case small enough to
 draw, or the case ``check --map CASE`` names. The grader then starts one more worker process
-(``learning.worker --map``) that runs that case in Triton's interpreter twice, with the
+(``learning.grader.worker --map``) that runs that case in Triton's interpreter twice, with the
 reference solution's module and with the learner's, while a ``Recorder`` watches every load and
-store through ``learning.sanitizer``'s hooks. Each access is kept with the program that made it
-(the interpreter's current program id), the lanes its mask switched off, and the elements it
+store through ``learning.grader.sanitizer``'s hooks. Each access is kept with the program that
+made it (the interpreter's current program id), the lanes its mask switched off, and the elements it
 touched, mapped back to (row, column) of the tensor they belong to: the case's inputs, the
 returned output, or a tensor made inside the call. Lanes that address no element of that
 tensor are kept as offsets from its first element ("outside the tensor").
@@ -17,7 +17,7 @@ Three halves live here:
   with the questions the tests and the drawing ask (which programs touched this cell);
 - ``for_check`` and ``record``, which choose the case and run the worker.
 
-``learning.map_view`` draws the maps; nothing here prints.
+``learning.grader.map_view`` draws the maps; nothing here prints.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _tensors_in(value):
 class Recorder:
     """Every launch and every load and store of one call, as the interpreter runs them.
 
-    Installed as an observer of ``learning.sanitizer`` (which calls ``launch`` and ``access``
+    Installed as an observer of ``learning.grader.sanitizer`` (which calls ``launch`` and ``access``
     before it checks the access), so an access that the sanitizer then refuses is recorded too.
     """
 
@@ -291,9 +291,9 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
     """Run ``function`` on the case's arguments with a Recorder watching; its data."""
     import copy
 
-    from learning import sanitizer
-    from learning.tensors import TensorSpec
-    from learning.worker import root_cause, safe_str
+    from learning.grader import sanitizer
+    from learning.grader.tensors import TensorSpec
+    from learning.grader.worker import root_cause, safe_str
 
     args = tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a)
                  for a in args_spec)
@@ -312,11 +312,11 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
 
 def worker_run(exercise_name: str, module_path: str, request: dict, channel,
                memory_gib: float = 0.0) -> int:
-    """``python -m learning.worker --map``: the case in the interpreter, the reference's module
-    first (so that nothing the learner's import does can change it), then the learner's."""
-    from learning import mode as kernel_mode
-    from learning import registry, sanitizer, worker
-    from learning.returned import ImportProblem, Skipped
+    """``python -m learning.grader.worker --map``: the case in the interpreter, the reference's
+    module first (so that nothing the learner's import does can change it), then the learner's."""
+    from learning.grader import mode as kernel_mode
+    from learning.grader import registry, sanitizer, worker
+    from learning.grader.returned import ImportProblem, Skipped
 
     selected = kernel_mode.select(True)
     channel.send("mode", True, selected.reason)
@@ -568,7 +568,7 @@ def _case_json(case_map: CaseMap | None) -> dict | None:
 
 def small_enough(case) -> bool:
     """Every tensor of the case has at most MAX_ELEMENTS elements, and it runs anywhere."""
-    from learning.tensors import TensorSpec
+    from learning.grader.tensors import TensorSpec
 
     if case.gpu_only:
         return False
@@ -653,7 +653,7 @@ def for_check(result, wanted, case_seconds: float | None = None,
 def _forked_workers() -> bool:
     """Whether a worker can be forked from a process that has torch and triton loaded (the
     warm one, or the test suite's), so that one more costs a fraction of a second."""
-    from learning import forkserver, warm
+    from learning.grader import forkserver, warm
 
     return forkserver.enabled() or warm.enabled()
 
@@ -664,7 +664,7 @@ def record(exercise, module_path: Path, part: str, case: str, reference_path: Pa
     ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
     import json
 
-    from learning import runner
+    from learning.grader import runner
     from learning.solutions import solution_path
 
     reference_path = reference_path or solution_path(exercise.name)

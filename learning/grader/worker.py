@@ -1,8 +1,9 @@
 """The learner's process: import their module, call their functions on each case, report back.
 
-Started by ``learning.runner`` as ``python -m learning.worker``; not a learner command. It never
-judges anything: it sends plain data (``learning.returned``) down a pipe, one frame per event,
-so the grader sees how far it got even when the learner's code hangs or kills the process.
+Started by ``learning.grader.runner`` as ``python -m learning.grader.worker``; not a learner
+command. It never judges anything: it sends plain data (``learning.grader.returned``) down a pipe,
+one frame per event, so the grader sees how far it got even when the learner's code hangs or
+kills the process.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import traceback
 import warnings
 from numbers import Real
 
-from learning import allocations, registry
-from learning import mode as kernel_mode
-from learning.childproc import MEMORY_ALLOWANCE_GIB
-from learning.returned import ImportProblem, Raised, Returned, Skipped
-from learning.tensors import TensorSpec
+from learning.grader import allocations, registry
+from learning.grader import mode as kernel_mode
+from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
+from learning.grader.tensors import TensorSpec
 
 MAX_MESSAGE = 2000
 MAX_MESSAGE_LINES = 30
@@ -91,7 +92,7 @@ def learner_traceback(exc: BaseException, learner_file: str) -> str:
     learner_file = os.path.abspath(learner_file)
     mine = [f for f in frames if os.path.abspath(f.filename) == learner_file]
     if not mine:
-        here = os.path.dirname(os.path.abspath(__file__))
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # learning/
         mine = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
     # With no frame of theirs (the grader's call itself failed), the exception line alone.
     lines = ["Traceback (most recent call last, your code only):\n"] if mine else []
@@ -412,7 +413,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     if kernel_mode.triton_missing():
         # The learner's module imports triton: the stand-in lets it import, so that its plain
         # Python is graded as anywhere; a part that launches kernels cannot run at all here.
-        from learning import standin
+        from learning.grader import standin
 
         standin.install()
         kernels = [part.name for part in parts if part.needs_kernels]
@@ -424,7 +425,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning import gpu_compile, sanitizer
+            from learning.grader import gpu_compile, sanitizer
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
@@ -512,7 +513,7 @@ def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m learning.worker")
+    parser = argparse.ArgumentParser(prog="python -m learning.grader.worker")
     parser.add_argument("--exercise", required=True)
     parser.add_argument("--module-path", required=True)
     parser.add_argument("--parts", required=True)
@@ -523,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON {part: [case, ...]}: run only these cases of those parts")
     parser.add_argument("--map", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's memory map "
-                        "(learning.memory_map) instead of grading")
+                        "(learning.grader.memory_map) instead of grading")
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
     kernel_mode.hide_triton_if_asked()  # a worker forked from a warm process has triton
@@ -532,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
     channel = Channel(options.fd)
     if options.map is not None:
-        from learning import memory_map
+        from learning.grader import memory_map
 
         return memory_map.worker_run(options.exercise, options.module_path, options.map,
                                      channel, options.memory_gib)

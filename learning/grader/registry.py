@@ -29,10 +29,10 @@ class Bug:
 
     ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
     with this bug returns for the case's arguments (``args`` as the reference sees them). A
-    match is the evidence that lets the grader name this bug; ``learning.replays.same_as``
+    match is the evidence that lets the grader name this bug; ``learning.grader.replays.same_as``
     builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
     given, says whether the bug's plain-Python replay raises the same exception on these
-    arguments (``learning.replays.raises_like``). ``error`` names the bug when the learner's
+    arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
     call raises an error whose message contains it. A bug with none of the three is never
     named: the grader says what it observed instead.
     """
@@ -94,7 +94,7 @@ class Part:
     needs_kernels: bool = False  # True when the part launches Triton kernels
     # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
     hints: tuple[str, ...] = ()
-    # Facts about a wrong output worth stating for this part (learning.observe): "row-sums"
+    # Facts about a wrong output worth stating for this part (learning.grader.observe): "row-sums"
     # for outputs whose rows are probabilities.
     observe: tuple[str, ...] = ()
 

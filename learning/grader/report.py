@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from learning import course, registry, runner
-from learning.compare import format_value
-from learning.state import State
+from learning import course
+from learning.grader import registry, runner
+from learning.grader.compare import format_value
+from learning.grader.state import State
 
 STATUS_STYLE = {
     "passed": ("PASS", "green"),
@@ -79,7 +80,7 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
                      _repeat_of(case_result, seen_errors))
         if memory_map is not None and (memory_map.part, memory_map.case) == \
                 (part.name, case_result.name):
-            from learning import map_view
+            from learning.grader import map_view
 
             map_view.render(console, memory_map)
     if part_result.compile_check is not None:
@@ -193,7 +194,7 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
 
 def _render_compile_check(console: Console, check: runner.CompileCheck):
     """The kernels compiled for a GPU after the interpreter run: what the compiler rejected."""
-    from learning.gpu_compile import TARGET_LABEL
+    from learning.grader.gpu_compile import TARGET_LABEL
 
     if not check.ran:
         _say(console, f"note: the GPU compile check could not run: {check.note}", 2,
@@ -292,10 +293,10 @@ def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
 
 
 def _memory_map_json(memory_map) -> dict | None:
-    """Which program touched which element in one case (learning.memory_map), or null."""
+    """Which program touched which element in one case (learning.grader.memory_map), or null."""
     if memory_map is None:
         return None
-    from learning import memory_map as maps
+    from learning.grader import memory_map as maps
 
     return maps.to_json(memory_map)
 

@@ -1,9 +1,10 @@
 """Grade a learner's exercise module: run it in a child process, judge what comes back.
 
 ``grade`` returns plain results and prints nothing; ``learning.check`` renders them. The
-learner's code only ever runs in ``learning.worker``'s process, under a time limit, so a hang,
-a crash or an exit in their code is reported as such and never takes the grader down with it.
-The processes' plumbing (environment, events, output, signals) is ``learning.childproc``.
+learner's code only ever runs in ``learning.grader.worker``'s process, under a time limit, so a
+hang, a crash or an exit in their code is reported as such and never takes the grader down with
+it.
+The processes' plumbing (environment, events, output, signals) is ``learning.grader.childproc``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import childproc, compare, forkserver, replays, warm
-from learning.registry import Exercise, Part
-from learning.returned import ImportProblem, Returned, Skipped
-from learning.tensors import TensorSpec
+from learning.grader import childproc, compare, forkserver, replays, warm
+from learning.grader.registry import Exercise, Part
+from learning.grader.returned import ImportProblem, Returned, Skipped
+from learning.grader.tensors import TensorSpec
 
 PYTHON_CASE_SECONDS = 10.0
 KERNEL_CASE_SECONDS = 60.0
@@ -54,7 +55,7 @@ class CompileCheck:
 
     ran: bool  # False: it could not run here, and ``note`` says why
     note: str = ""
-    compiled: list = field(default_factory=list)  # learning.gpu_compile.Compiled, one per launch
+    compiled: list = field(default_factory=list)  # gpu_compile.Compiled, one per launch
 
     @property
     def rejected(self) -> list:
@@ -105,15 +106,15 @@ class CheckResult:
     parts: list[PartResult]
     mode: tuple[bool, str] | None = None  # (interpreting, why), when kernels were involved
     import_problem: ImportProblem | None = None
-    # This machine's Triton interpreter cannot run kernels (learning.mode.interpreter_problem):
-    # nothing was graded, and the problem is the environment's, not the learner's.
+    # This machine's Triton interpreter cannot run kernels (mode.interpreter_problem): nothing
+    # was graded, and the problem is the environment's, not the learner's.
     environment_problem: str = ""
     learner_output: str = ""
     seconds: float = 0.0
     # (seconds since the check began, what happened): process starts and exits, the worker's
     # events. What bench/check_phases.py prints, to show where a check's time goes.
     timeline: list[tuple[float, str]] = field(default_factory=list)
-    # Which program read and wrote which element, in one case (learning.memory_map), when
+    # Which program read and wrote which element, in one case (learning.grader.memory_map), when
     # grade() was asked for it.
     memory_map: object = None
 
@@ -139,7 +140,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     ``import_limit(case_seconds)``). With ``compile_check``, kernels that ran in the
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
     ``memory_map`` (True, or a case's name) records a memory map of the first failing kernel
-    case small enough to draw, or of that case (``learning.memory_map``).
+    case small enough to draw, or of that case (``learning.grader.memory_map``).
     """
     start = time.perf_counter()
     # Judging needs numpy: import it while the worker starts, not when its first result comes.
@@ -164,7 +165,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
                    memory_gib, start)
         if memory_map:
-            from learning import memory_map as maps
+            from learning.grader import memory_map as maps
 
             result.memory_map = maps.for_check(result, memory_map, case_seconds, memory_gib)
             result.timeline.append((time.perf_counter() - start, "memory map: recorded"))
@@ -458,13 +459,13 @@ class _WorkerRun:
         self.timeline: list[tuple[float, str]] = []
         self.returncode: int | None = None
         self.output = ""
-        self.extra_args: list[str] = []  # more worker arguments: --map (learning.memory_map)
+        self.extra_args: list[str] = []  # more worker arguments: --map (learning.grader.memory_map)
         self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
 
     def execute(self):
         read_fd, write_fd = os.pipe()
         out_read, out_write = os.pipe()
-        command = [sys.executable, "-m", "learning.worker", "--exercise", self.exercise.name,
+        command = [sys.executable, "-m", "learning.grader.worker", "--exercise", self.exercise.name,
                    "--module-path", str(self.module_path), "--parts", ",".join(self.part_names),
                    "--fd", str(write_fd)]
         if self.force_interpret:
@@ -494,8 +495,8 @@ class _WorkerRun:
         self.timeline.append((time.perf_counter() - self.clock_start, what))
 
     def _start(self, command: list[str], event_fd: int, output_fd: int):
-        """A fresh worker process: forked by the test suite's server (learning.forkserver) or
-        a learner's warm one (learning.warm), started from scratch where there is none."""
+        """A fresh worker process: forked by the test suite's server (learning.grader.forkserver) or
+        a learner's warm one (learning.grader.warm), started from scratch where there is none."""
         cwd, env = str(self.module_path.parent), childproc.child_environment()
         server = forkserver.ForkServer.get() if forkserver.enabled() else \
             warm.server(self.force_interpret)
