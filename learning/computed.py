@@ -9,8 +9,9 @@ A lesson marks a section it does not write by hand like this:
     <!-- end computed -->
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
-commas) that the block takes as one list. Two topics are not explainers: ``hints`` (an
-exercise's hints, as ``check --hint`` gives them), ``facts`` (learning/explainers/facts.py: what
+commas) that the block takes as one list. Some topics are not explainers: ``hints`` (an
+exercise's hints, as ``check --hint`` gives them), ``cases`` (a part's cases, as the check
+declares them), ``facts`` (learning/explainers/facts.py: what
 bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
 ``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
@@ -27,7 +28,7 @@ from pathlib import Path
 from learning import explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import LESSONS_DIR
-from learning.explainers.page import to_markdown
+from learning.explainers.page import Table, to_markdown
 
 MARKER = re.compile(
     r"(?P<open><!-- computed: (?P<topic>\w+) (?P<block>\w+)(?: (?P<args>[^>]*?))? -->\n)"
@@ -66,9 +67,29 @@ def render_hints(exercise_name: str, parts_text: str | None) -> str:
     return "\n".join(lines).rstrip()
 
 
+def render_cases(exercise_name: str, part_name: str | None) -> str:
+    """The cases the check runs for one part of an exercise, as data: what each holds, what it
+    is held to and where it runs."""
+    from learning.grader import registry
+
+    exercise = registry.find(exercise_name)
+    part = exercise.part((part_name or "").strip())
+    rows = []
+    for case in part.cases:
+        tolerance = f"raises {case.raises}" if case.raises else \
+            (case.tolerance or part.tolerance).describe()
+        rows.append((case.name, case.purpose, tolerance,
+                     "GPU only" if case.gpu_only else "everywhere"))
+    return to_markdown(Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
+                             "A value passes when |got - want| <= atol + rtol * |want|, want "
+                             "the float64 reference computed from the same (rounded) inputs."))
+
+
 def render_block(topic: str, block: str, args_text: str | None) -> str:
     if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
         return render_hints(block, args_text)
+    if topic == "cases":  # not an explainer: the check's own cases, block = the exercise
+        return render_cases(block, args_text)
     if topic == "memory_map":  # not an explainer: a kernel run in the interpreter, drawn
         from learning.grader import map_view
 

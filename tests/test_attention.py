@@ -197,7 +197,7 @@ def test_the_case_that_must_raise_does_so_in_both_parts():
 
 
 def _refusal(outcome):
-    from learning.grader.registry import Case
+    from learning.grader.declarations import Case
 
     case = Case("refuse", "must raise", lambda: (), catches=(), raises="ValueError")
     return compare.judge(TRITON, case, outcome, (), None, {"filename": "attention.py"})
@@ -548,7 +548,8 @@ def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
 
 def test_the_lesson_s_figures_are_computed_sections():
     text = (Path(COURSE_ROOT) / "lessons" / "13-attention.md").read_text(encoding="utf-8")
-    for block in ("memory", "trace", "check", "rows", "causal", "guard", "cases", "measured",
-                  "target", "backends", "configs"):
+    for block in ("memory", "trace", "check", "rows", "causal", "guard", "measured", "target",
+                  "backends", "configs"):
         assert f"<!-- computed: attention {block}" in text, block
+    assert "<!-- computed: cases attention triton -->" in text
     assert "<!-- computed: hints attention python -->" in text

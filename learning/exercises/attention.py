@@ -13,7 +13,7 @@ import math
 from functools import partial
 
 from learning.explainers import attention as worked_example
-from learning.grader.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import any_of, raises_like, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
 

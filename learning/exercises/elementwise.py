@@ -3,7 +3,7 @@ mask, first by hand in Python, then as a Triton kernel."""
 
 from __future__ import annotations
 
-from learning.grader.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import raises_like, same_as
 from learning.grader.tensors import TensorSpec
 

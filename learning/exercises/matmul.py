@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from learning.explainers import matmul as worked_example
-from learning.grader.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.grader.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec
 

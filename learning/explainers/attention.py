@@ -267,22 +267,6 @@ def memory_table(numbers=None) -> Table:
                   "FLOP per byte, unfused", "FLOP per byte, fused"), tuple(rows), caption)
 
 
-def cases(numbers=None) -> Table:
-    """The check's Triton cases as data: what each holds and what it is held to."""
-    from learning.grader import registry
-
-    part = registry.find("attention").part("triton")
-    rows = []
-    for case in part.cases:
-        tolerance = f"raises {case.raises}" if case.raises else \
-            (case.tolerance or part.tolerance).describe()
-        rows.append((case.name, case.purpose, tolerance,
-                     "GPU only" if case.gpu_only else "everywhere"))
-    return Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
-                 "A value passes when |got - want| <= atol + rtol * |want|, want the float64 "
-                 "attention of the same (rounded) inputs.")
-
-
 # ---------------------------------------------------------------------------------------------
 # The committed measurements (python -m learning.bench attention on a GPU).
 
@@ -438,7 +422,6 @@ BLOCKS = {
     "causal": causal_table,
     "guard": guard_table,
     "memory": memory_table,
-    "cases": cases,
     "measured": measured,
     "target": target,
     "backends": backends,

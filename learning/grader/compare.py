@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learning.grader import errors, observe
+from learning.grader.declarations import Bug, Case, Part
 from learning.grader.numbers import DECIMALS, close, format_value, format_values  # noqa: F401
-from learning.grader.registry import Bug, Case, Part
 from learning.grader.returned import Raised, Returned
 
 MAX_MISMATCHES_SHOWN = 5

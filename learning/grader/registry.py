@@ -1,135 +1,15 @@
-"""The exercise registry: every exercise, part, case and known bug, declared as data.
+"""The exercise registry: every exercise of the course, found by name.
 
-Nothing here runs a learner's code. The runner reads these declarations; adding an exercise means
-adding a module under ``learning/exercises`` and listing it there, never a branch in the runner.
+The exercises are declared in ``learning/exercises`` (one module each, listed once in its
+``__init__``) with the types of ``learning.grader.declarations``.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Agreement with the float64 reference: |got - want| <= atol + rtol * |want|, elementwise."""
-
-    atol: float
-    rtol: float
-
-    def describe(self) -> str:
-        return f"atol {self.atol:g}, rtol {self.rtol:g}"
-
-
-@dataclass(frozen=True)
-class Bug:
-    """A mistake learners make, and the one-line likely cause the grader prints when it sees it.
-
-    ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
-    with this bug returns for the case's arguments (``args`` as the reference sees them). A
-    match is the evidence that lets the grader name this bug; ``learning.grader.replays.same_as``
-    builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
-    given, says whether the bug's plain-Python replay raises the same exception on these
-    arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
-    call raises an error whose message contains it. A bug with none of the three is never
-    named: the grader says what it observed instead.
-    """
-
-    key: str
-    cause: str
-    detect: Callable[[Any, tuple, Any], bool] | None = None
-    hint: int = 0  # the level (1-based) of the part's hint that helps with this bug, if any
-    error: str = ""  # a fragment of the error message ("raised ValueError: ...") it causes
-    raises: Callable[[str, tuple], bool] | None = None
-
-    @property
-    def recognisable(self) -> bool:
-        """The grader can see evidence of this bug (a replay or an error's words)."""
-        return self.detect is not None or self.raises is not None or bool(self.error)
-
-
-@dataclass(frozen=True)
-class Case:
-    """One graded call of the learner's function.
-
-    ``make_args`` builds the call's arguments (plain Python values, or ``TensorSpec`` for
-    tensors); it must be deterministic, because the grader and the learner's process each
-    build them. ``catches`` names the bugs this case is there to expose: the test suite proves
-    that a catalogued version with each of them fails this case and is named. It is never
-    printed as a cause: a failure names only the bugs whose evidence it shows.
-    """
-
-    name: str
-    purpose: str
-    make_args: Callable[[], tuple]
-    catches: tuple[str, ...]
-    tolerance: Tolerance | None = None
-    checks: tuple[str, ...] = ()
-    gpu_only: bool = False
-    fill_outputs_with_nan: bool = True
-    # The exception type the call must raise ("ValueError"): arguments the function must refuse.
-    # Raising it passes; returning fails, naming the part's (or the common) "missing-error" bug.
-    raises: str = ""
-
-
-@dataclass(frozen=True)
-class Part:
-    """One function of an exercise module that a lesson asks the learner to write."""
-
-    name: str  # "python" or "triton"
-    title: str
-    lesson: str  # the lesson that starts this part, e.g. "04"
-    function: str  # the function in the learner's module that the grader calls
-    reference: Callable[..., Any]  # float64 reference, run in the grader's process only
-    cases: tuple[Case, ...]
-    tolerance: Tolerance
-    bugs: tuple[Bug, ...] = ()  # the mistakes this part's cases can name, most specific first
-    # What the function returns, which decides how it is compared:
-    #   "list"   a list of floats (nested lists for 2-D), compared with the tolerance;
-    #   "tensor" a torch.Tensor of the input's dtype and device, compared with the tolerance;
-    #   "exact"  plain data (str, int, tuple, ...), compared with ==.
-    returns: str = "list"
-    needs_kernels: bool = False  # True when the part launches Triton kernels
-    # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
-    hints: tuple[str, ...] = ()
-    # Facts about a wrong output worth stating for this part (learning.grader.observe): "row-sums"
-    # for outputs whose rows are probabilities.
-    observe: tuple[str, ...] = ()
-
-    def bug(self, key: str) -> Bug:
-        for bug in self.bugs:
-            if bug.key == key:
-                return bug
-        raise KeyError(f"part {self.name!r} declares no bug {key!r}")
-
-    def case(self, name: str) -> Case:
-        for case in self.cases:
-            if case.name == name:
-                return case
-        raise KeyError(f"part {self.name!r} has no case {name!r}")
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """An exercise module at the top of the course and the parts the lessons add to it."""
-
-    name: str
-    title: str
-    parts: tuple[Part, ...]
-    lessons: tuple[str, ...] = ()  # lesson files, in order, that work on this module
-
-    @property
-    def filename(self) -> str:
-        return f"{self.name}.py"
-
-    def part(self, name: str) -> Part:
-        for part in self.parts:
-            if part.name == name:
-                return part
-        known = ", ".join(p.name for p in self.parts)
-        raise KeyError(f"exercise {self.name!r} has no part {name!r} (it has: {known})")
+from learning.grader.declarations import Exercise
 
 
 class UnknownExercise(LookupError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from learning.grader.declarations import Bug
 from learning.grader.numbers import close
-from learning.grader.registry import Bug
 from learning.grader.tensors import rows_read_at
 
 

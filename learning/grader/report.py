@@ -11,6 +11,7 @@ from rich.text import Text
 from learning import course
 from learning.grader import registry, runner
 from learning.grader.compare import format_value
+from learning.grader.declarations import Exercise, Part
 from learning.grader.state import State
 
 STATUS_STYLE = {
@@ -54,12 +55,12 @@ def _render_import_problem(console: Console, result: runner.CheckResult):
         console.print(problem.traceback.rstrip(), highlight=False, markup=False)
 
 
-def _lesson_label(exercise: registry.Exercise, part: registry.Part) -> str:
+def _lesson_label(exercise: Exercise, part: Part) -> str:
     lesson = course.lesson_for(exercise.name, part.name)
     return f"lessons/{lesson.filename}" if lesson else f"lesson {part.lesson}"
 
 
-def _render_part(console: Console, exercise: registry.Exercise, part_result: runner.PartResult,
+def _render_part(console: Console, exercise: Exercise, part_result: runner.PartResult,
                  state: State, memory_map=None):
     part = part_result.part
     status = part_result.status
@@ -102,12 +103,12 @@ def _repeat_of(case_result: runner.CaseResult, seen: dict[tuple[str, str], str])
     return ""
 
 
-def hint_command(exercise: registry.Exercise, part: registry.Part, level: int) -> str:
+def hint_command(exercise: Exercise, part: Part, level: int) -> str:
     """The command that shows exactly hint ``level`` of ``part``."""
     return f"python -m learning.check {exercise.name} --part {part.name} --hint {level}"
 
 
-def _hint_pointer(exercise: registry.Exercise, part: registry.Part,
+def _hint_pointer(exercise: Exercise, part: Part,
                   case_result: runner.CaseResult, state: State) -> str:
     """Point a failure at the hint that helps with its known cause: quoted if already shown."""
     level = next((b.hint for b in case_result.verdict.causes
@@ -301,7 +302,7 @@ def _memory_map_json(memory_map) -> dict | None:
     return maps.to_json(memory_map)
 
 
-def _part_json(exercise: registry.Exercise, part_result: runner.PartResult) -> dict:
+def _part_json(exercise: Exercise, part_result: runner.PartResult) -> dict:
     part = part_result.part
     lesson = course.lesson_for(exercise.name, part.name)
     return {

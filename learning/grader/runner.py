@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from learning.grader import childproc, compare, forkserver, replays, warm
-from learning.grader.registry import Exercise, Part
+from learning.grader.declarations import Exercise, Part
 from learning.grader.returned import ImportProblem, Returned, Skipped
 from learning.grader.tensors import TensorSpec
 

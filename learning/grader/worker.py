@@ -27,6 +27,7 @@ from numbers import Real
 from learning.grader import allocations, registry
 from learning.grader import mode as kernel_mode
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.declarations import Case
 from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
 from learning.grader.tensors import TensorSpec
 
@@ -293,7 +294,7 @@ def _synchronise(device: str):
         _torch().cuda.synchronize()
 
 
-def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses_tensors: bool,
+def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
               learner_file: str):
     """Run one case and describe what happened."""
     try:
