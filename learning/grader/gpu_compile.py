@@ -460,7 +460,7 @@ def _has_kernel(module, name: str) -> bool:
 
 
 def _full_import(module_path: str):
-    from learning.grader.worker import import_learner_module
+    from learning.grader.learner_code import import_learner_module
 
     module, problem = import_learner_module(module_path)
     if problem is not None:

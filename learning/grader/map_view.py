@@ -469,7 +469,7 @@ def lesson_block(block: str, args: list) -> str:
     import tempfile
     from pathlib import Path
 
-    from learning.grader import memory_map, registry
+    from learning.grader import registry, runner
     from learning.solutions import solution_path
 
     if block != "store_without_mask":
@@ -484,7 +484,7 @@ def lesson_block(block: str, args: list) -> str:
         for where, text in ((mine, wrong), (theirs, right)):
             where.mkdir()
             (where / "elementwise.py").write_text(text, encoding="utf-8")
-        drawn = memory_map.record(registry.find("elementwise"), mine / "elementwise.py",
+        drawn = runner.record_map(registry.find("elementwise"), mine / "elementwise.py",
                                   "triton", f"n = {n}", theirs / "elementwise.py")
     if drawn.learner is None or drawn.reference is None:
         raise RuntimeError(f"the lesson's memory map could not be recorded: {drawn.note}")

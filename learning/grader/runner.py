@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from learning.grader import childproc, compare, forkserver, replays, warm
+from learning.grader import memory_map as maps
 from learning.grader.declarations import Exercise, Part
 from learning.grader.returned import ImportProblem, Returned, Skipped
 from learning.grader.tensors import TensorSpec
@@ -165,9 +166,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
                    memory_gib, start)
         if memory_map:
-            from learning.grader import memory_map as maps
-
-            result.memory_map = maps.for_check(result, memory_map, case_seconds, memory_gib)
+            result.memory_map = map_for_check(result, memory_map, case_seconds, memory_gib)
             result.timeline.append((time.perf_counter() - start, "memory map: recorded"))
         if compiler is not None and compiler.started:
             result.timeline.append((time.perf_counter() - start, "compile check: launches sent"))
@@ -676,3 +675,75 @@ class _WorkerRun:
             "crashed", f"the process exited (status {code}) in case {name}: the code ended the "
             "program (sys.exit, os._exit) instead of returning",
             causes=(compare.COMMON_BUGS["exited"],))
+
+
+# ---------------------------------------------------------------------------------------------
+# A memory map (learning.grader.memory_map): one more worker run, in map mode.
+
+
+def map_for_check(result, wanted, case_seconds: float | None = None,
+                  memory_gib: float | None = None) -> maps.MemoryMap | None:
+    """The map a check shows: of the case ``wanted`` names, or (``wanted`` True) of its
+    first failing kernel case small enough to draw; None when there is none."""
+    if result.import_problem is not None:
+        return None
+    if isinstance(wanted, str):
+        part, case = maps.find_case(result.exercise, wanted)
+    else:
+        found = maps.first_failing(result)
+        if found is None:
+            return None
+        part, case = found
+        if not _forked_workers():
+            return maps.MemoryMap(result.exercise.name, part, case, deferred=True, note=(
+                "without the warm process, recording it would start Python, torch and triton "
+                "once more"))
+    try:
+        memory_map = record_map(result.exercise, result.module_path, part, case,
+                                case_seconds=case_seconds, memory_gib=memory_gib)
+    except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
+        memory_map = maps.MemoryMap(result.exercise.name, part, case,
+                                    note=f"recording it failed ({type(exc).__name__}: {exc})")
+    memory_map.asked = isinstance(wanted, str)
+    return memory_map
+
+
+def _forked_workers() -> bool:
+    """Whether a worker can be forked from a process that has torch and triton loaded (the
+    warm one, or the test suite's), so that one more costs a fraction of a second."""
+    return forkserver.enabled() or warm.enabled()
+
+
+def record_map(exercise, module_path: Path, part: str, case: str,
+               reference_path: Path | None = None, case_seconds: float | None = None,
+               memory_gib: float | None = None) -> maps.MemoryMap:
+    """Run one case of ``module_path`` and of the reference (the exercise's solution unless
+    ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
+    import json
+
+    from learning.solutions import solution_path
+
+    reference_path = reference_path or solution_path(exercise.name)
+    parts = [PartResult(exercise.part(part))]
+    run = _WorkerRun(exercise, Path(module_path), parts, True, case_seconds, None, None,
+                     memory_gib, {part: [case]})
+    run.extra_args = ["--map", json.dumps({"part": part, "case": case,
+                                           "reference": str(reference_path)})]
+    run.execute()
+    memory_map = maps.MemoryMap(exercise.name, part, case,
+                                maps.CaseMap.from_data(run.maps.get(maps.LEARNER)),
+                                maps.CaseMap.from_data(run.maps.get(maps.REFERENCE)))
+    if memory_map.learner is None:
+        if run.environment_problem:
+            memory_map.note = run.environment_problem
+        elif run.import_problem is not None:
+            memory_map.note = f"your module could not be imported: {run.import_problem.message}"
+        elif run.missing:
+            memory_map.note = next(iter(run.missing.values())).message
+        else:
+            memory_map.note = f"the run that records it stopped: " \
+                              f"{run.failure_verdict().summary}"
+    elif memory_map.reference is None:
+        problem = (run.maps.get(maps.REFERENCE) or {}).get("problem", "")
+        memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
+    return memory_map
