@@ -18,6 +18,7 @@ import torch
 
 import reference_attention as ra
 from learning import bench, explain
+from learning.bench import rowwise
 from learning.exercises import attention as exercise
 from learning.explainers import attention as page
 from learning.grader import compare, registry
@@ -496,7 +497,7 @@ def test_bad_bench_arguments_are_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
 
     for seq in ba.SEQS:
         for d in ba.DIMS:
@@ -510,11 +511,11 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
 
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
     from learning.solutions import attention as solution
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     monkeypatch.setattr(ba, "shape_for", lambda seq, d: (1, 2))
     assert ba.try_small(solution.attention_triton) == ""
     rows = ba.measure_size(40, 16, "fp16", True, False, solution.attention_triton,
@@ -539,7 +540,7 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
 
 @pytest.mark.interpreter
 def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
     function, why = ba.load_learner(COURSE_ROOT)
