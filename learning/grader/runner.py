@@ -3,8 +3,9 @@
 ``grade`` returns plain results and prints nothing; ``learning.check`` renders them. The
 learner's code only ever runs in ``learning.grader.worker``'s process, under a time limit, so a
 hang, a crash or an exit in their code is reported as such and never takes the grader down with
-it.
-The processes' plumbing (environment, events, output, signals) is ``learning.grader.childproc``.
+it. The processes' plumbing (environment, events, output, signals) is
+``learning.grader.childproc``. A memory map is one more worker run, in map mode:
+``map_for_check`` picks the case and ``record_map`` runs it.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 A check runs the learner's code in a fresh worker process, and on a GPU machine merely starting
 Python with torch and triton takes seconds (4.5 s measured on an H200 machine), longer than the
 cases themselves. So the first check starts a server (``learning.grader.forkserver``) that
-imports them once and then forks a worker for each check; a later check that finds it skips the
-imports.
-Each worker is still a process of its own, which initialises CUDA itself (the server never
-touches it), in its own session, so that limits, crashes and faults behave as before.
+imports them once and then forks a worker for each check; a later check that finds it skips
+the imports. Each worker is still a process of its own, which initialises CUDA itself (the
+server never touches it), in its own session, so that limits, crashes and faults behave as
+before.
 
 The server listens on a socket in a folder only this user can open, named for everything that
 was imported into it (the course's code, the Python, the packages' versions, the kernel mode),
