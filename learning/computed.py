@@ -9,9 +9,9 @@ A lesson marks a section it does not write by hand like this:
     <!-- end computed -->
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
-commas) that the block takes as one list. Some topics are not explainers: ``hints`` (an
-exercise's hints, as ``check --hint`` gives them), ``cases`` (a part's cases, as the check
-declares them), ``facts`` (learning/explainers/facts.py: what
+commas) that the block takes as one list. Four topics are not explainers: ``hints`` (an
+exercise's hints, as ``check --hint`` gives them), ``cases`` (the cases the check runs for one
+part: ``cases EXERCISE PART``), ``facts`` (learning/explainers/facts.py: what
 bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
 ``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
