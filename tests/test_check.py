@@ -251,7 +251,7 @@ def test_the_gpu_probe_answers_without_importing_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from learning import mode; found = mode.cuda_driver_sees_a_gpu(); "
+    code = ("import sys; from learning.grader import mode; found = mode.cuda_driver_sees_a_gpu(); "
             "assert 'torch' not in sys.modules; print(found)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
