@@ -10,7 +10,7 @@ float16 or bfloat16, computes in float32 and stores in its output's dtype.
 The launchers ask ``_plan`` in triton_kernels_fast.py, the production layer, which kernel
 fits the rows; on a GPU it also names kernels of its own for wide and 16-bit rows. Importing
 defines the kernels and does nothing else: whether they run in Triton's interpreter or compiled
-for the CUDA GPU is decided before the import (``learning.mode.select()``).
+for the CUDA GPU is decided before the import (``learning.grader.mode.select()``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ costs on the same machine, then the phases of one check from the grader's own ti
 
     python bench/check_phases.py [--exercise softmax] [--repeats 3] [--out DIR]
 
-A check forks its worker from the learner's warm process (learning.warm) when one is there;
+A check forks its worker from the learner's warm process (learning.grader.warm) when one is there;
 the first check starts it. The last row shows the same check with a fresh process each time.
 Runs on a GPU (compiled kernels) or without one (the interpreter); the result names which.
 """
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", ""))
     options = parser.parse_args(argv)
 
-    from learning import registry, runner
+    from learning.grader import registry, runner
 
     exercise = registry.find(options.exercise)
     work = Path(tempfile.mkdtemp(prefix="check-phases-"))
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, statistics.median(times), times))
 
     check = [sys.executable, "-m", "learning.check", exercise.name, "--root", str(work)]
-    # The learner's warm process (learning.warm), in a folder of this run's own, gone 30 s
+    # The learner's warm process (learning.grader.warm), in a folder of this run's own, gone 30 s
     # after the last check; and the same checks with a fresh process each, as before it.
     sockets = tempfile.mkdtemp(prefix="phases-", dir="/tmp")
     env.update(TMPDIR=sockets, LEARNING_WARM="1", LEARNING_WARM_IDLE="30")

@@ -4,7 +4,7 @@
     PYTHONPATH=. python bench/lesson_facts.py --smoke --out /tmp/facts.json  # the interpreter
 
 Three measurements, each written to one JSON file with the device, versions and date, which
-``python -m learning.computed`` turns into the lessons' tables (learning/facts.py):
+``python -m learning.computed`` turns into the lessons' tables (learning/explainers/facts.py):
 
 1. exp_error (lesson 08): how far ``tl.exp(x)`` and the reference kernels' form
    ``tl.exp2(x * log2(e))`` are from float64's exp, in units in the last place (ulp: the
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="a few values in Triton's interpreter on the CPU (for the tests)")
     args = parser.parse_args(argv)
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select(force_interpret=args.smoke)
     if args.smoke:  # the interpreter computes both sides of a tl.where: (-inf) - (-inf) warns

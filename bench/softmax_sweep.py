@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict
 
-from learning import bench
+from learning.bench import rowwise
 
 DEVICE = "cuda"
 GROUPS = [  # the least certain choices first, in case the budget runs out
@@ -52,10 +52,10 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
 
     import triton_kernels_fast as fast  # imported by tk already, after the mode was chosen
 
-    kernel = bench.KERNELS["softmax_backward" if kind == "bwd" else "softmax"]
-    dtype = bench.torch_dtype(dname)
-    rows = max(1, (bench.GIB // (4 if quick else 1)) // (width * dtype.itemsize))
-    case = bench.make_case(kernel, rows, width, dname)
+    kernel = rowwise.KERNELS["softmax_backward" if kind == "bwd" else "softmax"]
+    dtype = rowwise.torch_dtype(dname)
+    rows = max(1, (rowwise.GIB // (4 if quick else 1)) // (width * dtype.itemsize))
+    case = rowwise.make_case(kernel, rows, width, dname)
     args = case["args"]
     out = torch.empty_like(args[0])
     backward = kind == "bwd"
@@ -80,12 +80,12 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
         out.fill_(float("nan"))
         try:
             launch(plan)
-            ok, err = bench.compare(out[case["picked"]], case["ref"], dname)
-            ms = bench.median_ms(lambda p=plan: launch(p), quick=True) if ok else float("nan")
+            ok, err = rowwise.compare(out[case["picked"]], case["ref"], dname)
+            ms = rowwise.median_ms(lambda p=plan: launch(p), quick=True) if ok else float("nan")
         except Exception as e:  # a configuration the compiler rejects (shared memory, registers)
             print(f"tune {kind} {dname} {width} {plan}: {type(e).__name__}: {e}"[:300])
             ok, err, ms = False, float("nan"), float("nan")
-        g = bench.gbps(case["nbytes"], ms)
+        g = rowwise.gbps(case["nbytes"], ms)
         print(f"  {kind} {dname} {width} {plan_name(asdict(plan))}: {g:.0f} GB/s "
               f"({g / ceiling:.3f}) ok={ok}", flush=True)
         results.append({"kind": kind, "dtype": dname, "cols": width, "plan": asdict(plan),
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write all results here")
     ap.add_argument("--smoke", action="store_true", help="check the script in the interpreter")
     args = ap.parse_args(argv)
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select()
     import triton_kernels as tk
@@ -155,9 +155,9 @@ def main(argv=None) -> int:
     if mode.interpret:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
-    result = {"env": bench.environment()}
+    result = {"env": rowwise.environment()}
     print(json.dumps(result["env"]), flush=True)
-    ceiling = bench.copy_ceiling()
+    ceiling = rowwise.copy_ceiling()
     result["copy_gbps"] = ceiling
     print(f"copy ceiling: {ceiling:.0f} GB/s", flush=True)
     deadline = time.monotonic() + args.budget_s
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
                     break
                 rows += tune_case(tk, kind, dname, width, ceiling, deadline, args.quick)
     result["tuning"] = rows
-    result["copy_gbps_end"] = bench.copy_ceiling()
+    result["copy_gbps_end"] = rowwise.copy_ceiling()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -34,7 +34,7 @@ import argparse
 import json
 import sys
 
-from learning import bench
+from learning.bench import rowwise
 
 
 def describe(plan) -> str:
@@ -116,9 +116,9 @@ def measure(tk, pk, ceiling: float) -> list[dict]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for dname, width in CASES:
-        dtype = bench.torch_dtype(dname)
-        case = bench.make_case(bench.KERNELS["softmax"], bench.GIB // (width * dtype.itemsize),
-                               width, dname)
+        dtype = rowwise.torch_dtype(dname)
+        case = rowwise.make_case(rowwise.KERNELS["softmax"],
+                                 rowwise.GIB // (width * dtype.itemsize), width, dname)
         x = case["args"][0]
         out = torch.empty_like(x)
         for name, checked, launch in variants(tk, pk, dname, width, sms):
@@ -126,10 +126,10 @@ def measure(tk, pk, ceiling: float) -> list[dict]:
             row = {"variant": name, "dtype": dname, "cols": width, "checked": checked}
             try:
                 compiled = launch(out, x)
-                ok, err = bench.compare(out[case["picked"]], case["ref"], dname)
+                ok, err = rowwise.compare(out[case["picked"]], case["ref"], dname)
                 row.update(correct=ok, max_abs_err=err)
                 if ok or not checked:
-                    row["gbps"] = bench.gbps(case["nbytes"], bench.median_ms(
+                    row["gbps"] = rowwise.gbps(case["nbytes"], rowwise.median_ms(
                         lambda f=launch, o=out, a=x: f(o, a)))
                     row["frac"] = row["gbps"] / ceiling
                 if compiled is not None:
@@ -152,7 +152,7 @@ def smoke() -> int:
 
     failures = 0
     for dname in ("bf16", "fp16", "fp32"):
-        dtype = bench.torch_dtype(dname)
+        dtype = rowwise.torch_dtype(dname)
         x = (torch.randn(5, 60) * 3).to(dtype)
         x[1, :16] = -float("inf")  # a run of masked scores, a whole tile of them
         x[2] += 1000.0
@@ -163,7 +163,7 @@ def smoke() -> int:
                 continue
             out = torch.full_like(x, float("nan"))
             launch(out, x)
-            ok, err = bench.compare(out, ref, dname)
+            ok, err = rowwise.compare(out, ref, dname)
             failures += not ok
             print(f"{dname} {name}: {'ok' if ok else 'WRONG'} (largest error {err:.1e})")
     return 1 if failures else 0
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--smoke", action="store_true", help="check the kernels in the interpreter")
     args = ap.parse_args(argv)
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select(force_interpret=args.smoke)
     if args.smoke:
@@ -186,12 +186,12 @@ def main(argv=None) -> int:
 
     import triton_kernels as tk
 
-    result = {"env": bench.environment(), "command": " ".join(["bench/whole_row_probe.py",
-                                                                *(argv or sys.argv[1:])])}
-    result["copy_gbps"] = bench.copy_ceiling()
+    result = {"env": rowwise.environment(), "command": " ".join(["bench/whole_row_probe.py",
+                                                                  *(argv or sys.argv[1:])])}
+    result["copy_gbps"] = rowwise.copy_ceiling()
     print(f"copy ceiling {result['copy_gbps']:.0f} GB/s", flush=True)
     result["rows"] = measure(tk, pk, result["copy_gbps"])
-    result["copy_gbps_end"] = bench.copy_ceiling()
+    result["copy_gbps_end"] = rowwise.copy_ceiling()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

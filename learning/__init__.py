@@ -1,4 +1,57 @@
-"""The course machinery: the exercise registry, the grader, and the learner's commands."""
+"""The course machinery: the commands a learner runs at the top, what grades them below.
+
+Every module at the top is a command, ``python -m learning.NAME``, but for ``cli`` and
+``course``, which the commands, the grader and the explainers all read. tests/test_layout.py
+keeps this list, the folder and the imports (no circles) in step.
+
+    learning/
+        check.py         grade an exercise module: its cases, a grade per part, the next step
+        explain.py       print a worked example, every number computed as it runs
+        watch.py         re-check an exercise each time its file is saved
+        progress.py      every lesson in order, the last grade of each part, what to do next
+        reset.py         start an exercise over, keeping a backup of the learner's file
+        solution.py      show the reference solution once every part has passed
+        doctor.py        check that this machine can take the course, and say what to fix
+        computed.py      regenerate the computed sections of the documents; --check lists stale ones
+        bench/           time kernels on a GPU: ``main`` picks the bench for the kernels named
+            rowwise.py       softmax, its backward and RMSNorm in GB/s; the measuring all share
+            matmul.py        matrix products in TFLOP/s
+            attention.py     attention in TFLOP/s
+        cli.py           what every command shares: argument errors as one line, the console
+        course.py        the lessons in reading order, and where the course's folders are
+        grader/          what ``check`` runs, in its own process and in the learner's
+            runner.py        grade a module: run the worker, judge each case; record a memory map
+            worker.py        the learner's process: import their module, run the cases, report
+            childproc.py     the child processes' plumbing: environment, events, output, signals
+            learner_code.py  import the learner's module; what it raised, put into words
+            compare.py       judge one case against the float64 reference
+            replays.py       replays of known mistakes: the evidence before a bug is named
+            observe.py       what a wrong output looks like, described from the data alone
+            errors.py        what an exception means, when its type and message say so
+            returned.py      what a call returned, as plain data that crosses the pipe
+            tensors.py       tensor arguments as data, built alike in both processes
+            numbers.py       agreement within a tolerance, and numbers as text
+            declarations.py  how an exercise is declared: its parts, cases, bugs, tolerances
+            registry.py      every exercise, found by name
+            allocations.py   new tensors filled with NaN, and guard bands around them on a GPU
+            sanitizer.py     bounds checking for Triton's interpreter
+            standin.py       a stand-in for triton where it cannot be installed (macOS)
+            mode.py          where kernels run: compiled on a CUDA GPU, or in the interpreter
+            gpu_compile.py   compile the interpreted kernels for a GPU target, without a GPU
+            memory_map.py    record which program read and wrote which element
+            map_view.py      draw memory maps, the learner's beside the reference's
+            forkserver.py    a warm process that forks workers (the test suite's, learners')
+            warm.py          the learner's warm server: started by a check, reused by the next
+            report.py        how a check's results look: rich text, or one JSON document
+            state.py         the last grades and the hints shown, in .course-state/
+        exercises/       every exercise as data: its parts, cases and known bugs
+        explainers/      the worked examples, one module per topic, and:
+            page.py          the blocks a worked example is made of, for a terminal or Markdown
+            facts.py         facts the lessons state about the reference kernels
+        solutions/       the reference solution of every exercise
+        stubs/           the exercise modules as a learner first receives them
+        catalogue/       other versions of every exercise: known-wrong ones and other styles
+"""
 
 import os
 
@@ -9,8 +62,8 @@ import os
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 # LEARNING_WITHOUT_TRITON=1: every course process behaves as on a machine without Triton, as
-# macOS is (learning.mode); the tests grade that mode on a machine that has Triton.
+# macOS is (learning.grader.mode); the tests grade that mode on a machine that has Triton.
 if os.environ.get("LEARNING_WITHOUT_TRITON"):
-    from learning import mode as _mode
+    from learning.grader import mode as _mode
 
     _mode.hide_triton_if_asked()

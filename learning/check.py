@@ -18,10 +18,12 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import course, registry, report, runner, state
-from learning import mode as kernel_mode
-from learning.childproc import MEMORY_ALLOWANCE_GIB
+from learning import course
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import mode as kernel_mode
+from learning.grader import registry, report, runner, state
+from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.declarations import Exercise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
-def _runnable_parts(targets: list[registry.Exercise], asked: list[str] | None
+def _runnable_parts(targets: list[Exercise], asked: list[str] | None
                     ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """({exercise: the parts to grade}, {exercise: the kernel parts that cannot run here})."""
     graded, unavailable = {}, {}
@@ -157,7 +159,7 @@ def _unavailable_line(unavailable: dict[str, list[str]], checked: int) -> str:
         [f"{count} parts of {len(unavailable)} exercises"])
 
 
-def _interpreter_problem(targets: list[registry.Exercise], options) -> str | None:
+def _interpreter_problem(targets: list[Exercise], options) -> str | None:
     """What keeps Triton's interpreter from running these kernel parts here, when they surely
     will run in it. Where a GPU driver answers, the worker decides (it imports torch anyway,
     and importing it here too would cost seconds) and reports the same problem."""
@@ -171,14 +173,14 @@ def _interpreter_problem(targets: list[registry.Exercise], options) -> str | Non
     return None
 
 
-def _wanted_map(options, targets: list[registry.Exercise]) -> bool | str:
+def _wanted_map(options, targets: list[Exercise]) -> bool | str:
     """The case --map names, checked before anything runs; else whether to map the first
     failing kernel case (one exercise checked: a summary of --all draws none)."""
     if options.map is None:
         return len(targets) == 1 and not options.all
     if len(targets) != 1 or options.all:
         raise ArgumentError("--map draws a case of one exercise: name the exercise, not --all")
-    from learning import memory_map
+    from learning.grader import memory_map
 
     try:
         return memory_map.find_case(targets[0], options.map, options.parts)[1]
@@ -192,7 +194,7 @@ def default_root() -> Path:
     return here if (here / "learning").is_dir() else course.COURSE_ROOT
 
 
-def _targets(options, progress: state.State) -> list[registry.Exercise]:
+def _targets(options, progress: state.State) -> list[Exercise]:
     """The exercises to check, with the argument errors a learner can make caught here."""
     if options.memory is not None and options.memory <= 0:
         raise ArgumentError(f"--memory must be positive, not {options.memory:g}")
@@ -216,7 +218,7 @@ def _targets(options, progress: state.State) -> list[registry.Exercise]:
     return targets
 
 
-def next_unfinished(progress: state.State, kernels: bool = True) -> registry.Exercise | None:
+def next_unfinished(progress: state.State, kernels: bool = True) -> Exercise | None:
     """The exercise of the first lesson, in reading order, whose parts have not all passed
     (with ``kernels`` False, of the parts that launch none: Triton is missing here)."""
     exercises = {e.name: e for e in registry.all_exercises()}
@@ -255,7 +257,7 @@ def _hint_level(text: str) -> int:
     return level
 
 
-def show_hint(console, exercise: registry.Exercise, parts: list[str] | None, root: Path,
+def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
     hint ``wanted`` when it is given."""

@@ -9,10 +9,11 @@ A lesson marks a section it does not write by hand like this:
     <!-- end computed -->
 
 The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (separated by
-commas) that the block takes as one list. Two topics are not explainers: ``hints`` (an
-exercise's hints, as ``check --hint`` gives them), ``facts`` (learning/facts.py: what
+commas) that the block takes as one list. Four topics are not explainers: ``hints`` (an
+exercise's hints, as ``check --hint`` gives them), ``cases`` (the cases the check runs for one
+part: ``cases EXERCISE PART``), ``facts`` (learning/explainers/facts.py: what
 bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
-``memory_map`` (learning/map_view.py: a kernel run in Triton's interpreter and drawn as
+``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
 This command regenerates every such section; ``--check`` only reports the stale ones and
 exits 1, which is what the test suite does.
@@ -27,7 +28,7 @@ from pathlib import Path
 from learning import explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import LESSONS_DIR
-from learning.page import to_markdown
+from learning.explainers.page import Table, to_markdown
 
 MARKER = re.compile(
     r"(?P<open><!-- computed: (?P<topic>\w+) (?P<block>\w+)(?: (?P<args>[^>]*?))? -->\n)"
@@ -50,7 +51,7 @@ def _parse_args(text: str | None) -> list:
 def render_hints(exercise_name: str, parts_text: str | None) -> str:
     """The hints ``check --hint`` shows for the named parts of an exercise, as a lesson lists
     them: the same words and the same count as the command's."""
-    from learning import registry
+    from learning.grader import registry
 
     exercise = registry.find(exercise_name)
     names = (parts_text or "").split(",") if parts_text else [p.name for p in exercise.parts]
@@ -66,15 +67,35 @@ def render_hints(exercise_name: str, parts_text: str | None) -> str:
     return "\n".join(lines).rstrip()
 
 
+def render_cases(exercise_name: str, part_name: str | None) -> str:
+    """The cases the check runs for one part of an exercise, as data: what each holds, what it
+    is held to and where it runs."""
+    from learning.grader import registry
+
+    exercise = registry.find(exercise_name)
+    part = exercise.part((part_name or "").strip())
+    rows = []
+    for case in part.cases:
+        tolerance = f"raises {case.raises}" if case.raises else \
+            (case.tolerance or part.tolerance).describe()
+        rows.append((case.name, case.purpose, tolerance,
+                     "GPU only" if case.gpu_only else "everywhere"))
+    return to_markdown(Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
+                             "A value passes when |got - want| <= atol + rtol * |want|, want "
+                             "the float64 reference computed from the same (rounded) inputs."))
+
+
 def render_block(topic: str, block: str, args_text: str | None) -> str:
     if topic == "hints":  # not an explainer: the exercise's own hints, block = its name
         return render_hints(block, args_text)
+    if topic == "cases":  # not an explainer: the check's own cases, block = the exercise
+        return render_cases(block, args_text)
     if topic == "memory_map":  # not an explainer: a kernel run in the interpreter, drawn
-        from learning import map_view
+        from learning.grader import map_view
 
         return map_view.lesson_block(block, _parse_args(args_text))
     if topic == "facts":  # not an explainer: GPU measurements and triton_kernels' routing
-        from learning import facts
+        from learning.explainers import facts
 
         return to_markdown(facts.BLOCKS[block](_parse_args(args_text)))
     module = explainers.load(topic)

@@ -72,7 +72,8 @@ def lesson_after(lesson: Lesson) -> Lesson | None:
 def next_lesson(progress, graded: dict[str, tuple[str, ...]]) -> Lesson | None:
     """The first lesson, in reading order, that is not done: one of its graded parts has not
     passed, or (a lesson with nothing to grade, such as 10) no later lesson has been started.
-    ``graded`` maps each exercise to its part names; ``progress`` is a learning.state.State."""
+    ``graded`` maps each exercise to its part names; ``progress`` is a
+    learning.grader.state.State."""
     for index, lesson in enumerate(LESSONS):
         if not lesson.available:
             continue

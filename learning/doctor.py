@@ -17,9 +17,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import mode
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import COURSE_ROOT, LESSONS
+from learning.grader import mode
 
 MINIMUM_PYTHON = (3, 10)
 PACKAGES = ("torch", "triton", "numpy", "rich")
@@ -28,7 +28,7 @@ KERNEL_SECONDS = 180
 # A tiny kernel, run in a fresh process so that a broken install cannot take this one down.
 PROBE = textwrap.dedent("""
     import sys
-    from learning import mode
+    from learning.grader import mode
     chosen = mode.select(force_interpret={force})
     import torch, triton, triton.language as tl
 

@@ -15,7 +15,7 @@ from rich.table import Table as RichTable
 
 from learning import explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
-from learning.page import Heading, Page, Steps, Table, Text
+from learning.explainers.page import Heading, Page, Steps, Table, Text
 
 MAX_INPUT = 64
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from learning import course, registry, state
+from learning import course
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import registry, state
 
 GRADE_STYLE = {"passed": "green", "failed": "red", "missing": "red", "not-started": "yellow"}
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import registry, state
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
-from learning.state import STATE_DIR
+from learning.grader import registry, state
+from learning.grader.state import STATE_DIR
 from learning.stubs import stub_path
 
 

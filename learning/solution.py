@@ -12,9 +12,10 @@ from pathlib import Path
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from learning import registry, state
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import registry, state
+from learning.grader.declarations import Exercise
 from learning.solutions import solution_path
 
 
@@ -28,7 +29,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
-def unfinished_parts(exercise: registry.Exercise, progress: state.State) -> list[str]:
+def unfinished_parts(exercise: Exercise, progress: state.State) -> list[str]:
     """The parts whose last check did not pass, each with its grade, in words."""
     missing = []
     for part in exercise.parts:

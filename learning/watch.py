@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import check, registry
+from learning import check
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import registry
 
 POLL_SECONDS = 0.5
 SETTLE_SECONDS = 0.2  # editors often write a file in several steps

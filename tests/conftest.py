@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from learning import mode as kernel_mode
+from learning.grader import mode as kernel_mode
 
 MODE = kernel_mode.select()
 # Checks the tests start leave no learners' warm servers behind unless asked (tests/test_warm.py
@@ -12,7 +12,7 @@ MODE = kernel_mode.select()
 os.environ.setdefault("LEARNING_WARM", "0")
 if MODE.interpret:
     # Grading hundreds of versions: fork each worker from a process that imported torch and
-    # triton once, instead of paying those imports every time (see learning/forkserver.py).
+    # triton once, instead of paying those imports every time (see learning/grader/forkserver.py).
     os.environ.setdefault("LEARNING_FORKSERVER", "1")
 
 

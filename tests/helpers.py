@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from learning import registry, runner
+from learning.grader import registry, runner
 from learning.solutions import solution_path
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent

@@ -18,10 +18,12 @@ import torch
 import triton.language as tl
 
 import reference_attention as ra
-from learning import bench, compare, explain, registry
+from learning import bench, explain
+from learning.bench import rowwise
 from learning.exercises import attention as exercise
 from learning.explainers import attention as page
-from learning.tensors import round_to_dtype
+from learning.grader import compare, registry
+from learning.grader.tensors import round_to_dtype
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
@@ -197,14 +199,14 @@ def test_the_case_that_must_raise_does_so_in_both_parts():
 
 
 def _refusal(outcome):
-    from learning.registry import Case
+    from learning.grader.declarations import Case
 
     case = Case("refuse", "must raise", lambda: (), catches=(), raises="ValueError")
     return compare.judge(TRITON, case, outcome, (), None, {"filename": "attention.py"})
 
 
 def test_a_case_that_must_raise_passes_on_the_error_and_fails_on_a_result():
-    from learning.returned import Raised, Returned
+    from learning.grader.returned import Raised, Returned
 
     assert _refusal(Raised("ValueError", "no", "")).status == "passed"
     assert _refusal(Raised("NotImplementedError", "", "", not_started=True)).status == \
@@ -532,7 +534,7 @@ def test_bad_bench_arguments_are_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
 
     for seq in ba.SEQS:
         for d in ba.DIMS:
@@ -546,11 +548,11 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
 
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
     from learning.solutions import attention as solution
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     monkeypatch.setattr(ba, "shape_for", lambda seq, d: (1, 2))
     assert ba.try_small(solution.attention_triton) == ""
     rows = ba.measure_size(40, 16, "fp16", True, False, solution.attention_triton,
@@ -575,7 +577,7 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
 
 @pytest.mark.interpreter
 def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
-    from learning import bench_attention as ba
+    from learning.bench import attention as ba
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
     function, why = ba.load_learner(COURSE_ROOT)
@@ -584,7 +586,8 @@ def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
 
 def test_the_lesson_s_figures_are_computed_sections():
     text = (Path(COURSE_ROOT) / "lessons" / "13-attention.md").read_text(encoding="utf-8")
-    for block in ("memory", "trace", "check", "rows", "causal", "guard", "cases", "measured",
-                  "target", "backends", "configs"):
+    for block in ("memory", "trace", "check", "rows", "causal", "guard", "measured", "target",
+                  "backends", "configs"):
         assert f"<!-- computed: attention {block}" in text, block
+    assert "<!-- computed: cases attention triton -->" in text
     assert "<!-- computed: hints attention python -->" in text

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from learning import bench, computed, explain
+from learning.bench import rowwise
 from learning.explainers import bench as bench_page
 from tests.helpers import COURSE_ROOT
 
@@ -39,16 +40,16 @@ def test_measuring_code_checks_then_times_every_implementation(monkeypatch, mode
         pytest.skip("runs the measuring code in the interpreter")
     from learning.solutions import softmax as solution
 
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
-    monkeypatch.setattr(bench, "GIB", 4 * 300 * 4)  # 4 rows of 300 float32 columns
-    kernel = bench.KERNELS["softmax"]
-    assert bench.try_small(kernel, solution.softmax_triton) == ""
-    rows = bench.measure(kernel, (300,), ("fp32",), 1.0, False, solution.softmax_triton,
-                         lambda row: None)
+    monkeypatch.setattr(rowwise, "DEVICE", "cpu")
+    monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(rowwise, "GIB", 4 * 300 * 4)  # 4 rows of 300 float32 columns
+    kernel = rowwise.KERNELS["softmax"]
+    assert rowwise.try_small(kernel, solution.softmax_triton) == ""
+    rows = rowwise.measure(kernel, (300,), ("fp32",), 1.0, False, solution.softmax_triton,
+                           lambda row: None)
     assert [r["impl"] for r in rows] == ["yours", "reference", "torch", "eager"]
     assert all(r["correct"] and r["gbps"] == 2 * 4 * 300 * 4 / 2.0 / 1e6 for r in rows)
-    table = "\n".join(bench.table_lines(rows))
+    table = "\n".join(rowwise.table_lines(rows))
     assert "| softmax | fp32 | 300 |" in table
 
     def forgets_a_row(x):
@@ -56,21 +57,21 @@ def test_measuring_code_checks_then_times_every_implementation(monkeypatch, mode
         out[-1] = 0.0
         return out
 
-    rows = bench.measure(kernel, (300,), ("fp32",), 1.0, False, forgets_a_row, lambda row: None)
+    rows = rowwise.measure(kernel, (300,), ("fp32",), 1.0, False, forgets_a_row, lambda row: None)
     assert not rows[0]["correct"] and "not timed" in rows[0]["note"] and "ms" not in rows[0]
 
 
 def test_a_stub_is_skipped_with_a_note(mode):
     if not mode.interpret:
         pytest.skip("draws its inputs on the CPU")
-    bench.DEVICE, saved = "cpu", bench.DEVICE
+    rowwise.DEVICE, saved = "cpu", rowwise.DEVICE
     try:
-        function, why = bench.load_learner(COURSE_ROOT, bench.KERNELS["softmax"])
-        assert why == "" and "NotImplementedError" in bench.try_small(bench.KERNELS["softmax"],
-                                                                      function)
+        function, why = rowwise.load_learner(COURSE_ROOT, rowwise.KERNELS["softmax"])
+        assert why == "" and "NotImplementedError" in rowwise.try_small(
+            rowwise.KERNELS["softmax"], function)
     finally:
-        bench.DEVICE = saved
-    _, why = bench.load_learner(COURSE_ROOT / "nowhere", bench.KERNELS["softmax"])
+        rowwise.DEVICE = saved
+    _, why = rowwise.load_learner(COURSE_ROOT / "nowhere", rowwise.KERNELS["softmax"])
     assert "does not exist" in why
 
 
@@ -146,7 +147,7 @@ def test_lesson_facts_writes_where_it_is_told(tmp_path):
 
 def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(monkeypatch,
                                                                               tmp_path):
-    from learning import facts
+    from learning.explainers import facts
 
     monkeypatch.setattr(facts, "RESULTS", tmp_path / "absent.json")
     for name in ("exp_error", "underflow", "underflow_summary", "num_warps"):
@@ -164,7 +165,7 @@ def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, 
     import subprocess
     import sys
 
-    from learning import facts
+    from learning.explainers import facts
 
     out = tmp_path / "facts.json"
     env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))

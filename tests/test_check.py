@@ -216,7 +216,7 @@ def test_the_worker_refuses_kernel_parts_in_a_broken_interpreter_before_importin
         tmp_path, monkeypatch):
     # Where a GPU driver answers, check leaves the decision to the worker (importing torch in
     # the parent only to ask would cost seconds); the worker must then stop as check would.
-    from learning import mode, worker
+    from learning.grader import mode, worker
 
     problem = "Triton 3.6.0's interpreter cannot (why): python -m pip install \"numpy<2.4\""
     monkeypatch.setattr(mode, "interpreter_problem", lambda: problem)
@@ -230,7 +230,7 @@ def test_the_worker_refuses_kernel_parts_in_a_broken_interpreter_before_importin
 
 def test_check_prints_the_workers_environment_problem_in_one_line(tmp_path, capsys,
                                                                   monkeypatch):
-    from learning import runner
+    from learning.grader import runner
 
     def broken(exercise, *args, **kwargs):
         result = runner.CheckResult(exercise, tmp_path / exercise.filename, [])
@@ -251,7 +251,7 @@ def test_the_gpu_probe_answers_without_importing_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from learning import mode; found = mode.cuda_driver_sees_a_gpu(); "
+    code = ("import sys; from learning.grader import mode; found = mode.cuda_driver_sees_a_gpu(); "
             "assert 'torch' not in sys.modules; print(found)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
@@ -348,7 +348,7 @@ def test_a_real_gpu_fault_names_the_line_and_runs_every_case(tmp_path, capsys):
     assert code == 1 and not [c["name"] for c in cases if c["status"] == "not-run"]
     faulted = [c for c in cases if "illegal memory access" in c["summary"]]
     assert faulted, [c["summary"] for c in cases]
-    from learning import mode
+    from learning.grader import mode
 
     if mode.interpreter_problem() is None:
         assert any(c["where"] and "tl.store(output_ptr + row * output_row_stride * 1000000"

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from learning import computed, course, registry
+from learning import computed, course
+from learning.grader import registry
 from learning.stubs import stub_path
 from tests.helpers import COURSE_ROOT
 
@@ -71,14 +72,15 @@ def test_importing_modules_runs_no_kernels(tmp_path):
 
 
 def test_the_readme_states_the_memory_cap_the_grader_applies():
-    from learning.childproc import MEMORY_ALLOWANCE_GIB
+    from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 
     readme = " ".join((COURSE_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"a memory cap of {MEMORY_ALLOWANCE_GIB:g} GiB beyond its own" in readme
 
 
 def test_a_lesson_that_grades_nothing_says_so_in_the_readme_progress_and_lessons(tmp_path):
-    from learning import progress, state
+    from learning import progress
+    from learning.grader import state
 
     graded = {e.name: [p.name for p in e.parts] for e in registry.all_exercises()}
     ungraded = [lesson for lesson in course.LESSONS
@@ -117,12 +119,12 @@ def _launcher_plan(monkeypatch, launch):
 
 
 def test_the_routing_tables_in_the_lessons_are_what_the_launchers_pick(monkeypatch, device):
-    # lessons 09 and A1 show learning.facts' routing tables; here the launchers themselves,
-    # on tensors of this mode, pick the same kernels as those tables say for this mode
+    # lessons 09 and A1 show learning.explainers.facts' routing tables; here the launchers
+    # themselves, on tensors of this mode, pick the same kernels as those tables say for this mode
     import torch
 
     import triton_kernels as tk
-    from learning import facts
+    from learning.explainers import facts
 
     pieces = tk._max_pieces(torch.device(device))
     for dtype in (torch.float32, torch.bfloat16):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from learning import errors, observe
+from learning.grader import errors, observe
 from tests.helpers import grade_text, solution_text, write_module
 
 
@@ -97,7 +97,7 @@ def test_a_name_error_is_the_same_error_in_every_case_and_blames_no_formula(tmp_
 
     from rich.console import Console
 
-    from learning import report
+    from learning.grader import report
 
     console = Console(width=80, record=True, color_system=None)
     report.render(console, result)
@@ -179,7 +179,7 @@ def bytes_moved(kernels, arrays, element_bytes):
 
     from rich.console import Console
 
-    from learning import report
+    from learning.grader import report
 
     console = Console(width=80, record=True, color_system=None)
     report.render(console, result)
@@ -195,7 +195,7 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys):
 
     from rich.console import Console
 
-    from learning import report
+    from learning.grader import report
 
     console = Console(width=80, record=True, color_system=None)
     report.render(console, result)

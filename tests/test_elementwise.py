@@ -70,7 +70,7 @@ def test_explain_rejects_bad_input_in_one_line(capsys, plain_console, given, mes
 
 
 def test_lesson_01_lists_the_python_cases_and_which_fill_their_blocks():
-    from learning import registry
+    from learning.grader import registry
     from tests.helpers import COURSE_ROOT
 
     text = " ".join((COURSE_ROOT / "lessons" / "01-elementwise.md").read_text().split())

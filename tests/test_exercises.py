@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import pytest
 
-from learning import registry
 from learning.catalogue import DIAGNOSES, versions
-from learning.compare import COMMON_BUGS
-from learning.errors import MEANINGS
+from learning.grader import registry
+from learning.grader.compare import COMMON_BUGS
+from learning.grader.errors import MEANINGS
 from tests.helpers import (
     COURSE_ROOT,
     failing_bugs,

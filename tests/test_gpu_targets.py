@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from learning import gpu_compile, registry
+from learning.grader import gpu_compile, registry
 from tests.helpers import grade_text, solution_text
 
 ALL = ",".join(gpu_compile.TARGETS)

@@ -15,10 +15,12 @@ import pytest
 import torch
 
 import reference_matmul as rm
-from learning import bench, explain, registry
+from learning import bench, explain
+from learning.bench import rowwise
 from learning.exercises import matmul as exercise
 from learning.explainers import matmul as page
-from learning.tensors import TensorSpec
+from learning.grader import registry
+from learning.grader.tensors import TensorSpec
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
@@ -378,11 +380,11 @@ def test_bad_bench_arguments_are_one_line_and_exit_2(argv, message, capsys):
 
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
-    from learning import bench_matmul
+    from learning.bench import matmul as bench_matmul
     from learning.solutions import matmul as solution
 
     monkeypatch.setattr(bench_matmul, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     assert bench_matmul.try_small(solution.matmul_triton) == ""
     rows = bench_matmul.measure_size(70, 50, 40, "fp16", False, solution.matmul_triton,
                                      lambda row: None)
@@ -405,7 +407,7 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
 
 @pytest.mark.interpreter
 def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
-    from learning import bench_matmul
+    from learning.bench import matmul as bench_matmul
 
     monkeypatch.setattr(bench_matmul, "DEVICE", "cpu")
     function, why = bench_matmul.load_learner(COURSE_ROOT)

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learning import check, computed, map_view, memory_map, registry, sanitizer
-from learning.tensors import TensorSpec
+from learning import check, computed
+from learning.grader import map_view, memory_map, registry, runner, sanitizer
+from learning.grader.tensors import TensorSpec
 from tests.helpers import solution_text, write_module
 
 
@@ -312,7 +313,7 @@ def test_the_reference_maps_like_itself_in_every_kernel_exercise(interpreter, tm
     entry = registry.find(exercise)
     part, case = next((p.name, c.name) for p in entry.parts if p.needs_kernels
                       for c in p.cases if memory_map.small_enough(c))
-    pair = memory_map.record(entry, tmp_path / f"{exercise}.py", part, case)
+    pair = runner.record_map(entry, tmp_path / f"{exercise}.py", part, case)
     assert pair.learner is not None and pair.reference is not None, pair.note
     assert pair.learner.accesses, "no access was recorded"
     for label in pair.labels():
@@ -398,7 +399,7 @@ def test_lesson_06_shows_the_map_the_course_computes():
 def test_without_a_warm_process_check_names_the_command_instead_of_starting_torch_again(
         interpreter, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setattr(memory_map, "_forked_workers", lambda: False)
+    monkeypatch.setattr(runner, "_forked_workers", lambda: False)
     write_module(tmp_path, "softmax", WRONG_SOFTMAX)
     check.main(["softmax", "--root", str(tmp_path), "--part", "triton"])
     out = " ".join(capsys.readouterr().out.split())

@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning import compare, registry, runner
+from learning.grader import compare, registry, runner
+from learning.grader.declarations import Exercise, Part
 from learning.solutions import solution_path
 from tests.helpers import COURSE_ROOT
 
@@ -121,7 +122,7 @@ class _Replace(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _part_functions(tree: ast.Module, part: registry.Part) -> set[str]:
+def _part_functions(tree: ast.Module, part: Part) -> set[str]:
     """The top-level functions ``part.function`` reaches by name, itself included."""
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     reached, todo = set(), [part.function]
@@ -134,7 +135,7 @@ def _part_functions(tree: ast.Module, part: registry.Part) -> set[str]:
     return reached
 
 
-def mutants(exercise: registry.Exercise, part: registry.Part) -> list[Mutant]:
+def mutants(exercise: Exercise, part: Part) -> list[Mutant]:
     source = solution_path(exercise.name).read_text(encoding="utf-8")
     tree = ast.parse(source)
     functions = _part_functions(tree, part)
@@ -197,8 +198,8 @@ _HARNESS = r"""
 import copy, importlib.util, json, math, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np
-from learning import registry
-from learning.tensors import TensorSpec
+from learning.grader import registry
+from learning.grader.tensors import TensorSpec
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)

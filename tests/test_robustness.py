@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from learning import compare, gpu_compile, registry, runner, sanitizer
-from learning import mode as kernel_mode
-from learning.returned import Returned
+from learning.grader import compare, gpu_compile, registry, runner, sanitizer
+from learning.grader import mode as kernel_mode
+from learning.grader.returned import Returned
 from tests.helpers import COURSE_ROOT, grade_text, solution_text
 
 SOFTMAX = registry.find("softmax")
@@ -43,7 +43,7 @@ def rendered(result) -> str:
 
     from rich.console import Console
 
-    from learning import report
+    from learning.grader import report
 
     buffer = io.StringIO()
     report.render(Console(file=buffer, width=200, no_color=True, highlight=False), result)
@@ -375,7 +375,7 @@ import math
 import numpy
 import torch
 
-import learning.compare
+import learning.grader.compare
 import learning.exercises.softmax as exercise
 
 math.exp = lambda v: 1.0
@@ -384,7 +384,7 @@ torch.softmax = lambda x, dim=-1: torch.full_like(x, 1.0 / x.shape[dim])
 builtins.max = lambda *a, **k: 0.0
 builtins.sum = lambda *a, **k: 1.0
 exercise.reference_rows = lambda x: numpy.full(numpy.shape(x), 1.0 / numpy.shape(x)[-1])
-learning.compare._close = lambda got, want, atol, rtol: numpy.ones(numpy.shape(want), bool)
+learning.grader.compare._close = lambda got, want, atol, rtol: numpy.ones(numpy.shape(want), bool)
 
 
 def softmax_python(values):

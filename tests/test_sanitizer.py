@@ -6,7 +6,7 @@ loudly instead of letting a learner's wild store crash the grader's worker.
 
 import pytest
 
-from learning import sanitizer
+from learning.grader import sanitizer
 
 
 @pytest.fixture

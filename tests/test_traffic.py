@@ -32,7 +32,7 @@ def test_eager_model_is_one_kernel_per_torch_operation_the_bench_times():
     torch = pytest.importorskip("torch")
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from learning import bench
+    from learning.bench import rowwise
 
     class Record(TorchDispatchMode):
         def __init__(self):
@@ -43,7 +43,7 @@ def test_eager_model_is_one_kernel_per_torch_operation_the_bench_times():
             self.ops.append(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 
-    eager = bench.implementations(bench.KERNELS["softmax"], None)["eager"]
+    eager = rowwise.implementations(rowwise.KERNELS["softmax"], None)["eager"]
     x = torch.randn(4, 8)
     with Record() as record:
         eager(x)

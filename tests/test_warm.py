@@ -1,4 +1,4 @@
-"""The learners' warm server (learning.warm): a re-check forks its worker instead of starting
+"""The learners' warm server (learning.grader.warm): a re-check forks its worker instead of starting
 Python, torch and triton again; anything odd about the server falls back to a fresh process."""
 
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from learning import forkserver, registry, runner, warm
+from learning.grader import forkserver, registry, runner, warm
 from tests.helpers import solution_text, write_module
 
 FORKED = "worker: forked from a warm process"

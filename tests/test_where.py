@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from learning import gpu_compile, mode
+from learning.grader import gpu_compile, mode
 from tests.helpers import COURSE_ROOT
 
 README = (COURSE_ROOT / "README.md").read_text(encoding="utf-8")

@@ -2,7 +2,7 @@
 
 LEARNING_WITHOUT_TRITON=1 makes every course process answer ``import triton`` as Python does
 where it is not installed. The grader's process then loads the learner's module with the
-stand-in (learning.standin), grades the Python parts as anywhere, and one line says which
+stand-in (learning.grader.standin), grades the Python parts as anywhere, and one line says which
 Triton parts were not run and where to take them; explain and doctor work too.
 """
 
@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from learning import check, mode, registry, standin, worker
-from learning.tensors import TensorSpec
+from learning import check
+from learning.grader import mode, registry, standin, worker
+from learning.grader.tensors import TensorSpec
 from tests.helpers import COURSE_ROOT, grade_text, solution_text, stub_text, write_module
 
 WHERE = mode.WHERE_TRITON_RUNS
@@ -44,7 +45,7 @@ def test_a_course_process_answers_import_triton_as_a_machine_without_it():
     done = course_process("import learning, sys\n"
                           "try:\n    import triton\nexcept ModuleNotFoundError as e:\n"
                           "    print('refused:', e.name)\n"
-                          "print(learning.mode.triton_missing())")
+                          "print(learning.grader.mode.triton_missing())")
     assert done.returncode == 0, done.stderr
     assert "refused: triton" in done.stdout
     assert f"({mode.WITHOUT_TRITON}=1)" in done.stdout
@@ -100,7 +101,7 @@ def test_asking_only_for_a_triton_part_grades_nothing_and_says_why(tmp_path, cap
 
 
 def _python_parts_of_lessons_01_to_05_passed(root=None):
-    from learning import state
+    from learning.grader import state
 
     progress = state.State()
     for name in ("elementwise", "traffic", "reductions", "softmax", "rmsnorm"):

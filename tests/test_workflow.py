@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from learning import check, course, doctor, mode, progress, registry, reset, solution, state
+from learning import check, course, doctor, progress, reset, solution
+from learning.grader import mode, registry, state
 from tests.helpers import COURSE_ROOT, solution_text, stub_text, write_module
 
 

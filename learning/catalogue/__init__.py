@@ -15,7 +15,7 @@ from learning.solutions import solution_path
 
 # Diagnoses a wrong version may need that are not a bug's name: the case limit ran out (and no
 # cause is claimed), or no known mistake matches (and the grader says what differs instead).
-# An exception's meaning is written "error:<key>", a key of learning.errors.MEANINGS.
+# An exception's meaning is written "error:<key>", a key of learning.grader.errors.MEANINGS.
 DIAGNOSES = ("timed-out", "unknown")
 
 

@@ -13,9 +13,9 @@ import math
 from functools import partial
 
 from learning.explainers import attention as worked_example
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, raises_like, same_as
-from learning.tensors import TensorSpec, round_to_dtype
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, raises_like, same_as
+from learning.grader.tensors import TensorSpec, round_to_dtype
 
 # Block sizes a learner may pick: the replays of mistakes that depend on them try each.
 TILES = (16, 32, 64, 128)
@@ -164,7 +164,7 @@ class replay(same_as):  # noqa: N801 - used like a function, as same_as is
     """``same_as`` whose tolerance follows the case's dtype (a Python list is float64)."""
 
     def __call__(self, got, args, want) -> bool:
-        from learning.numbers import close
+        from learning.grader.numbers import close
 
         atol, rtol = _REPLAY_TOLERANCE[_out_dtype(args)]
         buggy = self._buggy(args)

@@ -3,9 +3,9 @@ mask, first by hand in Python, then as a Triton kernel."""
 
 from __future__ import annotations
 
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import raises_like, same_as
-from learning.tensors import TensorSpec
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import raises_like, same_as
+from learning.grader.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------
 # The reference: float64, run only in the grader's process.

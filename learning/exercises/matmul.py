@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 
 from learning.explainers import matmul as worked_example
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, raises_like, rows_at_n_cols, same_as
-from learning.tensors import TensorSpec, round_to_dtype
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.tensors import TensorSpec, round_to_dtype
 
 # Tile sizes a learner may pick: the replays of mistakes that depend on the tile try each.
 TILES = (16, 32, 64, 128, 256)

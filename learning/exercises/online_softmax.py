@@ -10,9 +10,9 @@ import math
 from functools import partial
 
 from learning.exercises.softmax import reference_rows
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, raises_like, rows_at_n_cols, same_as
-from learning.tensors import TensorSpec, rows_read_at
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.tensors import TensorSpec, rows_read_at
 
 
 def _np():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, rows_at_n_cols, same_as
-from learning.tensors import TensorSpec
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, rows_at_n_cols, same_as
+from learning.grader.tensors import TensorSpec
 
 IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}
 COMBINE = {"sum": lambda a, b: a + b, "max": max, "min": min, "product": lambda a, b: a * b}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import raises_like, rows_at_n_cols, same_as
-from learning.tensors import TensorSpec
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import raises_like, rows_at_n_cols, same_as
+from learning.grader.tensors import TensorSpec
 
 DEFAULT_EPS = 1e-6
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, raises_like, rows_at_n_cols, same_as
-from learning.tensors import TensorSpec
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------
 # References: float64, run only in the grader's process.

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
-from learning.replays import any_of, rows_at_n_cols, rows_with_stride_of, same_as
-from learning.tensors import TensorSpec
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.replays import any_of, rows_at_n_cols, rows_with_stride_of, same_as
+from learning.grader.tensors import TensorSpec
 
 
 def _np():

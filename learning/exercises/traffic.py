@@ -25,7 +25,7 @@ from learning.explainers.traffic import (  # the counting model, shared with the
     softmax_arrays,
     total_flops,
 )
-from learning.registry import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 
 # ---------------------------------------------------------------------------------------------
 # Known bugs. Each detect looks at one field of the returned dict and recognises the value a

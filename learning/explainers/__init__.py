@@ -1,4 +1,8 @@
-"""Worked examples, one module per topic, each computing its page at run time without torch."""
+"""Worked examples, one module per topic, each computing its page at run time without torch.
+
+Two modules are not topics: ``page`` (the blocks a page is made of) and ``facts`` (facts the
+lessons state about the reference kernels, as computed sections).
+"""
 
 import importlib
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
 from learning.explainers.matmul import EXAMPLE_TENSOR_FLOPS
+from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.softmax import number
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH
-from learning.page import Heading, Page, Table, Text
 
 WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses the same)
 TRACED_ROW = 0  # the query row the page follows block by block
@@ -268,22 +268,6 @@ def memory_table(numbers=None) -> Table:
                   "FLOP per byte, unfused", "FLOP per byte, fused"), tuple(rows), caption)
 
 
-def cases(numbers=None) -> Table:
-    """The check's Triton cases as data: what each holds and what it is held to."""
-    from learning import registry
-
-    part = registry.find("attention").part("triton")
-    rows = []
-    for case in part.cases:
-        tolerance = f"raises {case.raises}" if case.raises else \
-            (case.tolerance or part.tolerance).describe()
-        rows.append((case.name, case.purpose, tolerance,
-                     "GPU only" if case.gpu_only else "everywhere"))
-    return Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
-                 "A value passes when |got - want| <= atol + rtol * |want|, want the float64 "
-                 "attention of the same (rounded) inputs.")
-
-
 # ---------------------------------------------------------------------------------------------
 # The committed measurements (python -m learning.bench attention on a GPU).
 
@@ -472,7 +456,6 @@ BLOCKS = {
     "causal": causal_table,
     "guard": guard_table,
     "memory": memory_table,
-    "cases": cases,
     "measured": measured,
     "target": target,
     "backends": backends,

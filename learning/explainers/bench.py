@@ -15,7 +15,7 @@ from pathlib import Path
 
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
-from learning.page import Heading, Page, Table, Text
+from learning.explainers.page import Heading, Page, Table, Text
 
 RESULTS = COURSE_ROOT / "bench" / "results"
 KERNELS = ("softmax", "softmax_backward", "rmsnorm")

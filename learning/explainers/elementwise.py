@@ -4,7 +4,7 @@ the last program's spare lanes from touching memory (lessons 01 and 06)."""
 from __future__ import annotations
 
 from learning.cli import ArgumentError
-from learning.page import Heading, Page, Table, Text
+from learning.explainers.page import Heading, Page, Table, Text
 
 DEFAULT = (10, 4)
 MAX_LANES = 64  # lanes the lane-by-lane table will draw

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
+from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
-from learning.page import Heading, Page, Table, Text
 
 # The worked example: A is M x K, B is K x N, tiles of BLOCK (learning.exercises.matmul grades
 # matmul_python on these same matrices).
@@ -300,21 +300,6 @@ def _whole(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
 
 
-def cases(numbers=None) -> Table:
-    """The check's Triton cases as data: what each holds and the tolerance it is held to."""
-    from learning import registry
-
-    part = registry.find("matmul").part("triton")
-    rows = []
-    for case in part.cases:
-        tolerance = case.tolerance or part.tolerance
-        where = "GPU only" if case.gpu_only else "everywhere"
-        rows.append((case.name, case.purpose, tolerance.describe(), where))
-    return Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
-                 "A value passes when |got - want| <= atol + rtol * |want|, want the float64 "
-                 "product of the same (rounded) inputs.")
-
-
 # ---------------------------------------------------------------------------------------------
 # The committed measurements (python -m learning.bench matmul on a GPU).
 
@@ -450,7 +435,6 @@ BLOCKS = {
     "order": order,
     "l2": l2,
     "accumulator": accumulator,
-    "cases": cases,
     "measured": measured,
     "configs": configs,
     "target": target,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.softmax import fixed, number, stable_softmax
-from learning.page import Heading, Page, Table, Text
 
 DEFAULT_ROW = (1.0, -math.inf, 3.0, 0.0, 4.0, -math.inf, 2.0, 6.0, 5.0, 1.0)
 DEFAULT_BLOCK = 4

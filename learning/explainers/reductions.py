@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from learning.page import Heading, Page, Table, Text
+from learning.explainers.page import Heading, Page, Table, Text
 
 DEFAULT_ROW = (-3.0, -1.0, -4.0, -1.0, -5.0)
 IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}

@@ -7,7 +7,7 @@ import math
 import sys
 
 from learning.cli import ArgumentError
-from learning.page import Heading, Page, Step, Steps, Table, Text
+from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
 DEFAULT_ROW = (1.0, 2.0, 2.0, 4.0)
 DEFAULT_WEIGHT = (1.0, 0.5, 2.0, 1.0)

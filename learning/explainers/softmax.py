@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from learning.page import Heading, Page, Step, Steps, Table, Text
+from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
 DEFAULT_ROW = (1.0, 2.0, 3.0)
 DECIMALS = 9

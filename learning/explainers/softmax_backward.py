@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 from learning.explainers.softmax import fixed, number, stable_softmax
-from learning.page import Heading, Page, Step, Steps, Table, Text
 
 DEFAULT_SCORES = (1.0, 2.0, 3.0)
 DEFAULT_DY = (1.0, -1.0, 2.0)  # repeated to the row's length for a learner's own scores

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from learning.cli import ArgumentError
-from learning.page import Heading, Page, Table, Text
+from learning.explainers.page import Heading, Page, Table, Text
 
 KEYS = ("bytes", "flops", "intensity", "bound")
 MEMORY_BOUND = "memory-bound"

@@ -1,13 +1,13 @@
-"""The exercise registry: every exercise, part, case and known bug, declared as data.
+"""How an exercise is declared: its parts, cases, known bugs and tolerances, as data.
 
 Nothing here runs a learner's code. The runner reads these declarations; adding an exercise means
 adding a module under ``learning/exercises`` and listing it there, never a branch in the runner.
+``learning.grader.registry`` finds an exercise by name.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +29,10 @@ class Bug:
 
     ``detect(got, args, want)``, when given, says whether a failing output is exactly what code
     with this bug returns for the case's arguments (``args`` as the reference sees them). A
-    match is the evidence that lets the grader name this bug; ``learning.replays.same_as``
+    match is the evidence that lets the grader name this bug; ``learning.grader.replays.same_as``
     builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
     given, says whether the bug's plain-Python replay raises the same exception on these
-    arguments (``learning.replays.raises_like``). ``error`` names the bug when the learner's
+    arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
     call raises an error whose message contains it. A bug with none of the three is never
     named: the grader says what it observed instead.
     """
@@ -94,7 +94,7 @@ class Part:
     needs_kernels: bool = False  # True when the part launches Triton kernels
     # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
     hints: tuple[str, ...] = ()
-    # Facts about a wrong output worth stating for this part (learning.observe): "row-sums"
+    # Facts about a wrong output worth stating for this part (learning.grader.observe): "row-sums"
     # for outputs whose rows are probabilities.
     observe: tuple[str, ...] = ()
 
@@ -130,31 +130,3 @@ class Exercise:
                 return part
         known = ", ".join(p.name for p in self.parts)
         raise KeyError(f"exercise {self.name!r} has no part {name!r} (it has: {known})")
-
-
-class UnknownExercise(LookupError):
-    """The learner named an exercise the course does not have."""
-
-    def __init__(self, name: str, known: Sequence[str]):
-        self.name = name
-        close = difflib.get_close_matches(name, known, n=1)
-        known_list = ", ".join(known)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; known exercises: {known_list}"
-        super().__init__(f"unknown exercise '{name}'{hint}")
-
-
-def all_exercises() -> tuple[Exercise, ...]:
-    """Every exercise, in lesson order. Imported lazily so commands start fast."""
-    from learning.exercises import EXERCISES
-
-    return EXERCISES
-
-
-def find(name: str) -> Exercise:
-    """The exercise called ``name`` (also accepts ``softmax.py``), or UnknownExercise."""
-    name = name.strip().removesuffix(".py")
-    exercises = all_exercises()
-    for exercise in exercises:
-        if exercise.name == name:
-            return exercise
-    raise UnknownExercise(name, [e.name for e in exercises])

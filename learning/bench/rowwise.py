@@ -514,7 +514,7 @@ def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: s
     except ArgumentError as error:
         console.print(f"bench: {error}", style="red")
         return 2
-    from learning import mode as kernel_mode
+    from learning.grader import mode as kernel_mode
 
     mode = kernel_mode.select()
     if mode.interpret:
@@ -531,14 +531,6 @@ def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: s
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["matmul"]:  # the compute-bound kernel has a bench of its own
-        from learning import bench_matmul
-
-        return bench_matmul.main(argv[1:])
-    if argv[:1] == ["attention"]:  # so has attention
-        from learning import bench_attention
-
-        return bench_attention.main(argv[1:])
     opened = opening(argv, parse, "", "", "Figures measured on an H200 are in "
                      "bench/RESULTS.md, and python -m learning.explain bench reads them with you.")
     if isinstance(opened, int):
@@ -601,6 +593,3 @@ def main(argv: list[str] | None = None) -> int:
         console.print("\n".join(latency_lines(result["latency"])), markup=False)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ import threading
 
 _state = threading.local()
 _installed = False
-# Told of every launch and memory access before it is checked (learning.memory_map records
+# Told of every launch and memory access before it is checked (learning.grader.memory_map records
 # them this way): observer.launch(executor, args, names) and observer.access(kind, builder,
 # ptrs, mask). Empty in a normal check, where the hooks cost one test of this list.
 observers: list = []

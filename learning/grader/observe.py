@@ -9,7 +9,7 @@ the code that produced them.
 
 from __future__ import annotations
 
-from learning.numbers import close, format_value
+from learning.grader.numbers import close, format_value
 
 # Relative errors of this size are what rounding to these formats gives (unit roundoff 2**-24,
 # 2**-11, 2**-8), with room for the few operations of a kernel: (upper bound, description).

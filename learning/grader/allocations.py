@@ -6,7 +6,7 @@ Two things are checked through torch's allocation functions:
   run), so an element the kernel never wrote shows up instead of hiding behind memory that
   happened to hold the right answer;
 - on a GPU, every new contiguous tensor sits between two guard bands, so a store past either
-  end is seen after the launch. (In the interpreter, learning.sanitizer stops such a store
+  end is seen after the launch. (In the interpreter, learning.grader.sanitizer stops such a store
   before it happens.)
 """
 

@@ -3,9 +3,9 @@
 Runs in the grader's process only. The order of the questions is the order a person would ask
 them: did it return at all, the right kind of thing, the right shape, leave its input alone,
 write every element, and only then are the numbers right, and if not, which known bug's replay
-gives exactly them (learning.replays). Without such evidence no cause is named: what differs is
-described instead (learning.observe), and an exception is explained by what its words mean
-(learning.errors).
+gives exactly them (learning.grader.replays). Without such evidence no cause is named: what
+differs is described instead (learning.grader.observe), and an exception is explained by what its
+words mean (learning.grader.errors).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from learning import errors, observe
-from learning.numbers import DECIMALS, close, format_value, format_values  # noqa: F401
-from learning.registry import Bug, Case, Part
-from learning.returned import Raised, Returned
+from learning.grader import errors, observe
+from learning.grader.declarations import Bug, Case, Part
+from learning.grader.numbers import DECIMALS, close, format_value, format_values  # noqa: F401
+from learning.grader.returned import Raised, Returned
 
 MAX_MISMATCHES_SHOWN = 5
 
@@ -81,7 +81,7 @@ class Verdict:
     # Causes whose only evidence here is weak: the same exception type as their replay's, or
     # an output of nothing but NaN, which many mistakes give alike.
     weak: tuple[str, ...] = ()
-    meaning: str = ""  # what the raised exception means (learning.errors), when known
+    meaning: str = ""  # what the raised exception means (learning.grader.errors), when known
     meaning_key: str = ""
     where: str = ""  # the learner's line that raised, "softmax.py, line 18 (f): code"
     observations: tuple[str, ...] = ()  # what differs, described from the data

@@ -2,10 +2,11 @@
 
 A check runs the learner's code in a fresh worker process, and on a GPU machine merely starting
 Python with torch and triton takes seconds (4.5 s measured on an H200 machine), longer than the
-cases themselves. So the first check starts a server (``learning.forkserver``) that imports them
-once and then forks a worker for each check; a later check that finds it skips the imports.
-Each worker is still a process of its own, which initialises CUDA itself (the server never
-touches it), in its own session, so that limits, crashes and faults behave as before.
+cases themselves. So the first check starts a server (``learning.grader.forkserver``) that
+imports them once and then forks a worker for each check; a later check that finds it skips
+the imports. Each worker is still a process of its own, which initialises CUDA itself (the
+server never touches it), in its own session, so that limits, crashes and faults behave as
+before.
 
 The server listens on a socket in a folder only this user can open, named for everything that
 was imported into it (the course's code, the Python, the packages' versions, the kernel mode),
@@ -28,8 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from learning import forkserver, mode
-from learning.childproc import COURSE_ROOT, child_environment
+from learning.grader import forkserver, mode
+from learning.grader.childproc import COURSE_ROOT, child_environment
 
 SWITCH = "LEARNING_WARM"
 IDLE_SWITCH = "LEARNING_WARM_IDLE"  # seconds; the tests make it short
@@ -122,7 +123,7 @@ def _start_and_connect(path: Path, refused: Path, interpret: bool) -> socket.soc
     if not interpret:
         env.pop("TRITON_INTERPRET", None)
     idle = os.environ.get(IDLE_SWITCH, str(IDLE_SECONDS))
-    command = [sys.executable, "-m", "learning.forkserver", "--listen", str(path), idle]
+    command = [sys.executable, "-m", "learning.grader.forkserver", "--listen", str(path), idle]
     if interpret:
         command.append("--interpret")
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -2,7 +2,7 @@
 
 An exercise module imports triton at its top and decorates its kernel with ``@triton.jit``, so
 without Triton the module would not import and even its plain-Python part could not be graded.
-The grader's process (``learning.worker``) installs this stand-in first: every ``triton.*``
+The grader's process (``learning.grader.worker``) installs this stand-in first: every ``triton.*``
 import resolves, the decorators return what they decorate, ``triton.cdiv`` and
 ``triton.next_power_of_2`` compute as Triton's do, and anything that would run a kernel
 raises ``TritonUnavailable`` with the reason. Nothing here pretends to run a kernel.
@@ -15,7 +15,7 @@ import importlib.machinery
 import sys
 import types
 
-from learning import mode
+from learning.grader import mode
 
 
 class TritonUnavailable(RuntimeError):
@@ -137,7 +137,7 @@ def _module(name: str) -> types.ModuleType:
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves a stand-in module for every ``triton`` and ``triton.*`` import."""
 
-    stands_in = True  # learning.mode.triton_missing looks past it
+    stands_in = True  # learning.grader.mode.triton_missing looks past it
 
     def find_spec(self, name, path=None, target=None):
         if name == "triton" or name.startswith("triton."):

@@ -2,30 +2,30 @@
 
 A map is recorded only when one is wanted: for the first failing kernel case small enough to
 draw, or the case ``check --map CASE`` names. The grader then starts one more worker process
-(``learning.worker --map``) that runs that case in Triton's interpreter twice, with the
+(``learning.grader.worker --map``) that runs that case in Triton's interpreter twice, with the
 reference solution's module and with the learner's, while a ``Recorder`` watches every load and
-store through ``learning.sanitizer``'s hooks. Each access is kept with the program that made it
-(the interpreter's current program id), the lanes its mask switched off, and the elements it
+store through ``learning.grader.sanitizer``'s hooks. Each access is kept with the program that
+made it (the interpreter's current program id), the lanes its mask switched off, and the elements it
 touched, mapped back to (row, column) of the tensor they belong to: the case's inputs, the
 returned output, or a tensor made inside the call. Lanes that address no element of that
 tensor are kept as offsets from its first element ("outside the tensor").
 
-Three halves live here:
+Two halves live here:
 
-- in the learner's process: ``Recorder``, ``record_call`` and ``worker_run``;
+- in the learner's process: ``Recorder`` and ``record_call`` (``learning.grader.worker``'s
+  ``run_map`` calls it);
 - in the grader's: ``CaseMap`` and ``MemoryMap``, plain data built from what the worker sent,
-  with the questions the tests and the drawing ask (which programs touched this cell);
-- ``for_check`` and ``record``, which choose the case and run the worker.
+  with the questions the tests and the drawing ask (which programs touched this cell), and
+  which case to map.
 
-``learning.map_view`` draws the maps; nothing here prints.
+``learning.grader.runner`` runs the worker that records one (``map_for_check``, ``record_map``)
+and ``learning.grader.map_view`` draws the maps; nothing here prints.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 # A case is drawn unasked when every tensor of it has at most this many elements (64 x 64).
 MAX_ELEMENTS = 64 * 64
@@ -63,7 +63,7 @@ def _tensors_in(value):
 class Recorder:
     """Every launch and every load and store of one call, as the interpreter runs them.
 
-    Installed as an observer of ``learning.sanitizer`` (which calls ``launch`` and ``access``
+    Installed as an observer of ``learning.grader.sanitizer`` (which calls ``launch`` and ``access``
     before it checks the access), so an access that the sanitizer then refuses is recorded too.
     """
 
@@ -291,9 +291,9 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
     """Run ``function`` on the case's arguments with a Recorder watching; its data."""
     import copy
 
-    from learning import sanitizer
-    from learning.tensors import TensorSpec
-    from learning.worker import root_cause, safe_str
+    from learning.grader import sanitizer
+    from learning.grader.learner_code import root_cause, safe_str
+    from learning.grader.tensors import TensorSpec
 
     args = tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a)
                  for a in args_spec)
@@ -308,63 +308,6 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
     finally:
         sanitizer.observers.remove(recorder)
     return recorder.result(args, parameter_names(function), returned, stopped)
-
-
-def worker_run(exercise_name: str, module_path: str, request: dict, channel,
-               memory_gib: float = 0.0) -> int:
-    """``python -m learning.worker --map``: the case in the interpreter, the reference's module
-    first (so that nothing the learner's import does can change it), then the learner's."""
-    from learning import mode as kernel_mode
-    from learning import registry, sanitizer, worker
-    from learning.returned import ImportProblem, Skipped
-
-    selected = kernel_mode.select(True)
-    channel.send("mode", True, selected.reason)
-    if not sanitizer.install():
-        channel.send("environment", "this Triton's interpreter lacks the hooks a memory map "
-                     "records through")
-        return 0
-    part = registry.find(exercise_name).part(request["part"])
-    case = part.case(request["case"])
-    args_spec = case.make_args()
-    channel.send("importing")
-    reference = None
-    if request.get("reference"):
-        module, problem = worker.import_learner_module(request["reference"])
-        if module is not None and callable(getattr(module, part.function, None)):
-            reference = record_call(getattr(module, part.function), args_spec)
-        else:
-            reference = {"problem": problem.message if problem else
-                         f"the reference has no {part.function}"}
-    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
-    worker.warm_up(module_path)
-    if memory_gib > 0:
-        worker.cap_memory(memory_gib)
-    module, problem = worker.import_learner_module(module_path)
-    channel.send("import", problem)
-    if problem:
-        channel.send("map", REFERENCE, reference)
-        return 0
-    function = getattr(module, part.function, None)
-    if not callable(function):
-        channel.send("part-missing", part.name, ImportProblem(
-            "missing-function", f"{os.path.basename(module_path)} has no function "
-            f"{part.function}", function=part.function))
-        channel.send("map", REFERENCE, reference)
-        channel.send("finished")
-        return 0
-    channel.send("start", part.name, case.name)
-    learner = record_call(function, args_spec)
-    channel.send("map", REFERENCE, reference)
-    channel.send("map", LEARNER, learner)
-    channel.send("done", part.name, case.name, Skipped("recorded for a memory map"))
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    channel.send("finished")
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,12 +506,12 @@ def _case_json(case_map: CaseMap | None) -> dict | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# In the grader's process: which case to map, and the worker that records it.
+# In the grader's process: which case to map.
 
 
 def small_enough(case) -> bool:
     """Every tensor of the case has at most MAX_ELEMENTS elements, and it runs anywhere."""
-    from learning.tensors import TensorSpec
+    from learning.grader.tensors import TensorSpec
 
     if case.gpu_only:
         return False
@@ -621,73 +564,3 @@ def first_failing(result) -> tuple[str, str] | None:
                     small_enough(part.case(case_result.name)):
                 return part.name, case_result.name
     return None
-
-
-def for_check(result, wanted, case_seconds: float | None = None,
-              memory_gib: float | None = None) -> MemoryMap | None:
-    """The map a check shows: of the case ``wanted`` names, or (``wanted`` True) of its
-    first failing kernel case small enough to draw; None when there is none."""
-    if result.import_problem is not None:
-        return None
-    if isinstance(wanted, str):
-        part, case = find_case(result.exercise, wanted)
-    else:
-        found = first_failing(result)
-        if found is None:
-            return None
-        part, case = found
-        if not _forked_workers():
-            return MemoryMap(result.exercise.name, part, case, deferred=True, note=(
-                "without the warm process, recording it would start Python, torch and triton "
-                "once more"))
-    try:
-        memory_map = record(result.exercise, result.module_path, part, case,
-                            case_seconds=case_seconds, memory_gib=memory_gib)
-    except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
-        memory_map = MemoryMap(result.exercise.name, part, case,
-                               note=f"recording it failed ({type(exc).__name__}: {exc})")
-    memory_map.asked = isinstance(wanted, str)
-    return memory_map
-
-
-def _forked_workers() -> bool:
-    """Whether a worker can be forked from a process that has torch and triton loaded (the
-    warm one, or the test suite's), so that one more costs a fraction of a second."""
-    from learning import forkserver, warm
-
-    return forkserver.enabled() or warm.enabled()
-
-
-def record(exercise, module_path: Path, part: str, case: str, reference_path: Path | None = None,
-           case_seconds: float | None = None, memory_gib: float | None = None) -> MemoryMap:
-    """Run one case of ``module_path`` and of the reference (the exercise's solution unless
-    ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
-    import json
-
-    from learning import runner
-    from learning.solutions import solution_path
-
-    reference_path = reference_path or solution_path(exercise.name)
-    parts = [runner.PartResult(exercise.part(part))]
-    run = runner._WorkerRun(exercise, Path(module_path), parts, True, case_seconds, None, None,
-                            memory_gib, {part: [case]})
-    run.extra_args = ["--map", json.dumps({"part": part, "case": case,
-                                           "reference": str(reference_path)})]
-    run.execute()
-    memory_map = MemoryMap(exercise.name, part, case,
-                           CaseMap.from_data(run.maps.get(LEARNER)),
-                           CaseMap.from_data(run.maps.get(REFERENCE)))
-    if memory_map.learner is None:
-        if run.environment_problem:
-            memory_map.note = run.environment_problem
-        elif run.import_problem is not None:
-            memory_map.note = f"your module could not be imported: {run.import_problem.message}"
-        elif run.missing:
-            memory_map.note = next(iter(run.missing.values())).message
-        else:
-            memory_map.note = f"the run that records it stopped: " \
-                              f"{run.failure_verdict().summary}"
-    elif memory_map.reference is None:
-        problem = (run.maps.get(REFERENCE) or {}).get("problem", "")
-        memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
-    return memory_map

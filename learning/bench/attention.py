@@ -4,7 +4,8 @@ TFLOP/s.
     python -m learning.bench attention
     python -m learning.bench attention --seqs 4096 --dims 128 --dtypes bf16,fp16
 
-Reached through ``python -m learning.bench attention`` (learning.bench hands the arguments on).
+Reached through ``python -m learning.bench attention`` (learning.bench hands the arguments on;
+``learning.bench.rowwise`` holds the measuring they share).
 For each dtype, head dim, causal mask and sequence length the command builds q, k and v of
 random normal values, shaped as FlashAttention's own benchmarks do (batch = 16384 / seq, heads =
 2048 / d, so every size holds the same number of tokens), checks every implementation on
@@ -24,6 +25,7 @@ import math
 import time
 from pathlib import Path
 
+from learning.bench import rowwise
 from learning.cli import ArgumentError, CommandParser
 from learning.course import COURSE_ROOT
 
@@ -154,13 +156,11 @@ def make_case(batch: int, heads: int, seq: int, d: int, dname: str, causal: bool
     query rows of the first and of the last (batch, head)."""
     import torch
 
-    from learning.bench import sample, torch_dtype
-
-    dtype = torch_dtype(dname)
+    dtype = rowwise.torch_dtype(dname)
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v = (torch.randn(batch, heads, seq, d, device=DEVICE, generator=g).to(dtype)
                for _ in range(3))
-    picked = sample(seq, seed=seq + d).to(DEVICE)
+    picked = rowwise.sample(seq, seed=seq + d).to(DEVICE)
     checks = [(b, h, reference_rows(q, k, v, causal, b, h, picked))
               for b, h in {(0, 0), (batch - 1, heads - 1)}]
     return {"args": (q, k, v, causal), "checks": checks, "picked": picked}
@@ -229,9 +229,7 @@ def backend_of(names: list[str]) -> str:
 
 
 def _median_ms(fn, quick: bool) -> float:
-    from learning.bench import median_ms
-
-    return median_ms(fn, quick)
+    return rowwise.median_ms(fn, quick)
 
 
 def measure_size(seq: int, d: int, dname: str, causal: bool, quick: bool, learner,
@@ -341,10 +339,8 @@ def measure_configs(quick: bool, say, causal_list=(False, True), target=TARGET) 
 
 
 def load_learner(root: Path):
-    from learning import bench
-
-    return bench.load_learner(root, bench.Kernel("attention", "attention", "attention_triton",
-                                                 (), 0, ""))
+    return rowwise.load_learner(root, rowwise.Kernel("attention", "attention",
+                                                     "attention_triton", (), 0, ""))
 
 
 def try_small(function) -> str:
@@ -400,9 +396,7 @@ def table_lines(results: list[dict]) -> list[str]:
 def main(argv: list[str]) -> int:
     import json
 
-    from learning.bench import opening
-
-    opened = opening(argv, parse, "attention", " attention", results_note())
+    opened = rowwise.opening(argv, parse, "attention", " attention", results_note())
     if isinstance(opened, int):
         return opened
     console, options, env, command = opened

@@ -8,12 +8,12 @@ rejects fails the part, with the compiler's message and the kernel's line.
 
 Two halves live here:
 
-- ``LaunchRecorder`` runs in the learner's process (``learning.worker``): it wraps the
+- ``LaunchRecorder`` runs in the learner's process (``learning.grader.worker``): it wraps the
   interpreter's launch and turns each launch of a kernel defined in the learner's file into a
   ``Launch`` (plain data: names, type strings, constexpr values);
-- ``python -m learning.gpu_compile`` is the compiling process: it imports the learner's module,
-  reads the launches on stdin once the interpreter run is over, compiles each distinct one, and
-  reports a ``Compiled`` per launch on a pipe, like the worker does.
+- ``python -m learning.grader.gpu_compile`` is the compiling process: it imports the learner's
+  module, reads the launches on stdin once the interpreter run is over, compiles each distinct
+  one, and reports a ``Compiled`` per launch on a pipe, like the worker does.
 """
 
 from __future__ import annotations
@@ -460,7 +460,7 @@ def _has_kernel(module, name: str) -> bool:
 
 
 def _full_import(module_path: str):
-    from learning.worker import import_learner_module
+    from learning.grader.learner_code import import_learner_module
 
     module, problem = import_learner_module(module_path)
     if problem is not None:
@@ -508,7 +508,7 @@ def kernels_only(module_path: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m learning.gpu_compile")
+    parser = argparse.ArgumentParser(prog="python -m learning.grader.gpu_compile")
     parser.add_argument("--module-path", required=True)
     parser.add_argument("--fd", type=int, required=True)
     options = parser.parse_args(argv)
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the module's own copy, so that what it pickles is learning.gpu_compile.Compiled.
-    from learning import gpu_compile
+    # Run the module's own copy, so that what it pickles is learning.grader.gpu_compile.Compiled.
+    from learning.grader import gpu_compile
 
     sys.exit(gpu_compile.main())

@@ -1,8 +1,8 @@
 """The child processes of a check, and what travels between them and the grader.
 
-A check runs the learner's module in ``learning.worker``'s process and, where kernels ran in
-the interpreter, compiles them in ``learning.gpu_compile``'s. This module holds what those
-processes share with ``learning.runner``, which judges their results: the environment they
+A check runs the learner's module in ``learning.grader.worker``'s process and, where kernels ran in
+the interpreter, compiles them in ``learning.grader.gpu_compile``'s. This module holds what those
+processes share with ``learning.grader.runner``, which judges their results: the environment they
 start with, their framed and pickled events (unpickled from a short list of allowed classes
 only), their output (kept up to a cap), the names and likely causes of the signals that kill
 them, and the compile check's process itself.
@@ -27,7 +27,7 @@ COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 # instead of swapping a laptop to a standstill before the time limit fires.
 MEMORY_ALLOWANCE_GIB = 4.0
 MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
-COURSE_ROOT = Path(__file__).resolve().parent.parent
+COURSE_ROOT = Path(__file__).resolve().parents[2]
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
 
@@ -52,8 +52,8 @@ class EventUnpickler(pickle.Unpickler):
     the course sends (its result classes, NumPy arrays), never an arbitrary callable."""
 
     ALLOWED = {
-        "learning.returned": {"Returned", "Raised", "Skipped", "ImportProblem"},
-        "learning.gpu_compile": {"Launch", "Compiled"},
+        "learning.grader.returned": {"Returned", "Raised", "Skipped", "ImportProblem"},
+        "learning.grader.gpu_compile": {"Launch", "Compiled"},
         "numpy": {"ndarray", "dtype"},
         "numpy.core.multiarray": {"_reconstruct", "scalar"},
         "numpy.core.numeric": {"_frombuffer"},
@@ -146,7 +146,7 @@ class CappedOutput:
 
 
 class CompileRun:
-    """The GPU compile check's process (learning.gpu_compile): started when the worker says
+    """The GPU compile check's process (learning.grader.gpu_compile): started when the worker says
     kernels run in the interpreter, so that its imports overlap the interpreter run; given the
     recorded launches at the end."""
 
@@ -169,7 +169,7 @@ class CompileRun:
         self.cache_dir = env["TRITON_CACHE_DIR"]
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "learning.gpu_compile", "--module-path",
+                [sys.executable, "-m", "learning.grader.gpu_compile", "--module-path",
                  str(self.module_path), "--fd", str(write_fd)],
                 pass_fds=(write_fd,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, cwd=str(self.module_path.parent), env=env,
@@ -186,7 +186,7 @@ class CompileRun:
         """Send the launches, collect what the compiler said; (results, why it could not run)."""
         import shutil
 
-        from learning.gpu_compile import chosen
+        from learning.grader.gpu_compile import chosen
 
         results, note = [], ""
         try:

@@ -128,7 +128,7 @@ def interpreter_problem() -> str | None:
 
 # ---------------------------------------------------------------------------------------------
 # Machines without Triton: macOS, where there is no release of it, or a Windows machine without
-# triton-windows. Everything that needs none still works there (learning.standin).
+# triton-windows. Everything that needs none still works there (learning.grader.standin).
 
 
 def hidden_on_purpose() -> bool:
@@ -153,15 +153,15 @@ def hide_triton_if_asked() -> None:
         if not getattr(sys.modules[name], "__stand_in__", False):
             del sys.modules[name]
     if not any(isinstance(finder, _NoTriton) for finder in sys.meta_path):
-        # After learning.standin's finder, if it is there: the stand-in is what is wanted.
+        # After learning.grader.standin's finder, if it is there: the stand-in is what is wanted.
         stand_ins = [i for i, f in enumerate(sys.meta_path) if getattr(f, "stands_in", False)]
         sys.meta_path.insert(stand_ins[-1] + 1 if stand_ins else 0, _NoTriton())
 
 
 def stop_hiding_triton() -> None:
-    """Undo hide_triton_if_asked in this process: a warm process (learning.forkserver) imports
-    triton for the workers it forks, and each of them hides it again if its own environment
-    asks."""
+    """Undo hide_triton_if_asked in this process: a warm process (learning.grader.forkserver)
+    imports triton for the workers it forks, and each of them hides it again if its own
+    environment asks."""
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _NoTriton)]
 
 
@@ -184,7 +184,7 @@ def triton_missing() -> str | None:
 
 def _findable(name: str) -> bool:
     """Whether an import of ``name`` would find a real module: the finders of sys.meta_path
-    asked in turn, less the course's own (the blocker above and learning.standin's)."""
+    asked in turn, less the course's own (the blocker above and learning.grader.standin's)."""
     for finder in sys.meta_path:
         if isinstance(finder, _NoTriton) or getattr(finder, "stands_in", False):
             continue

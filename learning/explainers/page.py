@@ -1,7 +1,7 @@
 """A worked example as data (headings, text, tables, steps), for a terminal or for Markdown.
 
 Explainers build pages from numbers they compute at run time; ``learning.explain`` prints them
-with rich and ``learning.lessons`` writes the same blocks into the lessons as Markdown, so a
+with rich and ``learning.computed`` writes the same blocks into the lessons as Markdown, so a
 number in a lesson is always one the course's own code produced.
 """
 

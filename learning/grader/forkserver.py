@@ -1,14 +1,15 @@
 """A warm process that forks the grader's worker processes: the test suite's, and learners'.
 
-Every check runs the learner's code in a fresh ``learning.worker`` process, and starting one
+Every check runs the learner's code in a fresh ``learning.grader.worker`` process, and starting one
 costs seconds of importing torch and triton before any case runs. The course's own tests grade
 hundreds of versions, so with ``LEARNING_FORKSERVER=1`` the runner instead asks one server
 process, which imported those libraries once, to fork each worker. A forked worker is still a
 separate process with its own session, output, working folder and environment, so time limits,
 crashes and exits behave as before. The test suite turns it on only in interpreter mode.
 
-Learners' checks use the same server through ``learning.warm``: started by the first check, it
-listens on a socket of its own and outlives that check, so the next one skips the imports.
+Learners' checks use the same server through ``learning.grader.warm``: started by the first
+check, it listens on a socket of its own and outlives that check, so the next one skips the
+imports.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _preload(interpret: bool = True):
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    from learning import mode
+    from learning.grader import mode
 
     mode.stop_hiding_triton()  # a forked worker hides it again if its environment asks
     import numpy  # noqa: F401
@@ -57,7 +58,7 @@ def _preload(interpret: bool = True):
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    from learning import allocations, mode, registry, sanitizer, worker  # noqa: F401
+    from learning.grader import allocations, mode, registry, sanitizer, worker  # noqa: F401
 
     registry.all_exercises()
 
@@ -84,7 +85,7 @@ def _become_worker(sock: socket.socket, request: dict, fds: list[int]):
         os.environ.update(request["env"])
         argv = list(request["argv"])
         argv[argv.index("--fd") + 1] = str(event_fd)
-        from learning import worker
+        from learning.grader import worker
 
         code = worker.main(argv)
     except SystemExit as done:
@@ -108,11 +109,11 @@ def serve(fd: int):
 
 
 def serve_listening(path: str, interpret: bool, idle_seconds: float):
-    """Serve every grader that connects to the socket at ``path`` (learning.warm), until none
+    """Serve every grader that connects to the socket at ``path`` (learning.grader.warm), until none
     has for ``idle_seconds``. Binds only once the imports are done: a connection means ready."""
     _preload(interpret)
     if not interpret and not _gpu_usable_without_initialising():
-        return 3  # a CPU build of torch: the caller's workers would interpret; see learning.warm
+        return 3  # a CPU build of torch: the caller's workers would interpret; see grader.warm
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         _bind_replacing_stale(listener, path)
@@ -242,7 +243,7 @@ class ForkedProcess:
 
 class ForkServer:
     """The grader's end of a server: the test suite's own (``get``, started on first use), or
-    a learner's warm one that ``learning.warm`` connected to."""
+    a learner's warm one that ``learning.grader.warm`` connected to."""
 
     _instance: ForkServer | None = None
     _create = threading.Lock()
@@ -250,11 +251,11 @@ class ForkServer:
     def __init__(self, sock: socket.socket | None = None):
         self.process = None
         if sock is None:
-            from learning.childproc import child_environment
+            from learning.grader.childproc import child_environment
 
             sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "learning.forkserver", str(theirs.fileno())],
+                [sys.executable, "-m", "learning.grader.forkserver", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 env=child_environment(), start_new_session=True)
             theirs.close()

@@ -8,9 +8,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from learning import course, registry, runner
-from learning.compare import format_value
-from learning.state import State
+from learning import course
+from learning.grader import registry, runner
+from learning.grader.compare import format_value
+from learning.grader.declarations import Exercise, Part
+from learning.grader.state import State
 
 STATUS_STYLE = {
     "passed": ("PASS", "green"),
@@ -53,12 +55,12 @@ def _render_import_problem(console: Console, result: runner.CheckResult):
         console.print(problem.traceback.rstrip(), highlight=False, markup=False)
 
 
-def _lesson_label(exercise: registry.Exercise, part: registry.Part) -> str:
+def _lesson_label(exercise: Exercise, part: Part) -> str:
     lesson = course.lesson_for(exercise.name, part.name)
     return f"lessons/{lesson.filename}" if lesson else f"lesson {part.lesson}"
 
 
-def _render_part(console: Console, exercise: registry.Exercise, part_result: runner.PartResult,
+def _render_part(console: Console, exercise: Exercise, part_result: runner.PartResult,
                  state: State, memory_map=None):
     part = part_result.part
     status = part_result.status
@@ -79,7 +81,7 @@ def _render_part(console: Console, exercise: registry.Exercise, part_result: run
                      _repeat_of(case_result, seen_errors))
         if memory_map is not None and (memory_map.part, memory_map.case) == \
                 (part.name, case_result.name):
-            from learning import map_view
+            from learning.grader import map_view
 
             map_view.render(console, memory_map)
     if part_result.compile_check is not None:
@@ -101,12 +103,12 @@ def _repeat_of(case_result: runner.CaseResult, seen: dict[tuple[str, str], str])
     return ""
 
 
-def hint_command(exercise: registry.Exercise, part: registry.Part, level: int) -> str:
+def hint_command(exercise: Exercise, part: Part, level: int) -> str:
     """The command that shows exactly hint ``level`` of ``part``."""
     return f"python -m learning.check {exercise.name} --part {part.name} --hint {level}"
 
 
-def _hint_pointer(exercise: registry.Exercise, part: registry.Part,
+def _hint_pointer(exercise: Exercise, part: Part,
                   case_result: runner.CaseResult, state: State) -> str:
     """Point a failure at the hint that helps with its known cause: quoted if already shown."""
     level = next((b.hint for b in case_result.verdict.causes
@@ -193,7 +195,7 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
 
 def _render_compile_check(console: Console, check: runner.CompileCheck):
     """The kernels compiled for a GPU after the interpreter run: what the compiler rejected."""
-    from learning.gpu_compile import TARGET_LABEL
+    from learning.grader.gpu_compile import TARGET_LABEL
 
     if not check.ran:
         _say(console, f"note: the GPU compile check could not run: {check.note}", 2,
@@ -292,15 +294,15 @@ def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
 
 
 def _memory_map_json(memory_map) -> dict | None:
-    """Which program touched which element in one case (learning.memory_map), or null."""
+    """Which program touched which element in one case (learning.grader.memory_map), or null."""
     if memory_map is None:
         return None
-    from learning import memory_map as maps
+    from learning.grader import memory_map as maps
 
     return maps.to_json(memory_map)
 
 
-def _part_json(exercise: registry.Exercise, part_result: runner.PartResult) -> dict:
+def _part_json(exercise: Exercise, part_result: runner.PartResult) -> dict:
     part = part_result.part
     lesson = course.lesson_for(exercise.name, part.name)
     return {

@@ -1,9 +1,11 @@
 """Grade a learner's exercise module: run it in a child process, judge what comes back.
 
 ``grade`` returns plain results and prints nothing; ``learning.check`` renders them. The
-learner's code only ever runs in ``learning.worker``'s process, under a time limit, so a hang,
-a crash or an exit in their code is reported as such and never takes the grader down with it.
-The processes' plumbing (environment, events, output, signals) is ``learning.childproc``.
+learner's code only ever runs in ``learning.grader.worker``'s process, under a time limit, so a
+hang, a crash or an exit in their code is reported as such and never takes the grader down with
+it. The processes' plumbing (environment, events, output, signals) is
+``learning.grader.childproc``. A memory map is one more worker run, in map mode:
+``map_for_check`` picks the case and ``record_map`` runs it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import childproc, compare, forkserver, replays, warm
-from learning.registry import Exercise, Part
-from learning.returned import ImportProblem, Returned, Skipped
-from learning.tensors import TensorSpec
+from learning.grader import childproc, compare, forkserver, replays, warm
+from learning.grader import memory_map as maps
+from learning.grader.declarations import Exercise, Part
+from learning.grader.returned import ImportProblem, Returned, Skipped
+from learning.grader.tensors import TensorSpec
 
 PYTHON_CASE_SECONDS = 10.0
 KERNEL_CASE_SECONDS = 60.0
@@ -54,7 +57,7 @@ class CompileCheck:
 
     ran: bool  # False: it could not run here, and ``note`` says why
     note: str = ""
-    compiled: list = field(default_factory=list)  # learning.gpu_compile.Compiled, one per launch
+    compiled: list = field(default_factory=list)  # gpu_compile.Compiled, one per launch
 
     @property
     def rejected(self) -> list:
@@ -105,15 +108,15 @@ class CheckResult:
     parts: list[PartResult]
     mode: tuple[bool, str] | None = None  # (interpreting, why), when kernels were involved
     import_problem: ImportProblem | None = None
-    # This machine's Triton interpreter cannot run kernels (learning.mode.interpreter_problem):
-    # nothing was graded, and the problem is the environment's, not the learner's.
+    # This machine's Triton interpreter cannot run kernels (mode.interpreter_problem): nothing
+    # was graded, and the problem is the environment's, not the learner's.
     environment_problem: str = ""
     learner_output: str = ""
     seconds: float = 0.0
     # (seconds since the check began, what happened): process starts and exits, the worker's
     # events. What bench/check_phases.py prints, to show where a check's time goes.
     timeline: list[tuple[float, str]] = field(default_factory=list)
-    # Which program read and wrote which element, in one case (learning.memory_map), when
+    # Which program read and wrote which element, in one case (learning.grader.memory_map), when
     # grade() was asked for it.
     memory_map: object = None
 
@@ -139,7 +142,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     ``import_limit(case_seconds)``). With ``compile_check``, kernels that ran in the
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
     ``memory_map`` (True, or a case's name) records a memory map of the first failing kernel
-    case small enough to draw, or of that case (``learning.memory_map``).
+    case small enough to draw, or of that case (``learning.grader.memory_map``).
     """
     start = time.perf_counter()
     # Judging needs numpy: import it while the worker starts, not when its first result comes.
@@ -164,9 +167,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
                    memory_gib, start)
         if memory_map:
-            from learning import memory_map as maps
-
-            result.memory_map = maps.for_check(result, memory_map, case_seconds, memory_gib)
+            result.memory_map = map_for_check(result, memory_map, case_seconds, memory_gib)
             result.timeline.append((time.perf_counter() - start, "memory map: recorded"))
         if compiler is not None and compiler.started:
             result.timeline.append((time.perf_counter() - start, "compile check: launches sent"))
@@ -458,13 +459,13 @@ class _WorkerRun:
         self.timeline: list[tuple[float, str]] = []
         self.returncode: int | None = None
         self.output = ""
-        self.extra_args: list[str] = []  # more worker arguments: --map (learning.memory_map)
+        self.extra_args: list[str] = []  # more worker arguments: --map (learning.grader.memory_map)
         self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
 
     def execute(self):
         read_fd, write_fd = os.pipe()
         out_read, out_write = os.pipe()
-        command = [sys.executable, "-m", "learning.worker", "--exercise", self.exercise.name,
+        command = [sys.executable, "-m", "learning.grader.worker", "--exercise", self.exercise.name,
                    "--module-path", str(self.module_path), "--parts", ",".join(self.part_names),
                    "--fd", str(write_fd)]
         if self.force_interpret:
@@ -494,8 +495,8 @@ class _WorkerRun:
         self.timeline.append((time.perf_counter() - self.clock_start, what))
 
     def _start(self, command: list[str], event_fd: int, output_fd: int):
-        """A fresh worker process: forked by the test suite's server (learning.forkserver) or
-        a learner's warm one (learning.warm), started from scratch where there is none."""
+        """A fresh worker process: forked by the test suite's server (learning.grader.forkserver) or
+        a learner's warm one (learning.grader.warm), started from scratch where there is none."""
         cwd, env = str(self.module_path.parent), childproc.child_environment()
         server = forkserver.ForkServer.get() if forkserver.enabled() else \
             warm.server(self.force_interpret)
@@ -675,3 +676,75 @@ class _WorkerRun:
             "crashed", f"the process exited (status {code}) in case {name}: the code ended the "
             "program (sys.exit, os._exit) instead of returning",
             causes=(compare.COMMON_BUGS["exited"],))
+
+
+# ---------------------------------------------------------------------------------------------
+# A memory map (learning.grader.memory_map): one more worker run, in map mode.
+
+
+def map_for_check(result, wanted, case_seconds: float | None = None,
+                  memory_gib: float | None = None) -> maps.MemoryMap | None:
+    """The map a check shows: of the case ``wanted`` names, or (``wanted`` True) of its
+    first failing kernel case small enough to draw; None when there is none."""
+    if result.import_problem is not None:
+        return None
+    if isinstance(wanted, str):
+        part, case = maps.find_case(result.exercise, wanted)
+    else:
+        found = maps.first_failing(result)
+        if found is None:
+            return None
+        part, case = found
+        if not _forked_workers():
+            return maps.MemoryMap(result.exercise.name, part, case, deferred=True, note=(
+                "without the warm process, recording it would start Python, torch and triton "
+                "once more"))
+    try:
+        memory_map = record_map(result.exercise, result.module_path, part, case,
+                                case_seconds=case_seconds, memory_gib=memory_gib)
+    except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
+        memory_map = maps.MemoryMap(result.exercise.name, part, case,
+                                    note=f"recording it failed ({type(exc).__name__}: {exc})")
+    memory_map.asked = isinstance(wanted, str)
+    return memory_map
+
+
+def _forked_workers() -> bool:
+    """Whether a worker can be forked from a process that has torch and triton loaded (the
+    warm one, or the test suite's), so that one more costs a fraction of a second."""
+    return forkserver.enabled() or warm.enabled()
+
+
+def record_map(exercise, module_path: Path, part: str, case: str,
+               reference_path: Path | None = None, case_seconds: float | None = None,
+               memory_gib: float | None = None) -> maps.MemoryMap:
+    """Run one case of ``module_path`` and of the reference (the exercise's solution unless
+    ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
+    import json
+
+    from learning.solutions import solution_path
+
+    reference_path = reference_path or solution_path(exercise.name)
+    parts = [PartResult(exercise.part(part))]
+    run = _WorkerRun(exercise, Path(module_path), parts, True, case_seconds, None, None,
+                     memory_gib, {part: [case]})
+    run.extra_args = ["--map", json.dumps({"part": part, "case": case,
+                                           "reference": str(reference_path)})]
+    run.execute()
+    memory_map = maps.MemoryMap(exercise.name, part, case,
+                                maps.CaseMap.from_data(run.maps.get(maps.LEARNER)),
+                                maps.CaseMap.from_data(run.maps.get(maps.REFERENCE)))
+    if memory_map.learner is None:
+        if run.environment_problem:
+            memory_map.note = run.environment_problem
+        elif run.import_problem is not None:
+            memory_map.note = f"your module could not be imported: {run.import_problem.message}"
+        elif run.missing:
+            memory_map.note = next(iter(run.missing.values())).message
+        else:
+            memory_map.note = f"the run that records it stopped: " \
+                              f"{run.failure_verdict().summary}"
+    elif memory_map.reference is None:
+        problem = (run.maps.get(maps.REFERENCE) or {}).get("problem", "")
+        memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
+    return memory_map

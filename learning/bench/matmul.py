@@ -3,7 +3,8 @@
     python -m learning.bench matmul
     python -m learning.bench matmul --dtypes bf16 --sizes 4096,1000x4096x333 --json out.json
 
-Reached through ``python -m learning.bench matmul`` (learning.bench hands the arguments on).
+Reached through ``python -m learning.bench matmul`` (learning.bench hands the arguments on;
+``learning.bench.rowwise`` holds the measuring they share).
 For each size and dtype the command builds A and B of random normal values, checks every
 implementation's C on sampled rows against float64 (by the norm of the error, so that cuBLAS's
 own order of summation passes), and only then times it with ``triton.testing.do_bench`` (the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from learning.bench import rowwise
 from learning.cli import ArgumentError, CommandParser
 from learning.course import COURSE_ROOT
 
@@ -125,13 +127,11 @@ def make_case(m: int, n: int, k: int, dname: str, seed: int = 0) -> dict:
     """A and B of random normal values in the dtype, and the float64 rows to check against."""
     import torch
 
-    from learning.bench import sample, torch_dtype
-
-    dtype = torch_dtype(dname)
+    dtype = rowwise.torch_dtype(dname)
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     a = torch.randn(m, k, device=DEVICE, generator=g).to(dtype)
     b = torch.randn(k, n, device=DEVICE, generator=g).to(dtype)
-    picked = sample(m, seed=m + n + k).to(DEVICE)
+    picked = rowwise.sample(m, seed=m + n + k).to(DEVICE)
     ref = a[picked].double() @ b.double()
     return {"args": (a, b), "ref": ref, "picked": picked}
 
@@ -158,9 +158,7 @@ def implementations(learner) -> dict:
 
 
 def _median_ms(fn, quick: bool) -> float:
-    from learning.bench import median_ms
-
-    return median_ms(fn, quick)
+    return rowwise.median_ms(fn, quick)
 
 
 def measure_size(m: int, n: int, k: int, dname: str, quick: bool, learner, say) -> list[dict]:
@@ -231,9 +229,8 @@ def measure_configs(dname: str, quick: bool, say, size=CONFIG_SIZE) -> list[dict
 
 
 def load_learner(root: Path):
-    from learning import bench
-
-    return bench.load_learner(root, bench.Kernel("matmul", "matmul", "matmul_triton", (), 0, ""))
+    return rowwise.load_learner(root, rowwise.Kernel("matmul", "matmul", "matmul_triton", (), 0,
+                                                     ""))
 
 
 def try_small(function) -> str:
@@ -283,9 +280,7 @@ def table_lines(results: list[dict]) -> list[str]:
 def main(argv: list[str]) -> int:
     import json
 
-    from learning.bench import opening
-
-    opened = opening(argv, parse, "matmul", " matmul", results_note())
+    opened = rowwise.opening(argv, parse, "matmul", " matmul", results_note())
     if isinstance(opened, int):
         return opened
     console, options, env, command = opened

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from learning.course import COURSE_ROOT
-from learning.page import Table, Text
+from learning.explainers.page import Table, Text
 
 RESULTS = COURSE_ROOT / "bench" / "results" / "lesson_facts.json"
 GPU_RESULTS = COURSE_ROOT / "bench" / "results" / "softmax.json"  # the GPU the course measured

@@ -4,7 +4,7 @@ A replay computes what buggy code returns (``same_as``, ``any_of``) or whether i
 (``raises_like``), so that a bug is named only when the learner's output is exactly that, and
 dropped when the learner's other cases rule it out (``contradicted``). The address mistakes
 every row kernel can make are here too, for any exercise's reference: they read the tensors'
-memory as ``learning.tensors.TensorSpec.stored`` lays it out, padding included.
+memory as ``learning.grader.tensors.TensorSpec.stored`` lays it out, padding included.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from learning.numbers import close
-from learning.registry import Bug
-from learning.tensors import rows_read_at
+from learning.grader.declarations import Bug
+from learning.grader.numbers import close
+from learning.grader.tensors import rows_read_at
 
 
 class same_as:  # noqa: N801 - used like a function: Bug(..., same_as(formula))

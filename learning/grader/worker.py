@@ -1,8 +1,9 @@
 """The learner's process: import their module, call their functions on each case, report back.
 
-Started by ``learning.runner`` as ``python -m learning.worker``; not a learner command. It never
-judges anything: it sends plain data (``learning.returned``) down a pipe, one frame per event,
-so the grader sees how far it got even when the learner's code hangs or kills the process.
+Started by ``learning.grader.runner`` as ``python -m learning.grader.worker``; not a learner
+command. It never judges anything: it sends plain data (``learning.grader.returned``) down a pipe,
+one frame per event, so the grader sees how far it got even when the learner's code hangs or
+kills the process.
 """
 
 from __future__ import annotations
@@ -15,22 +16,26 @@ import json
 import math
 import os
 import pickle
-import re
 import struct
 import sys
 import time
-import traceback
 import warnings
 from numbers import Real
 
-from learning import allocations, registry
-from learning import mode as kernel_mode
-from learning.childproc import MEMORY_ALLOWANCE_GIB
-from learning.returned import ImportProblem, Raised, Returned, Skipped
-from learning.tensors import TensorSpec
+from learning.grader import allocations, registry
+from learning.grader import mode as kernel_mode
+from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.declarations import Case
+from learning.grader.learner_code import cut as _cut
+from learning.grader.learner_code import (
+    import_learner_module,
+    learner_traceback,
+    root_cause,
+    safe_str,
+)
+from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
+from learning.grader.tensors import TensorSpec
 
-MAX_MESSAGE = 2000
-MAX_MESSAGE_LINES = 30
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
 # starts, so that its limit measures their code, not torch's start-up on a slow machine.
 WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
@@ -48,100 +53,6 @@ class Channel:
     def send(self, *event):
         payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
         self._file.write(struct.pack("<Q", len(payload)) + payload)
-
-
-def _cut(text: str, limit: int = MAX_MESSAGE, max_lines: int = MAX_MESSAGE_LINES) -> str:
-    """At most ``limit`` characters and ``max_lines`` lines, saying what was cut."""
-    lines = text.splitlines()
-    if len(lines) > max_lines:
-        text = "\n".join(lines[:max_lines]) + f"\n... [cut: {len(lines) - max_lines} more lines]"
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"... [cut: {len(text) - limit} more characters]"
-
-
-def safe_str(value) -> str:
-    """str() of something the learner made, which may itself raise (a broken __str__)."""
-    try:
-        return str(value)
-    except BaseException as exc:  # noqa: BLE001 - anything the learner's __str__ raises
-        return f"<could not be shown: its __str__ raised {type(exc).__name__}>"
-
-
-def root_cause(exc: BaseException) -> BaseException:
-    """The first exception of a chain: Triton's interpreter wraps a kernel's error in its own."""
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
-        seen.add(id(exc))
-    return exc
-
-
-def learner_traceback(exc: BaseException, learner_file: str) -> str:
-    """The traceback restricted to frames in the learner's file, or all but the grader's."""
-    frames = []
-    chain = [exc]
-    while chain[-1].__cause__ is not None and len(chain) < 8:
-        chain.append(chain[-1].__cause__)
-    for link in chain:  # outermost call first, the kernel's line last
-        for frame in traceback.extract_tb(link.__traceback__):
-            if all((frame.filename, frame.lineno) != (f.filename, f.lineno) for f in frames):
-                frames.append(frame)
-    exc = root_cause(exc)
-    learner_file = os.path.abspath(learner_file)
-    mine = [f for f in frames if os.path.abspath(f.filename) == learner_file]
-    if not mine:
-        here = os.path.dirname(os.path.abspath(__file__))
-        mine = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
-    # With no frame of theirs (the grader's call itself failed), the exception line alone.
-    lines = ["Traceback (most recent call last, your code only):\n"] if mine else []
-    lines += traceback.format_list(mine)
-    lines += traceback.format_exception_only(type(exc), exc)
-    return _cut("".join(lines), 4 * MAX_MESSAGE, 4 * MAX_MESSAGE_LINES)
-
-
-def import_learner_module(path: str) -> tuple[object | None, ImportProblem | None]:
-    """Import the learner's file under its own name, reporting any failure as data."""
-    name = os.path.splitext(os.path.basename(path))[0]
-    if not os.path.exists(path):
-        return None, ImportProblem("missing-file", f"{path} does not exist")
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        where = f"{os.path.basename(exc.filename or path)}, line {exc.lineno}"
-        text = (exc.text or "").rstrip()
-        message = f"syntax error in {where}: {exc.msg}"
-        return None, ImportProblem("syntax", message, text, details={"line": exc.lineno})
-    except ImportError as exc:
-        message = f"importing {os.path.basename(path)} failed: {_missing_name(exc)}"
-        return None, ImportProblem("import", _cut(message), learner_traceback(exc, path),
-                                   details={"name": getattr(exc, "name", None)})
-    except SystemExit as exc:
-        message = (f"{os.path.basename(path)} ended the program while being imported "
-                   f"(SystemExit: {safe_str(exc.code)}): code at the top level of the module "
-                   "runs on import; keep it inside functions")
-        return None, ImportProblem("exited", _cut(message), learner_traceback(exc, path))
-    except BaseException as exc:  # the learner's module may raise anything
-        message = f"importing {os.path.basename(path)} raised {type(exc).__name__}: " \
-                  f"{safe_str(exc)}"
-        return None, ImportProblem("exception", _cut(message), learner_traceback(exc, path))
-    return module, None
-
-
-def _missing_name(exc: ImportError) -> str:
-    """What could not be imported, in words: a module, or a name inside a module."""
-    text = safe_str(exc)
-    found = re.match(r"cannot import name '([^']+)' from '([^']+)'", text)
-    if found:
-        return (f"module {found[2]} has no name {found[1]!r}: check the spelling, or import "
-                f"it from the module that defines it ({text})")
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return (f"no module named {exc.name!r}: is it installed, and is the name spelt "
-                f"right? ({text})")
-    return f"cannot import {getattr(exc, 'name', None) or text} ({text})"
 
 
 def warm_up(path: str) -> None:
@@ -292,7 +203,7 @@ def _synchronise(device: str):
         _torch().cuda.synchronize()
 
 
-def call_case(function, case: registry.Case, args_spec: tuple, device: str, uses_tensors: bool,
+def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
               learner_file: str):
     """Run one case and describe what happened."""
     try:
@@ -412,7 +323,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     if kernel_mode.triton_missing():
         # The learner's module imports triton: the stand-in lets it import, so that its plain
         # Python is graded as anywhere; a part that launches kernels cannot run at all here.
-        from learning import standin
+        from learning.grader import standin
 
         standin.install()
         kernels = [part.name for part in parts if part.needs_kernels]
@@ -424,7 +335,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning import gpu_compile, sanitizer
+            from learning.grader import gpu_compile, sanitizer
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
@@ -511,8 +422,63 @@ def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
             "lacks: GPUs of compute capability 8.0 (sm_80, the A100) and newer have it")
 
 
+def run_map(exercise_name: str, module_path: str, request: dict, channel: Channel,
+            memory_gib: float = 0.0) -> int:
+    """``python -m learning.grader.worker --map``: the case in the interpreter, the reference's
+    module first (so that nothing the learner's import does can change it), then the learner's."""
+    from learning.grader import memory_map, sanitizer
+
+    selected = kernel_mode.select(True)
+    channel.send("mode", True, selected.reason)
+    if not sanitizer.install():
+        channel.send("environment", "this Triton's interpreter lacks the hooks a memory map "
+                     "records through")
+        return 0
+    part = registry.find(exercise_name).part(request["part"])
+    case = part.case(request["case"])
+    args_spec = case.make_args()
+    channel.send("importing")
+    reference = None
+    if request.get("reference"):
+        module, problem = import_learner_module(request["reference"])
+        if module is not None and callable(getattr(module, part.function, None)):
+            reference = memory_map.record_call(getattr(module, part.function), args_spec)
+        else:
+            reference = {"problem": problem.message if problem else
+                         f"the reference has no {part.function}"}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+    warm_up(module_path)
+    if memory_gib > 0:
+        cap_memory(memory_gib)
+    module, problem = import_learner_module(module_path)
+    channel.send("import", problem)
+    if problem:
+        channel.send("map", memory_map.REFERENCE, reference)
+        return 0
+    function = getattr(module, part.function, None)
+    if not callable(function):
+        channel.send("part-missing", part.name, ImportProblem(
+            "missing-function", f"{os.path.basename(module_path)} has no function "
+            f"{part.function}", function=part.function))
+        channel.send("map", memory_map.REFERENCE, reference)
+        channel.send("finished")
+        return 0
+    channel.send("start", part.name, case.name)
+    learner = memory_map.record_call(function, args_spec)
+    channel.send("map", memory_map.REFERENCE, reference)
+    channel.send("map", memory_map.LEARNER, learner)
+    channel.send("done", part.name, case.name, Skipped("recorded for a memory map"))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    channel.send("finished")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m learning.worker")
+    parser = argparse.ArgumentParser(prog="python -m learning.grader.worker")
     parser.add_argument("--exercise", required=True)
     parser.add_argument("--module-path", required=True)
     parser.add_argument("--parts", required=True)
@@ -523,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON {part: [case, ...]}: run only these cases of those parts")
     parser.add_argument("--map", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's memory map "
-                        "(learning.memory_map) instead of grading")
+                        "(learning.grader.memory_map) instead of grading")
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
     kernel_mode.hide_triton_if_asked()  # a worker forked from a warm process has triton
@@ -532,10 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
     channel = Channel(options.fd)
     if options.map is not None:
-        from learning import memory_map
-
-        return memory_map.worker_run(options.exercise, options.module_path, options.map,
-                                     channel, options.memory_gib)
+        return run_map(options.exercise, options.module_path, options.map, channel,
+                       options.memory_gib)
     parts = [p for p in options.parts.split(",") if p]
     return run(options.exercise, options.module_path, parts, options.interpret, channel,
                options.memory_gib, options.cases)

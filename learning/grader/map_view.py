@@ -1,5 +1,5 @@
-"""Draw memory maps (``learning.memory_map``): the learner's kernel beside the reference kernel,
-one character per element, aligned at any width.
+"""Draw memory maps (``learning.grader.memory_map``): the learner's kernel beside the reference
+kernel, one character per element, aligned at any width.
 
 Each element shows the program that stored it (or read it): 0-9, then a-z, then A-Z, in launch
 order. A dot is an element no program touched, ``*`` one stored more than once (or read by more
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from learning.memory_map import CaseMap, MemoryMap, Tensor
+from learning.grader.memory_map import CaseMap, MemoryMap, Tensor
 
 SYMBOLS = string.digits + string.ascii_lowercase + string.ascii_uppercase
 NEVER, SEVERAL, OUTSIDE, EMPTY, ELIDED_COLUMN, ELIDED_ROW = ".", "*", "!", " ", "~", ":"
@@ -469,7 +469,7 @@ def lesson_block(block: str, args: list) -> str:
     import tempfile
     from pathlib import Path
 
-    from learning import memory_map, registry
+    from learning.grader import registry, runner
     from learning.solutions import solution_path
 
     if block != "store_without_mask":
@@ -484,7 +484,7 @@ def lesson_block(block: str, args: list) -> str:
         for where, text in ((mine, wrong), (theirs, right)):
             where.mkdir()
             (where / "elementwise.py").write_text(text, encoding="utf-8")
-        drawn = memory_map.record(registry.find("elementwise"), mine / "elementwise.py",
+        drawn = runner.record_map(registry.find("elementwise"), mine / "elementwise.py",
                                   "triton", f"n = {n}", theirs / "elementwise.py")
     if drawn.learner is None or drawn.reference is None:
         raise RuntimeError(f"the lesson's memory map could not be recorded: {drawn.note}")
@@ -494,5 +494,5 @@ def lesson_block(block: str, args: list) -> str:
 def _replaced(text: str, old: str, new: str) -> str:
     if text.count(old) != 1:
         raise ValueError(f"the elementwise solution no longer holds {old.strip()!r} once; "
-                         "update learning/map_view.lesson_block")
+                         "update learning/grader/map_view.lesson_block")
     return text.replace(old, new)

@@ -1,0 +1,22 @@
+"""Time kernels on a GPU: ``python -m learning.bench NAME [options]``.
+
+- ``rowwise``: softmax, its backward and RMSNorm, in GB/s against a device-to-device copy (the
+  memory roofline), and the measuring the other two share;
+- ``matmul``: matrix products, in TFLOP/s (``python -m learning.bench matmul``);
+- ``attention``: attention, in TFLOP/s (``python -m learning.bench attention``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from learning.bench import attention, matmul, rowwise
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["matmul"]:  # the compute-bound kernel has a bench of its own
+        return matmul.main(argv[1:])
+    if argv[:1] == ["attention"]:  # so has attention
+        return attention.main(argv[1:])
+    return rowwise.main(argv)

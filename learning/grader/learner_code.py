@@ -1,0 +1,113 @@
+"""The learner's code as the grader's child processes meet it: importing their module, and
+what it raised, put into words.
+
+Used in the learner's process (``learning.grader.worker``, the memory map's run) and in the GPU
+compile check's (``learning.grader.gpu_compile``), which imports the module once more.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import traceback
+
+from learning.grader.returned import ImportProblem
+
+MAX_MESSAGE = 2000
+MAX_MESSAGE_LINES = 30
+
+
+def cut(text: str, limit: int = MAX_MESSAGE, max_lines: int = MAX_MESSAGE_LINES) -> str:
+    """At most ``limit`` characters and ``max_lines`` lines, saying what was cut."""
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        text = "\n".join(lines[:max_lines]) + f"\n... [cut: {len(lines) - max_lines} more lines]"
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [cut: {len(text) - limit} more characters]"
+
+
+def safe_str(value) -> str:
+    """str() of something the learner made, which may itself raise (a broken __str__)."""
+    try:
+        return str(value)
+    except BaseException as exc:  # noqa: BLE001 - anything the learner's __str__ raises
+        return f"<could not be shown: its __str__ raised {type(exc).__name__}>"
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first exception of a chain: Triton's interpreter wraps a kernel's error in its own."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
+def learner_traceback(exc: BaseException, learner_file: str) -> str:
+    """The traceback restricted to frames in the learner's file, or all but the grader's."""
+    frames = []
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__cause__)
+    for link in chain:  # outermost call first, the kernel's line last
+        for frame in traceback.extract_tb(link.__traceback__):
+            if all((frame.filename, frame.lineno) != (f.filename, f.lineno) for f in frames):
+                frames.append(frame)
+    exc = root_cause(exc)
+    learner_file = os.path.abspath(learner_file)
+    mine = [f for f in frames if os.path.abspath(f.filename) == learner_file]
+    if not mine:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # learning/
+        mine = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
+    # With no frame of theirs (the grader's call itself failed), the exception line alone.
+    lines = ["Traceback (most recent call last, your code only):\n"] if mine else []
+    lines += traceback.format_list(mine)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return cut("".join(lines), 4 * MAX_MESSAGE, 4 * MAX_MESSAGE_LINES)
+
+
+def import_learner_module(path: str) -> tuple[object | None, ImportProblem | None]:
+    """Import the learner's file under its own name, reporting any failure as data."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    if not os.path.exists(path):
+        return None, ImportProblem("missing-file", f"{path} does not exist")
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        where = f"{os.path.basename(exc.filename or path)}, line {exc.lineno}"
+        text = (exc.text or "").rstrip()
+        message = f"syntax error in {where}: {exc.msg}"
+        return None, ImportProblem("syntax", message, text, details={"line": exc.lineno})
+    except ImportError as exc:
+        message = f"importing {os.path.basename(path)} failed: {_missing_name(exc)}"
+        return None, ImportProblem("import", cut(message), learner_traceback(exc, path),
+                                   details={"name": getattr(exc, "name", None)})
+    except SystemExit as exc:
+        message = (f"{os.path.basename(path)} ended the program while being imported "
+                   f"(SystemExit: {safe_str(exc.code)}): code at the top level of the module "
+                   "runs on import; keep it inside functions")
+        return None, ImportProblem("exited", cut(message), learner_traceback(exc, path))
+    except BaseException as exc:  # the learner's module may raise anything
+        message = f"importing {os.path.basename(path)} raised {type(exc).__name__}: " \
+                  f"{safe_str(exc)}"
+        return None, ImportProblem("exception", cut(message), learner_traceback(exc, path))
+    return module, None
+
+
+def _missing_name(exc: ImportError) -> str:
+    """What could not be imported, in words: a module, or a name inside a module."""
+    text = safe_str(exc)
+    found = re.match(r"cannot import name '([^']+)' from '([^']+)'", text)
+    if found:
+        return (f"module {found[2]} has no name {found[1]!r}: check the spelling, or import "
+                f"it from the module that defines it ({text})")
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return (f"no module named {exc.name!r}: is it installed, and is the name spelt "
+                f"right? ({text})")
+    return f"cannot import {getattr(exc, 'name', None) or text} ({text})"

@@ -1,0 +1,181 @@
+"""The layout of learning/: the commands at the top, the machinery below, and no import circles.
+
+learning/__init__.py lists every module with its job; these tests keep that list, the folder and
+the imports in step, so that the layout cannot drift without a test saying so.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import learning
+from tests.helpers import COURSE_ROOT
+
+PACKAGE = COURSE_ROOT / "learning"
+
+# What a learner (or a maintainer) runs: python -m learning.NAME.
+COMMANDS = {"bench", "check", "computed", "doctor", "explain", "progress", "reset", "solution",
+            "watch"}
+# The few modules at the top that are not commands, and why each is there.
+SHARED = {
+    "__init__": "the package itself: the layout, and the settings every course process takes",
+    "cli": "what every command shares (argument errors as one line, the console); the "
+           "explainers raise its ArgumentError too",
+    "course": "the lessons in reading order and the course's folders, which the commands, the "
+              "grader and the explainers all read",
+}
+# The subpackages: the grader's machinery, and the course's data.
+SUBPACKAGES = {"grader", "exercises", "explainers", "solutions", "stubs", "catalogue"}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the learning package by its dotted name (a package by its own)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(COURSE_ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> dict[str, int]:
+    """The learning modules ``name`` imports, anywhere in it (in functions too), with the line
+    of the first import of each. ``from package import name`` depends on the submodule when
+    there is one, else on the package."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: dict[str, int] = {}
+
+    def add(target: str, line: int):
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.setdefault(target, line)
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                add(submodule if submodule in modules else base, node.lineno)
+    return {target: line for target, line in found.items() if target.startswith("learning")}
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _circle(graph: dict[str, dict[str, int]]) -> list[str] | None:
+    """One import circle as the list of modules around it, or None."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = "open"
+        path.append(name)
+        for target in sorted(graph.get(name, {})):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        state[name] = "done"
+        path.pop()
+        return None
+
+    for name in sorted(graph):
+        if name not in state:
+            found = visit(name)
+            if found:
+                return found
+    return None
+
+
+def test_learning_imports_without_a_circle_even_inside_functions():
+    graph = _graph()
+    assert "learning.grader.worker" in graph and graph["learning.check"], "the graph is empty"
+    circle = _circle(graph)
+    if circle:
+        steps = [f"{a} imports {b} (line {graph[a][b]})" for a, b in zip(circle, circle[1:])]
+        raise AssertionError("an import circle: " + "; ".join(steps) + ". Move what both need "
+                             "into the module it belongs in, rather than importing it late.")
+
+
+def test_the_circle_finder_finds_a_circle_through_a_function_level_import():
+    graph = {"learning.a": {"learning.b": 1}, "learning.b": {"learning.c": 9},
+             "learning.c": {"learning.a": 40}, "learning.d": {"learning.a": 2}}
+    assert _circle(graph) == ["learning.a", "learning.b", "learning.c", "learning.a"]
+    assert _circle({"learning.a": {"learning.b": 1}, "learning.b": {}}) is None
+
+
+def test_the_top_level_holds_the_commands_and_a_short_list_of_shared_modules():
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert modules | packages == COMMANDS | set(SHARED) | SUBPACKAGES, (
+        "a module at the top of learning/ is a command (python -m learning.NAME); machinery "
+        "belongs in learning/grader/, and a new shared module needs its reason in SHARED")
+    assert not (modules & packages)
+
+
+def test_every_command_runs_as_a_module_with_a_main():
+    for name in sorted(COMMANDS):
+        module = PACKAGE / f"{name}.py"
+        if module.exists():
+            text = module.read_text(encoding="utf-8")
+            assert 'if __name__ == "__main__":' in text, name
+        else:  # a command with modules of its own is a package with a __main__
+            text = (PACKAGE / name / "__init__.py").read_text(encoding="utf-8")
+            assert (PACKAGE / name / "__main__.py").exists(), name
+        assert re.search(r"^def main\(argv: list\[str\] \| None = None\) -> int:", text,
+                         re.MULTILINE), f"learning.{name} has no main(argv) -> int"
+
+
+def test_every_module_the_code_starts_as_a_process_exists():
+    started = set()
+    for path in PACKAGE.rglob("*.py"):
+        started |= set(re.findall(r'"-m", "(learning[\w.]*)"', path.read_text(encoding="utf-8")))
+    assert started >= {"learning.grader.worker", "learning.grader.gpu_compile",
+                       "learning.grader.forkserver"}
+    modules = _modules()
+    for name in started:
+        assert name in modules, f"{name} is started with python -m but does not exist"
+        assert 'if __name__ == "__main__":' in modules[name].read_text(encoding="utf-8"), name
+
+
+def _listed() -> set[str]:
+    """The paths the layout in learning/__init__.py names, from its indentation."""
+    listed, stack = set(), []
+    for line in learning.__doc__.splitlines():
+        found = re.match(r"^( +)(\S+(?:\.py|/))(?:\s|$)", line)
+        if not found or found[2] == "learning/":
+            continue
+        depth = len(found[1])
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        path = "".join(name for _, name in stack) + found[2]
+        listed.add(path)
+        if path.endswith("/"):
+            stack.append((depth, found[2]))
+    return listed
+
+
+def test_the_layout_in_the_package_docstring_names_every_module_and_only_real_ones():
+    listed = _listed()
+    expected = {f"{p.name}" for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    expected |= {f"{p.name}/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    for package in ("grader", "bench"):  # machinery: one line per module
+        expected |= {f"{package}/{p.name}" for p in (PACKAGE / package).glob("*.py")
+                     if p.name not in ("__init__.py", "__main__.py")}
+    assert expected <= listed, f"not in learning/__init__.py's layout: {sorted(expected - listed)}"
+    missing = sorted(path for path in listed if not (PACKAGE / path).exists())
+    assert not missing, f"learning/__init__.py's layout names what is not there: {missing}"
