@@ -97,8 +97,11 @@ def _softmax_multi_row(
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     offsets = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (offsets[None, :] < n_cols)
-    x = tl.load(input_ptr + rows[:, None] * input_row_stride + offsets[None, :], mask=mask,
-                other=-float("inf")).to(tl.float32)
+    # both tiles' addresses before the load (computed after the reductions, the store's made
+    # 4-column float32 rows slower on an H200: bench/results/multi_row_ab.txt)
+    input_ptrs = input_ptr + rows[:, None] * input_row_stride + offsets[None, :]
+    output_ptrs = output_ptr + rows[:, None] * output_row_stride + offsets[None, :]
+    x = tl.load(input_ptrs, mask=mask, other=-float("inf")).to(tl.float32)
     # maximum[r] = max_c x[r, c]
     maximum = tl.max(x, axis=1)
     # numerator[r, c] = exp(x[r, c] - maximum[r])
@@ -106,7 +109,7 @@ def _softmax_multi_row(
     # one reciprocal of the denominator per row
     inverse = 1.0 / tl.sum(numerator, axis=1)
     output = (numerator * inverse[:, None]).to(output_ptr.dtype.element_ty)
-    tl.store(output_ptr + rows[:, None] * output_row_stride + offsets[None, :], output, mask=mask)
+    tl.store(output_ptrs, output, mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------

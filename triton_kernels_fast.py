@@ -96,18 +96,25 @@ _WARPS = (
 # warps: measured on an H200 (256 MiB inputs, bench/results/tune.json), bfloat16 rows of 16384
 # columns ran at 0.94 of the ceiling against 0.90 for _softmax, and of 32768 columns at 0.82
 # against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
-# 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass, which holds two rows in
-# registers, is split past 16384 columns. RMSNorm holds one row, as the forward pass does: kept
-# whole up to 32768 columns it ran at 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78
-# for its looped kernel (bench/RESULTS.md).
+# 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass holds two rows in
+# registers: in float32 it is split past 16384 columns; 16-bit rows of 32768 columns are kept
+# whole by 16 warps (_GPU_WHOLE_ROW_WARPS). Measured on an H200 (1 GiB inputs, 2026-12-01,
+# torch 2.11, Triton 3.6, bench/results/backward_warps.txt): 1.02 of the copy ceiling in
+# bfloat16 and float16 with 16 warps, against 0.98 and 0.93 with 32, 1.01 and 0.90 with 8,
+# and 0.83 for the split kernel; in float32, 16 warps gave 0.88 and the split kernel 1.01.
+# RMSNorm holds one row, as the forward pass does: kept whole up to 32768 columns it ran at
+# 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78 for its looped kernel
+# (bench/RESULTS.md).
 _GPU_WHOLE_ROW = {
     ("softmax", 4): 32768,
     ("softmax", 2): 32768,
     ("softmax_backward", 4): 16384,
-    ("softmax_backward", 2): 16384,
+    ("softmax_backward", 2): 32768,
     ("rmsnorm", 4): 32768,
     ("rmsnorm", 2): 32768,
 }
+# Warps for a whole row on a GPU where _warps_for's count was measured slower (see above).
+_GPU_WHOLE_ROW_WARPS = {("softmax_backward", 2, 32768): 16}
 _ONE_PASS_WARPS = 32
 # 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
 # _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
@@ -252,7 +259,9 @@ def _plan(
                 return Plan("single_block", whole, num_warps=_PIPELINED_WARPS, programs_per_sm=1,
                             stages=_PIPELINED_STAGES, pipelined=True)
             return Plan("single_block", whole, num_warps=_ONE_PASS_WARPS, one_pass=True)
-        return Plan("single_block", whole, num_warps=_warps_for(whole))
+        warps = _GPU_WHOLE_ROW_WARPS.get((fn, itemsize, whole), _warps_for(whole)) \
+            if max_pieces else _warps_for(whole)
+        return Plan("single_block", whole, num_warps=warps)
     rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
     return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
 

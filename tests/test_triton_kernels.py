@@ -307,6 +307,12 @@ def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
     assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
     assert tk._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
+    # 16-bit backward rows up to 32768 columns: one program of 16 warps (32 measured slower)
+    whole_16 = tk.Plan("single_block", 32768, num_warps=16)
+    assert tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2) == whole_16
+    assert tk._plan("softmax_backward", 32769, max_pieces=132, itemsize=2).strategy == \
+        "split_row"
+    assert tk._plan("softmax_backward", 32768, max_pieces=0, itemsize=2).strategy == "looped"
     assert tk._plan("softmax", 32769, max_pieces=132).strategy == "split_row"
     assert tk._plan("softmax", 2**20, max_pieces=132).strategy == "split_row"
     assert tk._plan("softmax", 2**20, max_pieces=100).strategy == "looped"
