@@ -222,3 +222,59 @@ def test_a_bfloat16_case_is_skipped_with_the_reason_on_a_gpu_without_it(
                          "capability 8.0 (sm_80, the A100) and newer have it"
     assert worker._lacks_bfloat16(fp32, "cuda") == ""
     assert worker._lacks_bfloat16(bf16, "cpu") == ""
+
+
+# --- the learner's loop without Triton ------------------------------------------------------
+
+
+def _grades(root, passed=(), failed=()):
+    """Save grades: each Python part in ``passed`` passed, each in ``failed`` failed."""
+    from learning.grader import state
+
+    progress = state.State()
+    for name in passed:
+        count = len(registry.find(name).part("python").cases)
+        progress.record(name, "python", "passed", count, count)
+    for name in failed:
+        count = len(registry.find(name).part("python").cases)
+        progress.record(name, "python", "failed", count - 1, count)
+    state.save(root, progress)
+    return progress
+
+
+def test_the_solution_opens_once_the_parts_that_run_here_pass(tmp_path, capsys, without_triton):
+    from learning import solution
+
+    _grades(tmp_path, passed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out
+    assert "def softmax_python" in captured.out
+    note = captured.err.strip()
+    assert "\n" not in note
+    assert note == "note: the reference opened on the parts checked here; its Triton part " \
+                   f"(triton) cannot be checked here: Triton is hidden from the course " \
+                   f"({mode.WITHOUT_TRITON}=1)."
+
+
+def test_without_triton_the_solution_still_waits_for_the_python_part(tmp_path, capsys,
+                                                                     without_triton):
+    from learning import solution
+
+    _grades(tmp_path, failed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1
+    assert "opens once every part that can be checked here passes (python: failed (10/11))" in out
+    assert "triton" not in out.split("passes (")[1].split(")")[0]
+    assert "def softmax_python" not in out
+
+
+def test_with_triton_the_solution_waits_for_every_part(tmp_path, capsys):
+    from learning import solution
+
+    _grades(tmp_path, passed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1
+    assert "opens once every part passes (triton: not checked yet)" in out
