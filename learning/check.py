@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     if progress.note and not options.json:
         console.print(f"note: {escape(progress.note)}", style="yellow", highlight=False)
     if not targets:
-        console.print("Every exercise that has a lesson passes. Well done.", highlight=False)
+        console.print("Every exercise that has a lesson passes. Well done."
+                      if kernel_mode.triton_missing() is None else
+                      kernel_mode.python_parts_done_line(), highlight=False, soft_wrap=True)
         return 0
     if options.hint is not None:
         try:
@@ -264,13 +266,16 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
     hint ``wanted`` when it is given."""
-    candidates = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
+    # Without Triton the kernel parts can never pass here: their hints wait until asked for.
+    candidates = [exercise.part(name) for name in parts] if parts else \
+        [p for p in exercise.parts if not p.needs_kernels or kernel_mode.triton_missing() is None]
+    here = "" if parts or len(candidates) == len(exercise.parts) else " that runs here"
     unfinished = [p for p in candidates if (g := progress.grade(exercise.name, p.name)) is None
                   or g.status != "passed"]
     part = (unfinished or candidates)[0]
     if not unfinished and not wanted:  # nothing left to be stuck on: no hint repeated
-        console.print(f"Every part of {exercise.name} passes. --hint N still shows hint N, and "
-                      f"python -m learning.solution {exercise.name} shows the reference.",
+        console.print(f"Every part of {exercise.name}{here} passes. --hint N still shows hint "
+                      f"N, and python -m learning.solution {exercise.name} shows the reference.",
                       highlight=False)
         return 0
     if not part.hints:
