@@ -255,12 +255,13 @@ def test_on_windows_the_event_pipe_is_handed_over_as_the_one_handle_inherited(mo
     monkeypatch.setattr(os, "set_handle_inheritable", lambda *a: seen.append(a), raising=False)
     monkeypatch.setattr(subprocess, "STARTUPINFO", types.SimpleNamespace, raising=False)
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200, raising=False)
+    monkeypatch.setattr(os, "O_BINARY", 0x8000, raising=False)
     number, options = handover._windows_spawn_options(5)
     assert number == 1005 and seen == [(1005, True)]
     assert options["startupinfo"].lpAttributeList == {"handle_list": [1005]}
     assert options["close_fds"] is True and options["creationflags"] == 0x200
     assert set(options) == {"startupinfo", "close_fds", "creationflags"}
-    assert handover._windows_open_handle(1005) == (1005, os.O_WRONLY)
+    assert handover._windows_open_handle(1005) == (1005, os.O_WRONLY | 0x8000)
 
 
 def test_on_windows_a_process_tree_is_ended_with_taskkill(monkeypatch):

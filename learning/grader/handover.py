@@ -56,10 +56,11 @@ def inherited_fd(number: int) -> int:
 
 
 def _windows_open_handle(handle: int) -> int:
-    """Windows: a descriptor for an inherited handle."""
+    """Windows: a descriptor for an inherited handle, in binary mode (no newline translation:
+    the events are pickled bytes)."""
     import msvcrt
 
-    return msvcrt.open_osfhandle(handle, os.O_WRONLY)
+    return msvcrt.open_osfhandle(handle, os.O_WRONLY | os.O_BINARY)
 
 
 def kill_tree(process) -> None:
