@@ -23,6 +23,7 @@ keeps this list, the folder and the imports (no circles) in step.
             runner.py        grade a module: run the worker, judge each case; record a memory map
             worker.py        the learner's process: import their module, run the cases, report
             childproc.py     the child processes' plumbing: environment, events, output, signals
+            handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
             learner_code.py  import the learner's module; what it raised, put into words
             compare.py       judge one case against the float64 reference
             replays.py       replays of known mistakes: the evidence before a bug is named

@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run kernels in Triton's interpreter even on a GPU machine")
     parser.add_argument("--memory", type=float, metavar="GIB",
                         help="memory your code may use beyond the grader's own, in GiB, on the "
-                        f"CPU (default: {MEMORY_ALLOWANCE_GIB:g}); past it your code gets a "
-                        "MemoryError")
+                        f"CPU, on Linux (default: {MEMORY_ALLOWANCE_GIB:g}); past it your code "
+                        "gets a MemoryError")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
     parser.add_argument("--root", type=Path, metavar="DIR",
@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     if progress.note and not options.json:
         console.print(f"note: {escape(progress.note)}", style="yellow", highlight=False)
     if not targets:
-        console.print("Every exercise that has a lesson passes. Well done.", highlight=False)
+        console.print("Every exercise that has a lesson passes. Well done."
+                      if kernel_mode.triton_missing() is None else
+                      kernel_mode.python_parts_done_line(), highlight=False, soft_wrap=True)
         return 0
     if options.hint is not None:
         try:
@@ -80,12 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         except ArgumentError as error:
             console.print(f"check: {escape(str(error))}", style="red", highlight=False)
             return 2
-    if os.name == "nt":  # runner.py's child processes need POSIX pipes and process groups
-        console.print("check: the grader runs your code in a child process through POSIX "
-                      "pipes and process groups, which Windows does not have: take the course "
-                      "in WSL 2 (a Linux), the devcontainer or notebooks/free_gpu.ipynb",
-                      style="red", highlight=False)
-        return 2
+    if options.memory is not None and not sys.platform.startswith("linux") \
+            and not options.json:
+        console.print(f"note: --memory caps nothing on {_system_name()} (the cap is a Linux "
+                      "address-space limit); the time limit still ends a runaway allocation",
+                      style="yellow", highlight=False)
     problem = _interpreter_problem(targets, options)
     if problem:  # every kernel part would fail for a reason that is not the learner's
         console.print(f"check: {escape(problem)}", style="red", highlight=False)
@@ -131,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if not results:  # nothing could be graded here: not the learner's doing
         return 2
     return 0 if all(r.ok for r in results) else 1
+
+
+def _system_name() -> str:
+    return {"win32": "Windows", "darwin": "macOS"}.get(sys.platform, sys.platform)
 
 
 def _runnable_parts(targets: list[Exercise], asked: list[str] | None
@@ -261,13 +266,16 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
     hint ``wanted`` when it is given."""
-    candidates = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
+    # Without Triton the kernel parts can never pass here: their hints wait until asked for.
+    candidates = [exercise.part(name) for name in parts] if parts else \
+        [p for p in exercise.parts if not p.needs_kernels or kernel_mode.triton_missing() is None]
+    here = "" if parts or len(candidates) == len(exercise.parts) else " that runs here"
     unfinished = [p for p in candidates if (g := progress.grade(exercise.name, p.name)) is None
                   or g.status != "passed"]
     part = (unfinished or candidates)[0]
     if not unfinished and not wanted:  # nothing left to be stuck on: no hint repeated
-        console.print(f"Every part of {exercise.name} passes. --hint N still shows hint N, and "
-                      f"python -m learning.solution {exercise.name} shows the reference.",
+        console.print(f"Every part of {exercise.name}{here} passes. --hint N still shows hint "
+                      f"N, and python -m learning.solution {exercise.name} shows the reference.",
                       highlight=False)
         return 0
     if not part.hints:

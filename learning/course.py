@@ -69,11 +69,14 @@ def lesson_after(lesson: Lesson) -> Lesson | None:
     return next((candidate for candidate in later if candidate.available), None)
 
 
-def next_lesson(progress, graded: dict[str, tuple[str, ...]]) -> Lesson | None:
+def next_lesson(progress, graded: dict[str, tuple[str, ...]],
+                kernels: bool = True) -> Lesson | None:
     """The first lesson, in reading order, that is not done: one of its graded parts has not
     passed, or (a lesson with nothing to grade, such as 10) no later lesson has been started.
     ``graded`` maps each exercise to its part names; ``progress`` is a
-    learning.grader.state.State."""
+    learning.grader.state.State. With ``kernels`` False (no Triton here, and ``graded`` names
+    only the parts that launch no kernel) a lesson with none of those cannot be done here, and
+    is passed over."""
     for index, lesson in enumerate(LESSONS):
         if not lesson.available:
             continue
@@ -82,7 +85,7 @@ def next_lesson(progress, graded: dict[str, tuple[str, ...]]) -> Lesson | None:
             if any((grade := progress.grade(lesson.exercise, part)) is None
                    or grade.status != "passed" for part in parts):
                 return lesson
-        elif not any(progress.grade(later.exercise, part) is not None
+        elif kernels and not any(progress.grade(later.exercise, part) is not None
                      for later in LESSONS[index + 1:] for part in (later.part, *later.also)):
             return lesson
     return None

@@ -17,6 +17,7 @@ from rich.table import Table
 from learning import course
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import mode as kernel_mode
 from learning.grader import registry, state
 
 GRADE_STYLE = {"passed": "green", "failed": "red", "missing": "red", "not-started": "yellow"}
@@ -53,12 +54,16 @@ def rows(progress: state.State) -> list[dict]:
 
 
 def next_step(progress: state.State) -> str:
-    """The first lesson in reading order that is not done, as check's last line names it."""
+    """The first lesson in reading order that is not done, as check's last line names it
+    (without Triton, the first whose Python part is not done)."""
     exercises = {e.name: e for e in registry.all_exercises()}
-    graded = {name: tuple(p.name for p in e.parts) for name, e in exercises.items()}
-    lesson = course.next_lesson(progress, graded)
+    kernels = kernel_mode.triton_missing() is None
+    graded = {name: tuple(p.name for p in e.parts if kernels or not p.needs_kernels)
+              for name, e in exercises.items()}
+    lesson = course.next_lesson(progress, graded, kernels)
     if lesson is None:
-        return "Every available lesson's exercise passes. Well done."
+        return "Every available lesson's exercise passes. Well done." if kernels else \
+            kernel_mode.python_parts_done_line()
     exercise = exercises[lesson.exercise]
     for part in (lesson.part, *lesson.also):
         if part not in graded[exercise.name]:
@@ -73,9 +78,9 @@ def next_step(progress: state.State) -> str:
     return f"Read lessons/{lesson.filename}: it has nothing to grade"
 
 
-def _grade_text(grade: dict | None) -> tuple[str, str]:
+def _grade_text(grade: dict | None, here: bool = True) -> tuple[str, str]:
     if grade is None:
-        return "not checked", "dim"
+        return ("not checked", "dim") if here else ("needs Triton", "dim")
     if grade["status"] in ("not-started", "missing"):
         return grade["status"].replace("-", " "), GRADE_STYLE[grade["status"]]
     return f"{grade['passed']}/{grade['total']}", GRADE_STYLE.get(grade["status"], "red")
@@ -102,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title="Your progress", header_style="bold", show_edge=False)
     for column in ("#", "Lesson", "Exercise", "Part", "Grade"):
         table.add_column(column, overflow="fold")
+    # Without Triton, the kernel parts not checked yet say so instead of "not checked".
+    elsewhere = set() if kernel_mode.triton_missing() is None else \
+        {(f"{e.name}.py", p.name) for e in registry.all_exercises() for p in e.parts
+         if p.needs_kernels}
     for row in table_rows:
         title = escape(row["title"]) if row["available"] else f"[dim]{escape(row['title'])} " \
                                                                "(coming)[/dim]"
@@ -109,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(row["lesson"], title, "nothing", "none",
                           "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
-            text, style = _grade_text(grade)
+            text, style = _grade_text(grade, (row["exercise"], part) not in elsewhere)
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
                           row["exercise"] if index == 0 else "", part,
                           f"[{style}]{escape(text)}[/{style}]")

@@ -1,7 +1,8 @@
 """Show an exercise's reference solution: ``python -m learning.solution softmax``.
 
 Only once every part of the exercise has passed its last check, so it is read to compare, not
-to copy; ``--force`` shows it anyway.
+to copy; ``--force`` shows it anyway. Without Triton (macOS) the kernel parts can never be
+checked, so there only the parts that can be must pass, and one line says so.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from rich.syntax import Syntax
 
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.grader import mode as kernel_mode
 from learning.grader import registry, state
 from learning.grader.declarations import Exercise
 from learning.solutions import solution_path
@@ -29,10 +31,14 @@ def build_parser() -> CommandParser:
     return parser
 
 
-def unfinished_parts(exercise: Exercise, progress: state.State) -> list[str]:
-    """The parts whose last check did not pass, each with its grade, in words."""
+def unfinished_parts(exercise: Exercise, progress: state.State,
+                     kernels: bool = True) -> list[str]:
+    """The parts whose last check did not pass, each with its grade, in words; with
+    ``kernels`` False, of the parts that launch no kernel (Triton is missing here)."""
     missing = []
     for part in exercise.parts:
+        if not kernels and part.needs_kernels:
+            continue
         grade = progress.grade(exercise.name, part.name)
         if grade is None:
             missing.append(f"{part.name}: not checked yet")
@@ -52,13 +58,23 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"solution: {escape(str(error))}", style="red", highlight=False)
         return 2
     progress = state.load(options.root or default_root())
-    missing = unfinished_parts(exercise, progress)
+    why = kernel_mode.triton_missing()
+    missing = unfinished_parts(exercise, progress, kernels=why is None)
+    # The kernel parts not passed, which Triton would have to check: none where it is here.
+    elsewhere = [p.name for p in exercise.parts if why and p.needs_kernels
+                 and getattr(progress.grade(exercise.name, p.name), "status", "") != "passed"]
+    every = "every part that can be checked here" if elsewhere else "every part"
     if missing and not options.force:
-        console.print(f"solution: the reference for {exercise.name} opens once every part "
+        console.print(f"solution: the reference for {exercise.name} opens once {every} "
                       f"passes ({'; '.join(missing)}). Run python -m learning.check "
                       f"{exercise.name}, or add --force to read it now.", highlight=False)
         return 1
     source = solution_path(exercise.name).read_text(encoding="utf-8")
+    if elsewhere and not options.force:
+        noun = "part" if len(elsewhere) == 1 else "parts"
+        note = f"note: the reference opened on the parts checked here; its Triton {noun} " \
+               f"({', '.join(elsewhere)}) cannot be checked here: {why}."
+        print(note, file=sys.stderr)  # apart from the source, which may be redirected
     if not sys.stdout.isatty():  # redirected (> ref.py) or piped: the file itself, unwrapped
         sys.stdout.write(source)
         return 0

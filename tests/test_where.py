@@ -50,3 +50,12 @@ def test_the_line_without_triton_points_at_files_that_exist():
         assert (COURSE_ROOT / path).exists(), path
     assert ".devcontainer/devcontainer.json" in mode.WHERE_TRITON_RUNS
     assert "notebooks/free_gpu.ipynb" in mode.WHERE_TRITON_RUNS
+
+
+def test_the_windows_row_says_how_check_was_tested_and_that_windows_itself_was_not():
+    from learning.grader import handover
+
+    row = next(line for line in where_section().splitlines() if line.startswith("| Windows |"))
+    assert f"`{handover.PORTABLE_SWITCH}=1`" in row
+    assert "has not been run on a Windows machine" in row
+    assert "does not run" not in row and "WSL" not in row

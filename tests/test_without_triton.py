@@ -222,3 +222,124 @@ def test_a_bfloat16_case_is_skipped_with_the_reason_on_a_gpu_without_it(
                          "capability 8.0 (sm_80, the A100) and newer have it"
     assert worker._lacks_bfloat16(fp32, "cuda") == ""
     assert worker._lacks_bfloat16(bf16, "cpu") == ""
+
+
+# --- the learner's loop without Triton ------------------------------------------------------
+
+
+def _grades(root, passed=(), failed=()):
+    """Save grades: each Python part in ``passed`` passed, each in ``failed`` failed."""
+    from learning.grader import state
+
+    progress = state.State()
+    for name in passed:
+        count = len(registry.find(name).part("python").cases)
+        progress.record(name, "python", "passed", count, count)
+    for name in failed:
+        count = len(registry.find(name).part("python").cases)
+        progress.record(name, "python", "failed", count - 1, count)
+    state.save(root, progress)
+    return progress
+
+
+PYTHON_LESSONS_01_TO_05 = ("elementwise", "traffic", "reductions", "softmax", "rmsnorm")
+EVERY_EXERCISE = tuple(e.name for e in registry.all_exercises())
+
+
+def test_the_solution_opens_once_the_parts_that_run_here_pass(tmp_path, capsys, without_triton):
+    from learning import solution
+
+    _grades(tmp_path, passed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out
+    assert "def softmax_python" in captured.out
+    note = captured.err.strip()
+    assert "\n" not in note
+    assert note == "note: the reference opened on the parts checked here; its Triton part " \
+                   f"(triton) cannot be checked here: Triton is hidden from the course " \
+                   f"({mode.WITHOUT_TRITON}=1)."
+
+
+def test_without_triton_the_solution_still_waits_for_the_python_part(tmp_path, capsys,
+                                                                     without_triton):
+    from learning import solution
+
+    _grades(tmp_path, failed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1
+    assert "opens once every part that can be checked here passes (python: failed (10/11))" in out
+    assert "triton" not in out.split("passes (")[1].split(")")[0]
+    assert "def softmax_python" not in out
+
+
+def test_with_triton_the_solution_waits_for_every_part(tmp_path, capsys):
+    from learning import solution
+
+    _grades(tmp_path, passed=["softmax"])
+    code = solution.main(["softmax", "--root", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1
+    assert "opens once every part passes (triton: not checked yet)" in out
+
+
+def test_after_lesson_05_the_next_step_skips_the_triton_lessons(tmp_path, capsys,
+                                                                without_triton):
+    _grades(tmp_path, passed=PYTHON_LESSONS_01_TO_05[:-1])
+    write_module(tmp_path, "rmsnorm", solution_text("rmsnorm"))
+    code, out = run_check(capsys, "rmsnorm", "--root", str(tmp_path))
+    flat = " ".join(out.split())
+    assert code == 0, out
+    assert "Next: lessons/11-softmax-backward.md, for its Python part (Triton cannot run " \
+           "here)." in flat
+    assert "06-first-kernel" not in flat
+
+
+def test_with_triton_the_next_step_after_lesson_05_is_lesson_06(tmp_path):
+    from learning.grader import report
+
+    progress = _grades(tmp_path, passed=PYTHON_LESSONS_01_TO_05)
+    assert report.next_lesson_line(progress) == "Next: lessons/06-first-kernel.md."
+
+
+def test_once_every_python_part_passes_the_next_step_says_where_triton_runs(
+        tmp_path, capsys, without_triton):
+    from learning.grader import report
+
+    progress = _grades(tmp_path, passed=EVERY_EXERCISE)
+    line = report.next_lesson_line(progress)
+    assert line.startswith("Every part that runs here passes; the Triton parts need Triton")
+    assert line.endswith(f"{WHERE}.")
+    code, out = run_check(capsys, "--root", str(tmp_path))  # no name: nothing left here
+    flat = " ".join(out.split())
+    assert code == 0
+    assert line in flat and "Every exercise that has a lesson passes" not in flat
+
+
+def test_progress_without_triton_points_past_the_triton_lessons(tmp_path, capsys,
+                                                                without_triton):
+    from learning import progress
+
+    _grades(tmp_path, passed=PYTHON_LESSONS_01_TO_05)
+    assert progress.main(["--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert "Next: Read lessons/11-softmax-backward.md, then run python -m learning.check " \
+           "softmax_backward" in flat
+    assert "needs Triton" in out and "not checked" in out  # the Python parts of 11 onwards
+    assert progress.main(["--json", "--root", str(tmp_path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["next"].startswith("Read lessons/11-softmax-backward.md")
+    _grades(tmp_path, passed=EVERY_EXERCISE)
+    assert progress.main(["--json", "--root", str(tmp_path)]) == 0
+    assert WHERE in json.loads(capsys.readouterr().out)["next"]
+
+
+def test_a_hint_without_triton_is_not_for_a_triton_part(tmp_path, capsys, without_triton):
+    _grades(tmp_path, passed=["softmax"])
+    code, out = run_check(capsys, "softmax", "--hint", "--root", str(tmp_path))
+    flat = " ".join(out.split())
+    assert code == 0
+    assert flat.startswith("Every part of softmax that runs here passes.")
+    assert "Hint 1" not in flat

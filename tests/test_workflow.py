@@ -78,6 +78,35 @@ def test_foreign_state_file_is_set_aside_too(tmp_path):
     assert loaded.grades == {} and "could not be read" in loaded.note
 
 
+def test_saving_waits_out_a_reader_that_holds_the_file_and_leaves_no_temporary(tmp_path,
+                                                                              monkeypatch):
+    """Windows refuses to replace a file that another process has open (a progress command
+    reading it while a check saves): the save tries again for a moment, then gives up cleanly."""
+    import os
+
+    replace, refusals = os.replace, []
+
+    def refused_twice(source, target):
+        if len(refusals) < 2:
+            refusals.append(target)
+            raise PermissionError(13, "the file is open in another process")
+        replace(source, target)
+
+    progress_ = state.State()
+    progress_.record("softmax", "python", "passed", 11, 11)
+    monkeypatch.setattr(os, "replace", refused_twice)
+    assert state.save(tmp_path, progress_) == state.state_path(tmp_path)
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+
+    def always_refused(source, target):
+        raise PermissionError(13, "the file is open in another process")
+
+    monkeypatch.setattr(os, "replace", always_refused)
+    assert state.save(tmp_path, state.State()) is None
+    assert [p.name for p in state.state_path(tmp_path).parent.iterdir()] == ["progress.json"]
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+
+
 def test_deleting_the_state_file_loses_nothing_rechecking_cannot_rebuild(tmp_path, capsys):
     write_module(tmp_path, "softmax", solution_text("softmax"))
     check.main(["softmax", "--root", str(tmp_path), "--part", "python"])

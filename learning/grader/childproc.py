@@ -3,23 +3,31 @@
 A check runs the learner's module in ``learning.grader.worker``'s process and, where kernels ran in
 the interpreter, compiles them in ``learning.grader.gpu_compile``'s. This module holds what those
 processes share with ``learning.grader.runner``, which judges their results: the environment they
-start with, their framed and pickled events (unpickled from a short list of allowed classes
-only), their output (kept up to a cap), the names and likely causes of the signals that kill
-them, and the compile check's process itself.
+start with, how they are started and ended (in a process group of their own, handed the write
+end of an event pipe), their framed and pickled events (unpickled from a short list of allowed
+classes only), their output (kept up to a cap), the names and likely causes of the signals
+(or, on Windows, the exceptions) that kill them, and the compile check's process itself.
+
+The same code runs on POSIX and on Windows. Pipes are read by a thread each, into one queue,
+because Windows' select() takes only sockets; how a process is handed its pipe and ended, which
+differs, is ``learning.grader.handover``.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import select
+import queue
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+from learning.grader import handover
 
 COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 # What the learner's code may allocate beyond the worker's own start-up (torch, triton), on
@@ -30,6 +38,9 @@ MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest i
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
+# The longest one wait on the pipes lasts: Ctrl-C reaches the grader between two waits (on
+# Windows a wait on a lock cannot be interrupted).
+WAIT_SLICE_SECONDS = 0.25
 
 
 # The likely cause of each way a process can be killed, as the learner should read it.
@@ -44,6 +55,18 @@ SIGNAL_CAUSES = {
                "larger than the case needs), or the code killed its own process",
     "SIGTERM": "asked to stop from outside, or the code ended its own process",
     "SIGILL": "an illegal instruction in native code",
+}
+# Windows ends a crashed process with the exception's code as its exit status (an NTSTATUS,
+# 0xC0000000 and above, which no exit of a program's own gives): its name and likely cause.
+WINDOWS_CRASHES = {
+    0xC0000005: ("an access violation", SIGNAL_CAUSES["SIGSEGV"]),
+    0xC000001D: ("an illegal instruction", SIGNAL_CAUSES["SIGILL"]),
+    0xC0000094: ("an integer division by zero", SIGNAL_CAUSES["SIGFPE"]),
+    0xC00000FD: ("a stack overflow", "recursion too deep for the native stack"),
+    0xC0000374: ("a corrupted heap", "likely an out-of-bounds store into memory that was "
+                 "later freed or reused"),
+    0xC0000409: ("a fast fail", "the process ended itself at once: likely corrupted memory "
+                 "after an out-of-bounds store, or a failed check inside a library"),
 }
 
 
@@ -84,6 +107,61 @@ def signal_name(number: int) -> str:
         return "unknown"
 
 
+def crash(returncode: int | None) -> tuple[str, str] | None:
+    """(what killed the process, in words; its likely cause, or "") when its exit status says
+    it crashed: killed by a signal on POSIX ("signal 11, SIGSEGV"), ended by an exception on
+    Windows ("exception 0xC0000005, an access violation"); None for an exit of its own."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        label = signal_name(-returncode)
+        return f"signal {-returncode}, {label}", SIGNAL_CAUSES.get(label, "")
+    status = returncode & 0xFFFFFFFF
+    if status >= 0xC0000000:
+        name, cause = WINDOWS_CRASHES.get(status, ("an unhandled exception", ""))
+        return f"exception 0x{status:08X}, {name}", cause
+    return None
+
+
+class PipeReader:
+    """The pipes from a child process, each read to its end by a thread of its own, whose
+    chunks arrive in one queue. Each pipe's read end belongs to its thread, which closes it at
+    the end: a pipe held open by a process that escaped the kill keeps only that thread."""
+
+    def __init__(self):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.open: set[str] = set()  # the pipes whose end has not been taken from the queue
+
+    def read(self, name: str, fd: int):
+        self.open.add(name)
+        threading.Thread(target=self._pump, args=(name, fd), daemon=True,
+                         name=f"learning-{name}-pipe").start()
+
+    def _pump(self, name: str, fd: int):
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 20)
+                except OSError:  # the pipe broke: as good as its end
+                    chunk = b""
+                self._queue.put((name, chunk))
+                if not chunk:
+                    return
+        finally:
+            os.close(fd)
+
+    def next(self, seconds: float) -> tuple[str, bytes] | None:
+        """(pipe, chunk) of the next chunk from any pipe (b"" at a pipe's end), or None when
+        none came within ``seconds`` (at most WAIT_SLICE_SECONDS)."""
+        try:
+            name, chunk = self._queue.get(timeout=min(max(seconds, 0.0), WAIT_SLICE_SECONDS))
+        except queue.Empty:
+            return None
+        if not chunk:
+            self.open.discard(name)
+        return name, chunk
+
+
 def child_environment() -> dict:
     """The environment of a child process: the learner's, minus what would change how Python
     runs, with the course importable and output unbuffered (a crash loses nothing printed)."""
@@ -103,40 +181,27 @@ class CappedOutput:
         self.kept = bytearray()
         self.dropped = 0
 
-    def read_from(self, fd: int) -> bool:
-        """Read what is there; False at end of file."""
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return False
+    def add(self, chunk: bytes):
         room = MAX_CAPTURED_BYTES - len(self.kept)
         self.kept += chunk[:max(room, 0)]
         self.dropped += max(len(chunk) - max(room, 0), 0)
-        return True
 
-    def drain_until_exit(self, process: subprocess.Popen, fd: int, seconds: float):
-        """Keep reading until the process exits or ``seconds`` pass; its status, or None."""
+    def drain_until_exit(self, process: subprocess.Popen, pipes: PipeReader, seconds: float):
+        """Keep taking the "output" pipe's chunks until the process has exited and the pipe
+        has ended, or ``seconds`` pass; the process's status, or None. Chunks of other pipes
+        that arrive meanwhile are dropped."""
         deadline = time.monotonic() + seconds
-        open_ = True
         while True:
             code = process.poll()
             remaining = deadline - time.monotonic()
-            if code is not None and not open_:
+            if code is not None and "output" not in pipes.open or remaining <= 0:
                 return code
-            if remaining <= 0:
-                return code
-            if open_:
-                ready, _, _ = select.select([fd], [], [], min(remaining, 0.2))
-                if ready and not self.read_from(fd):
-                    open_ = False
+            if "output" in pipes.open:
+                got = pipes.next(min(remaining, 0.2))
+                if got is not None and got[0] == "output":
+                    self.add(got[1])
             else:
                 time.sleep(min(remaining, 0.05))
-            if code is not None and not open_:
-                return code
-
-    def drain_available(self, fd: int):
-        """Read what is already in the pipe, without waiting for more."""
-        while select.select([fd], [], [], 0)[0] and self.read_from(fd):
-            pass
 
     def text(self) -> str:
         text = self.kept.decode("utf-8", errors="replace")
@@ -153,7 +218,7 @@ class CompileRun:
     def __init__(self, module_path: Path):
         self.module_path = module_path
         self.process: subprocess.Popen | None = None
-        self.read_fd: int | None = None
+        self.pipes: PipeReader | None = None
 
     @property
     def started(self) -> bool:
@@ -168,15 +233,19 @@ class CompileRun:
         env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="learning-compile-")
         self.cache_dir = env["TRITON_CACHE_DIR"]
         try:
+            number, options = handover.spawn_options(write_fd)
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "learning.grader.gpu_compile", "--module-path",
-                 str(self.module_path), "--fd", str(write_fd)],
-                pass_fds=(write_fd,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, cwd=str(self.module_path.parent), env=env,
-                start_new_session=True)
+                 str(self.module_path), "--fd", str(number)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd=str(self.module_path.parent), env=env, **options)
+        except BaseException:
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)
-        self.read_fd = read_fd
+        self.pipes = PipeReader()
+        self.pipes.read("events", read_fd)
 
     def cancel(self):
         """Nothing to compile: end the process without waiting for it."""
@@ -200,16 +269,12 @@ class CompileRun:
                 pass
             note = self._collect(results, len(unique))
         finally:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            handover.kill_tree(self.process)
             self.process.wait()
             try:
                 self.process.stdin.close()
             except OSError:
                 pass
-            os.close(self.read_fd)
             shutil.rmtree(self.cache_dir, ignore_errors=True)
             self.process = None
         return results, note
@@ -222,10 +287,10 @@ class CompileRun:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return f"it did not finish within {COMPILE_SECONDS:g} s"
-            ready, _, _ = select.select([self.read_fd], [], [], remaining)
-            if not ready:
+            got = self.pipes.next(remaining)
+            if got is None:
                 continue
-            chunk = os.read(self.read_fd, 1 << 20)
+            chunk = got[1]
             if not chunk:
                 return "" if ready_seen and len(results) >= expected else \
                     "its process stopped before it finished"

@@ -33,10 +33,12 @@ START_SECONDS = 180.0
 
 def enabled() -> bool:
     """Asked for, and kernels already bound to the interpreter in this process's environment
-    (the server imports triton for the interpreter, so it cannot serve compiled kernels)."""
+    (the server imports triton for the interpreter, so it cannot serve compiled kernels), on a
+    system that can fork and pass descriptors over a socket (not Windows)."""
     interpreting = os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes",
                                                                               "on")
-    return os.environ.get(SWITCH, "") == "1" and interpreting
+    return os.environ.get(SWITCH, "") == "1" and interpreting and hasattr(os, "fork") \
+        and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds")
 
 
 # --- the server -------------------------------------------------------------------------------

@@ -513,7 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
-    channel = os.fdopen(options.fd, "wb", buffering=0)
+    from learning.grader.handover import inherited_fd
+
+    channel = os.fdopen(inherited_fd(options.fd), "wb", buffering=0)
     return run(options.module_path, channel)
 
 

@@ -197,6 +197,12 @@ def _findable(name: str) -> bool:
     return False
 
 
+def python_parts_done_line() -> str:
+    """What is left once every part that runs without Triton passes, where Triton is missing."""
+    return f"Every part that runs here passes; the Triton parts need Triton " \
+           f"({triton_missing() or 'Triton is missing'}): {WHERE_TRITON_RUNS}."
+
+
 def triton_unavailable_line(parts: list[str]) -> str:
     """The one line that says which parts were not run here, why, and where to take them."""
     named = ", ".join(parts)

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from learning import course
+from learning.grader import mode as kernel_mode
 from learning.grader import registry, runner
 from learning.grader.compare import format_value
 from learning.grader.declarations import Exercise, Part
@@ -263,11 +264,19 @@ def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
 
 
 def next_lesson_line(state: State) -> str:
-    """'Next: lessons/NN-name.md', the first lesson not done, or that every one is."""
-    graded = {e.name: tuple(p.name for p in e.parts) for e in registry.all_exercises()}
-    following = course.next_lesson(state, graded)
+    """'Next: lessons/NN-name.md', the first lesson not done, or that every one is. Without
+    Triton, the first whose Python part is not done, or where to take the Triton parts."""
+    kernels = kernel_mode.triton_missing() is None
+    graded = {e.name: tuple(p.name for p in e.parts if kernels or not p.needs_kernels)
+              for e in registry.all_exercises()}
+    following = course.next_lesson(state, graded, kernels)
     if following is None:
-        return "Every lesson's exercise passes."
+        return "Every lesson's exercise passes." if kernels else \
+            kernel_mode.python_parts_done_line()
+    if not kernels and any(p not in graded[following.exercise]
+                           for p in (following.part, *following.also)):
+        return f"Next: lessons/{following.filename}, for its Python part (Triton cannot run " \
+               "here)."
     return f"Next: lessons/{following.filename}."
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import childproc, compare, forkserver, replays, warm
+from learning.grader import childproc, compare, forkserver, handover, replays, warm
 from learning.grader import memory_map as maps
 from learning.grader.declarations import Exercise, Part
 from learning.grader.returned import ImportProblem, Returned, Skipped
@@ -479,15 +477,23 @@ class _WorkerRun:
         self._note("worker: started")
         try:
             process = self._start(command, write_fd, out_write)
+        except BaseException:
+            os.close(read_fd)
+            os.close(out_read)
+            raise
         finally:
             os.close(write_fd)
             os.close(out_write)
+        pipes = childproc.PipeReader()  # from here on, each read end belongs to its thread
+        pipes.read("events", read_fd)
+        pipes.read("output", out_read)
         try:
-            self._read_events(read_fd, out_read)
+            self._read_events(pipes)
+        except BaseException:  # Ctrl-C (learning.watch): end the worker now, not in 5 s
+            handover.kill_tree(process)
+            raise
         finally:
-            os.close(read_fd)
-            self._stop(process, out_read)
-            os.close(out_read)
+            self._stop(process, pipes)
         self._note("worker: ended")
         self.output = self._output.text()
 
@@ -498,15 +504,16 @@ class _WorkerRun:
         """A fresh worker process: forked by the test suite's server (learning.grader.forkserver) or
         a learner's warm one (learning.grader.warm), started from scratch where there is none."""
         cwd, env = str(self.module_path.parent), childproc.child_environment()
-        server = forkserver.ForkServer.get() if forkserver.enabled() else \
-            warm.server(self.force_interpret)
+        server = None if handover.portable() else forkserver.ForkServer.get() \
+            if forkserver.enabled() else warm.server(self.force_interpret)
         forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
         if forked:
             self._note("worker: forked from a warm process")
             return forked
-        return subprocess.Popen(
-            command, pass_fds=(event_fd,), stdin=subprocess.DEVNULL, stdout=output_fd,
-            stderr=output_fd, cwd=cwd, env=env, start_new_session=True)
+        number, options = handover.spawn_options(event_fd)
+        command[command.index("--fd") + 1] = str(number)
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output_fd,
+                                stderr=output_fd, cwd=cwd, env=env, **options)
 
     def _limit(self) -> float:
         if self.phase != "cases":
@@ -521,23 +528,23 @@ class _WorkerRun:
         part = self.exercise.part(part_name)
         return KERNEL_CASE_SECONDS if part.needs_kernels else PYTHON_CASE_SECONDS
 
-    def _read_events(self, fd: int, out_fd: int):
+    def _read_events(self, pipes: childproc.PipeReader):
         # A bytearray: a pipe hands over 64 KiB a read, and a large output (25 MB for 4096 rows
         # of 781 float64 values) joined into immutable bytes cost seconds of copying.
         buffer = bytearray()
         deadline = time.monotonic() + self._limit()
-        watched = [fd, out_fd]
-        while fd in watched:
+        while "events" in pipes.open:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.timed_out = True
                 return
-            ready, _, _ = select.select(watched, [], [], remaining)
-            if out_fd in ready and not self._output.read_from(out_fd):
-                watched.remove(out_fd)
-            if fd not in ready:
+            got = pipes.next(remaining)
+            if got is None:
                 continue
-            chunk = os.read(fd, 1 << 20)
+            pipe, chunk = got
+            if pipe == "output":
+                self._output.add(chunk)
+                continue
             if not chunk:
                 return
             buffer += chunk
@@ -597,23 +604,20 @@ class _WorkerRun:
         elif kind == "finished":
             self.finished = True
 
-    def _stop(self, process: subprocess.Popen, out_fd: int):
+    def _stop(self, process: subprocess.Popen, pipes: childproc.PipeReader):
         """Let a process that is done exit on its own (reading what it still prints), then
-        end its whole process group: whatever the learner's code started (a child process, a
-        thread that keeps the worker alive) ends with the check, and does not hold it up."""
-        if self.finished:
-            # The worker flushed its output before it said so: take what is in the pipe and
-            # end it, rather than wait for it to tear down CUDA and the interpreter.
-            self._output.drain_available(out_fd)
-        elif not self.timed_out:
-            self.returncode = self._output.drain_until_exit(process, out_fd, 5.0)
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        end it and every process it started: whatever the learner's code started (a child
+        process, a thread that keeps the worker alive) ends with the check, and does not hold
+        it up."""
+        # A worker that said "finished" flushed its output first: what it printed is in the
+        # pipe, read below once it is ended, rather than waiting for it to tear down CUDA and
+        # the interpreter.
+        if not self.finished and not self.timed_out:
+            self.returncode = self._output.drain_until_exit(process, pipes, 5.0)
+        handover.kill_tree(process)
         if self.returncode is None:
             self.returncode = process.wait()
-        self._output.drain_until_exit(process, out_fd, 0.5)
+        self._output.drain_until_exit(process, pipes, 0.5)
 
     def gpu_fault(self) -> tuple[str, str] | None:
         """(part, case) of the case whose fault ended this process's GPU context, if one did."""
@@ -637,9 +641,10 @@ class _WorkerRun:
                 "at the top level of the module runs on import; an endless loop or a long "
                 "computation there belongs inside a function")
         code = self.returncode
-        if code is not None and code < 0:
-            return ImportProblem("crashed", f"the process crashed (signal {-code}, "
-                                 f"{childproc.signal_name(-code)}) while importing {name}")
+        crashed = childproc.crash(code)
+        if crashed is not None:
+            return ImportProblem("crashed", f"the process crashed ({crashed[0]}) while "
+                                 f"importing {name}")
         return ImportProblem("exited", f"{name} ended the program while being imported "
                              f"(exit status {code}): code at the top level of the module runs on "
                              "import; do not call sys.exit or os._exit there")
@@ -665,12 +670,11 @@ class _WorkerRun:
                 "timed-out", f"did not finish within {limit:g} s in case {name} "
                 f"(the reference takes well under a second); the usual reason is {usual}")
         code = self.returncode
-        if code is not None and code < 0:
-            number = -code
-            label = childproc.signal_name(number)
-            cause = childproc.SIGNAL_CAUSES.get(label, "")
+        crashed = childproc.crash(code)
+        if crashed is not None:
+            what, cause = crashed
             return compare.Verdict(
-                "crashed", f"the process crashed (signal {number}, {label}) in case {name}"
+                "crashed", f"the process crashed ({what}) in case {name}"
                 f"{': ' + cause if cause else ''}")
         return compare.Verdict(
             "crashed", f"the process exited (status {code}) in case {name}: the code ended the "

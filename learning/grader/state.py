@@ -7,6 +7,7 @@ aside (renamed, never deleted) and replaced by an empty state instead of breakin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 STATE_DIR = ".course-state"
 STATE_FILE = "progress.json"
 FORMAT = 1
+REPLACE_ATTEMPTS = 20  # 25 ms apart: Windows refuses to replace a file another process reads
 
 
 @dataclass
@@ -98,12 +100,23 @@ def _from_json(data) -> State:
 def save(root: Path, state: State) -> Path | None:
     """Write atomically (a crash never leaves half a file); None if the folder is read-only."""
     path = state_path(root)
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".progress-")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(state.to_json(), out, indent=2, sort_keys=True)
-        os.replace(temporary, path)
+        for attempt in range(REPLACE_ATTEMPTS):
+            try:
+                os.replace(temporary, path)
+                break
+            except PermissionError:  # another command is reading it (on Windows)
+                if attempt == REPLACE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.025)
     except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
         return None
     return path

@@ -26,6 +26,7 @@ from learning.grader import allocations, registry
 from learning.grader import mode as kernel_mode
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.declarations import Case
+from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import cut as _cut
 from learning.grader.learner_code import (
     import_learner_module,
@@ -45,10 +46,11 @@ UNWRITTEN_SENTINEL = -12345.0
 
 
 class Channel:
-    """Length-prefixed pickle frames on a pipe the grader reads."""
+    """Length-prefixed pickle frames on a pipe the grader reads: ``fd`` is the number the
+    grader handed it over by (learning.grader.handover.spawn_options)."""
 
     def __init__(self, fd: int):
-        self._file = os.fdopen(fd, "wb", buffering=0)
+        self._file = os.fdopen(inherited_fd(fd), "wb", buffering=0)
 
     def send(self, *event):
         payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
@@ -297,7 +299,9 @@ def _find_unwritten(function, args_spec, device, first_values):
 
 def cap_memory(allowance_gib: float) -> bool:
     """Limit this process's address space to what it maps now plus ``allowance_gib`` (Linux
-    only; never where CUDA runs, which reserves far more address space than it uses)."""
+    only; never where CUDA runs, which reserves far more address space than it uses). Where
+    it cannot (no /proc on macOS, no resource module on Windows) nothing is capped: the time
+    limit still ends a runaway allocation, and check says so when --memory is asked for."""
     try:
         import resource
 
