@@ -434,7 +434,10 @@ def _check_command(root: Path, *parts: str) -> list[str]:
 
 def _environment(**changes) -> dict:
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    env["PYTHONPATH"] = str(COURSE_ROOT)
+    # the course first; what the suite's own environment adds stays (a numpy put first on the
+    # path, say), so that the check runs with the packages the test itself judges by
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(COURSE_ROOT), os.environ.get("PYTHONPATH", "")) if part)
     env.pop("LEARNING_FORKSERVER", None)  # the command as a learner runs it: fresh workers
     for key, value in changes.items():
         if value is None:
