@@ -24,7 +24,7 @@ from learning.exercises import attention as exercise
 from learning.explainers import attention as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
-from tests.helpers import COURSE_ROOT, grade_text, solution_text
+from tests.helpers import COURSE_ROOT, INSTANT_SECONDS, grade_text, solution_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -492,7 +492,8 @@ def test_explain_attention_needs_no_torch_and_is_instant():
                           timeout=60, cwd=COURSE_ROOT)
     assert done.returncode == 0, done.stderr
     loaded, seconds = done.stderr.strip().rsplit(" ", 1)
-    assert loaded == "[]" and float(seconds) < 1.0
+    assert loaded == "[]"  # what makes it instant: importing torch alone takes seconds
+    assert float(seconds) < INSTANT_SECONDS
 
 
 def test_at_80_columns_no_number_or_word_is_split():

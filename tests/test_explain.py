@@ -8,6 +8,7 @@ import pytest
 
 from learning import explain
 from learning.explainers import softmax as softmax_page
+from tests.helpers import INSTANT_SECONDS
 
 
 @pytest.fixture(autouse=True)
@@ -108,8 +109,8 @@ def test_explain_imports_neither_torch_nor_triton_and_is_instant():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     loaded, seconds = done.stderr.strip().rsplit(" ", 1)
-    assert loaded == "[]"
-    assert float(seconds) < 1.0
+    assert loaded == "[]"  # what makes it instant: importing torch alone takes seconds
+    assert float(seconds) < INSTANT_SECONDS
 
 
 def test_exp_limits_table_matches_where_exp_really_overflows_and_underflows():
