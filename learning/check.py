@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import course
+from learning import cli, course
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, report, runner, state
@@ -313,7 +313,7 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
 def run() -> int:
     """``main``, ending quietly when the reader of its output goes away (check --json | head)."""
     try:
-        return main()
+        return cli.run(main, "check")
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail again

@@ -81,3 +81,14 @@ def make_console() -> Console:
     if encoding is None:
         return Console(highlight=False)
     return Console(highlight=False, file=_AsciiSafe(sys.stdout, encoding))
+
+
+def run(main, prog: str) -> int:
+    """Run a command's ``main``; Ctrl-C ends it with one line and status 130 (the shell's
+    code for an interrupt) instead of a traceback. A check's worker, in a process group of its
+    own, is ended by the grader on the way out."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{prog}: stopped (Ctrl-C)", file=sys.stderr)
+        return 130

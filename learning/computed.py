@@ -25,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from learning import explainers
+from learning import cli, explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import LESSONS_DIR
 from learning.explainers.page import Table, to_markdown
@@ -147,4 +147,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main, "computed"))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from learning import cli
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import COURSE_ROOT, LESSONS
 from learning.grader import mode
@@ -167,4 +168,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main, "doctor"))

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from learning import explainers
+from learning import cli, explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.explainers.page import Heading, Page, Steps, Table, Text
 
@@ -136,4 +136,4 @@ def _rich_table(columns, rows, widest, numeric: bool = True) -> RichTable:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main, "explain"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from learning import course
+from learning import cli, course
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.grader import mode as kernel_mode
@@ -128,4 +128,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main, "progress"))

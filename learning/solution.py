@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.syntax import Syntax
 
+from learning import cli
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.grader import mode as kernel_mode
@@ -84,4 +85,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main, "solution"))

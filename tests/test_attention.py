@@ -234,6 +234,20 @@ def _grade_triton(tmp_path, text):
     return grade_text(tmp_path, "attention", text, ["triton"]).parts[0]
 
 
+def test_batch_and_head_swapped_fail_the_batch_x_heads_case(tmp_path):
+    # With as many batches as heads the swap only reorders the programs' work and passes.
+    text = solution_text("attention")
+    for right, wrong in (("batch = pid_bh // n_heads", "batch = pid_bh % n_heads"),
+                         ("head = pid_bh % n_heads", "head = pid_bh // n_heads")):
+        assert right in text
+        text = text.replace(right, wrong)
+    part = _grade_triton(tmp_path, text)
+    failed = {c.name for c in part.cases if c.verdict.status != "passed"}
+    assert "batch x heads" in failed
+    case = registry.find("attention").part("triton")
+    assert any(c.name == "batch x heads" and not c.gpu_only for c in case.cases)
+
+
 @pytest.mark.interpreter
 def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_path):
     text = solution_text("attention").replace("block_m, block_n = 16, 16",

@@ -200,8 +200,8 @@ def softmax_python(values):
     def interrupted(run, event):
         handle(run, event)
         if event[0] == "start":
-            while not (tmp_path / "pid").exists():
-                time.sleep(0.05)
+            while not ((tmp_path / "pid").exists() and (tmp_path / "pid").read_text()):
+                time.sleep(0.05)  # the file exists a moment before the pid is in it
             pressed.append(time.monotonic())
             raise KeyboardInterrupt
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -583,3 +584,46 @@ def test_progress_and_check_name_the_same_next_lesson(tmp_path, capsys):
     assert code == 0 and _last_line(out).endswith("Next: lessons/10-measuring.md.")
     code, out = run(capsys, progress, "--root", str(tmp_path))
     assert "lessons/10-measuring.md" in " ".join(out.split()).split("Next:")[-1]
+
+
+def test_ctrl_c_ends_a_check_with_one_line_and_no_traceback(tmp_path):
+    module = solution_text("softmax") + f"""
+
+import os as _os
+import time as _time
+
+
+def softmax_python(values):
+    with open({str(tmp_path / "started")!r}, "w") as handle:
+        handle.write(str(_os.getpid()))
+    _time.sleep(600)
+"""
+    write_module(tmp_path, "softmax", module)
+    env = dict(os.environ, LEARNING_WARM="0", PYTHONPATH=str(COURSE_ROOT))
+    env.pop("LEARNING_FORKSERVER", None)
+    process = subprocess.Popen([sys.executable, "-m", "learning.check", "softmax", "--root",
+                                str(tmp_path), "--part", "python"], cwd=COURSE_ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marker = tmp_path / "started"
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.read_text(), "the learner's function never started"
+    process.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends the check
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, out + err
+    assert err.strip() == "check: stopped (Ctrl-C)" and "Traceback" not in out
+    worker = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{worker}/stat").exists() and \
+                Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break  # ended, not yet reaped by whoever adopted it
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the worker outlived the interrupted check")
+

@@ -2,6 +2,7 @@
 
 import sys
 
+from learning import cli
 from learning.bench import main
 
-sys.exit(main())
+sys.exit(cli.run(main, "bench"))

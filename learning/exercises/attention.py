@@ -416,9 +416,11 @@ TRITON_BUGS = _bugs(python=False) + (
         "them. The grid is (triton.cdiv(seq_q, BLOCK_M), batch * heads), and each program "
         "finds its batch and head from program_id(1): batch = pid // n_heads, head = pid % "
         "n_heads", hint=1),
-    Bug("out-of-bounds", "a load or store reached outside the tensors: mask query rows at or "
-        "past seq_q (the load of q and the store) and keys at or past seq_k (the loads of k "
-        "and v)", hint=3),
+    Bug("out-of-bounds", "a load or store reached outside the tensors. Either a lane that "
+        "should be masked was not (query rows at or past seq_q in the load of q and the "
+        "store, keys at or past seq_k in the loads of k and v), or an offset points at a "
+        "head that does not exist (batch = pid // n_heads and head = pid % n_heads, on a grid "
+        "of cdiv(seq_q, BLOCK_M) x batch * heads)", hint=3),
     Bug("wrong-dtype", "the output must have q's dtype: accumulate in float32, then store "
         "out.to(out_ptr.dtype.element_ty) into torch.empty(..., dtype=q.dtype)", hint=6),
 )
@@ -517,9 +519,10 @@ TRITON_CASES = (
     Case("head dim 128", "d = 128: the scale is 1 / sqrt(128), and q stays one (BLOCK_M, 128) "
          "block in the program", _heads(10, 1, 1, 16, 20, 128, False, fill=_rising),
          catches=("scale",)),
-    Case("batch x heads", "2 batches of 2 heads: program_id(1) runs over batch * heads, and "
-         "each program must find its own head", _heads(11, 2, 2, 12, 12, 16, True),
-         catches=("grid-too-small",)),
+    Case("batch x heads", "2 batches of 3 heads: program_id(1) runs over batch * heads, and "
+         "each program must find its own: batch = pid // heads, head = pid % heads (with as "
+         "many batches as heads, swapping the two goes unseen)",
+         _heads(11, 2, 3, 12, 12, 16, True), catches=("grid-too-small",)),
     Case("(batch, seq, heads, d) transposed", "q, k and v as models hold them: a (2, 12, 2, "
          "16) tensor transposed to (2, 2, 12, 16), strides (384, 16, 32, 1)",
          _heads(12, 2, 2, 12, 12, 16, False, layout="seq-heads"),
