@@ -45,6 +45,10 @@ def parse_row(text: str) -> list[float]:
         if math.isnan(value):
             raise ArgumentError("--input: nan is no number a worked example can use; use "
                                 "finite numbers (or -inf where the topic allows it)")
+        if value == math.inf:  # typed as inf, or a number too large for a float (1e400)
+            raise ArgumentError(f"--input: '{item.strip()}' is +inf, and every topic's "
+                                "arithmetic turns it into nan (inf - inf); use finite numbers "
+                                "(or -inf where the topic allows it)")
         row.append(value)
     if len(row) > MAX_INPUT:
         raise ArgumentError(f"--input: {len(row)} numbers is more than the {MAX_INPUT} a "

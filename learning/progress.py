@@ -69,7 +69,7 @@ def next_step(progress: state.State) -> str:
         if part not in graded[exercise.name]:
             continue
         grade = progress.grade(exercise.name, part)
-        if grade is None:
+        if grade is None or grade.status == "not-started":  # checked, but nothing written yet
             return (f"Read lessons/{lesson.filename}, then run "
                     f"python -m learning.check {exercise.name}")
         if grade.status != "passed":

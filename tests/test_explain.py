@@ -89,6 +89,8 @@ def test_row_of_only_minus_infinity_is_explained(capsys):
     (["softmax", "--input", ""], "--input needs at least one number"),
     (["softmax", "--input", "1,,2"], "--input: '' is not a number"),
     (["softmax", "--input", "nan"], "nan is no number"),
+    (["softmax", "--input", "inf,1"], "'inf' is +inf"),
+    (["online_softmax", "--input", "1e400"], "'1e400' is +inf"),
     (["sofmax"], "unknown topic 'sofmax'; did you mean 'softmax'?"),
     ([], "the following arguments are required: topic"),
 ])

@@ -95,7 +95,8 @@ def test_explain_takes_the_learners_row(capsys, wide_plain_console):
 
 @pytest.mark.parametrize("value, message", [
     ("abc", "'abc' is not a number"),
-    ("1,inf", "an infinite value has no RMSNorm"),
+    ("1,inf", "'inf' is +inf"),
+    ("1,-inf", "an infinite value has no RMSNorm"),
     ("nan", "nan is no number"),
 ])
 def test_explain_rejects_bad_input_in_one_line(capsys, wide_plain_console, value, message):

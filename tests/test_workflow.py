@@ -50,6 +50,15 @@ def test_progress_lists_every_lesson_in_order_and_the_next_step(tmp_path, capsys
     assert "Next: Read lessons/" in out
 
 
+def test_an_exercise_checked_before_it_was_started_still_says_read_the_lesson(tmp_path,
+                                                                              capsys):
+    write_module(tmp_path, "elementwise", stub_text("elementwise"))
+    check.main(["elementwise", "--root", str(tmp_path), "--part", "python"])
+    capsys.readouterr()
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert "Next: Read lessons/01-elementwise.md" in out and "Fix" not in out
+
+
 def test_progress_shows_the_grades_of_the_last_check(tmp_path, capsys):
     write_module(tmp_path, "softmax", solution_text("softmax"))
     assert check.main(["softmax", "--root", str(tmp_path), "--part", "python"]) == 0

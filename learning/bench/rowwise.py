@@ -135,7 +135,8 @@ def parse(argv: list[str]):
             raise ArgumentError(f"{name} is timed on its own, in TFLOP/s: python -m "
                                 f"learning.bench {name}")
         if name not in KERNELS:
-            raise ArgumentError(f"unknown kernel '{name}'; choose from {', '.join(KERNELS)}")
+            raise ArgumentError(f"unknown kernel '{name}'; choose from {', '.join(KERNELS)} "
+                                "(together), or matmul or attention (each on its own)")
     options.dtypes = parse_dtypes(options.dtypes)
     options.width_lists = {name: parse_widths(options.widths, KERNELS[name])
                            for name in options.kernels}
