@@ -355,6 +355,21 @@ def test_printing_without_end_is_cut_and_the_grader_stays_bounded(tmp_path):
     assert seconds < PYTHON_PART_SECONDS
 
 
+def test_the_output_note_counts_what_was_printed_not_what_was_left_after_a_first_cut():
+    printed = ("x" * 201 + "\n") * 100  # 100 lines: cut by lines first, then by characters
+    shown = runner._cap_output(printed)
+    body, note = shown.rsplit("\n", 1)
+    assert len(body) == runner.MAX_OUTPUT_CHARS and printed.startswith(body)
+    hidden = len(printed.rstrip("\n")) - len(body)
+    assert note == f"[output cut: {hidden} more characters " \
+                   f"({100 - len(body.splitlines())} more lines) not shown]"
+    # a worker's capture keeps only so much and says how much it dropped: that count survives
+    captured = "z" * 100 + "\n[output cut: 5000 more bytes]"
+    assert runner._cap_output(captured + captured) == \
+        "z" * 200 + "\n[output cut: 10000 more bytes printed and not kept]"
+    assert runner._cap_output("a\nb\n") == "a\nb"
+
+
 def test_one_enormous_line_is_cut(tmp_path):
     result, _ = grade(tmp_path, with_code(
         "import sys\n_solution = softmax_python\n\ndef softmax_python(values):\n"

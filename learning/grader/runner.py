@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -406,15 +407,26 @@ def _reference(part: Part, args: tuple):
         return np.asarray(part.reference(*args), dtype=np.float64)
 
 
+# The note a worker process's capture adds where it stopped keeping what the learner printed.
+_NOT_KEPT = re.compile(r"\n\[output cut: (\d+) more bytes\]")
+
+
 def _cap_output(text: str) -> str:
-    lines = text.splitlines()
-    cut_lines = len(lines) - MAX_OUTPUT_LINES
-    if cut_lines > 0:
-        text = "\n".join(lines[:MAX_OUTPUT_LINES]) + f"\n[output cut: {cut_lines} more lines]"
-    if len(text) > MAX_OUTPUT_CHARS:
-        text = text[:MAX_OUTPUT_CHARS] + f"\n[output cut: {len(text) - MAX_OUTPUT_CHARS} more " \
-            "characters]"
-    return text
+    """What the learner printed, as the report shows it: the first MAX_OUTPUT_LINES lines and
+    MAX_OUTPUT_CHARS characters, and one note that counts what is not shown, measured against
+    everything printed (the processes' captures keep only so much; their notes are summed)."""
+    not_kept = sum(int(n) for n in _NOT_KEPT.findall(text))
+    text = _NOT_KEPT.sub("", text)
+    shown = "\n".join(text.splitlines()[:MAX_OUTPUT_LINES])[:MAX_OUTPUT_CHARS]
+    notes = []
+    hidden = len(text.rstrip("\n")) - len(shown)
+    if hidden > 0:
+        lines = len(text.splitlines()) - len(shown.splitlines())
+        notes.append(f"{hidden} more characters" + (f" ({lines} more lines)" if lines else "") +
+                     " not shown")
+    if not_kept:
+        notes.append(f"{not_kept} more bytes printed and not kept")
+    return shown + (f"\n[output cut: {'; '.join(notes)}]" if notes else "")
 
 
 class _WorkerRun:
