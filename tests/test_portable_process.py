@@ -305,10 +305,10 @@ def test_an_exit_status_of_the_programs_own_is_no_crash(code):
 
 def test_a_worker_ended_by_a_windows_exception_is_reported_as_a_crash():
     run = runner._WorkerRun(SOFTMAX, Path("softmax.py"),
-                            [runner.PartResult(SOFTMAX.part("python"))], False, None)
-    run.current, run.returncode = ("python", "worked example"), 0xC0000005
+                            [runner.PartResult(SOFTMAX.part("triton"))], False, None)
+    run.current, run.returncode = ("triton", "width 3"), 0xC0000005
     verdict = run.failure_verdict()
     assert verdict.status == "crashed"
     assert verdict.summary == "the process crashed (exception 0xC0000005, an access violation) " \
-                              "in case python/worked example: likely an out-of-bounds load or " \
+                              "in case triton/width 3: likely an out-of-bounds load or " \
                               "store (or a pointer computed from the wrong tensor)"

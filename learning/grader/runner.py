@@ -40,6 +40,11 @@ MAX_OUTPUT_LINES = 40
 # before the rest of the part is left unrun.
 MAX_GPU_FAULTS = 24
 MAX_OUTPUT_CHARS = 4000
+# Printed output past which a timed-out case says how much was printed: writing megabytes to a
+# pipe takes seconds of its own.
+PRINTED_A_LOT = 1_000_000
+# The crash causes that speak of loads and stores, which only a kernel part has.
+MEMORY_FAULT_CAUSES = {childproc.SIGNAL_CAUSES["SIGSEGV"], childproc.SIGNAL_CAUSES["SIGBUS"]}
 # Settings of the learner's shell that would change how the child runs, not what it computes.
 
 
@@ -678,6 +683,10 @@ class _WorkerRun:
                 else ("a loop whose condition never turns false: a while loop whose index or "
                       "bound is never advanced, or a list that grows as it is walked")
             limit = self._case_limit(self.current[0] if self.current else None)
+            printed = len(self._output.kept) + self._output.dropped
+            if printed >= PRINTED_A_LOT:  # seen, not guessed: say it beside the usual reason
+                usual += (f". It also printed {printed:,} bytes by then, and printing that "
+                          "much takes time of its own: take the prints out and check again")
             return compare.Verdict(
                 "timed-out", f"did not finish within {limit:g} s in case {name} "
                 f"(the reference takes well under a second); the usual reason is {usual}")
@@ -685,6 +694,12 @@ class _WorkerRun:
         crashed = childproc.crash(code)
         if crashed is not None:
             what, cause = crashed
+            kernels = self.exercise.part(self.current[0]).needs_kernels if self.current \
+                else True
+            if not kernels and cause in MEMORY_FAULT_CAUSES:  # a Python part has no loads
+                cause = ("a memory fault in native code the function called (ctypes, a C "
+                         "extension), or a signal the code sent itself: plain Python has no "
+                         "loads or stores that could fault")
             return compare.Verdict(
                 "crashed", f"the process crashed ({what}) in case {name}"
                 f"{': ' + cause if cause else ''}")
