@@ -107,7 +107,7 @@ def test_explain_numbers_come_from_the_counting_code():
     ("0,4", "0 is not a positive whole number"),
     ("1,2,3,4", "not 4 numbers"),
     ("4,4,3", "not 3"),
-    ("inf,2", "inf is not a positive whole number"),
+    ("inf,2", "'inf' is +inf"),
     ("abc", "'abc' is not a number"),
 ])
 def test_explain_rejects_a_bad_shape_in_one_line(capsys, wide_plain_console, value, message):
