@@ -10,7 +10,7 @@ keeps this list, the folder and the imports (no circles) in step.
         watch.py         re-check an exercise each time its file is saved
         progress.py      every lesson in order, the last grade of each part, what to do next
         reset.py         start an exercise over, keeping a backup of the learner's file
-        solution.py      show the reference solution once every part has passed
+        solution.py      show the reference solution once every part that can run here passes
         doctor.py        check that this machine can take the course, and say what to fix
         computed.py      regenerate the computed sections of the documents; --check lists stale ones
         bench/           time kernels on a GPU: ``main`` picks the bench for the kernels named
