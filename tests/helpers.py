@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from learning.grader import registry, runner
 from learning.solutions import solution_path
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def course_pythonpath() -> str:
+    """PYTHONPATH for a command the tests start: the course first, then whatever the suite's
+    own environment adds (packages put first on the path), so the command imports what the test
+    itself imports."""
+    return os.pathsep.join(p for p in (str(COURSE_ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def write_module(folder: Path, exercise: str, text: str) -> Path:

@@ -10,7 +10,7 @@ import pytest
 from learning import bench, computed, explain
 from learning.bench import rowwise
 from learning.explainers import bench as bench_page
-from tests.helpers import COURSE_ROOT
+from tests.helpers import COURSE_ROOT, course_pythonpath
 
 
 def test_without_a_gpu_the_bench_says_so_and_exits_0(capsys, mode):
@@ -121,7 +121,7 @@ def test_the_whole_row_probe_kernels_are_right_in_the_interpreter():
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))
+    env = dict(os.environ, PYTHONPATH=course_pythonpath())
     done = subprocess.run([sys.executable, "bench/whole_row_probe.py", "--smoke"], cwd=COURSE_ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -168,7 +168,7 @@ def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, 
     from learning.explainers import facts
 
     out = tmp_path / "facts.json"
-    env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT))
+    env = dict(os.environ, PYTHONPATH=course_pythonpath())
     done = subprocess.run([sys.executable, "bench/lesson_facts.py", "--smoke", "--out", str(out)],
                           cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

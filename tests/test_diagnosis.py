@@ -411,3 +411,39 @@ def test_json_carries_every_cause_the_meaning_the_line_and_what_differs(tmp_path
     assert raised["where"].startswith("softmax.py, line ")
     failed = cases["worked example"]
     assert failed["bug"] == "summed-shifted" and failed["observations"]
+
+
+def _replay_counting_part(replays: bool):
+    """A part with one known bug whose replay matches any output, and one case."""
+    from learning.grader.declarations import Bug, Case, Part, Tolerance
+
+    calls = []
+
+    def detect(got, args, want):
+        calls.append(args)
+        return True
+
+    case = Case("large", "a case too large to replay on", lambda: ([1.0, 2.0],), catches=(),
+                replays=replays)
+    part = Part("python", "t", "01", "f", lambda values: list(values), (case,),
+                Tolerance(1e-9, 1e-9), bugs=(Bug("always", "the replay says so", detect),))
+    return part, case, calls
+
+
+@pytest.mark.parametrize("replays", [True, False])
+def test_a_case_declared_too_large_to_replay_names_no_cause_but_says_what_differs(replays):
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    part, case, calls = _replay_counting_part(replays)
+    want = np.array([1.0, 2.0])
+    got = np.array([1.0, 3.0])  # wrong
+    verdict = compare.judge(part, case, Returned("list", got, shape=(2,)), ([1.0, 2.0],), want,
+                            {})
+    assert verdict.status == "failed"
+    assert "1 of 2 values differ" in verdict.summary
+    if replays:
+        assert _causes(verdict) == {"always"} and calls
+    else:
+        assert not verdict.causes and not calls  # never replayed: no evidence, no cause
+        assert verdict.mismatch_count == 1 and verdict.mismatches[0].index == (1,)

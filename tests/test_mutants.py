@@ -30,7 +30,7 @@ from pathlib import Path
 from learning.grader import compare, registry, runner
 from learning.grader.declarations import Exercise, Part
 from learning.solutions import solution_path
-from tests.helpers import COURSE_ROOT
+from tests.helpers import course_pythonpath
 
 PER_PART = int(os.environ.get("LEARNING_MUTANTS_PER_PART", "2"))
 FOCUS = {"softmax": 4}  # the course's centre gets a larger sample
@@ -260,7 +260,7 @@ def _equivalence(exercise: str, part: str, folder: Path, survivors: list[Mutant]
         path = folder / f"survivor_{index}.py"
         path.write_text(mutant.source, encoding="utf-8")
         paths.append(str(path))
-    env = dict(os.environ, PYTHONPATH=str(COURSE_ROOT), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=course_pythonpath(), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run([sys.executable, "-c", _HARNESS, exercise, part,
                            str(solution_path(exercise)), *paths], capture_output=True,
                           text=True, env=env, timeout=600, cwd=str(folder))

@@ -16,7 +16,7 @@ import pytest
 from learning.grader import compare, gpu_compile, registry, runner, sanitizer
 from learning.grader import mode as kernel_mode
 from learning.grader.returned import Returned
-from tests.helpers import COURSE_ROOT, grade_text, solution_text
+from tests.helpers import COURSE_ROOT, course_pythonpath, grade_text, solution_text
 
 SOFTMAX = registry.find("softmax")
 # Bounds on the wall time of one graded check, generous for a loaded 2-core machine: what they
@@ -454,8 +454,7 @@ def _environment(**changes) -> dict:
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     # the course first; what the suite's own environment adds stays (a numpy put first on the
     # path, say), so that the check runs with the packages the test itself judges by
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in (str(COURSE_ROOT), os.environ.get("PYTHONPATH", "")) if part)
+    env["PYTHONPATH"] = course_pythonpath()
     env.pop("LEARNING_FORKSERVER", None)  # the command as a learner runs it: fresh workers
     for key, value in changes.items():
         if value is None:

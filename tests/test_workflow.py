@@ -15,7 +15,7 @@ import pytest
 
 from learning import check, course, doctor, progress, reset, solution
 from learning.grader import mode, registry, state
-from tests.helpers import COURSE_ROOT, solution_text, stub_text, write_module
+from tests.helpers import COURSE_ROOT, course_pythonpath, solution_text, stub_text, write_module
 
 
 @pytest.fixture(autouse=True)
@@ -375,7 +375,7 @@ class WatchCommand:
     def __init__(self, root, *options):
         command = [sys.executable, "-m", "learning.watch", "softmax", "--part", "python",
                    "--root", str(root), *options]
-        env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(COURSE_ROOT))
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=course_pythonpath())
         env.pop("LEARNING_FORKSERVER", None)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, env=env)
@@ -608,7 +608,7 @@ def softmax_python(values):
     _time.sleep(600)
 """
     write_module(tmp_path, "softmax", module)
-    env = dict(os.environ, LEARNING_WARM="0", PYTHONPATH=str(COURSE_ROOT))
+    env = dict(os.environ, LEARNING_WARM="0", PYTHONPATH=course_pythonpath())
     env.pop("LEARNING_FORKSERVER", None)
     process = subprocess.Popen([sys.executable, "-m", "learning.check", "softmax", "--root",
                                 str(tmp_path), "--part", "python"], cwd=COURSE_ROOT, env=env,

@@ -433,7 +433,8 @@ TRITON_CASES = (
          catches=("acc-input-dtype",), tolerance=BF16, gpu_only=True),
     Case("a full launch on the GPU", "1000x700 @ 700x900 random float16: hundreds of tiles "
          "(GPU only, too slow to interpret)", _random(16, 1000, 700, 900, "float16"),
-         catches=(), tolerance=FP16, gpu_only=True),
+         catches=(), tolerance=FP16, gpu_only=True,
+         replays=False),
 )
 
 PYTHON_HINTS = (

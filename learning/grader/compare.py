@@ -130,7 +130,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         verdict = _judge_exact(outcome, want)
         if not verdict.passed and not verdict.causes:
             got = outcome.raw if outcome.raw is not None else outcome.note
-            verdict.causes = _recognise(part, got, args, want)
+            verdict.causes = _recognise(part, case, got, args, want)
             verdict.observations = _observed(observe.describe_exact, got, want)
         verdict.seconds = outcome.seconds
         return verdict
@@ -138,7 +138,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
         # A known bug's exact signature (unwritten elements included) names it better than
         # the generic pattern of what was left unwritten.
-        verdict.causes = _recognise(part, outcome.values, args, want) or verdict.causes
+        verdict.causes = _recognise(part, case, outcome.values, args, want) or verdict.causes
     if verdict is None:
         verdict = _judge_values(part, case, outcome, args, want)
     verdict.seconds = outcome.seconds
@@ -345,7 +345,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     bad = np.argwhere(~good)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
-    causes = _recognise(part, got, args, want)
+    causes = _recognise(part, case, got, args, want)
     all_nan = got.size > 1 and bool(np.isnan(got).all()) and not np.isnan(want).all()
     summary = (f"{len(bad)} of {got.size} values differ from the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
@@ -398,8 +398,11 @@ def special_values(got, want) -> str:
     return "; ".join(said)
 
 
-def _recognise(part: Part, got, args, want) -> tuple[Bug, ...]:
-    """Every known bug whose replay gives exactly this output (none when no replay does)."""
+def _recognise(part: Part, case: Case, got, args, want) -> tuple[Bug, ...]:
+    """Every known bug whose replay gives exactly this output (none when no replay does, or
+    the case is declared too large to replay on)."""
+    if not case.replays:
+        return ()
     return tuple(bug for bug in part.bugs
                  if bug.detect is not None and bug.detect(got, args, want))
 

@@ -324,7 +324,7 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
             outcome = run.outcomes.get((part.name, case.name))
             verdict, evidence = _verdict(run, part, case, outcome)
             part_result.cases.append(CaseResult(case.name, case.purpose, verdict))
-            if evidence is None:
+            if evidence is None or not case.replays:
                 continue
             tolerance = case.tolerance or part.tolerance
             if verdict.status in ("failed", "error"):
