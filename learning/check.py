@@ -266,6 +266,11 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
     hint ``wanted`` when it is given."""
+    # The stored grades are of code that imported: for a module that does not import now they
+    # would pick the hint, and count it as seen, for code that is not there.
+    problem = runner.import_problem(exercise, root)
+    if problem is not None:
+        return _no_hint_until_it_imports(console, exercise, problem, as_json)
     # Without Triton the kernel parts can never pass here: their hints wait until asked for.
     candidates = [exercise.part(name) for name in parts] if parts else \
         [p for p in exercise.parts if not p.needs_kernels or kernel_mode.triton_missing() is None]
@@ -308,6 +313,19 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
         console.print(f"Run the same command again for hint {level + 1}.", style="dim",
                       highlight=False)
     return 0
+
+
+def _no_hint_until_it_imports(console, exercise: Exercise, problem, as_json: bool) -> int:
+    """One line instead of a hint: the module must import first. Nothing is recorded."""
+    line = f"No hint: {exercise.filename} must import first ({problem.message}); " \
+           f"python -m learning.check {exercise.name} shows the details."
+    if as_json:
+        print(json.dumps({"exercise": exercise.name, "hint": None, "message": line,
+                          "import_problem": {"kind": problem.kind,
+                                             "message": problem.message}}, indent=2))
+    else:
+        console.print(escape(line), style="red", highlight=False, soft_wrap=True)
+    return 1
 
 
 def run() -> int:

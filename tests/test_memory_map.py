@@ -345,6 +345,96 @@ def test_check_draws_the_first_failing_small_case_beside_the_reference(
     assert out.count("Memory map of case") == 1
 
 
+def _softmax_with(old: str, new: str) -> str:
+    text = solution_text("softmax")
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+# Mistakes that raise before the learner's code loads or stores anything: (the reference's
+# text, the mistake, what the one line says the code did).
+RAISED_BEFORE_ANY_ACCESS = {
+    "a NameError in the launcher": ("triton.next_power_of_2(n_cols)",
+                                    "triton.next_power_of_2(n_colz)",
+                                    "raised NameError before launching a kernel"),
+    "a kernel that fails as it is traced": (
+        "    row = tl.program_id(0)\n",
+        "    row = tl.program_id(0)\n    tl.static_assert(BLOCK < 0, 'made up')\n",
+        "raised AssertionError before any load or store"),
+    "a bad keyword to tl.load": ('other=-float("inf"))', 'other=-float("inf"), masc=mask)',
+                                 "raised TypeError before any load or store"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(RAISED_BEFORE_ANY_ACCESS))
+def test_a_case_that_raised_before_any_load_or_store_gets_no_map(
+        interpreter, tmp_path, capsys, monkeypatch, mistake):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+    old, wrong, observed = RAISED_BEFORE_ANY_ACCESS[mistake]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = capsys.readouterr().out
+    assert f"  No memory map of case 'width 3': in Triton's interpreter your code {observed}, " \
+           "so there is nothing to map.\n" in out
+    assert "Memory map of case" not in out and "which program stored" not in out
+    assert "Key:" not in out
+
+
+def test_json_has_no_map_where_the_check_draws_none(interpreter, tmp_path, capsys):
+    old, wrong, observed = RAISED_BEFORE_ANY_ACCESS["a NameError in the launcher"]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json",
+                "--map", "width 17, five rows"])
+    drawn = json.loads(capsys.readouterr().out)["memory_map"]
+    assert (drawn["case"], drawn["asked"]) == ("width 17, five rows", True)
+    assert drawn["learner"] is None and drawn["reference"] is None
+    assert drawn["note"] == f"in Triton's interpreter your code {observed}, so there is " \
+                            "nothing to map"
+
+
+@pytest.mark.parametrize("call", ["raises first", "launches no program"])
+def test_the_drawing_of_a_call_without_loads_or_stores_is_one_line(interpreter, call):
+    copy = _kernels()["copy_rows"]
+    launch, observed = {
+        "raises first": (lambda x: n_colz,  # noqa: F821 - the learner's misspelling
+                         "raised NameError before launching a kernel"),
+        "launches no program": (_rows(copy, programs=lambda rows: 0),
+                                "launched copy_rows on a grid of (0,): no program ran"),
+    }[call]
+    pair = memory_map.MemoryMap("softmax", "triton", "made up", _record(launch, _matrix(2, 3)),
+                                _record(_rows(copy), _matrix(2, 3)))
+    assert map_view.plain(pair, 200) == "  No memory map of case 'made up': in Triton's " \
+        f"interpreter your code {observed}, so there is nothing to map."
+
+
+def test_a_map_cut_short_by_another_error_does_not_call_an_access_refused(interpreter):
+    """Only the bounds check refuses an access: after any other error the map is still
+    drawn (the code touched memory first), without saying that one was refused."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def misspelt(out_ptr, n, BLOCK: tl.constexpr):
+        lanes = tl.arange(0, BLOCK)
+        tl.store(out_ptr + lanes, 0.0, masc=lanes < n)
+
+    copy = _rows(_kernels()["copy_rows"])
+
+    def copy_then_misspelt(x):
+        out = copy(x)
+        misspelt[(1,)](out, x.numel(), BLOCK=128)
+        return out
+
+    pair = memory_map.MemoryMap("softmax", "triton", "made up",
+                                _record(copy_then_misspelt, _matrix(5, 17)),
+                                _record(copy, _matrix(5, 17)))
+    text = " ".join(map_view.plain(pair, 80).split())
+    assert "Memory map of case 'made up'" in text
+    assert "Your kernel stopped in program 4 (TypeError" in text
+    assert "the map shows its accesses up to there." in text and "refused" not in text
+
+
 def test_check_map_draws_a_named_case_and_json_carries_it(interpreter, tmp_path, capsys):
     write_module(tmp_path, "softmax", solution_text("softmax"))
     code = check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json",

@@ -187,6 +187,32 @@ def test_a_failing_case_points_at_the_hint_that_helps(tmp_path, capsys):
     assert "hint 2: shifted = [v - maximum for v in values]" in out
 
 
+@pytest.mark.parametrize("breakage, kind", [("def broken(:\n", "syntax"),
+                                             ("raise RuntimeError('top level')\n", "exception")])
+def test_a_module_that_does_not_import_gets_no_hint_from_old_grades(tmp_path, capsys, breakage,
+                                                                    kind):
+    saved = state.State()
+    saved.record("softmax", "python", "passed", 11, 11)
+    saved.record("softmax", "triton", "failed", 0, 14)
+    state.save(tmp_path, saved)
+    write_module(tmp_path, "softmax", f"{solution_text('softmax')}\n{breakage}")
+    code, out = run(capsys, check, "softmax", "--hint", "--root", str(tmp_path))
+    assert code == 1
+    assert len(out.splitlines()) == 1 and "Hint" not in out
+    assert out.startswith("No hint: softmax.py must import first (")
+    assert out.rstrip().endswith("); python -m learning.check softmax shows the details.")
+    code, out = run(capsys, check, "softmax", "--part", "python", "--hint", "2", "--json",
+                    "--root", str(tmp_path))
+    document = json.loads(out)
+    assert code == 1 and document["hint"] is None
+    assert document["import_problem"]["kind"] == kind
+    assert state.load(tmp_path).hints_shown == {}  # nothing seen, nothing advanced
+    write_module(tmp_path, "softmax", solution_text("softmax"))  # it imports again: as before
+    code, out = run(capsys, check, "softmax", "--hint", "--root", str(tmp_path))
+    assert code == 0 and "Hint 1 of 5 for the triton part" in out
+    assert state.load(tmp_path).hints_seen("softmax", "triton") == 1
+
+
 # --- reset ------------------------------------------------------------------------------------
 
 def test_reset_backs_up_the_learners_file_then_restores_the_stub(tmp_path, capsys):

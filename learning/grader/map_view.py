@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from learning.grader.memory_map import CaseMap, MemoryMap, Tensor
+from learning.grader.memory_map import CaseMap, MemoryMap, Tensor, grid_dims, nothing_to_map
 
 SYMBOLS = string.digits + string.ascii_lowercase + string.ascii_uppercase
 NEVER, SEVERAL, OUTSIDE, EMPTY, ELIDED_COLUMN, ELIDED_ROW = ".", "*", "!", " ", "~", ":"
@@ -282,21 +282,13 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
         say(f"{command} draws which program of your kernel read and wrote which element in "
             f"this case, beside the reference kernel (not drawn here: {memory_map.note}).", 2)
         return out
+    # A map is drawn only of code that touched memory: else one line says what it did.
+    if learner is None or not learner.accesses:
+        why = memory_map.note if learner is None else nothing_to_map(learner)
+        say(f"No memory map of case '{memory_map.case}': {why or 'nothing was recorded'}.", 2)
+        return out
     say(f"Memory map of case '{memory_map.case}', run again in Triton's interpreter: your "
         f"kernel on the left, the reference kernel on the right, on the same input.", 2)
-    if learner is None:
-        say(f"No map: {memory_map.note or 'nothing was recorded'}.", INDENT)
-        return out
-    if not learner.accesses:
-        why = f" (it stopped first: {_short(learner.stopped)})" if learner.stopped else ""
-        empty = [launch for launch in learner.launches if _count(launch["grid"]) == 0]
-        what = "launched no kernel" if not learner.launches else \
-            f"launched {empty[0]['kernel']} on a grid of " \
-            f"{tuple(empty[0]['grid'][:_dims(empty[0]['grid'])])}: no program ran" if empty \
-            else "launched kernels that touched no memory"
-        say(f"Your code {what} in this case{why}.", INDENT)
-        if reference is None or not reference.accesses:
-            return out
     if reference is None:
         say(f"The reference could not be recorded ({memory_map.note}); your kernel's map "
             "is drawn alone.", INDENT)
@@ -306,8 +298,10 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
         if case_map is not None and case_map.stopped:
             last = case_map.accesses[-1].program if case_map.accesses else None
             where = f" in program {last}" if last is not None else ""
+            refused = ", the refused one included" if case_map.stopped.startswith(
+                "OutOfBoundsAccess") else ""
             say(f"{who[0].upper() + who[1:]} stopped{where} ({_short(case_map.stopped)}); the "
-                f"map shows its accesses up to there, the refused one included.", INDENT)
+                f"map shows its accesses up to there{refused}.", INDENT)
     for line in _key(memory_map):
         say(line, INDENT, hang=2)
     return out
@@ -421,10 +415,10 @@ def _key(memory_map: MemoryMap) -> list[str]:
         for launch in case_map.launches:
             programs = [(n, p) for n, p in sorted(case_map.programs.items())
                         if launch["first"] <= n < launch["first"] + _count(launch["grid"])]
-            ids = ", ".join(f"{symbol(n)} = {tuple(p[:_dims(launch['grid'])])}"
+            ids = ", ".join(f"{symbol(n)} = {tuple(p[:grid_dims(launch['grid'])])}"
                             for n, p in programs[:6])
             more = ", ..." if len(programs) > 6 else ""
-            grid = tuple(launch["grid"][:_dims(launch["grid"])])
+            grid = tuple(launch["grid"][:grid_dims(launch["grid"])])
             said.append(f"{launch['kernel']} on a grid of {grid}: {ids}{more}")
         described[who] = "; ".join(said)
     if len(set(described.values())) == 1 and len(described) == 2:
@@ -432,13 +426,6 @@ def _key(memory_map: MemoryMap) -> list[str]:
     else:
         key += [f"Programs of {who}: {text}." for who, text in described.items()]
     return key
-
-
-def _dims(grid) -> int:
-    dims = 3
-    while dims > 1 and grid[dims - 1] == 1:
-        dims -= 1
-    return dims
 
 
 def render(console: Console, memory_map: MemoryMap):

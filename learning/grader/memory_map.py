@@ -436,6 +436,34 @@ class CaseMap:
                      and a.tensor == number and a.outside), 0)
 
 
+def nothing_to_map(case_map: CaseMap) -> str:
+    """Why a call that made no load or store has no map, in what it was seen to do; "" when
+    it made some."""
+    if case_map.accesses:
+        return ""
+    empty = [launch for launch in case_map.launches if _count(launch["grid"]) == 0]
+    if case_map.stopped:
+        raised = case_map.stopped.split(":")[0]
+        what = f"raised {raised} before " + ("any load or store" if case_map.launches
+                                             else "launching a kernel")
+    elif empty:
+        grid = tuple(empty[0]["grid"][:grid_dims(empty[0]["grid"])])
+        what = f"launched {empty[0]['kernel']} on a grid of {grid}: no program ran"
+    elif case_map.launches:
+        what = "launched kernels that made no load or store"
+    else:
+        what = "launched no kernel"
+    return f"in Triton's interpreter your code {what}, so there is nothing to map"
+
+
+def grid_dims(grid) -> int:
+    """How many of a launch grid's three sizes to show: trailing 1s are left out."""
+    dims = 3
+    while dims > 1 and grid[dims - 1] == 1:
+        dims -= 1
+    return dims
+
+
 def _flat(index: tuple, shape: tuple) -> int:
     flat = 0
     for i, n in zip(index, shape):

@@ -185,6 +185,19 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     return result
 
 
+def import_problem(exercise: Exercise, root: Path | None = None) -> ImportProblem | None:
+    """What keeps the learner's ``<root>/<exercise>.py`` from importing now, found by the
+    import a check makes (in a worker, running no case); None when it imports, when the file
+    is missing, or when the grader's own process could not start (nothing is known then)."""
+    module_path = Path(root or Path.cwd()).resolve() / exercise.filename
+    if not module_path.exists():
+        return None
+    run = _WorkerRun(exercise, module_path, [], False, None)
+    run.execute()
+    problem = run.import_problem if run.imported else run.import_failure()
+    return None if problem is None or problem.kind == "start-up" else problem
+
+
 def _run_parts(result, exercise, module_path, force_interpret, case_seconds, import_seconds,
                compiler, output_chunks, pending, launches, memory_gib=None, start=None):
     """One worker process after another, until every pending part has run or cannot. After a
@@ -736,6 +749,11 @@ def map_for_check(result, wanted, case_seconds: float | None = None,
     except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=f"recording it failed ({type(exc).__name__}: {exc})")
+    if memory_map.learner is not None and not memory_map.learner.accesses:
+        # Nothing of the learner's touched memory: no picture (the reference's alone would
+        # pass for a comparison), only what their code did instead.
+        memory_map = maps.MemoryMap(result.exercise.name, part, case,
+                                    note=maps.nothing_to_map(memory_map.learner))
     memory_map.asked = isinstance(wanted, str)
     return memory_map
 
