@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if not targets:
         console.print("Every exercise that has a lesson passes. Well done."
                       if kernel_mode.triton_missing() is None else
-                      kernel_mode.python_parts_done_line(), highlight=False, soft_wrap=True)
+                      kernel_mode.python_parts_done_line(), highlight=False)
         return 0
     if options.hint is not None:
         try:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{': ' + ', '.join(passing) if passing else ''}. "
                       f"{report.next_lesson_line(final)}", highlight=False)
     if line and not options.json:
-        console.print(escape(line), style="yellow", highlight=False, soft_wrap=True)
+        console.print(escape(line), style="yellow", highlight=False)
     if not results:  # nothing could be graded here: not the learner's doing
         return 2
     return 0 if all(r.ok for r in results) else 1

@@ -113,27 +113,43 @@ def render(console: Console, page: Page):
 
 
 def _print_table(console: Console, columns, rows, numeric: bool = True):
-    """A table whose cells never break inside a number or a word; when even that is wider
-    than the console (80 columns, or piped), each row becomes a short list of its cells."""
-    widest = [max(len(word) for text in (column, *(row[i] for row in rows))
-                  for word in str(text).split() or [""])
-              for i, column in enumerate(columns)]
-    needed = sum(widest) + 3 * len(columns)  # a space each side and a rule per column
-    if needed > console.width:
+    """A table whose cells never break inside a number or a word, its columns narrowed to fit
+    the console (80 columns, or piped); when even the narrowest is too wide, each row becomes a
+    short list of its cells."""
+    widths = _column_widths(columns, rows, console.width)
+    if widths is None:
         for row in rows:
             console.print(escape(f"{columns[0]}: {row[0]}"), highlight=False)
             for column, cell in zip(columns[1:], row[1:]):
                 if str(cell).strip():
                     console.print(escape(f"  {column}: {cell}"), highlight=False)
         return
-    console.print(_rich_table(columns, rows, widest, numeric))
+    console.print(_rich_table(columns, rows, widths, numeric))
 
 
-def _rich_table(columns, rows, widest, numeric: bool = True) -> RichTable:
+def _column_widths(columns, rows, room: int) -> list[int] | None:
+    """Each column's width: its longest cell, narrowed widest first until the table fits in
+    ``room`` but never below the column's longest word; None when even that does not fit.
+    Left to rich, a table too wide loses the same amount from every column, and a column left
+    narrower than its longest word is cropped: the end of a number silently goes."""
+    cells = [[str(column), *(str(row[i]) for row in rows)] for i, column in enumerate(columns)]
+    longest = [max(len(cell) for cell in column) for column in cells]
+    shortest = [max(len(word) for cell in column for word in cell.split() or [""])
+                for column in cells]
+    widths, spare = list(longest), room - 3 * len(columns)  # a space each side, a rule each
+    while sum(widths) > spare:
+        narrowable = [i for i, width in enumerate(widths) if width > shortest[i]]
+        if not narrowable:
+            return None
+        widths[max(narrowable, key=lambda i: widths[i])] -= 1
+    return widths
+
+
+def _rich_table(columns, rows, widths, numeric: bool = True) -> RichTable:
     table = RichTable(show_edge=False, header_style="bold")
-    for column, width in zip(columns, widest):
+    for column, width in zip(columns, widths):
         table.add_column(escape(column), justify="right" if numeric else "left",
-                         min_width=width, overflow="fold")
+                         width=width, overflow="fold")
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     return table

@@ -45,13 +45,17 @@ def backup(path: Path, root: Path) -> Path:
     return target
 
 
+def can_ask() -> bool:
+    """Whether a question can be answered: input from a terminal, not a pipe or a script."""
+    return bool(sys.stdin) and sys.stdin.isatty()
+
+
 def confirm(console, question: str) -> bool:
-    if not sys.stdin or not sys.stdin.isatty():
-        return False
     console.print(question, end=" ", highlight=False, markup=False)  # "[y/N]" is no style
     try:
         return input().strip().lower() in ("y", "yes")
-    except EOFError:
+    except EOFError:  # Ctrl-D: a no, and the line the question is on still needs its end
+        console.print()
         return False
 
 
@@ -73,11 +77,16 @@ def main(argv: list[str] | None = None) -> int:
                       highlight=False)
         return 0
     if target.exists() and not options.yes:
+        unchanged = f"Nothing changed: {exercise.filename} is as it was, and no backup was made."
+        if not can_ask():
+            console.print(f"{unchanged} reset asks before it replaces your file, and cannot ask "
+                          "here (the input is not a terminal); pass --yes to reset without "
+                          "asking.", highlight=False)
+            return 1
         question = (f"Replace {target} with the original stub? Your version is backed up "
                     f"first. [y/N]")
         if not confirm(console, question):
-            console.print(f"reset: {exercise.filename} left as it is (answer y, or pass --yes "
-                          "when not at a terminal)", highlight=False)
+            console.print(unchanged, highlight=False)
             return 1
     saved = backup(target, root) if target.exists() else None
     target.write_text(stub, encoding="utf-8")

@@ -1,14 +1,17 @@
 """learning.explain: the worked example is computed, right, instant, and needs no torch."""
 
 import math
+import os
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
-from learning import explain
+from learning import explain, explainers
 from learning.explainers import softmax as softmax_page
-from tests.helpers import INSTANT_SECONDS
+from learning.explainers.page import Heading, Steps, Table, Text
+from tests.helpers import COURSE_ROOT, INSTANT_SECONDS, course_pythonpath
 
 
 @pytest.fixture(autouse=True)
@@ -155,3 +158,32 @@ def test_at_80_columns_no_number_or_word_is_split(topic):
         assert len(line.rstrip()) <= 80, line
         # a broken number ends a cell in a comma-group or starts one with a lone digit group
         assert not re.search(r"\d,\d{1,2} *$|\d,\d{1,2} │", line), line
+
+
+def _page_words(page) -> Counter:
+    """Every word a page holds, each as often as it holds it."""
+    texts = [page.title]
+    for block in page.blocks:
+        if isinstance(block, (Heading, Text)):
+            texts.append(block.text)
+        elif isinstance(block, Table):
+            texts += [*block.columns, *(cell for row in block.rows for cell in row), block.caption]
+        elif isinstance(block, Steps):
+            texts += [f"{s.name} {s.formula} {s.kind} {s.value}" for s in block.steps]
+    return Counter(word.rstrip(":") for text in texts for word in str(text).split())
+
+
+@pytest.mark.parametrize("topic", list(explainers.TOPICS))
+def test_every_topic_piped_at_80_columns_shows_every_word_within_80(topic):
+    """What a learner at an 80-column terminal, or reading a piped copy, sees: no line wider,
+    and nothing cropped off a table's column (rich crops silently, so count the words)."""
+    done = subprocess.run([sys.executable, "-m", "learning.explain", topic], capture_output=True,
+                          text=True, cwd=COURSE_ROOT, timeout=60,
+                          env=dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath()))
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert len(line) <= 80, line
+    assert "…" not in done.stdout
+    shown = Counter(word.rstrip(":") for word in
+                    done.stdout.replace("│", " ").replace("┃", " ").split())  # a list's "cols:"
+    assert _page_words(explainers.load(topic).page(None)) - shown == Counter()

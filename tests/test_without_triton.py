@@ -18,7 +18,14 @@ import pytest
 from learning import check
 from learning.grader import mode, registry, standin, worker
 from learning.grader.tensors import TensorSpec
-from tests.helpers import COURSE_ROOT, grade_text, solution_text, stub_text, write_module
+from tests.helpers import (
+    COURSE_ROOT,
+    course_pythonpath,
+    grade_text,
+    solution_text,
+    stub_text,
+    write_module,
+)
 
 WHERE = mode.WHERE_TRITON_RUNS
 
@@ -98,6 +105,42 @@ def test_asking_only_for_a_triton_part_grades_nothing_and_says_why(tmp_path, cap
     assert code == 2
     assert "Grade" not in out
     assert WHERE in " ".join(out.split())
+
+
+def _paragraph_of(out: str, note: str) -> str:
+    """The paragraph of ``out`` whose first line begins ``note``, its lines joined."""
+    lines = [line.strip() for line in out.splitlines()]
+    first = next(i for i, line in enumerate(lines) if line and note.startswith(line))
+    paragraph = []
+    for line in lines[first:]:
+        if not line:
+            break
+        paragraph.append(line)
+    return " ".join(paragraph)
+
+
+HIDDEN = f"Triton is hidden from the course ({mode.WITHOUT_TRITON}=1)"
+
+
+@pytest.mark.parametrize("argv, note", [
+    (["softmax"], f"Triton part not run here (triton): {HIDDEN}; {WHERE}."),
+    ([], f"Every part that runs here passes; the Triton parts need Triton ({HIDDEN}): {WHERE}."),
+])
+def test_piped_at_80_columns_the_triton_note_wraps_as_one_paragraph(tmp_path, argv, note):
+    """What a learner sees in an 80-column terminal or a piped copy: the note about where to
+    take the Triton parts wraps like the rest, its lines one after the other."""
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    if not argv:  # no name: every Python part passes, so the note is all there is to say
+        _grades(tmp_path, passed=EVERY_EXERCISE)
+    env = dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath(),
+               **{mode.WITHOUT_TRITON: "1"})
+    done = subprocess.run([sys.executable, "-m", "learning.check", *argv, "--root",
+                           str(tmp_path)], capture_output=True, text=True, env=env,
+                          cwd=COURSE_ROOT, timeout=300)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    for line in done.stdout.splitlines():
+        assert len(line) <= 80, line
+    assert _paragraph_of(done.stdout, note) == note
 
 
 def _python_parts_of_lessons_01_to_05_passed(root=None):

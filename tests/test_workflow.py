@@ -232,7 +232,7 @@ def test_reset_without_yes_and_without_a_terminal_changes_nothing(tmp_path, caps
     code, out = run(capsys, reset, "softmax", "--root", str(tmp_path))
     assert code == 1
     assert (tmp_path / "softmax.py").read_text() == "mine\n"
-    assert "left as it is" in out
+    assert "Nothing changed: softmax.py is as it was" in out and "--yes" in out
 
 
 def test_reset_forgets_the_grades_of_the_code_it_replaced(tmp_path, capsys):
@@ -253,6 +253,48 @@ def test_the_reset_question_shows_its_answers(tmp_path, capsys, monkeypatch):
     code, out = run(capsys, reset, "softmax", "--root", str(tmp_path))
     assert code == 1 and "[y/N]" in out
     assert (tmp_path / "softmax.py").read_text() == "mine\n"
+
+
+def _reset_softmax(root: Path, **stdin) -> subprocess.CompletedProcess:
+    """python -m learning.reset softmax as a learner runs it, its output piped at 80 columns;
+    ``stdin`` is subprocess.run's: the learner's terminal, or input piped in."""
+    return subprocess.run([sys.executable, "-m", "learning.reset", "softmax", "--root",
+                           str(root)], capture_output=True, text=True, cwd=COURSE_ROOT,
+                          timeout=60, **stdin,
+                          env=dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath()))
+
+
+def _nothing_changed(root: Path, done: subprocess.CompletedProcess) -> str:
+    """The output, once it is clear that reset changed nothing and said so."""
+    out = " ".join(done.stdout.split())
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (root / "softmax.py").read_text() == "mine\n"
+    assert not (root / ".course-state").exists()  # no backup made, no grades forgotten
+    assert "Nothing changed: softmax.py is as it was, and no backup was made." in out
+    assert "answer y" not in out and "reset:" not in out  # a choice the learner made, no error
+    return out
+
+
+def test_answering_no_at_the_terminal_says_nothing_changed(tmp_path):
+    pty = pytest.importorskip("pty")
+    write_module(tmp_path, "softmax", "mine\n")
+    learner, terminal = pty.openpty()
+    os.write(learner, b"n\n")  # typed at the question
+    try:
+        done = _reset_softmax(tmp_path, stdin=terminal)
+    finally:
+        os.close(terminal)
+        os.close(learner)
+    assert "[y/N]" in _nothing_changed(tmp_path, done)
+
+
+def test_no_piped_in_says_nothing_changed_and_how_to_reset_without_asking(tmp_path):
+    write_module(tmp_path, "softmax", "mine\n")
+    done = _reset_softmax(tmp_path, input="n\n")
+    out = _nothing_changed(tmp_path, done)
+    assert all(len(line) <= 80 for line in done.stdout.splitlines()), done.stdout
+    assert "[y/N]" not in out  # no question: none can be answered from a pipe
+    assert "cannot ask here (the input is not a terminal); pass --yes" in out
 
 
 def test_reset_twice_keeps_both_backups(tmp_path, capsys):
