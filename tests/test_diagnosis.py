@@ -447,3 +447,17 @@ def test_a_case_declared_too_large_to_replay_names_no_cause_but_says_what_differ
     else:
         assert not verdict.causes and not calls  # never replayed: no evidence, no cause
         assert verdict.mismatch_count == 1 and verdict.mismatches[0].index == (1,)
+
+
+def test_an_address_out_of_bounds_from_swapped_strides_is_not_blamed_on_masks_alone(tmp_path):
+    # Masks and grid right, B's strides swapped: the out-of-bounds cause must name strides
+    # among its origins, and must not claim the masks or the grid are to blame.
+    text = _replace(solution_text("matmul"),
+                    "b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn",
+                    "b_ptr + ks[:, None] * stride_bn + cols[None, :] * stride_bk")
+    result = grade_text(tmp_path, "matmul", text, ["triton"])
+    named = [c for c in _cases(result).values() if "out-of-bounds" in _causes(c)]
+    assert named
+    cause = next(b.cause for b in named[0].causes if b.key == "out-of-bounds")
+    assert "the check cannot tell" in cause and "wrong strides" in cause
+    assert "Either a lane" not in cause

@@ -416,11 +416,13 @@ TRITON_BUGS = _bugs(python=False) + (
         "them. The grid is (triton.cdiv(seq_q, BLOCK_M), batch * heads), and each program "
         "finds its batch and head from program_id(1): batch = pid // n_heads, head = pid % "
         "n_heads", hint=1),
-    Bug("out-of-bounds", "a load or store reached outside the tensors. Either a lane that "
-        "should be masked was not (query rows at or past seq_q in the load of q and the "
-        "store, keys at or past seq_k in the loads of k and v), or an offset points at a "
-        "head that does not exist (batch = pid // n_heads and head = pid % n_heads, on a grid "
-        "of cdiv(seq_q, BLOCK_M) x batch * heads)", hint=3),
+    Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
+        "address was wrong, the check cannot tell. It comes from one of: a lane that should "
+        "be masked and was not (query rows at or past seq_q in the load of q and the store, "
+        "keys at or past seq_k in the loads of k and v); an offset for a head that does not "
+        "exist (batch = pid // n_heads and head = pid % n_heads, on a grid of cdiv(seq_q, "
+        "BLOCK_M) x batch * heads); or an address built with another tensor's strides, or "
+        "into an output allocated with another shape", hint=3),
     Bug("wrong-dtype", "the output must have q's dtype: accumulate in float32, then store "
         "out.to(out_ptr.dtype.element_ty) into torch.empty(..., dtype=q.dtype)", hint=6),
 )

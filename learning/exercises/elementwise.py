@@ -167,10 +167,11 @@ PYTHON_CASES = (
 # Lesson 06: add_relu_triton(x, y) on 1-D tensors.
 
 TRITON_BUGS = SHARED_BUGS + (
-    Bug("out-of-bounds", "a load or store reached past the end of a tensor. Either a lane "
-        "that should be masked was not (mask = offsets < n in every tl.load and tl.store), or "
-        "the offsets point past the data (offsets = program_id * BLOCK + arange, on a grid "
-        "of cdiv(n, BLOCK) programs)"),
+    Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
+        "address was wrong, the check cannot tell. It comes from one of: a lane that should "
+        "be masked and was not (mask = offsets < n in every tl.load and tl.store); offsets "
+        "that point past the data (offsets = program_id * BLOCK + arange, on a grid of "
+        "cdiv(n, BLOCK) programs); or an output allocated smaller than the input"),
     Bug("unwritten", "some elements were never written: no program stored to them. Look at the "
         "store's offsets and mask, and at how many programs the grid launches"),
     Bug("wrong-dtype", "float16 inputs must give a float16 output: allocate it like x "

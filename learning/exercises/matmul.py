@@ -318,11 +318,14 @@ TRITON_BUGS = (
         "b): a view such as b.T or a[:, :K] has other strides. Pass a.stride(0), "
         "a.stride(1), b.stride(0), b.stride(1) and use them",
         same_as(rows_at_n_cols(_matmul_of, tensors=(0, 1)), **_REPLAY), hint=2),
-    Bug("out-of-bounds", "a load or store reached outside the tensors. Either a lane that "
-        "should be masked was not (rows at or past M and columns at or past N in the loads "
-        "of a and b and the store of C, and in each step of the K loop the k at or past K), "
-        "or an offset points at a tile that does not exist (a grid of cdiv(M, BLOCK_M) x "
-        "cdiv(N, BLOCK_N) programs)", hint=3),
+    Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
+        "address was wrong, the check cannot tell. It comes from one of: a lane that should "
+        "be masked and was not (rows at or past M and columns at or past N in the loads of a "
+        "and b and the store of C, and in each step of the K loop the k at or past K); an "
+        "offset for a tile that does not exist (a grid of cdiv(M, BLOCK_M) x cdiv(N, "
+        "BLOCK_N) programs); or an address built with the wrong strides (a row stride where "
+        "the column stride belongs), or into a C allocated with another shape than (M, N)",
+        hint=3),
     Bug("unwritten", "some elements of C were never written: no program stored them. Look at "
         "the grid (triton.cdiv(M, BLOCK_M) by triton.cdiv(N, BLOCK_N) programs), at which tile "
         "each program takes, and at the store's offsets and mask", hint=5),

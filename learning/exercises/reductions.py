@@ -195,10 +195,11 @@ TRITON_BUGS = (
     Bug("keep-dims", "the row statistic has shape (ROWS,) and does not broadcast back over a "
         "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1)",
         error="incompatible dimensions"),
-    Bug("out-of-bounds", "a load or store reached outside the tensors. Either a lane that "
-        "should be masked was not (the tile's columns, cols < n_cols, and rows, rows < "
-        "n_rows), or an offset points at a row that does not exist (row r starts at "
-        "r * row_stride)"),
+    Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
+        "address was wrong, the check cannot tell. It comes from one of: a lane that should "
+        "be masked and was not (the tile's columns, cols < n_cols, and rows, rows < n_rows); "
+        "an offset for a row that does not exist (row r starts at r * row_stride); or an "
+        "address built with the wrong stride, or into an output allocated too small"),
     Bug("grid-too-small", "whole rows were never written: no program stored them. Either the "
         "grid launched too few programs (triton.cdiv(n_rows, ROWS), one for every ROWS rows), "
         "or the programs' row indices skip rows (program p starts at row p * ROWS)"),

@@ -52,10 +52,12 @@ COMMON_BUGS = {
             "or the kernel must loop over the row), or the store's offsets or mask stop short"),
         Bug("off-by-one-mask", "the last column was never written: the store stops one short, "
             "usually a mask that is off by one (keep the lanes with offsets < n_cols)"),
-        Bug("out-of-bounds", "a load or store reached outside the tensors. Either a lane "
-            "that should be masked was not (every lane at or past n_cols, in each load and "
-            "store), or an offset points at data that does not exist (a row past the last "
-            "one: row r starts at r * row_stride, and the grid launches one program per row)"),
+        Bug("out-of-bounds", "a load or store reached outside the tensors; which part of "
+            "the address was wrong, the check cannot tell. It comes from one of: a lane that "
+            "should be masked and was not (every lane at or past n_cols, in each load and "
+            "store); an offset for data that does not exist (a row past the last one: row r "
+            "starts at r * row_stride, and the grid launches one program per row); or an "
+            "address built with the wrong stride, or into a tensor allocated too small"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "

@@ -94,10 +94,14 @@ def _describe(address: int) -> str:
         name = names[index] if index < len(names) else ""
         what = f"{name}, tensor argument {index + 1}" if name else \
             f"tensor argument {index + 1}"
-        if address >= end:
-            distances.append((address - end, f"{address - end} bytes past the end of {what}"))
+        if address == end:
+            distances.append((0, f"the nearest is the first byte past the end of {what}"))
+        elif address > end:
+            distances.append((address - end, f"the nearest is {address - end} bytes past the "
+                                             f"end of {what}"))
         else:
-            distances.append((start - address, f"{start - address} bytes before {what}"))
+            distances.append((start - address, f"the nearest is {start - address} bytes "
+                                                f"before {what}"))
     return min(distances)[1]
 
 
