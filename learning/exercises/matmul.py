@@ -457,9 +457,9 @@ TRITON_HINTS = (
     "triton.cdiv(N, BLOCK_N)); in the kernel pid_m = tl.program_id(0), pid_n = "
     "tl.program_id(1).",
     "rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M) and cols = pid_n * BLOCK_N + "
-    "tl.arange(0, BLOCK_N). a's tile is a_ptr + rows[:, None] * stride_am + ks[None, :] * "
-    "stride_ak, b's is b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn: use the "
-    "strides you are given.",
+    "tl.arange(0, BLOCK_N). With ks the k indices of one step (hint 3), a's tile is a_ptr + "
+    "rows[:, None] * stride_am + ks[None, :] * stride_ak, b's is b_ptr + ks[:, None] * "
+    "stride_bk + cols[None, :] * stride_bn: use the strides you are given.",
     "for k0 in range(0, K, BLOCK_K): ks = k0 + tl.arange(0, BLOCK_K). Mask a with "
     "(rows[:, None] < M) & (ks[None, :] < K) and b with (ks[:, None] < K) & (cols[None, :] < "
     "N), both with other=0.0.",
