@@ -187,3 +187,10 @@ def test_every_topic_piped_at_80_columns_shows_every_word_within_80(topic):
     shown = Counter(word.rstrip(":") for word in
                     done.stdout.replace("│", " ").replace("┃", " ").split())  # a list's "cols:"
     assert _page_words(explainers.load(topic).page(None)) - shown == Counter()
+
+
+@pytest.mark.parametrize("topic, row", [("attention", "1e308,2"), ("softmax", "1e300,2")])
+def test_a_huge_input_is_written_with_an_exponent_not_hundreds_of_digits(capsys, topic, row):
+    code, out = run_explain(capsys, topic, f"--input={row}")
+    assert code == 0 and "e+30" in out
+    assert "0000000000000000" not in out  # 1e308 printed whole has 300 digits

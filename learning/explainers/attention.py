@@ -16,7 +16,7 @@ from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
 from learning.explainers.matmul import EXAMPLE_TENSOR_FLOPS
 from learning.explainers.page import Heading, Page, Table, Text
-from learning.explainers.softmax import number
+from learning.explainers.softmax import HUGE, number
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH
 
 WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses the same)
@@ -88,7 +88,7 @@ def _vector(values, digits: int = 4) -> str:
 
 
 def _short(x: float, digits: int = 4) -> str:
-    if math.isnan(x) or math.isinf(x) or x == int(x):
+    if math.isnan(x) or math.isinf(x) or x == int(x) or abs(x) >= HUGE:
         return number(x)
     return f"{x:.{digits}f}"
 

@@ -9,6 +9,7 @@ from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
 DEFAULT_ROW = (1.0, 2.0, 3.0)
 DECIMALS = 9
+HUGE = 1e15  # from here on a number is written with an exponent, not hundreds of digits
 
 
 def number(value: float) -> str:
@@ -17,14 +18,16 @@ def number(value: float) -> str:
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    if value == int(value) and abs(value) < 1e15:
+    if abs(value) >= HUGE:
+        return f"{value:.{DECIMALS}e}"
+    if value == int(value):
         return str(int(value))
     return f"{value:.{DECIMALS}f}"
 
 
 def fixed(value: float) -> str:
     """Always 9 decimals (exponentials and probabilities)."""
-    if math.isnan(value) or math.isinf(value):
+    if math.isnan(value) or math.isinf(value) or abs(value) >= HUGE:
         return number(value)
     return f"{value:.{DECIMALS}f}"
 
