@@ -461,3 +461,18 @@ def test_an_address_out_of_bounds_from_swapped_strides_is_not_blamed_on_masks_al
     cause = next(b.cause for b in named[0].causes if b.key == "out-of-bounds")
     assert "the check cannot tell" in cause and "wrong strides" in cause
     assert "Either a lane" not in cause
+
+
+def test_the_marks_under_a_wrapped_source_line_are_left_out_and_kept_under_one_that_fits():
+    from learning.grader.report import traceback_lines
+
+    long_line = "    b = tl.load(b_ptr + ks[:, None] * stride_bn + cols[None, :] * stride_bk)"
+    short_line = "    x = y / z"
+    text = "\n".join(["Traceback (most recent call last, your code only):",
+                      '  File "m.py", line 3, in f', long_line, "        " + "^" * 60,
+                      '  File "m.py", line 9, in g', short_line, "        ~~^~~",
+                      "ZeroDivisionError: division by zero"])
+    lines = traceback_lines(text, 70)
+    assert long_line in lines and "^" * 60 not in "\n".join(lines)  # it wraps at 70
+    assert lines[lines.index(short_line) + 1] == "        ~~^~~"  # fits: its marks stay
+    assert traceback_lines(text, 100) == text.splitlines()  # wide enough: all of it

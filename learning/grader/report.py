@@ -53,7 +53,8 @@ def _render_import_problem(console: Console, result: runner.CheckResult):
     console.print(f"\n[red]Could not load {result.exercise.filename}:[/red] "
                   f"{escape(problem.message)}", highlight=False)
     if problem.traceback:
-        console.print(problem.traceback.rstrip(), highlight=False, markup=False)
+        console.print("\n".join(traceback_lines(problem.traceback, console.width)),
+                      highlight=False, markup=False)
 
 
 def _lesson_label(exercise: Exercise, part: Part) -> str:
@@ -125,6 +126,19 @@ def _hint_pointer(exercise: Exercise, part: Part,
 CASE_INDENT = 10  # a case's details sit under its name, wrapped lines included
 
 
+def traceback_lines(text: str, width: int) -> list[str]:
+    """A traceback's lines for a console ``width`` columns wide. Python marks the failing
+    expression with a line of ^ and ~ under it; under a source line too long for the width,
+    which wraps, the marks would point at the wrong characters, so they are left out."""
+    kept = []
+    for line in text.rstrip().splitlines():
+        marks = line.strip()
+        if marks and set(marks) <= {"^", "~"} and kept and len(kept[-1]) > width:
+            continue
+        kept.append(line)
+    return kept
+
+
 def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = "",
          style: str = "", first: Text | None = None, sep: str = " ", hang: int = 0):
     """A detail of a case, wrapped at the console's width with every line under ``indent``
@@ -190,7 +204,7 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     if hint:
         _say(console, hint, style="cyan")
     if verdict.traceback:
-        for line in verdict.traceback.rstrip().splitlines():
+        for line in traceback_lines(verdict.traceback, console.width - CASE_INDENT):
             _say(console, line)
 
 
