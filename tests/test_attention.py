@@ -559,6 +559,8 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
     assert ba.backend_of(["void flash_fwd_kernel<...>(...)"]).startswith("FlashAttention-2")
     assert ba.backend_of(["cudnn_generated_fort_native_sdpa"]).startswith("cuDNN")
     assert ba.backend_of([]) == "unknown"
+    long_name = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1"
+    assert ba.backend_of([long_name]) == f"cuDNN: {long_name}"  # whole, not cut at 80
 
 
 @pytest.mark.interpreter

@@ -224,7 +224,7 @@ def backend_of(names: list[str]) -> str:
         lowered = name.lower()
         for word, backend in BACKEND_WORDS:
             if word in lowered:
-                return f"{backend}: {name[:80]}"
+                return f"{backend}: {name}"
     return "math (no fused attention kernel)" if names else "unknown"
 
 
