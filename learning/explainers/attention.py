@@ -312,7 +312,7 @@ CUT_NAME = 80  # results measured before the bench kept kernel names whole hold 
 def _kernel_shown(backend: str) -> str:
     """SDPA's kernel as the bench recorded it, marked where the record cut its name short."""
     _, _, name = backend.partition(": ")
-    return f"{backend}..." if len(name) == CUT_NAME else backend
+    return f"{backend} ..." if len(name) == CUT_NAME else backend
 
 
 def measured(_numbers=None, data: dict | None = None):
