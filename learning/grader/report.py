@@ -260,16 +260,22 @@ def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
         return f"Next: fix {exercise.filename}, then run {command} again"
     names = " and ".join(p.part.name.capitalize() for p in started)
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
-    return f"Well done: {done}. {next_lesson_line(state or State())}"
+    lessons = [lesson for p in started
+               if (lesson := course.lesson_for(exercise.name, p.part.name)) is not None]
+    start = min(lessons, key=course.LESSONS.index) if lessons else None
+    return f"Well done: {done}. {next_lesson_line(state or State(), start)}"
 
 
-def next_lesson_line(state: State) -> str:
+def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
     """'Next: lessons/NN-name.md', the first lesson not done, or that every one is. Without
-    Triton, the first whose Python part is not done, or where to take the Triton parts."""
+    Triton, the first whose Python part is not done, or where to take the Triton parts. With
+    ``start``, the lesson of a part that has just passed, the first not done from that lesson
+    on in reading order (so the same exercise's Triton part follows its Python part), and the
+    earliest not done only when nothing from there on remains."""
     kernels = kernel_mode.triton_missing() is None
     graded = {e.name: tuple(p.name for p in e.parts if kernels or not p.needs_kernels)
               for e in registry.all_exercises()}
-    following = course.next_lesson(state, graded, kernels)
+    following = course.next_lesson(state, graded, kernels, start)
     if following is None:
         return "Every lesson's exercise passes." if kernels else \
             kernel_mode.python_parts_done_line()
