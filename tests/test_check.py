@@ -409,3 +409,29 @@ def test_cases_that_cannot_run_here_are_not_counted_when_an_earlier_case_stops_t
     else:
         assert part.graded == len(cases)
     assert part.passed == 0
+
+
+def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
+    """A FAIL line is '<name>: <purpose>' for every case of every exercise: the purpose is no
+    longer spliced into 'which tests ...', which made claims such as 'q, k and v must be the
+    same after the call' ungrammatical."""
+    import io
+
+    from rich.console import Console
+
+    from learning.grader import compare, registry, report, runner
+
+    for exercise in registry.all_exercises():
+        for part in exercise.parts:
+            for case in part.cases:
+                assert case.purpose.strip() == case.purpose and case.purpose, case.name
+                assert ":" not in case.name, case.name  # the colon ends the name
+                assert not case.purpose.endswith("."), case.name
+                buffer = io.StringIO()
+                console = Console(file=buffer, width=1000, no_color=True)
+                result = runner.CaseResult(case.name, case.purpose,
+                                           compare.Verdict("failed", "wrong values"))
+                report._render_case(console, result)
+                first = buffer.getvalue().splitlines()[0]
+                assert " ".join(first.split()) == f"FAIL {case.name}: {case.purpose}", first
+                assert "which tests" not in first

@@ -145,6 +145,11 @@ def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = ""
         console.print(out, highlight=False, soft_wrap=True)
 
 
+def case_line(purpose: str) -> str:
+    """What follows a case's name on its status line: ': <purpose>', or nothing."""
+    return f": {purpose}" if purpose else ""
+
+
 def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "",
                  repeat_of: str = ""):
     verdict = case_result.verdict
@@ -152,9 +157,12 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     status = Text("  ")
     status.append(f"{label:<7}", style=style)
     status.append(" ")
-    # The purpose is what the case tests, never a claim about the learner's code.
-    _say(console, f", which tests {case_result.purpose}", label=case_result.name, style="bold",
-         first=status, sep="")
+    # The purpose is what the case tests, never a claim about the learner's code. It follows
+    # the name after a colon: purposes are written as descriptions ("3x3 @ 3x2 in tiles of 2:
+    # ...") or as claims ("q, k and v must be the same after the call"), and only a colon reads
+    # right before both.
+    _say(console, case_line(case_result.purpose), label=case_result.name,
+         style="bold", first=status, sep="")
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
     if repeat_of:
