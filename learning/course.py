@@ -70,14 +70,20 @@ def lesson_after(lesson: Lesson) -> Lesson | None:
 
 
 def next_lesson(progress, graded: dict[str, tuple[str, ...]],
-                kernels: bool = True) -> Lesson | None:
+                kernels: bool = True, start: Lesson | None = None) -> Lesson | None:
     """The first lesson, in reading order, that is not done: one of its graded parts has not
     passed, or (a lesson with nothing to grade, such as 10) no later lesson has been started.
     ``graded`` maps each exercise to its part names; ``progress`` is a
     learning.grader.state.State. With ``kernels`` False (no Triton here, and ``graded`` names
     only the parts that launch no kernel) a lesson with none of those cannot be done here, and
-    is passed over."""
-    for index, lesson in enumerate(LESSONS):
+    is passed over. With ``start`` (the lesson of a part just passed) the search begins at that
+    lesson, so that the same exercise's other part, or the lesson after, comes next rather than
+    an earlier lesson the learner skipped; it wraps to the earliest lesson not done only when
+    nothing from ``start`` on remains."""
+    first = LESSONS.index(start) if start is not None else 0
+    order = list(range(first, len(LESSONS))) + list(range(first))
+    for index in order:
+        lesson = LESSONS[index]
         if not lesson.available:
             continue
         parts = [p for p in (lesson.part, *lesson.also) if p in graded.get(lesson.exercise, ())]

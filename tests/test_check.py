@@ -384,3 +384,54 @@ def test_a_gpu_fault_keeps_the_grades_of_the_parts_before_it(tmp_path, capsys):
     assert [c["status"] for c in python["cases"]] == ["passed"] * len(python["cases"])
     assert python["cases"] and code == 1
     assert "not-run" not in {c["status"] for c in triton["cases"]}
+
+
+def test_cases_that_cannot_run_here_are_not_counted_when_an_earlier_case_stops_the_process(
+        tmp_path):
+    """The denominator is the same whatever happened: a GPU-only case in the interpreter is
+    skipped, not counted as not run, when the first case ends the process; the cases that
+    could have run here still count."""
+    from learning.grader import registry
+    from tests.helpers import grade_text
+
+    text = solution_text("matmul") + "\n\ndef matmul_triton(a, b):\n    import os\n" \
+                                     "    os._exit(3)\n"
+    result = grade_text(tmp_path, "matmul", text, ["triton"])
+    part = result.parts[0]
+    cases = registry.find("matmul").part("triton").cases
+    gpu_only = {c.name for c in cases if c.gpu_only}
+    assert gpu_only and result.mode is not None
+    statuses = {c.name: c.verdict.status for c in part.cases}
+    assert list(statuses.values()).count("not-run") > 0
+    if result.mode[0]:  # the interpreter: the GPU-only cases could never run here
+        assert {name for name, status in statuses.items() if status == "skipped"} == gpu_only
+        assert part.graded == len(cases) - len(gpu_only)
+    else:
+        assert part.graded == len(cases)
+    assert part.passed == 0
+
+
+def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
+    """A FAIL line is '<name>: <purpose>' for every case of every exercise: the purpose is no
+    longer spliced into 'which tests ...', which made claims such as 'q, k and v must be the
+    same after the call' ungrammatical."""
+    import io
+
+    from rich.console import Console
+
+    from learning.grader import compare, registry, report, runner
+
+    for exercise in registry.all_exercises():
+        for part in exercise.parts:
+            for case in part.cases:
+                assert case.purpose.strip() == case.purpose and case.purpose, case.name
+                assert ":" not in case.name, case.name  # the colon ends the name
+                assert not case.purpose.endswith("."), case.name
+                buffer = io.StringIO()
+                console = Console(file=buffer, width=1000, no_color=True)
+                result = runner.CaseResult(case.name, case.purpose,
+                                           compare.Verdict("failed", "wrong values"))
+                report._render_case(console, result)
+                first = buffer.getvalue().splitlines()[0]
+                assert " ".join(first.split()) == f"FAIL {case.name}: {case.purpose}", first
+                assert "which tests" not in first

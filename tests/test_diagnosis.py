@@ -476,3 +476,24 @@ def test_the_marks_under_a_wrapped_source_line_are_left_out_and_kept_under_one_t
     assert long_line in lines and "^" * 60 not in "\n".join(lines)  # it wraps at 70
     assert lines[lines.index(short_line) + 1] == "        ~~^~~"  # fits: its marks stay
     assert traceback_lines(text, 100) == text.splitlines()  # wide enough: all of it
+
+
+def test_a_mismatch_in_a_tensor_of_more_than_two_dimensions_is_named_by_its_index():
+    """A (batch, heads, seq, d) output names the first mismatch as an index in its shape, not
+    as a position in the flattened tensor."""
+    want = np.arange(2 * 2 * 3 * 4, dtype=np.float64).reshape(2, 2, 3, 4) + 1.0
+    got = want.copy()
+    got[0, 1, 2, 3] = 0.0
+    got[1, 0, 1, 2] = 0.0
+    got[1, 1, 0, 0] = 0.0
+    said = observe.describe_values(got, want, 1e-9, 1e-9)
+    assert "3 of 48 elements differ, the first at (0, 1, 2, 3)" in said
+    single = want[:1].copy()
+    wrong = single.copy()
+    wrong[0, 1, 2, 3] = 0.0
+    assert "only element (0, 1, 2, 3) of 24 differs" in observe.describe_values(
+        wrong, single, 1e-9, 1e-9)
+    wrong = single.copy()
+    wrong[0, 1, 1:, :] = 0.0
+    assert "only elements (0, 1, 1, 0) to (0, 1, 2, 3) of 24 differ" in \
+        observe.describe_values(wrong, single, 1e-9, 1e-9)

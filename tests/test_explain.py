@@ -194,3 +194,31 @@ def test_a_huge_input_is_written_with_an_exponent_not_hundreds_of_digits(capsys,
     code, out = run_explain(capsys, topic, f"--input={row}")
     assert code == 0 and "e+30" in out
     assert "0000000000000000" not in out  # 1e308 printed whole has 300 digits
+
+
+def test_the_matmul_explainer_says_one_step_not_one_steps():
+    """A count of 1 takes the singular: --input 1,1,1,3 has one tile and one step of K, and a
+    lesson's block can ask for one program, one tile column or a sum of one product."""
+    import re
+
+    from learning.explainers import matmul
+
+    page = matmul.page([1, 1, 1, 3])
+    texts = []
+    for block in page.blocks:
+        if isinstance(block, (Heading, Text)):
+            texts.append(block.text)
+        elif isinstance(block, Table):
+            texts.append(block.caption)
+    texts += [matmul.order((4, 1, 2)).caption, matmul.order((1, 1, 2)).caption,
+              matmul.l2((4096, 128, 1, 8, 2)).caption,
+              matmul.accumulator((1, 1)).caption]
+    flat = " ".join(texts)
+    assert "in 1 step of 3" in flat and "took 1 step of K, 1 tile product in all" in flat
+    # "4 x 1 tiles" is a grid of four: only a count that is 1 itself is wrong in the plural
+    wrong = re.findall(r"(?<![\d.,])(?<!x )1 (?:tile )?(?:steps|tiles|products|programs|panels|"
+                       r"rows|columns)\b", flat)
+    assert not wrong, wrong
+    assert "The first 1 programs" not in flat and "sum over 1 product of" in flat
+    assert "C is 1 x 1: one tile of 3 x 3, and it is a sum over K in 1 step" in flat
+    assert "A grid of 1 x 1 tile of C" in flat

@@ -645,6 +645,33 @@ def test_next_stays_on_a_lesson_whose_other_parts_are_not_started(tmp_path, caps
     assert _last_line(out).endswith("Next: lessons/11-softmax-backward.md.")
 
 
+@pytest.mark.parametrize("exercise_name, lesson", [("attention", "13-attention"),
+                                                    ("matmul", "12-matmul")])
+def test_after_a_python_part_passes_its_triton_part_comes_next(tmp_path, capsys,
+                                                              exercise_name, lesson):
+    """A learner who starts at lesson 12 or 13 and passes the Python part is sent on to the
+    Triton part of the same lesson, not back to lesson 01, which they never opened."""
+    write_module(tmp_path, exercise_name, solution_text(exercise_name))
+    code, out = run(capsys, check, exercise_name, "--root", str(tmp_path), "--part", "python")
+    assert code == 0
+    assert _last_line(out).endswith(f"Next: lessons/{lesson}.md.")
+
+
+def test_the_next_step_wraps_to_an_earlier_lesson_only_when_nothing_later_remains(tmp_path):
+    from learning.grader import report
+
+    saved = state.State()
+    saved.record("attention", "python", "passed", 1, 1)
+    saved.record("attention", "triton", "passed", 1, 1)
+    start = course.lesson_for("attention", "python")
+    assert report.next_lesson_line(saved, start) == "Next: lessons/01-elementwise.md."
+    matmul = course.lesson_for("matmul", "python")
+    assert report.next_lesson_line(saved, matmul) == "Next: lessons/12-matmul.md."
+    saved.record("matmul", "python", "passed", 1, 1)
+    saved.record("matmul", "triton", "passed", 1, 1)
+    assert report.next_lesson_line(saved, matmul) == "Next: lessons/01-elementwise.md."
+
+
 def test_check_all_ends_with_one_summary_and_one_next_step(tmp_path, capsys):
     code, out = run(capsys, check, "--all", "--root", str(tmp_path))
     assert code == 1

@@ -40,6 +40,11 @@ def _cdiv(x: int, y: int) -> int:
     return -(-x // y)
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 step', '3 steps': a count and its noun, which takes an s unless the count is 1."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _matrix(rows) -> str:
     return "[" + ", ".join("[" + ", ".join(str(v) for v in row) + "]" for row in rows) + "]"
 
@@ -125,6 +130,8 @@ def tile(numbers) -> Table:
                f"{_matrix(stored)}" + (f"; the other {dropped} values of the tile lie past C's "
                                        "edge, and the store's mask drops them." if dropped
                                        else "; the whole tile lies inside C."))
+    # (never 1 value: a b x b tile cut at C's edge keeps at most b * (b - 1), so it drops at
+    # least b >= 2; a block of 1 drops nothing)
     return Table(("Step", "A tile", "B tile", "A tile @ B tile", "Accumulator"), tuple(rows),
                  caption)
 
@@ -136,9 +143,11 @@ def result(numbers) -> Text:
     c = _product(a, b)
     tiles = _cdiv(m, block) * _cdiv(n, block)
     steps = _cdiv(k, block)
-    return Text(f"The {tiles} tiles together give C = {_matrix(c)}, which is A @ B computed "
-                f"directly, element by element. Each tile took {steps} steps of K, "
-                f"{tiles * steps} tile products in all.")
+    together = "The one tile gives" if tiles == 1 else f"The {tiles} tiles together give"
+    each = "It" if tiles == 1 else "Each tile"
+    return Text(f"{together} C = {_matrix(c)}, which is A @ B computed directly, element by "
+                f"element. {each} took {_count(steps, 'step')} of K, "
+                f"{_count(tiles * steps, 'tile product')} in all.")
 
 
 def _traffic(size: int, tile_size: int, element_bytes: int) -> tuple[int, int]:
@@ -205,13 +214,16 @@ def order(numbers) -> Table:
     rows = tuple((str(r), " ".join(f"{v:>2}" for v in maps[0][r]),
                   " ".join(f"{v:>2}" for v in maps[1][r])) for r in range(tiles_m))
     first = [_panels(tiles_n, tiles_m, tiles_n, g) for g in (1, group)]
+    wave, they = ("Program 0 covers", "it reads") if tiles_n == 1 else \
+        (f"The first {tiles_n} programs cover", "they read")
     return Table(("Tile row", "Row-major: program of each tile", f"Grouped by {group}: program "
                   "of each tile"), rows,
-                 f"A grid of {tiles_m} x {tiles_n} tiles of C; programs with low numbers start "
-                 f"first. The first {tiles_n} programs cover {first[0][0]} tile row and "
-                 f"{first[0][1]} tile columns in row-major order, {first[1][0]} and "
-                 f"{first[1][1]} grouped by {group}: they read {sum(first[0])} panels of A and "
-                 f"B in the one order, {sum(first[1])} in the other.")
+                 f"A grid of {tiles_m} x {tiles_n} {'tile' if tiles_m * tiles_n == 1 else 'tiles'}"
+                 f" of C; programs with low numbers start "
+                 f"first. {wave} {_count(first[0][0], 'tile row')} and "
+                 f"{_count(first[0][1], 'tile column')} in row-major order, {first[1][0]} and "
+                 f"{first[1][1]} grouped by {group}: {they} {_count(sum(first[0]), 'panel')} "
+                 f"of A and B in the one order, {sum(first[1])} in the other.")
 
 
 def _panels(wave: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
@@ -234,7 +246,8 @@ def l2(numbers) -> Table:
         rows.append((label, str(panels_a), str(panels_b), f"{read / 2**20:,.0f}",
                      f"{read / wave / 2**20:,.2f}"))
     caption = (f"{size} x {size} matrices of {element_bytes}-byte elements in tiles of "
-               f"{tile_size} ({tiles} x {tiles} tiles), the first {wave} programs running at "
+               f"{tile_size} ({tiles} x {tiles} tiles), "
+               f"{'one program' if wave == 1 else f'the first {wave} programs'} running at "
                f"once. Each program reads a whole row panel of A and column panel of B "
                f"({panel / 2**20:,.0f} MiB each); panels that several programs share are read "
                "from memory once if the L2 cache keeps them.")
@@ -286,7 +299,8 @@ def accumulator(numbers) -> Table:
         brain = round_bfloat16(brain + round_bfloat16(step))
         rows.append((f"{k0 + block_k}", _whole(step), _whole(exact), _whole(half),
                      _whole(brain)))
-    caption = (f"One element of C = sum over {k} products of whole numbers, added one block "
+    caption = (f"One element of C = sum over {_count(k, 'product')} of whole numbers, added "
+               f"one block "
                f"of {block_k} at a time, as a kernel's K loop does. Its true value is "
                f"{_whole(exact)}; the float16 accumulator ends at {_whole(half)}, the bfloat16 "
                f"one at {_whole(brain)}.")
@@ -387,12 +401,15 @@ def page(row=None) -> Page:
     m, n, k, block = _check(row)
     tiles_m, tiles_n, steps = _cdiv(m, block), _cdiv(n, block), _cdiv(k, block)
     numbers = (m, n, k, block)
+    grid, each = ("one tile", "it is") if tiles_m * tiles_n == 1 else \
+        (f"{tiles_m} x {tiles_n} tiles", "each tile is")
     result_page = Page(f"C = A @ B for A {m} x {k} and B {k} x {n}, in tiles of {block}")
     result_page.add(
-        Text(f"C[i][j] = sum over k of A[i][k] * B[k][j]. C is {m} x {n}: {tiles_m} x {tiles_n} "
-             f"tiles of {block} x {block}, and each tile is a sum over K in {steps} steps of "
-             f"{block}. One program per tile: it keeps an accumulator of {block} x {block} "
-             "zeros, adds A tile @ B tile at every step, and stores the accumulator once."),
+        Text(f"C[i][j] = sum over k of A[i][k] * B[k][j]. C is {m} x {n}: {grid} of {block} x "
+             f"{block}, and {each} a sum over K in "
+             f"{_count(steps, 'step')} of {block}. One program per tile: it keeps an "
+             f"accumulator of {block} x {block} zeros, adds A tile @ B tile at every step, "
+             "and stores the accumulator once."),
         padded(numbers))
     for index in range(tiles_m * tiles_n):
         i0, j0 = (index // tiles_n) * block, (index % tiles_n) * block

@@ -53,14 +53,16 @@ def _where(bad) -> str:
     import numpy as np
 
     count, size = int(bad.sum()), bad.size
-    if bad.ndim <= 1 or bad.shape[0] == 1:
+    # Rows and columns describe a matrix; a tensor of more dimensions (attention's (batch,
+    # heads, seq, d)) is described element by element, each named by its index in its shape.
+    if bad.ndim <= 1 or bad.shape[0] == 1 or bad.ndim > 2:
         flat = np.flatnonzero(bad)
-        first, last = int(flat[0]), int(flat[-1])
+        first, last = _index(int(flat[0]), bad.shape), _index(int(flat[-1]), bad.shape)
         if count == size:
             return f"every one of the {size} values differs" if size > 1 else ""
         if count == 1:
             return f"only element {first} of {size} differs"
-        if count == last - first + 1:
+        if count == int(flat[-1]) - int(flat[0]) + 1:
             return f"only elements {first} to {last} of {size} differ"
         return f"{count} of {size} elements differ, the first at {first}"
     rows = bad.reshape(bad.shape[0], -1)
@@ -87,6 +89,16 @@ def _where(bad) -> str:
         elif len(cols) == last - first + 1:
             where += f", only in columns {first} to {last}"
     return where
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> str:
+    """A position in an array of ``shape`` as the learner indexes it: 17 in one dimension
+    (and in a single row), (0, 1, 0, 1) in a tensor of more than two."""
+    import numpy as np
+
+    if len(shape) <= 2:
+        return str(flat)
+    return "(" + ", ".join(str(int(i)) for i in np.unravel_index(flat, shape)) + ")"
 
 
 def _size(got, want, bad, dtype: str = "float64", systematic: bool = False) -> str:

@@ -159,6 +159,11 @@ def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = ""
         console.print(out, highlight=False, soft_wrap=True)
 
 
+def case_line(purpose: str) -> str:
+    """What follows a case's name on its status line: ': <purpose>', or nothing."""
+    return f": {purpose}" if purpose else ""
+
+
 def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "",
                  repeat_of: str = ""):
     verdict = case_result.verdict
@@ -166,9 +171,12 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     status = Text("  ")
     status.append(f"{label:<7}", style=style)
     status.append(" ")
-    # The purpose is what the case tests, never a claim about the learner's code.
-    _say(console, f", which tests {case_result.purpose}", label=case_result.name, style="bold",
-         first=status, sep="")
+    # The purpose is what the case tests, never a claim about the learner's code. It follows
+    # the name after a colon: purposes are written as descriptions ("3x3 @ 3x2 in tiles of 2:
+    # ...") or as claims ("q, k and v must be the same after the call"), and only a colon reads
+    # right before both.
+    _say(console, case_line(case_result.purpose), label=case_result.name,
+         style="bold", first=status, sep="")
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
     if repeat_of:
@@ -274,16 +282,22 @@ def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
         return f"Next: fix {exercise.filename}, then run {command} again"
     names = " and ".join(p.part.name.capitalize() for p in started)
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
-    return f"Well done: {done}. {next_lesson_line(state or State())}"
+    lessons = [lesson for p in started
+               if (lesson := course.lesson_for(exercise.name, p.part.name)) is not None]
+    start = min(lessons, key=course.LESSONS.index) if lessons else None
+    return f"Well done: {done}. {next_lesson_line(state or State(), start)}"
 
 
-def next_lesson_line(state: State) -> str:
+def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
     """'Next: lessons/NN-name.md', the first lesson not done, or that every one is. Without
-    Triton, the first whose Python part is not done, or where to take the Triton parts."""
+    Triton, the first whose Python part is not done, or where to take the Triton parts. With
+    ``start``, the lesson of a part that has just passed, the first not done from that lesson
+    on in reading order (so the same exercise's Triton part follows its Python part), and the
+    earliest not done only when nothing from there on remains."""
     kernels = kernel_mode.triton_missing() is None
     graded = {e.name: tuple(p.name for p in e.parts if kernels or not p.needs_kernels)
               for e in registry.all_exercises()}
-    following = course.next_lesson(state, graded, kernels)
+    following = course.next_lesson(state, graded, kernels, start)
     if following is None:
         return "Every lesson's exercise passes." if kernels else \
             kernel_mode.python_parts_done_line()

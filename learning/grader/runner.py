@@ -23,6 +23,7 @@ from pathlib import Path
 
 from learning.grader import childproc, compare, forkserver, handover, replays, warm
 from learning.grader import memory_map as maps
+from learning.grader import mode as kernel_mode
 from learning.grader.declarations import Exercise, Part
 from learning.grader.returned import ImportProblem, Returned, Skipped
 from learning.grader.tensors import TensorSpec
@@ -162,6 +163,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
             "missing-file", f"{module_path} does not exist: run the check from the course "
             "folder, or restore the file with git")
         _mark_not_run(result.parts, "the module is missing")
+        _skip_what_cannot_run_here(result, force_interpret)
         result.seconds = time.perf_counter() - start
         return result
     output_chunks, launches = [], []
@@ -180,6 +182,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     finally:
         if compiler is not None and compiler.started:
             compiler.cancel()
+    _skip_what_cannot_run_here(result, force_interpret)
     result.learner_output = _cap_output("".join(output_chunks))
     result.seconds = time.perf_counter() - start
     return result
@@ -312,6 +315,51 @@ def _attach_compile_check(result: CheckResult, compiler: childproc.CompileRun, l
         skipped = [c for c in found if c.status == "not-checked"]
         part_result.compile_check = CompileCheck(
             True, "; ".join(f"{c.kernel}: {c.message}" for c in skipped), found)
+
+def _interpreting(result: CheckResult, force_interpret: bool) -> bool | None:
+    """Whether this check's cases ran (or would have run) on the CPU: from the mode the worker
+    reported, else as the worker would choose it; None when that cannot be told here without
+    importing torch (a CUDA driver sees a GPU, and the worker said nothing)."""
+    if result.mode is not None:
+        return result.mode[0]
+    if not force_interpret and not any(p.part.needs_kernels for p in result.parts):
+        return True  # no kernels: the worker keeps every tensor on the CPU
+    if force_interpret or kernel_mode.env_asks_for_interpreter() \
+            or not kernel_mode.cuda_driver_sees_a_gpu():
+        return True
+    return None
+
+
+def _skip_what_cannot_run_here(result: CheckResult, force_interpret: bool):
+    """A case that cannot run on this machine (a GPU-only case in the interpreter, bfloat16 on
+    a GPU without it) is skipped, and so never counted, also when it did not run for another
+    reason (an earlier case timed out or crashed the process, the module did not import): the
+    grade's denominator is then the same whatever happened. A case that could have run here
+    but did not still counts."""
+    lacking = next((c.verdict.summary for p in result.parts for c in p.cases
+                    if c.verdict.status == "skipped"
+                    and c.verdict.summary.startswith("needs bfloat16")), None)
+    interpreting = None
+    for part_result in result.parts:
+        for index, case_result in enumerate(part_result.cases):
+            if case_result.verdict.status != "not-run":
+                continue
+            case = next((c for c in part_result.part.cases if c.name == case_result.name), None)
+            if case is None:
+                continue
+            why = ""
+            if case.gpu_only:
+                if interpreting is None:
+                    interpreting = _interpreting(result, force_interpret)
+                if interpreting:
+                    why = "needs a CUDA GPU"
+            if not why and lacking and any(isinstance(a, TensorSpec) and a.dtype == "bfloat16"
+                                           for a in case.make_args()):
+                why = lacking
+            if why:
+                part_result.cases[index] = CaseResult(case_result.name, case_result.purpose,
+                                                      compare.Verdict("skipped", why))
+
 
 def _mark_not_run(parts: list[PartResult], why: str):
     for part_result in parts:
