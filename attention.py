@@ -50,9 +50,9 @@ def attention_kernel(
     seq_q, seq_k,  # query rows and keys per head: any numbers
     scale,  # 1 / sqrt(HEAD_DIM), multiplied into every score
     CAUSAL: tl.constexpr,  # query i sees only keys j <= i
-    HEAD_DIM: tl.constexpr,  # d: a power of two from 16 to 128
-    BLOCK_M: tl.constexpr,  # query rows per program: a power of two >= 16
-    BLOCK_N: tl.constexpr,  # keys per step of the loop: a power of two >= 16
+    HEAD_DIM: tl.constexpr,  # d: a power of two from 16 to 128 (the K of tl.dot(q, k^T))
+    BLOCK_M: tl.constexpr,  # query rows per program: a power of two (>= 16 before Triton 3.5)
+    BLOCK_N: tl.constexpr,  # keys per step: a power of two >= 16 (the K of tl.dot(p, v))
 ):
     """One program computes BLOCK_M rows of the output of one (batch, head) (lesson 13).
 

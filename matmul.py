@@ -37,14 +37,15 @@ def matmul_kernel(
     stride_am, stride_ak,  # the same for A (a.stride(0), a.stride(1))
     stride_bk, stride_bn,  # the same for B (b.stride(0), b.stride(1))
     M, N, K,  # the sizes: C is M x N, the sum runs over K
-    BLOCK_M: tl.constexpr,  # rows of C per program: a power of two >= 16
-    BLOCK_N: tl.constexpr,  # columns of C per program: a power of two >= 16
-    BLOCK_K: tl.constexpr,  # the step of the K loop: a power of two >= 16
+    BLOCK_M: tl.constexpr,  # rows of C per program: a power of two (>= 16 before Triton 3.5)
+    BLOCK_N: tl.constexpr,  # columns of C per program: a power of two (>= 16 before Triton 3.5)
+    BLOCK_K: tl.constexpr,  # the step of the K loop, tl.dot's K: a power of two >= 16
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B (lesson 12).
 
-    Preconditions: every BLOCK a power of two of at least 16 (tl.dot's smallest tile on a GPU);
-    any M, N, K; any strides. Accumulate in float32 and store in C's dtype.
+    Preconditions: every BLOCK a power of two; BLOCK_K at least 16 (tl.dot's K, the dimension
+    a and b share, on a GPU), BLOCK_M and BLOCK_N at least 16 too before Triton 3.5; any M, N,
+    K; any strides. Accumulate in float32 and store in C's dtype.
     """
     # TODO(lesson 12): which tile am I, a float32 accumulator, the K loop with masked loads
     # of a and b (padding 0) and tl.dot, then a masked store.

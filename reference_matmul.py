@@ -117,8 +117,8 @@ def _matmul(
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B.
 
-    Preconditions: every BLOCK a power of two, at least 16 (tl.dot's smallest tile); M and N
-    at least 1; every offset below 2**31. Any strides.
+    Preconditions: every BLOCK a power of two, at least 16 (tl.dot's K on a GPU, and its M
+    and N too before Triton 3.5); M and N at least 1; every offset below 2**31. Any strides.
     """
     # Which tile: programs come in groups of GROUP_M tile rows; inside a group they go down a
     # column of tiles before moving right, so neighbours in time share panels of A and B.

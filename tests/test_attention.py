@@ -255,7 +255,25 @@ def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_pa
     assert text != solution_text("attention")
     part = _grade_triton(tmp_path, text)
     assert part.passed == part.graded and part.status == "failed"
-    assert any("K >= 16" in r.message or "16" in r.hint for r in part.compile_check.rejected)
+    (rejected,) = part.compile_check.rejected
+    assert "K >= 16" in rejected.message
+    # BLOCK_N is the K of tl.dot(p, v): the advice names it
+    assert "BLOCK_N for p @ v" in rejected.hint and "of at least 16" in rejected.hint
+
+
+@pytest.mark.interpreter
+def test_blocks_of_8_queries_compile_where_triton_takes_them(tmp_path):
+    # BLOCK_M is the M of both tl.dots: no floor from Triton 3.5 on
+    import triton
+
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 5):
+        pytest.skip("Triton 3.3 and 3.4 want M and N at least 16 as well")
+    text = solution_text("attention").replace("block_m, block_n = 16, 16",
+                                              "block_m, block_n = 8, 16")
+    assert text != solution_text("attention")
+    part = _grade_triton(tmp_path, text)
+    assert part.status == "passed"
+    assert part.compile_check.ran and not part.compile_check.rejected
 
 
 @pytest.mark.interpreter

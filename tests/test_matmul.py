@@ -118,7 +118,46 @@ def test_a_k_step_below_16_runs_in_the_interpreter_and_fails_the_gpu_compile(tmp
     assert part.status == "failed"
     (rejected,) = part.compile_check.rejected
     assert rejected.kernel == "matmul_kernel" and "K >= 16" in rejected.message
-    assert "at least 16" in rejected.hint
+    # The advice says what the message says: K, the dimension a and b share, is too short
+    assert "K (the dimension a and b share" in rejected.hint and "at least 16" in rejected.hint
+    if "M >= 1, N >= 1" in rejected.message:  # Triton 3.5 on: only K has a floor
+        assert "M and N may be as small as 1" in rejected.hint
+        assert "each dimension" not in rejected.hint
+
+
+def _m_and_n_may_be_below_16() -> bool:
+    """Whether the installed Triton's tl.dot takes M and N below 16 on NVIDIA GPUs (3.5 on)."""
+    import triton
+
+    return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 5)
+
+
+@pytest.mark.interpreter
+def test_tiles_of_8_by_8_with_a_k_step_of_32_compile_where_triton_takes_them(tmp_path):
+    # tl.dot's floor is on K alone from Triton 3.5 on: a tile of C of 8 x 8 is fine
+    if not _m_and_n_may_be_below_16():
+        pytest.skip("Triton 3.3 and 3.4 want M and N at least 16 as well")
+    text = solution_text("matmul").replace("block_m, block_n, block_k = 32, 32, 32",
+                                           "block_m, block_n, block_k = 8, 8, 32")
+    assert text != solution_text("matmul")
+    part = _grade_triton(tmp_path, text)
+    assert part.status == "passed"
+    assert part.compile_check.ran and not part.compile_check.rejected
+
+
+def test_the_advice_on_tl_dot_sizes_follows_the_compiler_message():
+    from learning.grader.gpu_compile import _hint
+
+    # Triton 3.5 to 3.9 on 16-bit inputs: only K has a floor
+    newer = _hint("Input shapes should have M >= 1, N >= 1 and K >= 16")
+    assert "K (the dimension a and b share" in newer and "of at least 16" in newer
+    assert "M and N may be as small as 1" in newer and "M (a's rows)" not in newer
+    # Triton 3.3 and 3.4: all three
+    older = _hint("Input shapes should have M >= 16, N >= 16 and K >= 16")
+    assert "M (a's rows) of at least 16" in older and "N (b's columns) of at least 16" in older
+    assert "K (the dimension a and b share" in older and "as small as 1" not in older
+    # float32 inputs on Triton 3.9: K >= 8
+    assert "of at least 8" in _hint("Input shapes should have M >= 1, N >= 1 and K >= 8")
 
 
 @pytest.mark.interpreter

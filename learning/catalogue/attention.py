@@ -158,6 +158,9 @@ PYTHON = (
         ("                m = m_new\n", "                m = m_new\n"
          "                acc = [a / l for a in acc]\n"),
         ("out.append([a / l for a in acc])", "out.append(acc)"))),
+    Version("the causal flag ignored", "python", "causal-ignored", _python(
+        (" if not causal or j <= i\n                          else -math.inf for j in keys]",
+         " for j in keys]"))),
     Version("the causal mask hides the diagonal", "python", "causal-off-by-one", _python(
         ("if not causal or j <= i\n", "if not causal or j < i\n"))),
     Version("the causal mask lets one key too many through", "python", "causal-off-by-one",
@@ -222,6 +225,11 @@ TRITON = (
         ("            m = m_new\n", "            m = m_new\n"
          "            acc = acc / l[:, None]\n"),
         ("out = acc / l[:, None]", "out = acc"))),
+    Version("no causal mask in the kernel", "triton", "causal-ignored", _kernel(
+        ("            if CAUSAL:\n"
+         "                visible = visible & (cols[None, :] <= rows[:, None])\n", ""))),
+    Version("the launch never passes causal", "triton", "causal-ignored", _launcher(
+        ("CAUSAL=causal,", "CAUSAL=False,"))),
     Version("the causal mask hides the diagonal", "triton", "causal-off-by-one", _kernel(
         ("(cols[None, :] <= rows[:, None])", "(cols[None, :] < rows[:, None])"))),
     Version("the scale forgotten", "triton", "scale", _kernel(

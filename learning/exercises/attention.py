@@ -59,7 +59,7 @@ def reference(q, k, v, causal=False, block=None):
 def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
              pad_value=-math.inf, skip=False, order="forward", shift="running", guard=True,
              rescale_acc=True, rescale_sum=True, normalise="end", causal_shift=0,
-             scale_form="before", acc_dtype=None, raw_exp=False):
+             scale_form="before", acc_dtype=None, raw_exp=False, causal_mask=True):
     """Attention by blocks of ``block_n`` keys with a running (max, sum, accumulator), as the
     kernel computes it, with switches for the lesson's mistakes:
 
@@ -78,7 +78,9 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
     - ``scale_form``: "before" (scores times 1/sqrt(d)), "none", "after" (the output times
       1/sqrt(d)), "inverse" (scores times sqrt(d));
     - ``acc_dtype``: round the accumulator to this dtype after every block;
-    - ``raw_exp``: exp(score) in float32 with no maximum at all.
+    - ``raw_exp``: exp(score) in float32 with no maximum at all;
+    - ``causal_mask``: hide the keys past the diagonal when ``causal`` (False: every key seen,
+      the mask forgotten; causal with seq_q != seq_k is still refused).
     """
     np = _np()
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
@@ -94,7 +96,7 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
         values = np.zeros(v.shape[:-2] + (width, v.shape[-1]))  # the padding reads v = 0
         values[..., :lk, :] = v
         rows, cols = np.arange(lq)[:, None], np.arange(width)[None, :]
-        if causal:
+        if causal and causal_mask:
             hidden = (cols > rows + causal_shift) & (cols < lk)
             scores = np.where(hidden, float(mask_value), scores)
         visited = np.ones((lq, n_blocks), dtype=bool)
@@ -303,6 +305,12 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
             evidence(*_OFF_BY_ONE) if not python else any_of(evidence(*_OFF_BY_ONE[1:])),
             raises=raises_like(_refusal_safe(_python_off_by_one)) if python else None,
             hint=hint(2, 3)),
+        Bug("causal-ignored", "the causal mask is missing: with causal set, query i sees only "
+            "keys j <= i, but here every key took part, as without causal. " + (
+                "Give key j the score -math.inf where causal and j > i" if python else
+                "With CAUSAL, hide the keys past the diagonal, visible = visible & "
+                "(cols[None, :] <= rows[:, None]), and launch with CAUSAL=causal"),
+            evidence({"causal_mask": False}), hint=hint(2, 3)),
         Bug("scale", "the scores are not softmax(q . k / sqrt(d)): multiply every score by "
             "1 / sqrt(d) before the maximum and the exponential (not the output after)",
             evidence(*_SCALES), hint=hint(1, 3)),
@@ -372,10 +380,10 @@ PYTHON_CASES = (
          _seeded(1, 3, 1, 4, False, 4), catches=("scale",)),
     Case("causal first row", "causal, 5 queries and keys in blocks of 2: query 0 sees key 0 "
          "alone", _seeded(2, 5, 5, 4, True, 2),
-         catches=("causal-off-by-one", "masked-zero")),
+         catches=("causal-off-by-one", "masked-zero", "causal-ignored")),
     Case("a key block entirely hidden", "causal, 7 keys in blocks of 2: for queries 0 to 5 "
          "the last block holds only hidden keys (-inf scores)", _seeded(3, 7, 7, 4, True, 2),
-         catches=("no-guard", "masked-zero", "causal-off-by-one")),
+         catches=("no-guard", "masked-zero", "causal-off-by-one", "causal-ignored")),
     Case("rising scores", "12 keys in blocks of 3 whose scores grow along the row: the "
          "maximum grows in every block", _seeded(4, 3, 12, 4, False, 3, rising=1.0),
          catches=("acc-not-rescaled", "sum-not-rescaled", "normalised-per-block")),
@@ -498,11 +506,12 @@ TRITON_CASES = (
          _heads(3, 1, 1, 20, 25, 16, False), catches=("out-of-bounds", "scale")),
     Case("causal first row", "causal, 8 queries and keys: query 0 sees key 0 alone, so its "
          "output is v[0]", _heads(4, 1, 1, 8, 8, 16, True),
-         catches=("causal-off-by-one", "masked-zero")),
+         catches=("causal-off-by-one", "masked-zero", "causal-ignored")),
     Case("a key block entirely hidden", "causal, 40 queries and keys: in blocks of 16 or 32, "
          "the first queries meet later key blocks whose keys are all hidden (-inf)",
          _heads(5, 1, 1, 40, 40, 16, True),
-         catches=("no-guard", "masked-zero", "causal-off-by-one", "normalised-per-block")),
+         catches=("no-guard", "masked-zero", "causal-off-by-one", "normalised-per-block",
+                  "causal-ignored")),
     Case("large logits", "q . k near 4096 in d = 16: scores near 1024, where exp overflows "
          "float32 unless it is measured from the maximum", _heads(6, 1, 1, 16, 40, 16, False,
                                                                   fill=_large),
@@ -515,16 +524,17 @@ TRITON_CASES = (
          "(30 keys: the padding must not count)", _heads(8, 1, 1, 10, 30, 16, False,
                                                          fill=_uniform),
          catches=("masked-zero", "normalised-per-block")),
-    Case("head dim 16", "d = 16, the smallest tile tl.dot takes on a GPU: one block of "
-         "queries against one block of keys", _heads(9, 1, 1, 16, 16, 16, False),
+    Case("head dim 16", "d = 16, the smallest K tl.dot(q, k^T) takes on a GPU with 16-bit "
+         "inputs: one block of queries against one block of keys",
+         _heads(9, 1, 1, 16, 16, 16, False),
          catches=("scale",)),
     Case("head dim 128", "d = 128: the scale is 1 / sqrt(128), and q stays one (BLOCK_M, 128) "
          "block in the program", _heads(10, 1, 1, 16, 20, 128, False, fill=_rising),
          catches=("scale",)),
-    Case("batch x heads", "2 batches of 3 heads: program_id(1) runs over batch * heads, and "
-         "each program must find its own: batch = pid // heads, head = pid % heads (with as "
-         "many batches as heads, swapping the two goes unseen)",
-         _heads(11, 2, 3, 12, 12, 16, True), catches=("grid-too-small",)),
+    Case("batch x heads", "causal, 2 batches of 3 heads: program_id(1) runs over batch * "
+         "heads, and each program must find its own: batch = pid // heads, head = pid % heads "
+         "(with as many batches as heads, swapping the two goes unseen)",
+         _heads(11, 2, 3, 12, 12, 16, True), catches=("grid-too-small", "causal-ignored")),
     Case("(batch, seq, heads, d) transposed", "q, k and v as models hold them: a (2, 12, 2, "
          "16) tensor transposed to (2, 2, 12, 16), strides (384, 16, 32, 1)",
          _heads(12, 2, 2, 12, 12, 16, False, layout="seq-heads"),

@@ -58,8 +58,34 @@ HINTS = (
      "pointer with tl.store"),
     ("must be a power of 2", "block sizes (tl.arange bounds, BLOCK constants) must be powers "
      "of two: round up with triton.next_power_of_2"),
-    ("K >= 16", "tl.dot needs blocks of at least 16 along each dimension"),
 )
+
+# tl.dot's size check names the smallest M (a's rows), N (b's columns) and K (the dimension a
+# and b share) the target takes for the inputs' dtype. On NVIDIA GPUs Triton 3.3 and 3.4 want
+# all three at least 16 (K at least 32 for 8-bit inputs); from 3.5 on M and N may be as small
+# as 1 and only K has a floor (16 for 16-bit inputs, 32 for 8-bit; 3.9 takes 8 for float32).
+# The advice reads the numbers from the message rather than assume them.
+_DOT_SIZES = re.compile(r"Input shapes should have M >= (\d+), N >= (\d+) and K >= (\d+)")
+_DIMENSIONS = (("M", "a's rows"), ("N", "b's columns"),
+               ("K", "the dimension a and b share: BLOCK_K in a matmul; in attention HEAD_DIM "
+                "for q @ k^T and BLOCK_N for p @ v"))
+
+
+def _dot_size_hint(message: str) -> str:
+    sizes = _DOT_SIZES.search(message)
+    if sizes is None:
+        return ""
+    floors = [(name, meaning, int(size)) for (name, meaning), size
+              in zip(_DIMENSIONS, sizes.groups())]
+    needed = [f"{name} ({meaning}) of at least {size}" for name, meaning, size in floors
+              if size > 1]
+    free = [name for name, _, size in floors if size <= 1]
+    advice = ("tl.dot(a, b) multiplies an M x K block by a K x N one, and for these inputs' "
+              "dtype the GPU needs " + " and ".join(needed))
+    if free:
+        advice += f"; {' and '.join(free)} may be as small as 1"
+    return advice + (": make that block" if len(needed) == 1 else ": make those blocks") + \
+        " at least that size (a power of two)"
 
 
 @dataclass(frozen=True)
@@ -376,6 +402,8 @@ def _from_diagnostics(exc, diagnostics: str, launch: Launch, learner_file: str) 
 
 
 def _hint(message: str) -> str:
+    if _DOT_SIZES.search(message):
+        return _dot_size_hint(message)
     return next((advice for fragment, advice in HINTS if fragment in message), "")
 
 

@@ -42,9 +42,9 @@ def matmul_kernel(
     stride_am, stride_ak,  # the same for A (a.stride(0), a.stride(1))
     stride_bk, stride_bn,  # the same for B (b.stride(0), b.stride(1))
     M, N, K,  # the sizes: C is M x N, the sum runs over K
-    BLOCK_M: tl.constexpr,  # rows of C per program: a power of two >= 16
-    BLOCK_N: tl.constexpr,  # columns of C per program: a power of two >= 16
-    BLOCK_K: tl.constexpr,  # the step of the K loop: a power of two >= 16
+    BLOCK_M: tl.constexpr,  # rows of C per program: a power of two (>= 16 before Triton 3.5)
+    BLOCK_N: tl.constexpr,  # columns of C per program: a power of two (>= 16 before Triton 3.5)
+    BLOCK_K: tl.constexpr,  # the step of the K loop, tl.dot's K: a power of two >= 16
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B (lesson 12)."""
     pid_m = tl.program_id(0)  # which tile row
