@@ -218,6 +218,10 @@ TRITON = (
          "(rows[None, :] < N)"))),
     Version("strides of contiguous tensors", "triton", "strides-assumed",
             _launcher(strides="K, 1, N, 1")),
+    Version("a's row stride taken to be K", "triton", "strides-assumed",
+            _launcher(strides="K, 1, b.stride(0), b.stride(1)")),
+    Version("b's strides taken to be those of a contiguous b", "triton", "strides-assumed",
+            _launcher(strides="a.stride(0), a.stride(1), N, 1")),
     Version("returns float32 for 16-bit inputs", "triton", "wrong-dtype", '''
         def matmul_triton(a, b):
             M, K = a.shape

@@ -315,9 +315,10 @@ TRITON_BUGS = (
         "and b's with its row offsets: a's rows go with pid_m (rows of C), b's columns with "
         "pid_n (columns of C)", _per_tile(_operand_offsets_swapped), hint=2),
     Bug("strides-assumed", "the kernel assumed contiguous tensors (row stride K for a, N for "
-        "b): a view such as b.T or a[:, :K] has other strides. Pass a.stride(0), "
-        "a.stride(1), b.stride(0), b.stride(1) and use them",
-        same_as(rows_at_n_cols(_matmul_of, tensors=(0, 1)), **_REPLAY), hint=2),
+        "b, for both or for one of them): a view such as b.T or a[:, :K] has other strides. "
+        "Pass a.stride(0), a.stride(1), b.stride(0), b.stride(1) and use them",
+        any_of(*(same_as(rows_at_n_cols(_matmul_of, tensors=assumed), **_REPLAY)
+                 for assumed in ((0, 1), (0,), (1,)))), hint=2),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (rows at or past M and columns at or past N in the loads of a "
