@@ -265,6 +265,9 @@ TRITON = (
          "                               heads * seq_q * d, seq_q * d, d,\n"
          "                               heads * seq_k * d, seq_k * d, d,\n"
          "                               heads * seq_k * d, seq_k * d, d,"))),
+    Version("strides of a contiguous q, k's and v's their own", "triton", "strides-assumed",
+            _launcher(("q.stride(0), q.stride(1), q.stride(2),",
+                       "heads * seq_q * d, seq_q * d, d,"))),
     Version("a grid of heads, not batch x heads", "triton", "grid-too-small", _launcher(
         ("grid = (triton.cdiv(seq_q, 16), batch * heads)", "grid = (triton.cdiv(seq_q, 16), "
          "heads)"))),

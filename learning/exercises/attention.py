@@ -269,12 +269,14 @@ def _read_as_contiguous(x):
     return np.asarray(storage)[:int(np.prod(np.shape(x)))].reshape(np.shape(x))
 
 
-def _strides_assumed(q, k, v, causal, into_seq_heads: bool):
-    """Inputs read with contiguous strides; the output written with them too, either into a
-    contiguous tensor (right places) or into one of q's layout (torch.empty_like(q))."""
+def _strides_assumed(q, k, v, causal, into_seq_heads: bool, assumed: str = "qkv"):
+    """The inputs named in ``assumed`` read with contiguous strides, the others with their own;
+    the output written with contiguous strides too, either into a contiguous tensor (right
+    places) or into one of q's layout (torch.empty_like(q))."""
     np = _np()
-    got = simulate(_read_as_contiguous(q), _read_as_contiguous(k), _read_as_contiguous(v),
-                   causal, block_n=max(np.shape(k)[-2], 1))
+    q, k, v = (_read_as_contiguous(x) if name in assumed else np.asarray(x)
+               for name, x in zip("qkv", (q, k, v)))
+    got = simulate(q, k, v, causal, block_n=max(np.shape(k)[-2], 1))
     if into_seq_heads:
         b, h, s, d = got.shape
         got = got.reshape(-1).reshape(b, s, h, d).transpose(0, 2, 1, 3)
@@ -413,11 +415,13 @@ TRITON_BUGS = _bugs(python=False) + (
         "seq_k rows of v before the division, and float16 overflows past 65504. Keep acc in "
         "tl.float32 and convert once, at the store",
         _triton_replay({"acc_dtype": "input"}), hint=5),
-    Bug("strides-assumed", "the kernel assumed contiguous (batch, heads, seq, d) tensors: a "
-        "(batch, seq, heads, d) tensor transposed has other strides. Pass q.stride(0), "
-        "q.stride(1), q.stride(2) (and k's, v's and the output's) and use them",
-        any_of(replay(partial(_strides_assumed, into_seq_heads=False)),
-               replay(partial(_strides_assumed, into_seq_heads=True))), hint=2),
+    Bug("strides-assumed", "the kernel assumed contiguous (batch, heads, seq, d) tensors (all "
+        "of q, k and v, or some of them): a (batch, seq, heads, d) tensor transposed has other "
+        "strides. Pass q.stride(0), q.stride(1), q.stride(2) (and k's, v's and the "
+        "output's) and use them",
+        any_of(replay(partial(_strides_assumed, into_seq_heads=True)),
+               *(replay(partial(_strides_assumed, into_seq_heads=False, assumed=names))
+                 for names in ("qkv", "q", "k", "v", "kv"))), hint=2),
     Bug("missing-error", "causal attention with seq_q != seq_k is ambiguous (which keys does "
         "query i see?): raise ValueError when causal and q.shape[2] != k.shape[2]", hint=6),
     Bug("grid-too-small", "whole rows of the output were never written: no program stored "
