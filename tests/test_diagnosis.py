@@ -497,3 +497,53 @@ def test_a_mismatch_in_a_tensor_of_more_than_two_dimensions_is_named_by_its_inde
     wrong[0, 1, 1:, :] = 0.0
     assert "only elements (0, 1, 1, 0) to (0, 1, 2, 3) of 24 differ" in \
         observe.describe_values(wrong, single, 1e-9, 1e-9)
+
+
+def test_the_eps_advice_written_as_it_says_passes_every_case(tmp_path):
+    import re
+
+    from learning.grader import registry
+
+    bug = next(b for b in registry.find("rmsnorm").part("python").bugs
+               if b.key == "eps-not-scaled")
+    advised = re.search(r"sqrt\(mean\(z\*\*2\) \+ (.+?)\) \(", bug.cause).group(1)
+    line = "rms = math.sqrt(mean_square + eps / largest / largest)"
+    as_advised = _replace(solution_text("rmsnorm"), line,
+                          f"rms = math.sqrt(mean_square + {advised})")
+    (tmp_path / "advised").mkdir()
+    result = grade_text(tmp_path / "advised", "rmsnorm", as_advised, ["python"])
+    assert result.parts[0].status == "passed", advised  # the advice must not break the code
+    squared = _replace(solution_text("rmsnorm"), line,
+                       "rms = math.sqrt(mean_square + eps / largest**2)")
+    (tmp_path / "squared").mkdir()
+    result = grade_text(tmp_path / "squared", "rmsnorm", squared, ["python"])
+    assert _cases(result)["huge values"].status == "error"  # why the advice divides twice
+
+
+def test_a_missing_max_shift_is_blamed_on_underflow_as_well_as_overflow(tmp_path):
+    from learning.catalogue import versions
+    from tests.helpers import version_text
+
+    version = next(v for v in versions("softmax") if v.part == "triton"
+                   and v.bug == "no-max-shift")
+    result = grade_text(tmp_path, "softmax", version_text("softmax", version), ["triton"])
+    negative = _cases(result)["very negative rows"]
+    (cause,) = [b.cause for b in negative.causes if b.key == "no-max-shift"]
+    assert "underflows to 0" in cause and "0 / 0" in cause  # what happens in this case
+
+
+def test_a_kernel_that_ignores_the_row_stride_it_is_passed_is_told_to_use_it(tmp_path):
+    from learning.catalogue import versions
+    from tests.helpers import version_text
+
+    version = next(v for v in versions("softmax") if v.bug == "row-stride")
+    result = grade_text(tmp_path, "softmax", version_text("softmax", version), ["triton"])
+    causes = {b.key: b.cause for v in _cases(result).values() for b in v.causes}
+    assert "the row stride the launcher passes" in causes["row-stride"]
+    assert "pass the row stride to the kernel" not in causes["row-stride"]
+
+
+def test_a_block_not_a_power_of_two_gets_advice_for_a_fixed_block_too():
+    key, advice = errors.explain("ValueError", "arange's range must be a power of 2")
+    assert key == "arange-power-of-two"
+    assert "a fixed BLOCK such as 1024" in advice and "next_power_of_2(n_cols)" in advice

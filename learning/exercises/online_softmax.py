@@ -235,12 +235,15 @@ TRITON_BUGS = _bugs(padded=True, tolerance=_LOOSE) + (
     Bug("zero-padding", "the last chunk's padded lanes read 0 (other=0, or no other), which "
         "joins the maximum and the sum: load with other=-float('inf')",
         same_as(partial(simulate, pad_value=0.0), **_LOOSE)),
-    Bug("no-shift", "exp overflows FP32 just past 88: every exponential must be measured from "
-        "the running maximum", same_as(_unshifted_fp32, **_LOOSE)),
+    Bug("no-shift", "the exponentials were not measured from the running maximum: exp of "
+        "large values overflows FP32 past about 88, and exp of very negative ones underflows "
+        "to 0. Measure every exponential from the running maximum",
+        same_as(_unshifted_fp32, **_LOOSE)),
     Bug("row-offset", "rows after the first read the wrong memory: row r starts at "
         "r * x.stride(0), not at r * BLOCK", same_as(_rows_at_block, **_LOOSE)),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
+        "the launcher passes (x.stride(0)), not with n_cols",
         same_as(rows_at_n_cols(reference), **_LOOSE)),
 )
 

@@ -171,7 +171,9 @@ PYTHON_BUGS = (
     Bug("weight-inside", "multiply by the weight after normalising, not before",
         same_as(_weight_first)),
     Bug("eps-not-scaled", "after dividing the row by its largest |x|, divide eps by the square "
-        "of that value too: sqrt(mean(z**2) + eps / largest**2)", same_as(_eps_not_scaled)),
+        "of that value too, one division at a time: sqrt(mean(z**2) + eps / largest / "
+        "largest) (largest**2 itself overflows past about 1.3e154, and underflows to 0 "
+        "below about 1e-162)", same_as(_eps_not_scaled)),
     Bug("scale-sign", "scale by the largest magnitude, max(abs(v)), not max(values): a "
         "negative scale flips the sign of every output", same_as(_signed_scale)),
     Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): add it to "
@@ -293,7 +295,8 @@ TRITON_BUGS = (
     Bug("weight-row-offset", "the weight is one row shared by every row of x: load it at "
         "weight_ptr + offsets, without the row's offset", error="past the end of weight"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
+        "the launcher passes (x.stride(0)), not with n_cols",
         same_as(rows_at_n_cols(reference_rows), **_LOOSE)),
     Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): a row of "
         "zeros needs rsqrt(mean_square + eps), or 0 * rsqrt(0) gives NaN",

@@ -259,10 +259,13 @@ TRITON_BUGS = (
     Bug("zero-padding", "padded lanes read 0 (other=0, or no other at all) and add exp(0 - max) "
         "to the denominator: load with other=-float('inf')", same_as(_zero_padded, **_LOOSE),
         hint=3),
-    Bug("no-max-shift", "exp overflows FP32 just past 88: subtract the row maximum before "
-        "exponentiating", same_as(_no_shift_fp32, **_LOOSE), hint=4),
+    Bug("no-max-shift", "the row maximum was not subtracted: exp of large values overflows "
+        "FP32 past about 88 (inf / inf is NaN), and exp of very negative ones underflows to "
+        "0 (0 / 0 is NaN). Subtract the row maximum before exponentiating",
+        same_as(_no_shift_fp32, **_LOOSE), hint=4),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
-        "r * x.stride(0), which is larger than n_cols: pass the row stride to the kernel",
+        "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
+        "the launcher passes (x.stride(0)), not with n_cols",
         same_as(rows_at_n_cols(reference_rows), **_LOOSE), hint=2),
     Bug("all-minus-inf", "a row of only -inf has no softmax: like torch.softmax, return NaN "
         "there (0/0) rather than a made-up value", same_as(_all_minus_inf_as_zero, **_LOOSE),
