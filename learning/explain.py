@@ -23,7 +23,7 @@ MAX_INPUT = 64
 def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.explain",
                            description="Print a topic's worked example, computed now.")
-    parser.add_argument("topic", help=f"one of: {', '.join(explainers.TOPICS)}")
+    parser.add_argument("topic", nargs="?", help=f"one of: {', '.join(explainers.TOPICS)}")
     forms = "; ".join(f"{topic}: {form}" for topic, form in explainers.INPUTS.items())
     parser.add_argument("--input", metavar="X,Y,...",
                         help=f"your own input, comma-separated, as the topic takes it ({forms})")
@@ -56,7 +56,10 @@ def parse_row(text: str) -> list[float]:
     return row
 
 
-def find_topic(name: str):
+def find_topic(name: str | None):
+    if name is None:  # the topics are what someone typing the bare command is looking for
+        raise ArgumentError(f"name a topic, e.g. python -m learning.explain softmax; topics: "
+                            f"{', '.join(explainers.TOPICS)}")
     name = name.strip().removesuffix(".py")
     if name not in explainers.TOPICS:
         close = difflib.get_close_matches(name, list(explainers.TOPICS), n=1)
@@ -88,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     except HelpShown as shown:
         return shown.code
     except ArgumentError as error:
-        console.print(f"explain: {escape(str(error))}", style="red")
+        # one line, however wide: the terminal folds it, a pipe keeps it whole
+        console.print(f"explain: {escape(str(error))}", style="red", soft_wrap=True)
         return 2
     render(console, page)
     return 0

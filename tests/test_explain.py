@@ -95,7 +95,8 @@ def test_row_of_only_minus_infinity_is_explained(capsys):
     (["softmax", "--input", "inf,1"], "'inf' is +inf"),
     (["online_softmax", "--input", "1e400"], "'1e400' is +inf"),
     (["sofmax"], "unknown topic 'sofmax'; did you mean 'softmax'?"),
-    ([], "the following arguments are required: topic"),
+    ([], "name a topic, e.g. python -m learning.explain softmax; topics: softmax,"),
+    (["xyz"], "unknown topic 'xyz'; known topics: softmax, elementwise"),
 ])
 def test_bad_input_gets_one_line_and_status_2(capsys, argv, message):
     code, out = run_explain(capsys, *argv)
@@ -222,3 +223,9 @@ def test_the_matmul_explainer_says_one_step_not_one_steps():
     assert "The first 1 programs" not in flat and "sum over 1 product of" in flat
     assert "C is 1 x 1: one tile of 3 x 3, and it is a sum over K in 1 step" in flat
     assert "A grid of 1 x 1 tile of C" in flat
+
+
+def test_the_bare_command_lists_the_topics_in_one_line(capsys):
+    code, out = run_explain(capsys)
+    assert code == 2 and out.startswith("explain: name a topic")
+    assert all(topic in out for topic in explainers.TOPICS)
