@@ -49,7 +49,11 @@ def rows(progress: state.State) -> list[dict]:
         result.append({"lesson": lesson.number, "title": lesson.title,
                        "file": f"lessons/{lesson.filename}", "available": lesson.available,
                        "exercise": f"{lesson.exercise}.py" if graded else None,  # 10: none
-                       "parts": grades})
+                       "parts": grades,
+                       # Why the module did not import at its last check (the grades are of
+                       # the last code that did), or null.
+                       "does_not_import": (progress.does_not_import(lesson.exercise) or None)
+                       if graded else None})
     return result
 
 
@@ -65,6 +69,9 @@ def next_step(progress: state.State) -> str:
         return "Every available lesson's exercise passes. Well done." if kernels else \
             kernel_mode.python_parts_done_line()
     exercise = exercises[lesson.exercise]
+    if progress.does_not_import(exercise.name):
+        return (f"Fix {exercise.filename} (it did not import at its last check), then run "
+                f"python -m learning.check {exercise.name}")
     for part in (lesson.part, *lesson.also):
         if part not in graded[exercise.name]:
             continue
@@ -119,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                           "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
             text, style = _grade_text(grade, (row["exercise"], part) not in elsewhere)
+            if row["does_not_import"] and grade is not None:
+                text, style = f"{text} (does not import now)", "red"
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
                           row["exercise"] if index == 0 else "", part,
                           f"[{style}]{escape(text)}[/{style}]")

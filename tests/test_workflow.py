@@ -215,6 +215,39 @@ def test_a_module_that_does_not_import_gets_no_hint_from_old_grades(tmp_path, ca
 
 # --- reset ------------------------------------------------------------------------------------
 
+def test_a_check_that_cannot_import_keeps_the_grades_it_never_measured(tmp_path, capsys):
+    all_passed_but(tmp_path, "softmax", "triton")  # lessons 01 to 07 done
+    saved = state.load(tmp_path)
+    saved.record("softmax", "python", "passed", 11, 11)
+    saved.record("softmax", "triton", "not-started", 0, 14)
+    state.save(tmp_path, saved)
+    write_module(tmp_path, "softmax", "def softmax_python(values):\n    maximum = max(values\n")
+    code, out = run(capsys, check, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "NOT RUN" not in out  # one line per part, not one per case
+    assert "Python part" in out and "Triton part" in out
+    assert out.count("not run: softmax.py could not be imported, so its") == 2
+    assert "Grade: Python not run · Triton not run" in out and "0/1" not in out
+    assert "Next: fix softmax.py" in out
+    kept = state.load(tmp_path)
+    assert kept.grade("softmax", "python").status == "passed"
+    assert kept.grade("softmax", "triton").status == "not-started"
+    assert "syntax error in softmax.py" in kept.does_not_import("softmax")
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert "11/11 (does not import now)" in out
+    assert "not started (does not import now)" in out and "0/14" not in out
+    assert "Next: Fix softmax.py (it did not import at its last check)" in out
+    code, out = run(capsys, check, "softmax", "--json", "--root", str(tmp_path))
+    document = json.loads(out)  # every case is still listed, with its status
+    assert [p["status"] for p in document["parts"]] == ["not-run", "not-run"]
+    assert {c["status"] for c in document["parts"][0]["cases"]} == {"not-run"}
+    assert len(document["parts"][0]["cases"]) == 11
+    write_module(tmp_path, "softmax", solution_text("softmax"))  # it imports again
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert state.load(tmp_path).does_not_import("softmax") == ""
+
+
 def test_reset_backs_up_the_learners_file_then_restores_the_stub(tmp_path, capsys):
     mine = solution_text("softmax") + "\n# my notes\n"
     write_module(tmp_path, "softmax", mine)
