@@ -383,6 +383,18 @@ def test_doctor_reports_versions_mode_and_runs_a_kernel(capsys):
     assert "tiny kernel: ran correctly" in out
 
 
+def test_doctor_names_the_next_step_as_progress_does(tmp_path, capsys, monkeypatch):
+    ran = doctor.Finding("tiny kernel", "ran correctly", True)
+    monkeypatch.setattr(doctor, "check_kernel", lambda _: ran)  # seconds saved: not tested here
+    code, out = run(capsys, doctor, "--root", str(tmp_path))
+    assert code == 0 and "All good. Start with lessons/01-elementwise.md." in out
+    all_passed_but(tmp_path, "rmsnorm", "triton")  # at lesson 09
+    code, out = run(capsys, doctor, "--root", str(tmp_path))
+    assert code == 0 and "lessons/01" not in out
+    assert f"All good. Next: {progress.next_step(state.load(tmp_path))}." in out
+    assert "rmsnorm.py (triton part)" in out
+
+
 def test_doctor_says_what_to_fix_when_numpy_is_missing(capsys, monkeypatch):
     real = doctor.importlib.metadata.version
 
