@@ -32,14 +32,21 @@ def build_parser() -> CommandParser:
     return parser
 
 
+def _in_declared_order(exercise, names) -> list[str]:
+    """The parts of ``exercise`` among ``names``, in the order the exercise declares them
+    (python first), whichever of them its lesson starts with."""
+    if exercise is None:
+        return []
+    return [p.name for p in exercise.parts if p.name in names]
+
+
 def rows(progress: state.State) -> list[dict]:
     """One row per lesson part: what it is, whether it exists yet, and its last grade."""
     exercises = {e.name: e for e in registry.all_exercises()}
     result = []
     for lesson in course.LESSONS:
         exercise = exercises.get(lesson.exercise)
-        graded = [p for p in (lesson.part, *lesson.also)
-                  if exercise is not None and p in [x.name for x in exercise.parts]]
+        graded = _in_declared_order(exercise, (lesson.part, *lesson.also))
         grades = {}
         for part in graded:
             grade = progress.grade(lesson.exercise, part)
@@ -72,7 +79,7 @@ def next_step(progress: state.State) -> str:
     if progress.does_not_import(exercise.name):
         return (f"Fix {exercise.filename} (it did not import at its last check), then run "
                 f"python -m learning.check {exercise.name}")
-    for part in (lesson.part, *lesson.also):
+    for part in _in_declared_order(exercise, (lesson.part, *lesson.also)):
         if part not in graded[exercise.name]:
             continue
         grade = progress.grade(exercise.name, part)

@@ -70,6 +70,18 @@ def test_progress_shows_the_grades_of_the_last_check(tmp_path, capsys):
     assert lesson_04["parts"]["python"]["passed"] == lesson_04["parts"]["python"]["total"] == 11
 
 
+def test_progress_lists_a_lessons_parts_in_the_order_the_exercise_declares_them(tmp_path,
+                                                                                capsys):
+    code, out = run(capsys, progress, "--root", str(tmp_path), "--json")
+    for row in json.loads(out)["lessons"]:
+        if row["exercise"]:
+            exercise = registry.find(row["exercise"].removesuffix(".py"))
+            declared = [p.name for p in exercise.parts]
+            assert list(row["parts"]) == sorted(row["parts"], key=declared.index), row
+    lesson_11 = next(r for r in json.loads(out)["lessons"] if r["lesson"] == "11")
+    assert list(lesson_11["parts"]) == ["python", "triton", "autograd"]
+
+
 def test_corrupted_state_file_is_set_aside_not_fatal(tmp_path, capsys):
     path = state.state_path(tmp_path)
     path.parent.mkdir()
