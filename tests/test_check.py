@@ -435,3 +435,16 @@ def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
                 first = buffer.getvalue().splitlines()[0]
                 assert " ".join(first.split()) == f"FAIL {case.name}: {case.purpose}", first
                 assert "which tests" not in first
+
+
+def test_well_done_joins_three_part_names_with_commas():
+    from pathlib import Path
+
+    from learning.grader import compare, registry, report, runner
+
+    exercise = registry.find("softmax_backward")
+    parts = [runner.PartResult(p, [runner.CaseResult("c", "", compare.Verdict("passed", ""))])
+             for p in exercise.parts]
+    line = report._next_step(runner.CheckResult(exercise, Path("softmax_backward.py"), parts))
+    assert "Well done: the Python, Triton and Autograd parts pass." in line
+    assert report.joined(["Python", "Triton"]) == "Python and Triton"

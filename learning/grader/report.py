@@ -300,12 +300,17 @@ def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
         return f"Next: read {where}, write your code in {exercise.filename}, then run {command}"
     if not result.ok:
         return f"Next: fix {exercise.filename}, then run {command} again"
-    names = " and ".join(p.part.name.capitalize() for p in started)
+    names = joined([p.part.name.capitalize() for p in started])
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
     lessons = [lesson for p in started
                if (lesson := course.lesson_for(exercise.name, p.part.name)) is not None]
     start = min(lessons, key=course.LESSONS.index) if lessons else None
     return f"Well done: {done}. {next_lesson_line(state or State(), start)}"
+
+
+def joined(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
