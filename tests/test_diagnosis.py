@@ -497,3 +497,23 @@ def test_a_mismatch_in_a_tensor_of_more_than_two_dimensions_is_named_by_its_inde
     wrong[0, 1, 1:, :] = 0.0
     assert "only elements (0, 1, 1, 0) to (0, 1, 2, 3) of 24 differ" in \
         observe.describe_values(wrong, single, 1e-9, 1e-9)
+
+
+def test_counts_in_the_graders_descriptions_agree_with_their_nouns():
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    unwritten = np.zeros((5, 8), dtype=bool)
+    unwritten[4] = True  # one whole row, the last, never written
+    verdict = compare._judge_unwritten(unwritten, np.zeros(unwritten.shape))
+    assert verdict.summary == "8 of 40 output elements were never written: 1 whole row of 5, " \
+                              "from row 4"
+    unwritten = np.zeros(6, dtype=bool)
+    unwritten[5] = True
+    assert compare._judge_unwritten(unwritten, np.zeros(6)).summary.startswith(
+        "1 of 6 output elements was never written")
+    assert observe.describe_exact([1], [1, 2]) == ["it has 1 item, the reference 2"]
+    assert observe.describe_exact([0, 0, 0, 0, 0], [1, 1, 1, 1, 1])[-1] == \
+        "and 1 more item differs"
+    short = compare._list_shape(Returned("list", np.zeros(1), shape=(1,)), np.zeros(2), {})
+    assert short.summary == "returned 1 value for 2 inputs"

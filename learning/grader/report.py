@@ -13,6 +13,7 @@ from learning.grader import mode as kernel_mode
 from learning.grader import registry, runner
 from learning.grader.compare import format_value
 from learning.grader.declarations import Exercise, Part
+from learning.grader.numbers import counted
 from learning.grader.state import State
 
 STATUS_STYLE = {
@@ -213,7 +214,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
              CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
-        _say(console, f"... and {hidden} more mismatches (cut)", CASE_INDENT + 2)
+        _say(console, f"... and {counted(hidden, 'more mismatch', 'more mismatches')} (cut)",
+             CASE_INDENT + 2)
     if verdict.meaning:
         _say(console, verdict.meaning, label="what this error means:", style="yellow")
     if len(verdict.causes) == 1:
