@@ -517,3 +517,20 @@ def test_counts_in_the_graders_descriptions_agree_with_their_nouns():
         "and 1 more item differs"
     short = compare._list_shape(Returned("list", np.zeros(1), shape=(1,)), np.zeros(2), {})
     assert short.summary == "returned 1 value for 2 inputs"
+
+
+def test_a_wrong_dict_or_list_is_shown_once_not_as_returned_and_then_got(tmp_path):
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    want = {"bytes": 8, "flops": 2, "bound": "memory-bound"}
+    got = dict(want, bytes=4)
+    verdict = compare._judge_exact(Returned("dict", raw=got), want)
+    assert verdict.summary == "returned a dict that differs from the reference"
+    assert verdict.got == repr(got) and repr(got) not in verdict.summary
+    verdict = compare._judge_exact(Returned("tuple", raw=(1, 2)), [1, 2])
+    assert verdict.summary == "returned a tuple, where the reference is a list"
+    text = "def tree_reduce(values, op):\n    return [[0.0]]\n"
+    result = grade_text(tmp_path, "reductions", text, ["python"])
+    failed = next(c for c in result.parts[0].cases if c.verdict.status == "failed")
+    assert failed.verdict.got == "[[0.0]]" and "[[0.0]]" not in failed.verdict.summary

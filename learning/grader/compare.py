@@ -286,9 +286,22 @@ def _judge_exact(returned: Returned, want) -> Verdict:
     if type(got) is type(want) and got == want or _same_number(got, want):
         return Verdict("passed")
     shown = _shorten(repr(got))
-    verdict = Verdict("failed", f"returned {shown}", got=shown)
+    # The value itself is shown once, on the "got" line under the summary: the summary says
+    # only what kind of value it is.
+    kind, wanted = type(got).__name__, type(want).__name__
+    if returned.raw is None:
+        summary = "returned a value that differs from the reference"
+    elif kind == wanted:
+        summary = f"returned {_a(kind)} that differs from the reference"
+    else:
+        summary = f"returned {_a(kind)}, where the reference is {_a(wanted)}"
+    verdict = Verdict("failed", summary, got=shown)
     verdict.expected = _shorten(repr(want))
     return verdict
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 MAX_SHOWN_CHARS = 300
