@@ -243,9 +243,19 @@ def next_unfinished(progress: state.State, kernels: bool = True) -> Exercise | N
 
 
 def _record(root: Path, result: runner.CheckResult):
-    """Save the grades; reloaded first so that a check running beside this one is kept."""
+    """Save the grades; reloaded first so that a check running beside this one is kept. A part
+    that ran no case (its module did not import) keeps its last grade: nothing was measured;
+    the exercise is marked as not importing instead, until a check imports it again."""
     progress = state.load(root)
+    name = result.exercise.name
+    if result.import_problem is not None:
+        if result.import_problem.kind != "start-up":  # that one is the grader's, not the file's
+            progress.import_failed(name, result.import_problem.message)
+    else:
+        progress.imported(name)
     for part_result in result.parts:
+        if part_result.status == "not-run":
+            continue
         progress.record(result.exercise.name, part_result.part.name, part_result.status,
                         part_result.passed, part_result.graded)
     state.save(root, progress)

@@ -130,12 +130,28 @@ def check_kernel(force_interpret: bool) -> Finding:
     return Finding("tiny kernel", f"failed: {last}", False, fix)
 
 
+def _where_to_go_on(root: Path | None) -> str:
+    """' Start with lessons/01-...' while nothing is checked yet; else the next step, as
+    ``learning.progress`` names it. Imported here: only once every package is known to load."""
+    from learning import progress
+    from learning.check import default_root
+    from learning.grader import state
+
+    saved = state.load(root or default_root())
+    if saved.grades:
+        return f" Next: {progress.next_step(saved)}."
+    first = next((lesson for lesson in LESSONS if lesson.available), None)
+    return f" Start with lessons/{first.filename}." if first else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     console = make_console()
     parser = CommandParser(prog="python -m learning.doctor",
                            description="Check Python, the packages, and where kernels run.")
     parser.add_argument("--interpret", action="store_true",
                         help="check Triton's interpreter even on a GPU machine")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the folder holding your exercise files (default: the course folder)")
     try:
         options = parser.parse_args(argv)
     except HelpShown as shown:
@@ -157,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if finding.fix:
             console.print(f"      fix: {escape(finding.fix)}", highlight=False)
     healthy = all(f.ok for f in findings)
-    first = next((lesson for lesson in LESSONS if lesson.available), None)
-    start = f" Start with lessons/{first.filename}." if first else ""
+    start = _where_to_go_on(options.root) if healthy else ""
     if healthy and not kernels:
         start += " The Triton parts need a machine with Triton (see the note above)."
     console.print(f"\nAll good.{start}" if healthy else

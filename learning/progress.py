@@ -32,14 +32,21 @@ def build_parser() -> CommandParser:
     return parser
 
 
+def _in_declared_order(exercise, names) -> list[str]:
+    """The parts of ``exercise`` among ``names``, in the order the exercise declares them
+    (python first), whichever of them its lesson starts with."""
+    if exercise is None:
+        return []
+    return [p.name for p in exercise.parts if p.name in names]
+
+
 def rows(progress: state.State) -> list[dict]:
     """One row per lesson part: what it is, whether it exists yet, and its last grade."""
     exercises = {e.name: e for e in registry.all_exercises()}
     result = []
     for lesson in course.LESSONS:
         exercise = exercises.get(lesson.exercise)
-        graded = [p for p in (lesson.part, *lesson.also)
-                  if exercise is not None and p in [x.name for x in exercise.parts]]
+        graded = _in_declared_order(exercise, (lesson.part, *lesson.also))
         grades = {}
         for part in graded:
             grade = progress.grade(lesson.exercise, part)
@@ -49,7 +56,11 @@ def rows(progress: state.State) -> list[dict]:
         result.append({"lesson": lesson.number, "title": lesson.title,
                        "file": f"lessons/{lesson.filename}", "available": lesson.available,
                        "exercise": f"{lesson.exercise}.py" if graded else None,  # 10: none
-                       "parts": grades})
+                       "parts": grades,
+                       # Why the module did not import at its last check (the grades are of
+                       # the last code that did), or null.
+                       "does_not_import": (progress.does_not_import(lesson.exercise) or None)
+                       if graded else None})
     return result
 
 
@@ -65,7 +76,10 @@ def next_step(progress: state.State) -> str:
         return "Every available lesson's exercise passes. Well done." if kernels else \
             kernel_mode.python_parts_done_line()
     exercise = exercises[lesson.exercise]
-    for part in (lesson.part, *lesson.also):
+    if progress.does_not_import(exercise.name):
+        return (f"Fix {exercise.filename} (it did not import at its last check), then run "
+                f"python -m learning.check {exercise.name}")
+    for part in _in_declared_order(exercise, (lesson.part, *lesson.also)):
         if part not in graded[exercise.name]:
             continue
         grade = progress.grade(exercise.name, part)
@@ -119,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                           "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
             text, style = _grade_text(grade, (row["exercise"], part) not in elsewhere)
+            if row["does_not_import"] and grade is not None:
+                text, style = f"{text} (does not import now)", "red"
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
                           row["exercise"] if index == 0 else "", part,
                           f"[{style}]{escape(text)}[/{style}]")

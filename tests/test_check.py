@@ -84,7 +84,7 @@ def test_syntax_error_names_the_file_and_line(tmp_path, capsys):
     code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
     assert code == 1
     assert "syntax error in softmax.py, line" in out
-    assert "NOT RUN" in out
+    assert "not run: softmax.py could not be imported" in out and "NOT RUN" not in out
 
 
 def test_missing_function_asks_whether_it_was_renamed(tmp_path, capsys):
@@ -435,3 +435,16 @@ def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
                 first = buffer.getvalue().splitlines()[0]
                 assert " ".join(first.split()) == f"FAIL {case.name}: {case.purpose}", first
                 assert "which tests" not in first
+
+
+def test_well_done_joins_three_part_names_with_commas():
+    from pathlib import Path
+
+    from learning.grader import compare, registry, report, runner
+
+    exercise = registry.find("softmax_backward")
+    parts = [runner.PartResult(p, [runner.CaseResult("c", "", compare.Verdict("passed", ""))])
+             for p in exercise.parts]
+    line = report._next_step(runner.CheckResult(exercise, Path("softmax_backward.py"), parts))
+    assert "Well done: the Python, Triton and Autograd parts pass." in line
+    assert report.joined(["Python", "Triton"]) == "Python and Triton"

@@ -547,3 +547,40 @@ def test_a_block_not_a_power_of_two_gets_advice_for_a_fixed_block_too():
     key, advice = errors.explain("ValueError", "arange's range must be a power of 2")
     assert key == "arange-power-of-two"
     assert "a fixed BLOCK such as 1024" in advice and "next_power_of_2(n_cols)" in advice
+
+
+def test_counts_in_the_graders_descriptions_agree_with_their_nouns():
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    unwritten = np.zeros((5, 8), dtype=bool)
+    unwritten[4] = True  # one whole row, the last, never written
+    verdict = compare._judge_unwritten(unwritten, np.zeros(unwritten.shape))
+    assert verdict.summary == "8 of 40 output elements were never written: 1 whole row of 5, " \
+                              "from row 4"
+    unwritten = np.zeros(6, dtype=bool)
+    unwritten[5] = True
+    assert compare._judge_unwritten(unwritten, np.zeros(6)).summary.startswith(
+        "1 of 6 output elements was never written")
+    assert observe.describe_exact([1], [1, 2]) == ["it has 1 item, the reference 2"]
+    assert observe.describe_exact([0, 0, 0, 0, 0], [1, 1, 1, 1, 1])[-1] == \
+        "and 1 more item differs"
+    short = compare._list_shape(Returned("list", np.zeros(1), shape=(1,)), np.zeros(2), {})
+    assert short.summary == "returned 1 value for 2 inputs"
+
+
+def test_a_wrong_dict_or_list_is_shown_once_not_as_returned_and_then_got(tmp_path):
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    want = {"bytes": 8, "flops": 2, "bound": "memory-bound"}
+    got = dict(want, bytes=4)
+    verdict = compare._judge_exact(Returned("dict", raw=got), want)
+    assert verdict.summary == "returned a dict that differs from the reference"
+    assert verdict.got == repr(got) and repr(got) not in verdict.summary
+    verdict = compare._judge_exact(Returned("tuple", raw=(1, 2)), [1, 2])
+    assert verdict.summary == "returned a tuple, where the reference is a list"
+    text = "def tree_reduce(values, op):\n    return [[0.0]]\n"
+    result = grade_text(tmp_path, "reductions", text, ["python"])
+    failed = next(c for c in result.parts[0].cases if c.verdict.status == "failed")
+    assert failed.verdict.got == "[[0.0]]" and "[[0.0]]" not in failed.verdict.summary

@@ -70,6 +70,18 @@ def test_progress_shows_the_grades_of_the_last_check(tmp_path, capsys):
     assert lesson_04["parts"]["python"]["passed"] == lesson_04["parts"]["python"]["total"] == 11
 
 
+def test_progress_lists_a_lessons_parts_in_the_order_the_exercise_declares_them(tmp_path,
+                                                                                capsys):
+    code, out = run(capsys, progress, "--root", str(tmp_path), "--json")
+    for row in json.loads(out)["lessons"]:
+        if row["exercise"]:
+            exercise = registry.find(row["exercise"].removesuffix(".py"))
+            declared = [p.name for p in exercise.parts]
+            assert list(row["parts"]) == sorted(row["parts"], key=declared.index), row
+    lesson_11 = next(r for r in json.loads(out)["lessons"] if r["lesson"] == "11")
+    assert list(lesson_11["parts"]) == ["python", "triton", "autograd"]
+
+
 def test_corrupted_state_file_is_set_aside_not_fatal(tmp_path, capsys):
     path = state.state_path(tmp_path)
     path.parent.mkdir()
@@ -215,6 +227,39 @@ def test_a_module_that_does_not_import_gets_no_hint_from_old_grades(tmp_path, ca
 
 # --- reset ------------------------------------------------------------------------------------
 
+def test_a_check_that_cannot_import_keeps_the_grades_it_never_measured(tmp_path, capsys):
+    all_passed_but(tmp_path, "softmax", "triton")  # lessons 01 to 07 done
+    saved = state.load(tmp_path)
+    saved.record("softmax", "python", "passed", 11, 11)
+    saved.record("softmax", "triton", "not-started", 0, 14)
+    state.save(tmp_path, saved)
+    write_module(tmp_path, "softmax", "def softmax_python(values):\n    maximum = max(values\n")
+    code, out = run(capsys, check, "softmax", "--root", str(tmp_path))
+    assert code == 1
+    assert "NOT RUN" not in out  # one line per part, not one per case
+    assert "Python part" in out and "Triton part" in out
+    assert out.count("not run: softmax.py could not be imported, so its") == 2
+    assert "Grade: Python not run · Triton not run" in out and "0/1" not in out
+    assert "Next: fix softmax.py" in out
+    kept = state.load(tmp_path)
+    assert kept.grade("softmax", "python").status == "passed"
+    assert kept.grade("softmax", "triton").status == "not-started"
+    assert "syntax error in softmax.py" in kept.does_not_import("softmax")
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert "11/11 (does not import now)" in out
+    assert "not started (does not import now)" in out and "0/14" not in out
+    assert "Next: Fix softmax.py (it did not import at its last check)" in out
+    code, out = run(capsys, check, "softmax", "--json", "--root", str(tmp_path))
+    document = json.loads(out)  # every case is still listed, with its status
+    assert [p["status"] for p in document["parts"]] == ["not-run", "not-run"]
+    assert {c["status"] for c in document["parts"][0]["cases"]} == {"not-run"}
+    assert len(document["parts"][0]["cases"]) == 11
+    write_module(tmp_path, "softmax", solution_text("softmax"))  # it imports again
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert state.load(tmp_path).does_not_import("softmax") == ""
+
+
 def test_reset_backs_up_the_learners_file_then_restores_the_stub(tmp_path, capsys):
     mine = solution_text("softmax") + "\n# my notes\n"
     write_module(tmp_path, "softmax", mine)
@@ -348,6 +393,18 @@ def test_doctor_reports_versions_mode_and_runs_a_kernel(capsys):
     for name in ("Python", "torch", "triton", "numpy", "rich"):
         assert f"ok   {name}:" in out
     assert "tiny kernel: ran correctly" in out
+
+
+def test_doctor_names_the_next_step_as_progress_does(tmp_path, capsys, monkeypatch):
+    ran = doctor.Finding("tiny kernel", "ran correctly", True)
+    monkeypatch.setattr(doctor, "check_kernel", lambda _: ran)  # seconds saved: not tested here
+    code, out = run(capsys, doctor, "--root", str(tmp_path))
+    assert code == 0 and "All good. Start with lessons/01-elementwise.md." in out
+    all_passed_but(tmp_path, "rmsnorm", "triton")  # at lesson 09
+    code, out = run(capsys, doctor, "--root", str(tmp_path))
+    assert code == 0 and "lessons/01" not in out
+    assert f"All good. Next: {progress.next_step(state.load(tmp_path))}." in out
+    assert "rmsnorm.py (triton part)" in out
 
 
 def test_doctor_says_what_to_fix_when_numpy_is_missing(capsys, monkeypatch):

@@ -16,7 +16,14 @@ from typing import Any
 
 from learning.grader import errors, observe
 from learning.grader.declarations import Bug, Case, Part
-from learning.grader.numbers import DECIMALS, close, format_value, format_values  # noqa: F401
+from learning.grader.numbers import (  # noqa: F401
+    DECIMALS,
+    close,
+    counted,
+    format_value,
+    format_values,
+    verb,
+)
 from learning.grader.returned import Raised, Returned
 
 MAX_MISMATCHES_SHOWN = 5
@@ -219,7 +226,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.input_mutated:
         return _fail("mutated-input", "the input was changed by the call")
     if returned.guard_damage:
-        return _fail("out-of-bounds", f"{returned.guard_damage} elements were written just "
+        damage = returned.guard_damage
+        return _fail("out-of-bounds", f"{counted(damage, 'element')} "
+                     f"{verb(damage, 'was', 'were')} written just "
                      "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
@@ -260,8 +269,8 @@ def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:
         return _fail("wrong-type", f"returned a list, but {returned.note}")
     if returned.shape != tuple(want.shape):
         if len(returned.shape) == 1 and len(want.shape) == 1:
-            return _fail("wrong-length", f"returned {returned.shape[0]} values for "
-                         f"{want.shape[0]} inputs", format_values(returned.values))
+            return _fail("wrong-length", f"returned {counted(returned.shape[0], 'value')} for "
+                         f"{counted(want.shape[0], 'input')}", format_values(returned.values))
         return _fail("wrong-length", f"returned a list of shape {returned.shape}, expected "
                      f"{tuple(want.shape)}", format_values(returned.values))
     return None
@@ -277,9 +286,22 @@ def _judge_exact(returned: Returned, want) -> Verdict:
     if type(got) is type(want) and got == want or _same_number(got, want):
         return Verdict("passed")
     shown = _shorten(repr(got))
-    verdict = Verdict("failed", f"returned {shown}", got=shown)
+    # The value itself is shown once, on the "got" line under the summary: the summary says
+    # only what kind of value it is.
+    kind, wanted = type(got).__name__, type(want).__name__
+    if returned.raw is None:
+        summary = "returned a value that differs from the reference"
+    elif kind == wanted:
+        summary = f"returned {_a(kind)} that differs from the reference"
+    else:
+        summary = f"returned {_a(kind)}, where the reference is {_a(wanted)}"
+    verdict = Verdict("failed", summary, got=shown)
     verdict.expected = _shorten(repr(want))
     return verdict
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 MAX_SHOWN_CHARS = 300
@@ -306,12 +328,14 @@ def _judge_unwritten(unwritten, values) -> Verdict:
         where = f"element {first}" if first == last else f"elements {first} to {last}"
         if len(missing) != last - first + 1:
             where = f"{where}, with gaps"
-        summary = f"{len(missing)} of {unwritten.size} output elements were never written: {where}"
+        summary = f"{len(missing)} of {unwritten.size} output elements " \
+                  f"{verb(len(missing), 'was', 'were')} never written: {where}"
         return _fail("unwritten", summary, format_values(values))
     # (rows, cols), True where never written; a row is the last axis (one query's output)
     rows = unwritten.reshape(-1, unwritten.shape[-1]) if np.ndim(unwritten) > 2 \
         else np.atleast_2d(unwritten)
-    summary = f"{int(rows.sum())} of {rows.size} output elements were never written"
+    summary = f"{int(rows.sum())} of {rows.size} output elements " \
+              f"{verb(int(rows.sum()), 'was', 'were')} never written"
     whole = rows.all(axis=1)
     touched = rows.any(axis=1)
     key = "unwritten"
@@ -320,7 +344,8 @@ def _judge_unwritten(unwritten, values) -> Verdict:
     elif whole.any() and not (touched & ~whole).any():
         key = "grid-too-small"
         first_row = int(np.argmax(whole))
-        summary += f": {int(whole.sum())} whole rows of {len(rows)}, from row {first_row}"
+        summary += f": {counted(int(whole.sum()), 'whole row')} of {len(rows)}, from row " \
+                   f"{first_row}"
     else:
         first_col = int(np.argmax(rows.any(axis=0)))
         suffix = np.zeros_like(rows)
@@ -349,7 +374,8 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
     all_nan = got.size > 1 and bool(np.isnan(got).all()) and not np.isnan(want).all()
-    summary = (f"{len(bad)} of {got.size} values differ from the reference "
+    summary = (f"{len(bad)} of {got.size} values {verb(len(bad), 'differs', 'differ')} from "
+               f"the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
     special = special_values(got, want)
     if special:

@@ -33,3 +33,14 @@ def format_values(values, limit: int = 8) -> str:
     shown = ", ".join(format_value(float(v)) for v in flat[:limit])
     more = f", ... ({flat.size - limit} more)" if flat.size > limit else ""
     return f"[{shown}{more}]"
+
+
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """'1 row', '3 rows': a count with its noun in the right number (``plural`` when adding
+    an s is wrong)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def verb(count: int, singular: str, plural: str) -> str:
+    """The verb that agrees with ``count`` things: verb(1, 'was', 'were') is 'was'."""
+    return singular if count == 1 else plural

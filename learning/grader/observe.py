@@ -9,7 +9,7 @@ the code that produced them.
 
 from __future__ import annotations
 
-from learning.grader.numbers import close, format_value
+from learning.grader.numbers import close, counted, format_value
 
 # Relative errors of this size are what rounding to these formats gives (unit roundoff 2**-24,
 # 2**-11, 2**-8), with room for the few operations of a kernel: (upper bound, description).
@@ -220,10 +220,12 @@ def describe_exact(got, want) -> list[str]:
         return _dict_differences(got, want)
     if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
         if len(got) != len(want):
-            return [f"it has {len(got)} items, the reference {len(want)}"]
+            return [f"it has {counted(len(got), 'item')}, the reference {len(want)}"]
         said = [f"item {i}: {_value_difference(g, w)}" for i, (g, w) in enumerate(zip(got, want))
                 if not _equal(g, w)]
-        return said[:4] + ([f"and {len(said) - 4} more items differ"] if len(said) > 4 else [])
+        more = len(said) - 4
+        return said[:4] + ([f"and {counted(more, 'more item')} "
+                            f"{'differs' if more == 1 else 'differ'}"] if more > 0 else [])
     if _number(got) and _number(want):
         return [_value_difference(got, want)]
     return []

@@ -13,6 +13,7 @@ from learning.grader import mode as kernel_mode
 from learning.grader import registry, runner
 from learning.grader.compare import format_value
 from learning.grader.declarations import Exercise, Part
+from learning.grader.numbers import counted
 from learning.grader.state import State
 
 STATUS_STYLE = {
@@ -41,7 +42,8 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     if result.import_problem is not None:
         _render_import_problem(console, result)
     for part_result in result.parts:
-        _render_part(console, exercise, part_result, state, result.memory_map)
+        _render_part(console, exercise, part_result, state, result.memory_map,
+                     result.import_problem)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
         console.print(result.learner_output.rstrip(), highlight=False, markup=False)
@@ -63,12 +65,19 @@ def _lesson_label(exercise: Exercise, part: Part) -> str:
 
 
 def _render_part(console: Console, exercise: Exercise, part_result: runner.PartResult,
-                 state: State, memory_map=None):
+                 state: State, memory_map=None, import_problem=None):
     part = part_result.part
     status = part_result.status
     header = f"\n[bold]{part.name.capitalize()} part[/bold] — {escape(part.title)} " \
              f"({_lesson_label(exercise, part)})"
     console.print(header, highlight=False)
+    if status == "not-run":  # one line, not one per case: none of them could run
+        counted = part_result.graded
+        cases = f"{counted} case{'' if counted == 1 else 's'}"
+        reason = _not_run_reason(exercise, part_result, import_problem)
+        console.print(f"  [dim]not run[/dim]: {escape(reason)}, so its {cases} did not run",
+                      highlight=False)
+        return
     if status == "not-started":
         console.print(f"  [yellow]not started[/yellow]: {part.function} still raises "
                       f"NotImplementedError; {_lesson_label(exercise, part)} starts it.",
@@ -91,6 +100,16 @@ def _render_part(console: Console, exercise: Exercise, part_result: runner.PartR
     grade_style = "green" if status == "passed" else "red"
     console.print(f"  [{grade_style}]{part_result.passed}/{part_result.graded} cases passed"
                   f"[/{grade_style}]", highlight=False)
+
+
+def _not_run_reason(exercise: Exercise, part_result: runner.PartResult,
+                    import_problem=None) -> str:
+    """Why a part ran no case, naming the learner's file."""
+    if import_problem is None:
+        return part_result.not_run
+    if import_problem.kind == "missing-file":
+        return f"{exercise.filename} is missing"
+    return f"{exercise.filename} could not be imported"
 
 
 def _repeat_of(case_result: runner.CaseResult, seen: dict[tuple[str, str], str]) -> str:
@@ -195,7 +214,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
              CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
-        _say(console, f"... and {hidden} more mismatches (cut)", CASE_INDENT + 2)
+        _say(console, f"... and {counted(hidden, 'more mismatch', 'more mismatches')} (cut)",
+             CASE_INDENT + 2)
     if verdict.meaning:
         _say(console, verdict.meaning, label="what this error means:", style="yellow")
     if len(verdict.causes) == 1:
@@ -259,6 +279,8 @@ def _render_summary(console: Console, result: runner.CheckResult, state: State |
             grades.append(f"{name} not started")
         elif part_result.status == "missing":
             grades.append(f"{name} missing")
+        elif part_result.status == "not-run":  # no case ran: there is no grade to give
+            grades.append(f"{name} not run")
         else:
             check = part_result.compile_check
             rejected = " (rejected by the GPU compiler)" if check and check.rejected else ""
@@ -280,12 +302,17 @@ def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
         return f"Next: read {where}, write your code in {exercise.filename}, then run {command}"
     if not result.ok:
         return f"Next: fix {exercise.filename}, then run {command} again"
-    names = " and ".join(p.part.name.capitalize() for p in started)
+    names = joined([p.part.name.capitalize() for p in started])
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
     lessons = [lesson for p in started
                if (lesson := course.lesson_for(exercise.name, p.part.name)) is not None]
     start = min(lessons, key=course.LESSONS.index) if lessons else None
     return f"Well done: {done}. {next_lesson_line(state or State(), start)}"
+
+
+def joined(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:

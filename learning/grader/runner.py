@@ -80,6 +80,10 @@ class PartResult:
     cases: list[CaseResult] = field(default_factory=list)
     problem: ImportProblem | None = None  # the function is missing, or the module won't import
     compile_check: CompileCheck | None = None
+    # Why no case of this part ran (the module is missing or did not import, or the function
+    # is missing, which ``problem`` says): without ``problem``, nothing about the learner's
+    # code was measured, so the part has no grade, only this reason.
+    not_run: str = ""
 
     @property
     def passed(self) -> int:
@@ -92,9 +96,11 @@ class PartResult:
 
     @property
     def status(self) -> str:
-        """"passed", "failed", "not-started" or "missing"."""
-        if self.problem is not None:
+        """"passed", "failed", "not-started", "missing" or "not-run" (see ``not_run``)."""
+        if self.problem is not None:  # the module imported, and the function is not in it
             return "missing" if self.problem.kind == "missing-function" else "failed"
+        if self.not_run:
+            return "not-run"
         if any(c.verdict.status == "not-started" for c in self.cases):
             return "not-started"
         if self.compile_check is not None and self.compile_check.rejected:
@@ -363,6 +369,7 @@ def _skip_what_cannot_run_here(result: CheckResult, force_interpret: bool):
 
 def _mark_not_run(parts: list[PartResult], why: str):
     for part_result in parts:
+        part_result.not_run = why
         part_result.cases = [CaseResult(c.name, c.purpose, compare.Verdict("not-run", why))
                              for c in part_result.part.cases]
 

@@ -33,6 +33,9 @@ class PartGrade:
 class State:
     grades: dict[str, dict[str, PartGrade]] = field(default_factory=dict)
     hints_shown: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Exercises whose module did not import at their last check: {exercise: why}. That check
+    # measured nothing, so the grades above stay those of the last code that imported.
+    not_importing: dict[str, str] = field(default_factory=dict)
     note: str = ""  # what happened while loading, for the command to mention
 
     def grade(self, exercise: str, part: str) -> PartGrade | None:
@@ -45,6 +48,18 @@ class State:
     def forget(self, exercise: str):
         """Drop an exercise's grades (its module was reset); the hints seen stay seen."""
         self.grades.pop(exercise, None)
+        self.not_importing.pop(exercise, None)
+
+    def import_failed(self, exercise: str, why: str):
+        """The module did not import at this check: its stored grades are kept, and marked."""
+        self.not_importing[exercise] = why
+
+    def imported(self, exercise: str):
+        self.not_importing.pop(exercise, None)
+
+    def does_not_import(self, exercise: str) -> str:
+        """Why the exercise's module did not import at its last check, or ''."""
+        return self.not_importing.get(exercise, "")
 
     def hints_seen(self, exercise: str, part: str) -> int:
         return self.hints_shown.get(exercise, {}).get(part, 0)
@@ -58,6 +73,7 @@ class State:
             "grades": {e: {p: asdict(g) for p, g in parts.items()}
                        for e, parts in self.grades.items()},
             "hints_shown": self.hints_shown,
+            "not_importing": self.not_importing,
         }
 
 
@@ -94,7 +110,9 @@ def _from_json(data) -> State:
                                  for part, g in parts.items()}
     hints = {str(e): {str(p): int(level) for p, level in parts.items()}
              for e, parts in data.get("hints_shown", {}).items()}
-    return State(grades, hints)
+    # Absent from files written before it was kept: read as none.
+    broken = {str(e): str(why) for e, why in data.get("not_importing", {}).items()}
+    return State(grades, hints, broken)
 
 
 def save(root: Path, state: State) -> Path | None:
