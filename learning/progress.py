@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                           "[dim]nothing to grade[/dim]")
         for index, (part, grade) in enumerate(row["parts"].items()):
             text, style = _grade_text(grade, (row["exercise"], part) not in elsewhere)
-            if row["does_not_import"] and grade is not None:
+            if row["does_not_import"]:  # checked or not, the file as it is now will not load
                 text, style = f"{text} (does not import now)", "red"
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
                           row["exercise"] if index == 0 else "", part,

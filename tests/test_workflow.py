@@ -260,6 +260,13 @@ def test_a_check_that_cannot_import_keeps_the_grades_it_never_measured(tmp_path,
     assert state.load(tmp_path).does_not_import("softmax") == ""
 
 
+def test_an_exercise_never_checked_that_does_not_import_is_marked_too(tmp_path, capsys):
+    write_module(tmp_path, "softmax", "def softmax_python(values):\n    maximum = max(values\n")
+    run(capsys, check, "softmax", "--root", str(tmp_path))
+    code, out = run(capsys, progress, "--root", str(tmp_path))
+    assert out.count("not checked (does not import now)") == 2  # both parts of softmax.py
+
+
 def test_reset_backs_up_the_learners_file_then_restores_the_stub(tmp_path, capsys):
     mine = solution_text("softmax") + "\n# my notes\n"
     write_module(tmp_path, "softmax", mine)
