@@ -44,7 +44,7 @@ keeps this list, the folder and the imports (no circles) in step.
             forkserver.py    a warm process that forks workers (the test suite's, learners')
             warm.py          the learner's warm server: started by a check, reused by the next
             report.py        how a check's results look: rich text, or one JSON document
-            state.py         the last grades and the hints shown, in .course-state/
+            state.py         the last grades, the hints shown, modules that did not import
         exercises/       every exercise as data: its parts, cases and known bugs
         explainers/      the worked examples, one module per topic, and:
             page.py          the blocks a worked example is made of, for a terminal or Markdown
