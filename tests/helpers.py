@@ -71,3 +71,10 @@ def version_text(exercise: str, version) -> str:
 # is what makes it instant): unloaded it takes 0.1 to 0.2 s; the room is for a CI machine whose
 # two cores run other tests meanwhile, and a heavy import slipping in would take seconds.
 INSTANT_SECONDS = 3.0
+
+
+def dot_takes_m_and_n_below_16() -> bool:
+    """Whether the installed Triton's tl.dot takes M and N below 16 on NVIDIA GPUs (3.5 on)."""
+    import triton
+
+    return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 5)

@@ -24,7 +24,13 @@ from learning.exercises import attention as exercise
 from learning.explainers import attention as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
-from tests.helpers import COURSE_ROOT, INSTANT_SECONDS, grade_text, solution_text
+from tests.helpers import (
+    COURSE_ROOT,
+    INSTANT_SECONDS,
+    dot_takes_m_and_n_below_16,
+    grade_text,
+    solution_text,
+)
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -264,9 +270,7 @@ def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_pa
 @pytest.mark.interpreter
 def test_blocks_of_8_queries_compile_where_triton_takes_them(tmp_path):
     # BLOCK_M is the M of both tl.dots: no floor from Triton 3.5 on
-    import triton
-
-    if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 5):
+    if not dot_takes_m_and_n_below_16():
         pytest.skip("Triton 3.3 and 3.4 want M and N at least 16 as well")
     text = solution_text("attention").replace("block_m, block_n = 16, 16",
                                               "block_m, block_n = 8, 16")

@@ -21,7 +21,13 @@ from learning.exercises import matmul as exercise
 from learning.explainers import matmul as page
 from learning.grader import registry
 from learning.grader.tensors import TensorSpec
-from tests.helpers import COURSE_ROOT, INSTANT_SECONDS, grade_text, solution_text
+from tests.helpers import (
+    COURSE_ROOT,
+    INSTANT_SECONDS,
+    dot_takes_m_and_n_below_16,
+    grade_text,
+    solution_text,
+)
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -125,17 +131,10 @@ def test_a_k_step_below_16_runs_in_the_interpreter_and_fails_the_gpu_compile(tmp
         assert "each dimension" not in rejected.hint
 
 
-def _m_and_n_may_be_below_16() -> bool:
-    """Whether the installed Triton's tl.dot takes M and N below 16 on NVIDIA GPUs (3.5 on)."""
-    import triton
-
-    return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 5)
-
-
 @pytest.mark.interpreter
 def test_tiles_of_8_by_8_with_a_k_step_of_32_compile_where_triton_takes_them(tmp_path):
     # tl.dot's floor is on K alone from Triton 3.5 on: a tile of C of 8 x 8 is fine
-    if not _m_and_n_may_be_below_16():
+    if not dot_takes_m_and_n_below_16():
         pytest.skip("Triton 3.3 and 3.4 want M and N at least 16 as well")
     text = solution_text("matmul").replace("block_m, block_n, block_k = 32, 32, 32",
                                            "block_m, block_n, block_k = 8, 8, 32")
