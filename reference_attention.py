@@ -19,11 +19,14 @@ this file adds what makes it fast:
    whole run with no mask at all, and only the blocks that hold the causal diagonal or the end
    of the keys build a mask. Offsets of a head start from 64-bit integers, so batches of any
    size fit.
-2. ``_attention_tma``: the same kernel with its tiles moved by tensor descriptors (TMA copies
-   on Hopper and later), which ran faster on an H200 at seq 4096, d = 128
-   (``bench/attention_variants.py``, results in ``bench/results/attention_variants.json``).
-   ``attention`` runs it at d = 128 where the GPU, the Triton version and the tensors'
-   alignment allow.
+2. ``_attention_tma``: the same kernel with its tiles moved by tensor descriptors that the
+   launcher makes once on the host, over the (batch, heads, seq, d) tensors themselves: on
+   Hopper and later each tile is one TMA copy, bounded in every dimension, with no address
+   arithmetic in the threads. On an H200 at seq 4096, d = 128 it ran faster than the same
+   tiles through descriptors that each program made for itself, and at d = 64 as fast as
+   ``_attention`` (``bench/attention_variants.py``, results in
+   ``bench/results/attention_variants.json``).
+   ``attention`` runs it where the GPU, the Triton version and the tensors' alignment allow.
 3. ``CONFIGS``: the tile shapes the autotuner times for each new (seq_q, seq_k, d, causal,
    dtype), each with the reason it is in the table.
 4. ``attention(q, k, v, causal)``: checks its arguments (with the numbers and the fix in every
@@ -51,7 +54,7 @@ __all__ = ["CONFIGS", "HEAD_DIMS", "INTERPRETER_CONFIG", "TileConfig", "attentio
 
 HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two; tl.dot at least 16
 LOG2_E = 1.4426950408889634  # exp(x) = exp2(x * log2(e))
-TMA_HEAD_DIM = 128  # the head dim at which _attention_tma runs on a GPU (see _descriptors_fit)
+TMA_HEAD_DIMS = (64, 128)  # the head dims at which _attention_tma runs on a GPU (_descriptors_fit)
 #: Largest element offset the kernel computes inside one head in 32-bit integers.
 MAX_OFFSET = 2**31 - 1
 
@@ -200,42 +203,31 @@ def _attention(
 
 @triton.jit
 def _attention_tma(
-    out_ptr, q_ptr, k_ptr, v_ptr,
-    stride_ob, stride_oh, stride_om, stride_qb, stride_qh, stride_qm,
-    stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
-    n_heads, seq_q, seq_k, qk_scale,
+    out_tiles, q_tiles, k_tiles, v_tiles,  # descriptors of (batch, heads, seq, HEAD_DIM) tensors
+    n_heads, seq_q, seq_k, qk_scale,  # as in _attention
+    DTYPE: tl.constexpr,  # the tensors' dtype, by name: the autotuner's key (see _TUNED)
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    """``_attention`` with every tile moved by a tensor descriptor, one per head and tensor:
-    shape (seq, HEAD_DIM), strides (row stride, 1). On Hopper and later a descriptor's load is
-    one TMA copy that the compiler pipelines with no address arithmetic in the threads; rows
-    past the end of a head read as zeros and are not stored, so only the scores need a mask.
+    """``_attention`` with every tile moved by a tensor descriptor. The launcher makes one per
+    tensor on the host, with the tensor's own shape and strides and a block of (1, 1, rows,
+    HEAD_DIM): a load names (batch, head, first row, 0), and on Hopper and later it is one TMA
+    copy, which the compiler pipelines with no address arithmetic in the threads. Each
+    dimension is bounded on its own, so rows past the end of a head read as zeros and are not
+    stored: only the scores need a mask.
 
-    Preconditions as ``_attention``, and every head's start and row stride a multiple of 16
-    bytes (``_descriptors_fit``).
+    Preconditions as ``_attention``, and every tensor's start and strides but the last a
+    multiple of 16 bytes (``_descriptors_fit``).
     """
     pid_m = tl.program_id(0)
     if CAUSAL:
         pid_m = tl.num_programs(0) - 1 - pid_m
     pid_bh = tl.program_id(1)
-    batch = (pid_bh // n_heads).to(tl.int64)
-    head = (pid_bh % n_heads).to(tl.int64)
-    q_tiles = tl.make_tensor_descriptor(q_ptr + batch * stride_qb + head * stride_qh,
-                                        shape=[seq_q, HEAD_DIM], strides=[stride_qm, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM])
-    k_tiles = tl.make_tensor_descriptor(k_ptr + batch * stride_kb + head * stride_kh,
-                                        shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM])
-    v_tiles = tl.make_tensor_descriptor(v_ptr + batch * stride_vb + head * stride_vh,
-                                        shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM])
-    out_tiles = tl.make_tensor_descriptor(out_ptr + batch * stride_ob + head * stride_oh,
-                                          shape=[seq_q, HEAD_DIM], strides=[stride_om, 1],
-                                          block_shape=[BLOCK_M, HEAD_DIM])
+    batch = pid_bh // n_heads
+    head = pid_bh % n_heads
     first_row = pid_m * BLOCK_M
     rows = first_row + tl.arange(0, BLOCK_M)
-    q = q_tiles.load([first_row, 0])
+    q = q_tiles.load([batch, head, first_row, 0]).reshape(BLOCK_M, HEAD_DIM)
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
@@ -246,19 +238,22 @@ def _attention_tma(
         whole_end = seq_k - seq_k % BLOCK_N
         end = seq_k
     for start in range(0, whole_end, BLOCK_N):
-        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_tiles.load([start, 0]),
-                                        v_tiles.load([start, 0]), start, rows, qk_scale,
-                                        seq_k, BLOCK_N, False, CAUSAL)
+        k = k_tiles.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = v_tiles.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                        BLOCK_N, False, CAUSAL)
     for start in range(whole_end, end, BLOCK_N):
-        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k_tiles.load([start, 0]),
-                                        v_tiles.load([start, 0]), start, rows, qk_scale,
-                                        seq_k, BLOCK_N, True, CAUSAL)
-    out_tiles.store([first_row, 0], (acc / l_i[:, None]).to(out_ptr.dtype.element_ty))
+        k = k_tiles.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = v_tiles.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _attention_step(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                        BLOCK_N, True, CAUSAL)
+    out = (acc / l_i[:, None]).to(out_tiles.dtype)
+    out_tiles.store([batch, head, first_row, 0], out.reshape(1, 1, BLOCK_M, HEAD_DIM))
 
 
 def _fits_in_shared_memory(configs, named_args, **kwargs):
     """Drop the rows whose pipeline would not fit the GPU's shared memory for this d and dtype."""
-    q = named_args["q_ptr"]
+    q = named_args["q_ptr"] if "q_ptr" in named_args else named_args["q_tiles"].base
     limit = getattr(torch.cuda.get_device_properties(q.device), "shared_memory_per_block_optin",
                     0)
     head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM", q.shape[-1]))
@@ -270,15 +265,29 @@ def _fits_in_shared_memory(configs, named_args, **kwargs):
     return kept or configs[-1:]
 
 
-def _tuned(kernel):
-    return triton.autotune(
-        configs=[row.config() for row in CONFIGS], key=["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"],
-        prune_configs_by={"early_config_prune": _fits_in_shared_memory})(kernel)
+def _set_tile_shapes(args: dict) -> None:
+    """Before each launch of ``_attention_tma``: give the descriptors the blocks of the row of
+    ``CONFIGS`` being launched (a descriptor's block is part of it, not of the kernel)."""
+    q_rows, k_rows, d = args["BLOCK_M"], args["BLOCK_N"], args["HEAD_DIM"]
+    for name, rows in (("out_tiles", q_rows), ("q_tiles", q_rows), ("k_tiles", k_rows),
+                       ("v_tiles", k_rows)):
+        args[name].block_shape = [1, 1, rows, d]
+
+
+def _tuned(kernel, descriptors: bool):
+    # A descriptor carries no dtype the autotuner could read into its key, so _attention_tma
+    # names its tensors' dtype in DTYPE; _attention's key has it from its pointers.
+    key = ["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"] + (["DTYPE"] if descriptors else [])
+    configs = [row.config() for row in CONFIGS]
+    for config in configs if descriptors else ():
+        config.pre_hook = _set_tile_shapes
+    return triton.autotune(configs=configs, key=key,
+                           prune_configs_by={"early_config_prune": _fits_in_shared_memory})(kernel)
 
 
 # The two kernels, by whether tiles move through tensor descriptors, and their autotuned forms.
 _KERNELS = {False: _attention, True: _attention_tma}
-_TUNED = {descriptors: _tuned(kernel) for descriptors, kernel in _KERNELS.items()}
+_TUNED = {descriptors: _tuned(kernel, descriptors) for descriptors, kernel in _KERNELS.items()}
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -295,15 +304,24 @@ def _on_device(t: torch.Tensor):
     return torch.cuda.device(t.device)
 
 
+def _descriptor_class():
+    """Triton's host-side tensor descriptor, or None where this Triton has none."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
+
+
 def _descriptors_fit(*tensors: torch.Tensor) -> bool:
-    """Whether ``_attention_tma`` runs for these tensors: a Triton with tensor descriptors, a
-    GPU with TMA (compute capability 9.0 or later), and every head's start and row stride on a
-    multiple of 16 bytes, as a descriptor needs; and d = 128, the head dim at which it measured
-    faster than ``_attention`` (at d = 64 it was not: lesson 13's table of variants). Elsewhere
-    ``_attention`` runs."""
-    if _interpreted() or not hasattr(tl, "make_tensor_descriptor"):
+    """Whether ``_attention_tma`` runs for these tensors: a Triton with host-side tensor
+    descriptors, a GPU with TMA (compute capability 9.0 or later), every tensor's start and
+    strides but the last on a multiple of 16 bytes, as a descriptor needs; and d = 64 or 128,
+    the head dims at which it was measured (faster than ``_attention`` at 128, as fast at 64:
+    lesson 13's table of variants). Elsewhere ``_attention`` runs."""
+    if _interpreted() or _descriptor_class() is None:
         return False
-    if tensors[0].shape[-1] != TMA_HEAD_DIM:
+    if tensors[0].shape[-1] not in TMA_HEAD_DIMS:
         return False
     if torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
         return False
@@ -311,9 +329,13 @@ def _descriptors_fit(*tensors: torch.Tensor) -> bool:
                                               for stride in t.stride()[:3]) for t in tensors)
 
 
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory in which a kernel writes the descriptors it makes (Triton asks per launch)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+def _descriptors(tensors, config: TileConfig | None):
+    """A descriptor for each of out, q, k and v: the tensor's own shape and strides, with the
+    blocks of ``config`` (or, for the autotuner, blocks that ``_set_tile_shapes`` replaces)."""
+    make = _descriptor_class()
+    q_rows, k_rows = (config.block_m, config.block_n) if config else (16, 16)
+    return tuple(make(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+                 for t, rows in zip(tensors, (q_rows, q_rows, k_rows, k_rows)))
 
 
 def _check(q: object, k: object, v: object, causal: bool) -> None:
@@ -382,26 +404,31 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return out
     if seq_k == 0:
         return out.zero_()  # no key to attend to: zeros, as torch's SDPA returns
-    args = (out, q, k, v, *out.stride()[:3], *q.stride()[:3], *k.stride()[:3],
-            *v.stride()[:3], heads, seq_q, seq_k, LOG2_E / math.sqrt(d))
     if descriptors is None:
         descriptors = _descriptors_fit(out, q, k, v)
-    if descriptors and not _interpreted():
-        triton.set_allocator(_descriptor_scratch)
-    if config is None and not _interpreted():
-        def grid(meta):
-            return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
+    if config is None and _interpreted():
+        config = INTERPRETER_CONFIG
+    if descriptors:
+        args = (*_descriptors((out, q, k, v), config), heads, seq_q, seq_k,
+                LOG2_E / math.sqrt(d))
+        meta = {"DTYPE": str(q.dtype)}
+    else:
+        args = (out, q, k, v, *out.stride()[:3], *q.stride()[:3], *k.stride()[:3],
+                *v.stride()[:3], heads, seq_q, seq_k, LOG2_E / math.sqrt(d))
+        meta = {}
+    if config is None:
+        def grid(tile):
+            return (triton.cdiv(seq_q, tile["BLOCK_M"]), batch * heads)
 
         with _on_device(q):
-            _TUNED[descriptors][grid](*args, HEAD_DIM=d, CAUSAL=causal)
+            _TUNED[descriptors][grid](*args, HEAD_DIM=d, CAUSAL=causal, **meta)
         return out
-    config = config or INTERPRETER_CONFIG
     grid = (triton.cdiv(seq_q, config.block_m), batch * heads)
     options = {} if _interpreted() else {"num_warps": config.num_warps,
                                          "num_stages": config.num_stages}
     with _on_device(q) if not _interpreted() else contextlib.nullcontext():
         _KERNELS[descriptors][grid](*args, HEAD_DIM=d, CAUSAL=causal, BLOCK_M=config.block_m,
-                                    BLOCK_N=config.block_n, **options)
+                                    BLOCK_N=config.block_n, **meta, **options)
     return out
 
 

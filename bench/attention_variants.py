@@ -25,7 +25,19 @@ triton.testing.do_bench (median), causal and not, for each tile shape listed:
   is otherwise about half the tensor cores' time per block at d = 128;
 - ``descriptors-overlap``: the same as ``descriptors``, with the unmasked loop software-pipelined
   by hand: the scores of the next key block are asked of the tensor cores before the softmax
-  of the current one, so that the exponentials can run while the product is computed.
+  of the current one, so that the exponentials can run while the product is computed;
+- ``host``: the descriptors made once on the host (``triton.tools.tensor_descriptor``) over
+  (batch * heads * seq, d) views of contiguous tensors, passed to the kernel as arguments,
+  instead of made by every program in device memory;
+- ``host4d``: host descriptors over the (batch, heads, seq, d) tensors themselves, any
+  strides, tiles of (1, 1, rows, d) bounded in every dimension and reshaped on chip;
+- ``-lazy`` (``descriptors-lazy``, ``host-lazy``): in the unmasked blocks the reference
+  maximum is moved, and the accumulator and sum rescaled, only when some row's maximum grew by
+  more than 8 (in base 2): until then p = 2**(s - m) stays at most 2**8, which float32 sums
+  and a 16-bit p hold with room to spare, and most blocks skip the rescale altogether.
+
+A tile is BMxBNxWARPSxSTAGES, with an optional fifth number: the registers a thread may use
+(``maxnreg``), which decides how many programs fit on one multiprocessor at once.
 
 Prints a table (TFLOP/s and the fraction of SDPA) and writes every measurement as JSON.
 Needs a CUDA GPU.
@@ -263,6 +275,148 @@ def _descriptors_overlap(out_ptr, q_ptr, k_ptr, v_ptr, stride_ob, stride_oh, str
     o_desc.store([first_row, 0], out.to(out_ptr.dtype.element_ty))
 
 
+@triton.jit
+def _step_lazy(acc, l_i, m_i, q, k, v, qk_scale):
+    """One unmasked block of keys; k is (HEAD_DIM, BLOCK_N). The reference maximum m_i moves
+    only when some row's maximum passed it by more than 8: p <= 2**8 until then."""
+    s = tl.dot(q, k)
+    m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
+    if tl.max(m_new - m_i, axis=0) > 8.0:
+        alpha = tl.math.exp2(m_i - m_new)
+        acc = acc * alpha[:, None]
+        l_i = l_i * alpha
+        m_i = m_new
+    p = tl.math.exp2(s * qk_scale - m_i[:, None])
+    l_i += tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _descriptors_lazy(out_ptr, q_ptr, k_ptr, v_ptr, stride_ob, stride_oh, stride_om,
+                      stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                      stride_vb, stride_vh, stride_vn, n_heads, seq_q, seq_k, qk_scale,
+                      HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    batch = (pid_bh // n_heads).to(tl.int64)
+    head = (pid_bh % n_heads).to(tl.int64)
+    q_desc = tl.make_tensor_descriptor(q_ptr + batch * stride_qb + head * stride_qh,
+                                       shape=[seq_q, HEAD_DIM], strides=[stride_qm, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr + batch * stride_kb + head * stride_kh,
+                                       shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr + batch * stride_vb + head * stride_vh,
+                                       shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(out_ptr + batch * stride_ob + head * stride_oh,
+                                       shape=[seq_q, HEAD_DIM], strides=[stride_om, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    first_row = pid_m * BLOCK_M
+    rows = first_row + tl.arange(0, BLOCK_M)
+    q = q_desc.load([first_row, 0])
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    if CAUSAL:
+        whole_end = first_row
+        end = tl.minimum(first_row + BLOCK_M, seq_k)
+    else:
+        whole_end = seq_k - seq_k % BLOCK_N
+        end = seq_k
+    for start in range(0, whole_end, BLOCK_N):
+        acc, l_i, m_i = _step_lazy(acc, l_i, m_i, q, k_desc.load([start, 0]).T,
+                                   v_desc.load([start, 0]), qk_scale)
+    for start in range(whole_end, end, BLOCK_N):
+        acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k_desc.load([start, 0]).T,
+                                  v_desc.load([start, 0]), start, rows, qk_scale, seq_k,
+                                  BLOCK_N, True, CAUSAL)
+    o_desc.store([first_row, 0], (acc / l_i[:, None]).to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _host(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale, HEAD_DIM: tl.constexpr,
+          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          LAZY: tl.constexpr):
+    """Descriptors made on the host over (batch * heads * seq, d) views; seq_q a multiple of
+    BLOCK_M (the bench's shapes), since a tile past a head's end would store into the next."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    q_row = pid_bh * seq_q
+    k_row = pid_bh * seq_k
+    first_row = pid_m * BLOCK_M
+    rows = first_row + tl.arange(0, BLOCK_M)
+    q = q_desc.load([q_row + first_row, 0])
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    if CAUSAL:
+        whole_end = first_row
+        end = tl.minimum(first_row + BLOCK_M, seq_k)
+    else:
+        whole_end = seq_k - seq_k % BLOCK_N
+        end = seq_k
+    for start in range(0, whole_end, BLOCK_N):
+        k = k_desc.load([k_row + start, 0]).T
+        v = v_desc.load([k_row + start, 0])
+        if LAZY:
+            acc, l_i, m_i = _step_lazy(acc, l_i, m_i, q, k, v, qk_scale)
+        else:
+            acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                      BLOCK_N, False, CAUSAL)
+    for start in range(whole_end, end, BLOCK_N):
+        k = k_desc.load([k_row + start, 0]).T
+        v = v_desc.load([k_row + start, 0])
+        acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                  BLOCK_N, True, CAUSAL)
+    o_desc.store([q_row + first_row, 0], (acc / l_i[:, None]).to(o_desc.dtype))
+
+
+@triton.jit
+def _host4d(q_desc, k_desc, v_desc, o_desc, n_heads, seq_q, seq_k, qk_scale,
+            HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+            BLOCK_N: tl.constexpr):
+    """Descriptors made on the host over the (batch, heads, seq, d) tensors themselves, any
+    strides: every tile is (1, 1, rows, d), bounded per dimension (zeros past a head's end,
+    nothing stored there), reshaped to (rows, d) on chip."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    batch = pid_bh // n_heads
+    head = pid_bh % n_heads
+    first_row = pid_m * BLOCK_M
+    rows = first_row + tl.arange(0, BLOCK_M)
+    q = q_desc.load([batch, head, first_row, 0]).reshape(BLOCK_M, HEAD_DIM)
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    if CAUSAL:
+        whole_end = first_row
+        end = tl.minimum(first_row + BLOCK_M, seq_k)
+    else:
+        whole_end = seq_k - seq_k % BLOCK_N
+        end = seq_k
+    for start in range(0, whole_end, BLOCK_N):
+        k = k_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM).T
+        v = v_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                  BLOCK_N, False, CAUSAL)
+    for start in range(whole_end, end, BLOCK_N):
+        k = k_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM).T
+        v = v_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
+                                  BLOCK_N, True, CAUSAL)
+    out = (acc / l_i[:, None]).to(o_desc.dtype)
+    o_desc.store([batch, head, first_row, 0], out.reshape(1, 1, BLOCK_M, HEAD_DIM))
+
+
 def _scratch(size: int, alignment: int, stream):
     """Global memory for descriptors made inside a kernel (Triton asks for it per launch)."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
@@ -273,16 +427,48 @@ def _args(q, k, v, out):
             q.shape[1], q.shape[2], k.shape[2], LOG2_E / math.sqrt(q.shape[-1]))
 
 
+def _host_descriptors(q, k, v, out, block_m, block_n):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    d = q.shape[-1]
+    return (TensorDescriptor.from_tensor(q.reshape(-1, d), [block_m, d]),
+            TensorDescriptor.from_tensor(k.reshape(-1, d), [block_n, d]),
+            TensorDescriptor.from_tensor(v.reshape(-1, d), [block_n, d]),
+            TensorDescriptor.from_tensor(out.view(-1, d), [block_m, d]))
+
+
+def _host4d_descriptors(q, k, v, out, block_m, block_n):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    d = q.shape[-1]
+    return (TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, block_m, d]),
+            TensorDescriptor(k, list(k.shape), list(k.stride()), [1, 1, block_n, d]),
+            TensorDescriptor(v, list(v.shape), list(v.stride()), [1, 1, block_n, d]),
+            TensorDescriptor(out, list(out.shape), list(out.stride()), [1, 1, block_m, d]))
+
+
 def run_variant(name, tile, q, k, v, causal):
-    block_m, block_n, warps, stages = tile
+    block_m, block_n, warps, stages = tile[:4]
     if name == "pointers":
-        return ra.attention(q, k, v, causal, config=ra.TileConfig(*tile), descriptors=False)
+        return ra.attention(q, k, v, causal, config=ra.TileConfig(*tile[:4]), descriptors=False)
     out = torch.empty_like(q)
     grid = (triton.cdiv(q.shape[2], block_m), q.shape[0] * q.shape[1])
+    launch = dict(num_warps=warps, num_stages=stages)
+    if len(tile) > 4:
+        launch["maxnreg"] = tile[4]
     meta = dict(HEAD_DIM=q.shape[-1], CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n,
-                num_warps=warps, num_stages=stages)
+                **launch)
     if name == "pointers-fma":
         _pointers_fma[grid](*_args(q, k, v, out), **meta)
+    elif name == "host4d":
+        _host4d[grid](*_host4d_descriptors(q, k, v, out, block_m, block_n), q.shape[1],
+                      q.shape[2], k.shape[2], LOG2_E / math.sqrt(q.shape[-1]), **meta)
+    elif name.startswith("host"):
+        _host[grid](*_host_descriptors(q, k, v, out, block_m, block_n), q.shape[2], k.shape[2],
+                    LOG2_E / math.sqrt(q.shape[-1]), LAZY=name.endswith("-lazy"), **meta)
+    elif name == "descriptors-lazy":
+        triton.set_allocator(_scratch)
+        _descriptors_lazy[grid](*_args(q, k, v, out), **meta)
     elif name == "descriptors-overlap":
         triton.set_allocator(_scratch)
         _descriptors_overlap[grid](*_args(q, k, v, out), **meta)
@@ -299,8 +485,10 @@ def main() -> int:
     parser.add_argument("--dims", default="128,64")
     parser.add_argument("--variants", default="pointers,pointers-fma,descriptors,descriptors-ws",
                         help="comma-separated, from: pointers, pointers-fma, descriptors, "
-                             "descriptors-ws, descriptors-poly, descriptors-overlap")
-    parser.add_argument("--tiles", help="BMxBNxWARPSxSTAGES,... (default: the list above)")
+                             "descriptors-ws, descriptors-poly, descriptors-overlap, "
+                             "descriptors-lazy, host, host-lazy, host4d")
+    parser.add_argument("--tiles", help="BMxBNxWARPSxSTAGES[xMAXNREG],... (default: "
+                        "the list above)")
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
     torch.manual_seed(0)
@@ -339,6 +527,11 @@ def main() -> int:
                         traceback.print_exc(file=sys.stderr)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
+            # SDPA once more: how far its own time moved while the variants ran
+            ms = triton.testing.do_bench(sdpa)
+            rows.append(dict(variant="sdpa-again", d=d, causal=causal, tile="", ms=ms,
+                             tflops=flops / ms / 1e9, of_sdpa=(flops / ms / 1e9) / base,
+                             err=0.0))
     env = dict(date=datetime.date.today().isoformat(), device=torch.cuda.get_device_name(),
                torch=torch.__version__, triton=triton.__version__,
                python=platform.python_version(), seq=options.seq)

@@ -24,6 +24,7 @@ TRACED_ROW = 0  # the query row the page follows block by block
 CAUSAL_LENGTH = 8  # queries and keys in the causal picture
 RESULTS = COURSE_ROOT / "bench" / "results" / "attention.json"
 VARIANTS = COURSE_ROOT / "bench" / "results" / "attention_variants.json"
+ROUNDS = COURSE_ROOT / "bench" / "results" / "attention_target.json"
 TARGET = 0.8  # the reference against torch's SDPA at seq 4096, d = 128, bfloat16
 TARGET_SIZE = (4096, 128, "bf16")
 MEMORY_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -306,13 +307,17 @@ def _tflops(row: dict | None) -> str:
     return (row or {}).get("note", "-") or "-"
 
 
-CUT_NAME = 80  # results measured before the bench kept kernel names whole hold 80 characters
+CUT_NAME = 80  # the most of a kernel's name shown: a longer one would not fit 80 columns
 
 
 def _kernel_shown(backend: str) -> str:
-    """SDPA's kernel as the bench recorded it, marked where the record cut its name short."""
-    _, _, name = backend.partition(": ")
-    return f"{backend} ..." if len(name) == CUT_NAME else backend
+    """SDPA's kernel as the bench recorded it, cut to CUT_NAME characters and marked so where
+    it is longer (bench/results/attention.json holds it whole; results measured before the
+    bench kept names whole hold exactly CUT_NAME characters, and are marked too)."""
+    kind, _, name = backend.partition(": ")
+    if len(name) >= CUT_NAME:
+        return f"{kind}: {name[:CUT_NAME]} ..."
+    return backend
 
 
 def measured(_numbers=None, data: dict | None = None):
@@ -396,7 +401,7 @@ def variants(_numbers=None, path: Path = VARIANTS):
         envs.append(run["env"])
         for r in run["results"]:
             key = (r["d"], r["causal"])
-            if r["variant"] == "sdpa":
+            if r["variant"] in ("sdpa", "sdpa-again"):  # SDPA before and after the variants
                 sdpa.setdefault(key, []).append(r["tflops"])
             elif "tflops" in r and r["err"] < 2e-2 and \
                     r["tflops"] > best.get((r["variant"], *key), {}).get("tflops", 0):
@@ -413,11 +418,41 @@ def variants(_numbers=None, path: Path = VARIANTS):
                  f"the fastest right tile of each form over {len(envs)} runs of "
                  f"bench/attention_variants.py. {env['device']}, torch {env['torch']}, triton "
                  f"{env['triton']}, {env['date']}. 'pointers' is the kernel before it took the "
-                 "multiply-add form of 'pointers-fma'; 'descriptors' is _attention_tma.")
+                 "multiply-add form of 'pointers-fma'; 'descriptors' is the descriptor kernel "
+                 "as it was when each program made its own descriptors; 'host4d' is "
+                 "_attention_tma now.")
 
 
 # ---------------------------------------------------------------------------------------------
 # The page.
+
+
+def rounds(_numbers=None, path: Path = ROUNDS):
+    """bench/attention_target.py: the target's ratio in several rounds, SDPA timed in each."""
+    if not path.exists():
+        return Text("Not measured: bench/results/attention_target.json is not committed; on a "
+                    "CUDA GPU, python bench/attention_target.py --json "
+                    "bench/results/attention_target.json writes it.")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    env = data["env"]
+    rows = []
+    for causal in (False, True):
+        these = [r for r in data["results"] if r["causal"] == causal]
+        ratios = sorted(r["ratio"] for r in these)
+        rows.append(("yes" if causal else "no", str(len(these)),
+                     f"{min(r['ours_tflops'] for r in these):,.0f} to "
+                     f"{max(r['ours_tflops'] for r in these):,.0f}",
+                     f"{min(r['sdpa_tflops'] for r in these):,.0f} to "
+                     f"{max(r['sdpa_tflops'] for r in these):,.0f}",
+                     f"{ratios[len(ratios) // 2]:.2f}", f"{ratios[0]:.2f} to {ratios[-1]:.2f}"))
+    return Table(("causal", "rounds", "reference TFLOP/s", "SDPA TFLOP/s",
+                  "reference / SDPA, median", "lowest to highest"), tuple(rows),
+                 f"{env['dtype']}, seq {env['seq']}, d = {env['d']}, batch x heads = "
+                 f"{env['batch']} x {env['heads']}; each round times the reference (through "
+                 "its autotuner) and then SDPA, with triton.testing.do_bench. "
+                 f"{env['device']}, torch {env['torch']}, triton {env['triton']}, "
+                 f"{env['date']}; command `python bench/attention_target.py --rounds "
+                 f"{env['rounds']}`.")
 
 
 def page(row=None) -> Page:
@@ -470,4 +505,5 @@ BLOCKS = {
     "backends": backends,
     "configs": configs,
     "variants": variants,
+    "rounds": rounds,
 }
