@@ -117,3 +117,42 @@ def one_pass_variant(out_ptr, in_ptr, out_rs, in_rs, n_cols,
     scale = tl.where(m_t == -float("inf"), 0.0, tl.exp2((m_t - m_row) * LOG2E)) / s_row
     y = tl.reshape(e * scale[:, None], (BLOCK,))
     tl.store(out_ptr + row * out_rs + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def split_packed(out_ptr, in_ptr, out_rs, in_rs, n_cols, part_ptr, sync_ptr, zero,
+                 NEG: tl.constexpr, PIECES: tl.constexpr, BLOCK: tl.constexpr):
+    # _softmax_split_row over 16-bit pairs in 32-bit words: what a piece keeps in registers
+    # while it waits for the others is its words, half the registers of float32 values, so
+    # twice the pieces fit on a multiprocessor; they are unpacked again after the exchange
+    # (zero is a runtime 0: the second unpacking is not the first one kept alive)
+    DT: tl.constexpr = in_ptr.dtype.element_ty
+    n_pieces = tl.cdiv(n_cols, BLOCK)
+    ticket = tl.atomic_add(sync_ptr, 1)
+    row = (ticket // n_pieces).to(tl.int64)
+    piece = ticket % n_pieces
+    words = piece * (BLOCK // 2) + tl.arange(0, BLOCK // 2)
+    mask = words < n_cols // 2
+    w = tl.load(in_ptr.to(tl.pointer_type(tl.int32)) + row * (in_rs // 2) + words, mask=mask,
+                other=NEG)
+    lo, hi = _unpack(w, DT)
+    m = tl.max(tl.maximum(lo, hi), axis=0)
+    m_ref = tl.where(m == -float("inf"), 0.0, m) * LOG2E
+    s = tl.sum(tl.exp2(lo * LOG2E - m_ref) + tl.exp2(hi * LOG2E - m_ref), axis=0)
+    part = part_ptr + (row * PIECES + piece) * 2
+    tl.store(part, m)
+    tl.store(part + 1, s)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
+    while arrived < n_pieces:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
+    k = tl.arange(0, PIECES)
+    parts = part_ptr + (row * PIECES + k) * 2
+    m_k = tl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
+    s_k = tl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+    m_row = tl.max(m_k, axis=0)
+    s_row = tl.sum(s_k * tl.exp2((m_k - m_row) * LOG2E), axis=0)
+    lo, hi = _unpack(w ^ zero, DT)
+    inv = 1.0 / s_row
+    y = _pack(tl.exp2((lo - m_row) * LOG2E) * inv, tl.exp2((hi - m_row) * LOG2E) * inv, DT)
+    tl.store(out_ptr.to(tl.pointer_type(tl.int32)) + row * (out_rs // 2) + words, y, mask=mask)

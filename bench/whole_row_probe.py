@@ -23,7 +23,12 @@ exponential altogether:
 - mixed_exp: half of the exponentials computed by a polynomial on the FMA units instead of
   the special-function unit;
 - no_exp: the one-pass kernel with exp2 replaced by an affine function. Its output is wrong
-  and not checked; it is timed to bound what any change to its arithmetic could gain.
+  and not checked; it is timed to bound what any change to its arithmetic could gain;
+- split packed (rows wider than 32768 columns): the split-row kernel with each piece kept in
+  registers as 16-bit pairs in 32-bit words while it waits for the row's other pieces, half
+  the registers of its float32 values, so that twice the pieces fit on a multiprocessor
+  (``--cases bf16:65536,...`` picks the widths; in the smoke test a row is one piece, since
+  the interpreter runs one program at a time and a piece would wait for ever).
 
 Every other variant is checked against float64 before it is timed (learning.bench's checks).
 """
@@ -83,8 +88,31 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
                                          num_warps=warps)
         return launch
 
+    def split(kernel_block, warps, packed=False):
+        def launch(out, x):
+            import triton  # here: the probe picks where kernels run before triton is imported
+
+            pieces = triton.cdiv(x.shape[1], kernel_block)
+            part, sync = fast._split_scratch(x.shape[0], pieces, 2, x.device)
+            grid = (x.shape[0] * pieces,)
+            if packed:
+                return pk.split_packed[grid](
+                    out, x, out.stride(0), x.stride(0), x.shape[1], part, sync, 0,
+                    NEG=fast._NEG_INF_PAIR[x.dtype], PIECES=triton.next_power_of_2(pieces),
+                    BLOCK=kernel_block, num_warps=warps)
+            return fast._softmax_split_row[grid](
+                out, x, out.stride(0), x.stride(0), x.shape[1], part, sync,
+                PIECES=triton.next_power_of_2(pieces), BLOCK=kernel_block, num_warps=warps)
+        return launch
+
     warps = 32 if block >= 32768 else 16
     found = [(f"shipped ({describe(plan)})", True, plan_launch(plan))]
+    if width > 32768 or sms <= 2:  # rows split across programs (sms <= 2: the smoke test)
+        piece = min(8192, block)
+        if dname != "fp32":
+            found += [(f"split packed, {b} columns, {w} warps", True, split(b, w, packed=True))
+                      for b, w in ((piece, 4), (2 * piece, 4), (piece, 2))
+                      if b <= block and -(-width // b) <= max(sms, 1)]
     if unpaired != plan:  # what rows that cannot be read as words take
         found.append((f"shipped, rows not in words ({describe(unpaired)})", True,
                       plan_launch(unpaired)))
@@ -95,7 +123,7 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
                   for s, w in ((2, warps), (3, warps), (4, warps), (4, warps // 2))]
         found += [(f"pipelined 16-bit loads, {s} stages, {warps} warps", True,
                    persistent(s, warps, words=False)) for s in (3, 4)]
-    if dname != "fp32":
+    if dname != "fp32" and block <= 65536:  # one program per row: no wider
         found += [(f"packed, {w} warps", True, packed_row(w))
                   for w in ((32,) if block >= 32768 else (16, 32))]
     if block <= 32768:
@@ -110,12 +138,12 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
 CASES = (("bf16", 32768), ("fp16", 32768), ("bf16", 16384), ("bf16", 65536), ("fp32", 32768))
 
 
-def measure(tk, pk, ceiling: float) -> list[dict]:
+def measure(tk, pk, ceiling: float, cases=CASES) -> list[dict]:
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
-    for dname, width in CASES:
+    for dname, width in cases:
         dtype = rowwise.torch_dtype(dname)
         case = rowwise.make_case(rowwise.KERNELS["softmax"],
                                  rowwise.GIB // (width * dtype.itemsize), width, dname)
@@ -173,6 +201,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--smoke", action="store_true", help="check the kernels in the interpreter")
+    ap.add_argument("--cases", default=None, metavar="DTYPE:COLS,...",
+                    help="the dtypes and widths to time (default: "
+                         + ",".join(f"{d}:{c}" for d, c in CASES) + ")")
     args = ap.parse_args(argv)
     from learning.grader import mode as kernel_mode
 
@@ -190,7 +221,9 @@ def main(argv=None) -> int:
                                                                   *(argv or sys.argv[1:])])}
     result["copy_gbps"] = rowwise.copy_ceiling()
     print(f"copy ceiling {result['copy_gbps']:.0f} GB/s", flush=True)
-    result["rows"] = measure(tk, pk, result["copy_gbps"])
+    cases = CASES if not args.cases else tuple(
+        (item.split(":")[0], int(item.split(":")[1])) for item in args.cases.split(","))
+    result["rows"] = measure(tk, pk, result["copy_gbps"], cases)
     result["copy_gbps_end"] = rowwise.copy_ceiling()
     if args.json:
         with open(args.json, "w") as f:
