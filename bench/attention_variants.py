@@ -30,7 +30,8 @@ triton.testing.do_bench (median), causal and not, for each tile shape listed:
   (batch * heads * seq, d) views of contiguous tensors, passed to the kernel as arguments,
   instead of made by every program in device memory;
 - ``host4d``: host descriptors over the (batch, heads, seq, d) tensors themselves, any
-  strides, tiles of (1, 1, rows, d) bounded in every dimension and reshaped on chip;
+  strides, tiles of (1, 1, rows, d) bounded in every dimension and reshaped on chip
+  (``host4d-ws``: with the unmasked loop warp-specialized);
 - ``-lazy`` (``descriptors-lazy``, ``host-lazy``): in the unmasked blocks the reference
   maximum is moved, and the accumulator and sum rescaled, only when some row's maximum grew by
   more than 8 (in base 2): until then p = 2**(s - m) stays at most 2**8, which float32 sums
@@ -381,7 +382,7 @@ def _host(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale, HEAD_DIM: tl.c
 @triton.jit
 def _host4d(q_desc, k_desc, v_desc, o_desc, n_heads, seq_q, seq_k, qk_scale,
             HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-            BLOCK_N: tl.constexpr):
+            BLOCK_N: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     """Descriptors made on the host over the (batch, heads, seq, d) tensors themselves, any
     strides: every tile is (1, 1, rows, d), bounded per dimension (zeros past a head's end,
     nothing stored there), reshaped to (rows, d) on chip."""
@@ -403,7 +404,7 @@ def _host4d(q_desc, k_desc, v_desc, o_desc, n_heads, seq_q, seq_k, qk_scale,
     else:
         whole_end = seq_k - seq_k % BLOCK_N
         end = seq_k
-    for start in range(0, whole_end, BLOCK_N):
+    for start in tl.range(0, whole_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = k_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM).T
         v = v_desc.load([batch, head, start, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc, l_i, m_i = _step_fma(acc, l_i, m_i, q, k, v, start, rows, qk_scale, seq_k,
@@ -460,9 +461,10 @@ def run_variant(name, tile, q, k, v, causal):
                 **launch)
     if name == "pointers-fma":
         _pointers_fma[grid](*_args(q, k, v, out), **meta)
-    elif name == "host4d":
+    elif name in ("host4d", "host4d-ws"):
         _host4d[grid](*_host4d_descriptors(q, k, v, out, block_m, block_n), q.shape[1],
-                      q.shape[2], k.shape[2], LOG2_E / math.sqrt(q.shape[-1]), **meta)
+                      q.shape[2], k.shape[2], LOG2_E / math.sqrt(q.shape[-1]),
+                      WARP_SPECIALIZE=name.endswith("-ws"), **meta)
     elif name.startswith("host"):
         _host[grid](*_host_descriptors(q, k, v, out, block_m, block_n), q.shape[2], k.shape[2],
                     LOG2_E / math.sqrt(q.shape[-1]), LAZY=name.endswith("-lazy"), **meta)
@@ -486,7 +488,7 @@ def main() -> int:
     parser.add_argument("--variants", default="pointers,pointers-fma,descriptors,descriptors-ws",
                         help="comma-separated, from: pointers, pointers-fma, descriptors, "
                              "descriptors-ws, descriptors-poly, descriptors-overlap, "
-                             "descriptors-lazy, host, host-lazy, host4d")
+                             "descriptors-lazy, host, host-lazy, host4d, host4d-ws")
     parser.add_argument("--tiles", help="BMxBNxWARPSxSTAGES[xMAXNREG],... (default: "
                         "the list above)")
     parser.add_argument("--out", type=Path)

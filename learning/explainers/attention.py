@@ -25,6 +25,7 @@ CAUSAL_LENGTH = 8  # queries and keys in the causal picture
 RESULTS = COURSE_ROOT / "bench" / "results" / "attention.json"
 VARIANTS = COURSE_ROOT / "bench" / "results" / "attention_variants.json"
 ROUNDS = COURSE_ROOT / "bench" / "results" / "attention_target.json"
+ROUNDS_TRITON_39 = COURSE_ROOT / "bench" / "results" / "attention_target_triton39.json"
 TARGET = 0.8  # the reference against torch's SDPA at seq 4096, d = 128, bfloat16
 TARGET_SIZE = (4096, 128, "bf16")
 MEMORY_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -430,9 +431,9 @@ def variants(_numbers=None, path: Path = VARIANTS):
 def rounds(_numbers=None, path: Path = ROUNDS):
     """bench/attention_target.py: the target's ratio in several rounds, SDPA timed in each."""
     if not path.exists():
-        return Text("Not measured: bench/results/attention_target.json is not committed; on a "
+        return Text(f"Not measured: bench/results/{path.name} is not committed; on a "
                     "CUDA GPU, python bench/attention_target.py --json "
-                    "bench/results/attention_target.json writes it.")
+                    f"bench/results/{path.name} writes it.")
     data = json.loads(path.read_text(encoding="utf-8"))
     env = data["env"]
     rows = []
@@ -506,4 +507,5 @@ BLOCKS = {
     "configs": configs,
     "variants": variants,
     "rounds": rounds,
+    "rounds_triton39": lambda numbers=None: rounds(numbers, path=ROUNDS_TRITON_39),
 }
