@@ -28,7 +28,10 @@ exponential altogether:
   registers as 16-bit pairs in 32-bit words while it waits for the row's other pieces, half
   the registers of its float32 values, so that twice the pieces fit on a multiprocessor
   (``--cases bf16:65536,...`` picks the widths; in the smoke test a row is one piece, since
-  the interpreter runs one program at a time and a piece would wait for ever).
+  the interpreter runs one program at a time and a piece would wait for ever);
+- looped (rows wider than 32768 columns, GPU only): triton_kernels._softmax_looped, which reads
+  the row twice, with the loop pipeliner's stages and the programs per multiprocessor varied,
+  so that the second read finds the row in L2 with enough loads in flight.
 
 Every other variant is checked against float64 before it is timed (learning.bench's checks).
 """
@@ -109,6 +112,12 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
     found = [(f"shipped ({describe(plan)})", True, plan_launch(plan))]
     if width > 32768 or sms <= 2:  # rows split across programs (sms <= 2: the smoke test)
         piece = min(8192, block)
+        found += [(f"looped, {b} columns, {w} warps, {per_sm}/SM, {st} stages", True,
+                   plan_launch(fast.Plan("looped", b, num_warps=w, programs_per_sm=per_sm,
+                                         stages=st)))
+                  for b, w, per_sm, st in ((4096, 16, 1, 3), (4096, 16, 2, 3), (4096, 16, 1, 4),
+                                           (8192, 16, 1, 3), (2048, 8, 2, 4), (4096, 8, 2, 3))
+                  if sms > 2]
         if dname != "fp32":
             found += [(f"split packed, {b} columns, {w} warps", True, split(b, w, packed=True))
                       for b, w in ((piece, 4), (2 * piece, 4), (piece, 2))
