@@ -65,6 +65,9 @@ COMMON_BUGS = {
             "store); an offset for data that does not exist (a row past the last one: row r "
             "starts at r * row_stride, and the grid launches one program per row); or an "
             "address built with the wrong stride, or into a tensor allocated too small"),
+        Bug("no-kernel", "the call launched no Triton kernel: this part grades a kernel of "
+            "yours, so its result must come from a launch (kernel[grid](...)), not from torch "
+            "or Python alone"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -232,6 +235,8 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
+    if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
+        return _fail("no-kernel", f"{part.function} returned without launching a kernel")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:

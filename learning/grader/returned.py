@@ -25,6 +25,7 @@ class Returned:
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
     guard_damage: int = 0  # elements written into the guard bands around new GPU tensors
+    kernel_launches: int | None = None  # kernel parts: launches during the call (None: unseen)
     seconds: float = 0.0
 
 

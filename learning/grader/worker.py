@@ -24,7 +24,7 @@ from numbers import Real
 
 from learning.grader import allocations, registry
 from learning.grader import mode as kernel_mode
-from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.childproc import COURSE_ROOT, MEMORY_ALLOWANCE_GIB
 from learning.grader.declarations import Case
 from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import cut as _cut
@@ -79,6 +79,28 @@ def warm_up(path: str) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the learner's import reports it
                 pass
+
+
+# The course's own answers: the reference solutions, the catalogued versions, and the
+# reference kernels the lessons read. A pass computed by them is not the learner's.
+REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
+REFERENCE_FILES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
+                   "reference_attention.py")
+
+
+def reference_modules() -> set[str]:
+    """Names of the loaded modules that hold the course's reference code."""
+    folders = [os.path.join(COURSE_ROOT, f) + os.sep for f in REFERENCE_FOLDERS]
+    files = {os.path.join(COURSE_ROOT, f) for f in REFERENCE_FILES}
+    found = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or os.path.basename(path) == "__init__.py":
+            continue
+        path = os.path.abspath(path)
+        if path in files or any(path.startswith(f) for f in folders):
+            found.add(name)
+    return found
 
 
 def _is_number(value) -> bool:
@@ -200,13 +222,52 @@ def _snapshot(args: tuple) -> tuple:
     return tuple(a.clone() if _is_tensor(a) else copy.deepcopy(a) for a in args)
 
 
+class LaunchCounter:
+    """Counts launches of any @triton.jit function, compiled or interpreted, so that the grader
+    can tell a kernel part's result that no kernel computed (torch.softmax, say)."""
+
+    def __init__(self):
+        self.count = 0
+        self.installed = False
+
+    def install(self) -> bool:
+        classes = []
+        with contextlib.suppress(ImportError):
+            from triton.runtime.jit import JITFunction
+
+            classes.append(JITFunction)
+        with contextlib.suppress(ImportError):
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        for function_class in classes:
+            if hasattr(function_class, "run"):
+                function_class.run = self._counted(function_class.run)
+                self.installed = True
+        return self.installed
+
+    def _counted(self, original_run):
+        counter = self
+
+        def run(self, *args, **kwargs):
+            counter.count += 1
+            return original_run(self, *args, **kwargs)
+
+        return run
+
+    def taken(self) -> int | None:
+        """Launches since the last call, or None when launches cannot be seen here."""
+        count, self.count = self.count, 0
+        return count if self.installed else None
+
+
 def _synchronise(device: str):
     if device == "cuda":
         _torch().cuda.synchronize()
 
 
 def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
-              learner_file: str):
+              learner_file: str, launches: LaunchCounter | None = None):
     """Run one case and describe what happened."""
     try:
         args = _materialise(args_spec, device)
@@ -215,6 +276,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         raise InputNotBuilt(_cut(f"{type(exc).__name__}: {safe_str(exc)}", 300)) from exc
     fill = uses_tensors and case.fill_outputs_with_nan
     record = None
+    if launches is not None:
+        launches.taken()  # launches the grader's own steps made do not count
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
@@ -241,6 +304,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                             note=_cut(f"could not read it: {type(exc).__name__}: "
                                       f"{safe_str(exc)}", 300))
     returned.seconds = seconds
+    returned.kernel_launches = launches.taken() if launches is not None else None
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
@@ -324,6 +388,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     parts = [exercise.part(name) for name in part_names]
     device = "cpu"
     recorder = None
+    launches = None
     if kernel_mode.triton_missing():
         # The learner's module imports triton: the stand-in lets it import, so that its plain
         # Python is graded as anywhere; a part that launches kernels cannot run at all here.
@@ -352,6 +417,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         if problem and any(part.needs_kernels for part in parts):
             channel.send("environment", problem)  # every kernel part would fail, not by them
             return 0
+        launches = LaunchCounter()
+        launches.install()
     # Build every input before the learner's code runs, so their import cannot change them.
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases
               if only is None or p.name not in only or c.name in only[p.name]}
@@ -360,11 +427,30 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     warm_up(module_path)
     if device == "cpu" and memory_gib > 0:
         cap_memory(memory_gib)
+    loaded_before = reference_modules()
     channel.send("importing")
     module, problem = import_learner_module(module_path)
     channel.send("import", problem)
     if problem:
         return 0
+    completed = _run_parts(module, module_path, parts, inputs, only, device, recorder,
+                           launches, channel)
+    borrowed = reference_modules() - loaded_before
+    if borrowed:
+        channel.send("borrowed", sorted(borrowed))
+    if not completed:
+        return 0
+    for stream in (sys.stdout, sys.stderr):  # the grader stops reading at "finished"
+        with contextlib.suppress(Exception):
+            stream.flush()
+    channel.send("finished")
+    return 0
+
+
+def _run_parts(module, module_path, parts, inputs, only, device, recorder, launches,
+               channel) -> bool:
+    """Every chosen case of every part, each reported as it ends; False when it stopped early
+    because this process can run nothing more (a GPU fault, an input it could not build)."""
     for part in parts:
         function = getattr(module, part.function, None)
         if not callable(function):
@@ -391,25 +477,22 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
             channel.send("start", part.name, case.name)
             try:
                 outcome = call_case(function, case, inputs[(part.name, case.name)], device,
-                                    part.needs_kernels, module_path)
+                                    part.needs_kernels, module_path,
+                                    launches if part.needs_kernels else None)
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
                     f"not run: the grader could not build its input here ({exc})"))
                 channel.send("abandon", part.name, "not run: the grader could not build an "
                              "earlier case's input")
-                return 0
+                return False
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.
                 channel.send("abandon", part.name, "not run: the GPU faulted in an earlier case")
-                return 0
+                return False
             if isinstance(outcome, Raised) and outcome.not_started:
                 break
-    for stream in (sys.stdout, sys.stderr):  # the grader stops reading at "finished"
-        with contextlib.suppress(Exception):
-            stream.flush()
-    channel.send("finished")
-    return 0
+    return True
 
 
 def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
