@@ -427,6 +427,42 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
     assert seconds < PYTHON_PART_SECONDS
 
 
+@pytest.mark.interpreter
+def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
+    result, seconds = grade(tmp_path, with_code(
+        "def softmax_triton(x):\n"
+        "    return torch.softmax(x.float(), dim=-1).to(x.dtype)"), parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    assert ran and all(c.verdict.status == "failed" for c in ran)
+    assert all(c.verdict.bug.key == "no-kernel" for c in ran)
+    assert "softmax_triton returned without launching a kernel" in rendered(result)
+    assert part.status == "failed" and not result.ok
+    assert seconds < KERNEL_PART_SECONDS
+
+
+def test_a_pass_computed_by_the_reference_solution_is_said_to_be_so(tmp_path):
+    result, _ = grade(tmp_path, "from learning.solutions.softmax import softmax_python as _ref\n\n"
+                      "def softmax_python(values):\n    return _ref(values)\n")
+    assert result.borrowed == ["learning.solutions.softmax"]
+    assert "your code loaded the course's reference code (learning.solutions.softmax)" in \
+        rendered(result)
+
+
+def test_a_module_that_rewrites_its_own_file_is_said_to_have_changed(tmp_path):
+    result, _ = grade(tmp_path, with_code(
+        "_solution = softmax_python\n\ndef softmax_python(values):\n"
+        "    open(__file__, 'w').write('# gone\\n')\n    return _solution(values)"))
+    assert result.module_changed == "rewritten"
+    assert "softmax.py was rewritten while it was checked" in rendered(result)
+
+
+def test_code_of_its_own_loads_no_reference_code(tmp_path):
+    result, _ = grade(tmp_path, solution_text("softmax"))
+    assert result.ok and result.borrowed == []
+    assert "reference code" not in rendered(result)
+
+
 # ---------------------------------------------------------------------------------------------
 # 7. The learner's folder, concurrent checks, and the learner's environment.
 

@@ -44,10 +44,24 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     for part_result in result.parts:
         _render_part(console, exercise, part_result, state, result.memory_map,
                      result.import_problem)
+    if result.module_changed:
+        console.print(f"\n[yellow]Note:[/yellow] {exercise.filename} was "
+                      f"{result.module_changed} while it was checked (by your code or another "
+                      "program): the grades above are of the text read at the start",
+                      highlight=False)
+    if result.borrowed:
+        console.print(f"\n[yellow]Note:[/yellow] {escape(borrowed_line(result.borrowed))}",
+                      highlight=False)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
         console.print(result.learner_output.rstrip(), highlight=False, markup=False)
     _render_summary(console, result, state if show_next else None)
+
+
+def borrowed_line(names: list[str]) -> str:
+    """What the check saw the learner's code load of the course's reference code."""
+    return (f"your code loaded the course's reference code ({', '.join(names)}) while it was "
+            "checked: a case it passed may have been computed by that code, not yours")
 
 
 def _render_import_problem(console: Console, result: runner.CheckResult):
@@ -352,6 +366,8 @@ def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
                                                         "message": problem.message},
         "parts": [_part_json(exercise, p) for p in result.parts],
         "learner_output": result.learner_output,
+        "borrowed": list(result.borrowed),
+        "module_changed": result.module_changed,
         "next": _next_step(result, state),
         "memory_map": _memory_map_json(result.memory_map),
     }

@@ -130,6 +130,12 @@ class CheckResult:
     # Which program read and wrote which element, in one case (learning.grader.memory_map), when
     # grade() was asked for it.
     memory_map: object = None
+    # Modules of the course's reference code (its solutions, its reference kernels) that the
+    # learner's code loaded: cases it passed may have been computed by them.
+    borrowed: list[str] = field(default_factory=list)
+    # How the learner's file changed while it was checked ("" when it did not): the grades are
+    # of the text read at the start, which is then no longer what the file holds.
+    module_changed: str = ""
 
     @property
     def ok(self) -> bool:
@@ -173,6 +179,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         result.seconds = time.perf_counter() - start
         return result
     output_chunks, launches = [], []
+    text_before = _read_bytes(module_path)
     compiler = childproc.CompileRun(module_path) if compile_check else None
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
@@ -189,9 +196,24 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         if compiler is not None and compiler.started:
             compiler.cancel()
     _skip_what_cannot_run_here(result, force_interpret)
+    result.module_changed = _change(text_before, _read_bytes(module_path))
     result.learner_output = _cap_output("".join(output_chunks))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _change(before: bytes | None, after: bytes | None) -> str:
+    """How the learner's file changed during a check, in a word ("" when it did not)."""
+    if before == after:
+        return ""
+    return "deleted" if after is None else "rewritten"
 
 
 def import_problem(exercise: Exercise, root: Path | None = None) -> ImportProblem | None:
@@ -228,6 +250,7 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
         run.execute()
         output_chunks.append(run.output)
         launches += run.launches
+        result.borrowed += [name for name in run.borrowed if name not in result.borrowed]
         if run.mode is not None:
             result.mode = run.mode
         if run.environment_problem:
@@ -544,6 +567,7 @@ class _WorkerRun:
         self.output = ""
         self.extra_args: list[str] = []  # more worker arguments: --map (learning.grader.memory_map)
         self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
+        self.borrowed: list[str] = []  # the course's reference modules the learner's code loaded
 
     def execute(self):
         read_fd, write_fd = os.pipe()
@@ -686,6 +710,8 @@ class _WorkerRun:
             self.abandoned = (event[1], event[2])
         elif kind == "map":
             self.maps[event[1]] = event[2]
+        elif kind == "borrowed":
+            self.borrowed = [str(name) for name in event[1]]
         elif kind == "finished":
             self.finished = True
 
