@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from learning.grader import compare, gpu_compile, registry, runner, sanitizer
+from learning.grader import childproc, compare, gpu_compile, registry, runner, sanitizer
 from learning.grader import mode as kernel_mode
 from learning.grader.returned import Returned
 from tests.helpers import COURSE_ROOT, course_pythonpath, grade_text, solution_text
@@ -681,3 +681,24 @@ def softmax_python(values):
                        str(tmp_path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "raised MemoryError" in out and "--memory GIB raises the cap" in out
+
+
+def test_a_worker_whose_forking_process_ended_gets_a_verdict_not_a_traceback(tmp_path):
+    class Orphan:  # a forked worker whose warm process was killed: no exit status comes
+        pid = 2 ** 22 + 1  # no such process group: killing it does nothing
+
+        def poll(self):
+            return None
+
+        def wait(self, timeout=None):
+            raise subprocess.TimeoutExpired("worker", timeout)
+
+    part = runner.PartResult(SOFTMAX.part("python"))
+    run = runner._WorkerRun(SOFTMAX, tmp_path / "softmax.py", [part], False, None)
+    run.finished, run.current = True, ("python", "worked example")
+    run._output = childproc.CappedOutput()
+    pipes = childproc.PipeReader()  # no pipe open: nothing left to read
+    run._stop(Orphan(), pipes)
+    verdict = run.failure_verdict()
+    assert run.status_lost and verdict.status == "crashed" and not verdict.causes
+    assert "how it ended is unknown" in verdict.summary

@@ -560,6 +560,7 @@ class _WorkerRun:
         self.abandoned: tuple[str, str] | None = None  # (part, why): the process gave up on it
         self.finished = False
         self.timed_out = False
+        self.status_lost = False  # its exit status is unknown: the process that forked it ended
         self.garbled = ""  # the process sent something that is not one of the course's events
         self.clock_start = time.perf_counter()
         self.timeline: list[tuple[float, str]] = []
@@ -727,7 +728,10 @@ class _WorkerRun:
             self.returncode = self._output.drain_until_exit(process, pipes, 5.0)
         handover.kill_tree(process)
         if self.returncode is None:
-            self.returncode = process.wait()
+            try:
+                self.returncode = process.wait()
+            except subprocess.TimeoutExpired:  # the warm process that forked it has ended
+                self.status_lost = True
         self._output.drain_until_exit(process, pipes, 0.5)
 
     def gpu_fault(self) -> tuple[str, str] | None:
@@ -784,6 +788,11 @@ class _WorkerRun:
             return compare.Verdict(
                 "timed-out", f"did not finish within {limit:g} s in case {name} "
                 f"(the reference takes well under a second); the usual reason is {usual}")
+        if self.status_lost:
+            return compare.Verdict(
+                "crashed", f"the process stopped answering in case {name}, and the warm "
+                "process that started it ended too, so how it ended is unknown (a signal "
+                "sent to its parent process would do this)")
         code = self.returncode
         crashed = childproc.crash(code)
         if crashed is not None:
