@@ -154,6 +154,17 @@ def test_the_weight_loaded_at_the_row_offset_is_named_as_such(tmp_path):
     assert "row-stride" not in {k for v in cases.values() for k in _causes(v)}
 
 
+@pytest.mark.interpreter  # the bounds check's words
+def test_a_mask_off_by_one_past_the_weight_is_not_named_a_row_offset(tmp_path):
+    # One lane past the weight's end, as every load of a mask with <= reads: not the weight
+    # read at the row's offset, which puts every lane of a later row past it.
+    code = _replace(solution_text("rmsnorm"), "mask = offsets < n_cols", "mask = offsets <= n_cols")
+    cases = _cases(grade_text(tmp_path, "rmsnorm", code, ["triton"]))
+    assert "past the end of weight" in cases["many rows"].summary
+    named = {k for v in cases.values() for k in _causes(v)}
+    assert "out-of-bounds" in named and "weight-row-offset" not in named
+
+
 @pytest.mark.interpreter  # named from the bounds check's words; a GPU reads past dy's value
 def test_a_backward_that_keeps_an_expanded_dy_fails_the_lessons_own_example(tmp_path):
     code = solution_text("softmax_backward")
