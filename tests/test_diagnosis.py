@@ -322,6 +322,15 @@ def test_a_float32_sized_error_is_named_as_float32_rounding():
     assert any("float32 rounding" in s for s in said)
 
 
+def test_a_small_scale_of_a_row_with_both_signs_is_not_named_rounding():
+    # Every value 3e-7 larger in magnitude, as an eps scaled wrongly gives: the differences
+    # take both signs, but all point away from zero, which rounding does not do.
+    want = np.array([[-1.6, 0.6, 0.9, -0.2]])
+    said = observe.describe_values(want * (1 + 3e-7), want, 1e-12, 1e-9)
+    assert any("largest relative difference" in s for s in said)
+    assert not any("rounding" in s for s in said)
+
+
 def test_a_float16_sized_error_is_named_as_float16_rounding_only_for_float16_data():
     want = _want()
     noisy = want * (1 + 1e-3 * _SIGNS)
