@@ -154,6 +154,17 @@ def test_the_weight_loaded_at_the_row_offset_is_named_as_such(tmp_path):
     assert "row-stride" not in {k for v in cases.values() for k in _causes(v)}
 
 
+@pytest.mark.interpreter  # the bounds check's words
+def test_a_mask_off_by_one_past_the_weight_is_not_named_a_row_offset(tmp_path):
+    # One lane past the weight's end, as every load of a mask with <= reads: not the weight
+    # read at the row's offset, which puts every lane of a later row past it.
+    code = _replace(solution_text("rmsnorm"), "mask = offsets < n_cols", "mask = offsets <= n_cols")
+    cases = _cases(grade_text(tmp_path, "rmsnorm", code, ["triton"]))
+    assert "past the end of weight" in cases["many rows"].summary
+    named = {k for v in cases.values() for k in _causes(v)}
+    assert "out-of-bounds" in named and "weight-row-offset" not in named
+
+
 @pytest.mark.interpreter  # named from the bounds check's words; a GPU reads past dy's value
 def test_a_backward_that_keeps_an_expanded_dy_fails_the_lessons_own_example(tmp_path):
     code = solution_text("softmax_backward")
@@ -309,6 +320,15 @@ def test_a_float32_sized_error_is_named_as_float32_rounding():
     want = _want()
     said = observe.describe_values(want * (1 + 3e-8 * _SIGNS), want, 1e-12, 1e-9)
     assert any("float32 rounding" in s for s in said)
+
+
+def test_a_small_scale_of_a_row_with_both_signs_is_not_named_rounding():
+    # Every value 3e-7 larger in magnitude, as an eps scaled wrongly gives: the differences
+    # take both signs, but all point away from zero, which rounding does not do.
+    want = np.array([[-1.6, 0.6, 0.9, -0.2]])
+    said = observe.describe_values(want * (1 + 3e-7), want, 1e-12, 1e-9)
+    assert any("largest relative difference" in s for s in said)
+    assert not any("rounding" in s for s in said)
 
 
 def test_a_float16_sized_error_is_named_as_float16_rounding_only_for_float16_data():

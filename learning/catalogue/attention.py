@@ -207,6 +207,10 @@ PYTHON = (
     '''),
     Version("divided by the number of keys instead of l", "python", "unknown", _python(
         ("out.append([a / l for a in acc])", "out.append([a / len(k) for a in acc])"))),
+    Version("the scale 1/d, not 1/sqrt(d)", "python", "unknown", _python(
+        ("scale = 1.0 / math.sqrt(len(q[0]))", "scale = 1.0 / len(q[0])"))),
+    Version("never divided by l", "python", "unknown", _python(
+        ("out.append([a / l for a in acc])", "out.append(acc)"))),
 )
 
 TRITON = (
@@ -296,6 +300,12 @@ TRITON = (
     Version("exp2 without log2(e)", "triton", "unknown", _kernel(
         ("alpha = tl.exp(m - ref)\n            p = tl.exp(s - ref[:, None])",
          "alpha = tl.exp2(m - ref)\n            p = tl.exp2(s - ref[:, None])"))),
+    Version("batch and head taken the wrong way from the program id", "triton",
+            "out-of-bounds", _kernel(("batch = pid_bh // n_heads", "batch = pid_bh % n_heads"),
+                                     ("head = pid_bh % n_heads", "head = pid_bh // n_heads")),
+            interpreter_only=True),
+    Version("the causal mask broadcast the wrong way", "triton", "unknown", _kernel(
+        ("cols[None, :] <= rows[:, None]", "cols[:, None] <= rows[None, :]"))),
 )
 
 WRONG = PYTHON + TRITON

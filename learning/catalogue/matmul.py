@@ -166,6 +166,27 @@ PYTHON = (
                             c[i][j] += a[i][t] * b[t][j]
             return c
     '''),
+    Version("the K loop bounded by M", "python", "unknown", '''
+        def matmul_python(a, b, block):
+            m, k, n = len(a), len(b), len(b[0])
+            c = [[0.0] * n for _ in range(m)]
+            for i0 in range(0, m, block):
+                for j0 in range(0, n, block):
+                    acc = [[0.0] * block for _ in range(block)]
+                    for k0 in range(0, m, block):
+                        a_tile = [[a[i][kk] if i < m and kk < k else 0.0
+                                   for kk in range(k0, k0 + block)] for i in range(i0, i0 + block)]
+                        b_tile = [[b[kk][j] if kk < k and j < n else 0.0
+                                   for j in range(j0, j0 + block)] for kk in range(k0, k0 + block)]
+                        for i in range(block):
+                            for j in range(block):
+                                acc[i][j] += sum(a_tile[i][t] * b_tile[t][j] for t in range(block))
+                    for i in range(block):
+                        for j in range(block):
+                            if i0 + i < m and j0 + j < n:
+                                c[i0 + i][j0 + j] = acc[i][j]
+            return c
+    '''),
 )
 
 TRITON = (
@@ -246,6 +267,23 @@ TRITON = (
     '''),
     Version("tl.dot's operands swapped", "triton", "unknown", _kernel(
         ("acc += tl.dot(a, b)", "acc += tl.dot(b, a)"))),
+    Version("a's strides passed in the wrong order", "triton", "out-of-bounds",
+            _launcher(strides="a.stride(1), a.stride(0), b.stride(0), b.stride(1)"),
+            interpreter_only=True),
+    Version("the store masked along M only", "triton", "out-of-bounds", _kernel(
+        ("mask=(rows[:, None] < M) & (cols[None, :] < N))", "mask=rows[:, None] < M)")),
+        interpreter_only=True),
+    Version("C allocated like a", "triton", "wrong-shape", '''
+        def matmul_triton(a, b):
+            M, K = a.shape
+            N = b.shape[1]
+            c = torch.empty_like(a)
+            grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+            matmul_kernel[grid](c, a, b, c.stride(0), c.stride(1), a.stride(0), a.stride(1),
+                                b.stride(0), b.stride(1), M, N, K,
+                                BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+            return c
+    '''),
 )
 
 WRONG = PYTHON + TRITON

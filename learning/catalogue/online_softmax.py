@@ -132,6 +132,21 @@ PYTHON = (
             total = sum(math.exp(m_k - row_max) for m_k in m if m_k > -math.inf)
             return [math.exp(x - row_max) / total for x in values]
     '''),
+    Version("the rescaling factor upside down", "python", "unknown", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    old = 0.0 if m[lane] == -math.inf else m[lane]
+                    s[lane] = s[lane] * math.exp(ref - old) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
 )
 
 # The Triton versions replace the kernel's first pass (or its padding) and keep the rest.

@@ -103,6 +103,22 @@ PYTHON = (
                 levels.append(level)
             return levels[::-1]
     '''),
+    Version("min padded with -inf too", "python", "swapped-identity", '''
+        def identity(op):
+            return {"sum": 0.0, "max": -math.inf, "min": -math.inf, "product": 1.0}[op]
+    '''),
+    Version("the width doubled once too often", "python", "unknown", '''
+        def tree_reduce(values, op):
+            width = 1
+            while width <= len(values):
+                width *= 2
+            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
+            levels = [level]
+            while len(level) > 1:
+                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                levels.append(level)
+            return levels
+    '''),
 )
 
 _KERNEL = '''
@@ -178,6 +194,11 @@ TRITON = (
                 BLOCK=triton.next_power_of_2(n_cols))
             return out
     '''),
+    Version("reduced over axis 0", "triton", "unknown", _kernel().replace("axis=1", "axis=0")),
+    Version("the mean divided by n_rows", "triton", "unknown", _kernel(count="n_rows")),
+    Version("rows without the program's ROWS", "triton", "grid-too-small",
+            _kernel().replace("tl.program_id(0) * ROWS + tl.arange",
+                              "tl.program_id(0) + tl.arange")),
 )
 
 WRONG = PYTHON + TRITON

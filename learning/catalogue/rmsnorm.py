@@ -156,6 +156,26 @@ PYTHON = (
             mean_abs = sum(abs(v) for v in values) / len(values)
             return [v / (mean_abs + eps) * w for v, w in zip(values, weight)]
     '''),
+    Version("scaled by the largest value with its sign", "python", "scale-sign", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(values, key=abs)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("the row itself over the rescaled rms", "python", "unknown", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [v / rms * w for v, w in zip(values, weight)]
+    '''),
 )
 
 _KERNEL_HEAD = '''
@@ -294,6 +314,39 @@ TRITON = (
                                       eps, BLOCK=triton.next_power_of_2(n_cols))
             return output
     '''),
+    Version("mask with <=", "triton", "out-of-bounds", _kernel('''
+            mask = offsets <= n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    '''), interpreter_only=True),
+    Version("the shape unpacked as (n_cols, n_rows)", "triton", "out-of-bounds", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_cols, n_rows = x.shape
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0), n_cols,
+                                      eps, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''', interpreter_only=True),
+    Version("the program's row from axis 1", "triton", "grid-too-small", _kernel('''
+            x = tl.load(input_ptr + tl.program_id(1) * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + tl.program_id(1) * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("eps written into the kernel", "triton", "unknown", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + 1e-6) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
 )
 
 WRONG = PYTHON + TRITON

@@ -62,6 +62,16 @@ PYTHON = (
             dot = sum(p * g for p, g in zip(y, dy))
             return [p * g - dot for p, g in zip(y, dy)]
     '''),
+    Version("the dot product averaged over the row", "python", "unknown", '''
+        def softmax_backward_python(y, dy):
+            dot = sum(p * g for p, g in zip(y, dy)) / len(y)
+            return [p * (g - dot) for p, g in zip(y, dy)]
+    '''),
+    Version("y and dy swapped in the product", "python", "unknown", '''
+        def softmax_backward_python(y, dy):
+            dot = sum(p * g for p, g in zip(y, dy))
+            return [g * (p - dot) for p, g in zip(y, dy)]
+    '''),
 )
 
 TRITON = (
@@ -411,6 +421,21 @@ _FORMULAS = (
 )
 TRITON += (Version("flipped sign", "triton", "flipped-sign",
                    _FORMULA_KERNEL.format(dx="y * (dot - dy)")),)
+# The right formula, one step of the kernel changed.
+_CORRECT_KERNEL = _FORMULA_KERNEL.format(dx="y * (dy - dot)")
+TRITON += (
+    Version("the dot product averaged over the row", "triton", "unknown",
+            _CORRECT_KERNEL.replace("tl.sum(y * dy, axis=0)", "tl.sum(y * dy, axis=0) / n_cols")),
+    Version("the dot product rounded to the storage dtype", "triton", "fp16-dot",
+            _CORRECT_KERNEL.replace("tl.sum(y * dy, axis=0)",
+                                    "tl.sum(y * dy, axis=0).to(dx_ptr.dtype.element_ty)")),
+    Version("mask with <=", "triton", "out-of-bounds",
+            _CORRECT_KERNEL.replace("offsets < n_cols", "offsets <= n_cols"),
+            interpreter_only=True),
+    Version("dx stored with y's row stride", "triton", "out-of-bounds",
+            _CORRECT_KERNEL.replace("row * dx_row_stride", "row * y_row_stride"),
+            interpreter_only=True),
+)
 AUTOGRAD += tuple(Version(f"backward kernel: {name}", "autograd", bug,
                           _FORMULA_KERNEL.format(dx=dx)) for name, bug, dx in _FORMULAS)
 

@@ -82,8 +82,8 @@ PYTHON_BUGS = (
     Bug("zero-padding", "the row was padded with 0, which is the identity of sum only: pad a "
         "max with -inf, a min with +inf and a product with 1", _padded_with(0.0, ("max", "min",
                                                                                "product"))),
-    Bug("swapped-identity", "max and min have swapped identities: a max pads with -inf (below "
-        "everything), a min with +inf", _swapped),
+    Bug("swapped-identity", "this tree was padded with the other extreme's identity: a max "
+        "pads with -inf (below everything), a min with +inf (above everything)", _swapped),
     Bug("one-padding", "the row was padded with 1, the identity of product only: a sum pads "
         "with 0", _padded_with(1.0, ("sum", "max", "min"))),
     Bug("no-padding", "level 0 must be padded with the identity up to a power of two, so that "

@@ -12,7 +12,7 @@ import math
 from functools import partial
 
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import raises_like, rows_at_n_cols, same_as
+from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec
 
 DEFAULT_EPS = 1e-6
@@ -132,6 +132,15 @@ def _signed_scale(x, w, eps):
     return np.where(top < 0, -1.0, 1.0) * reference_rows(x, w, eps)
 
 
+def _signed_largest(x, w, eps):
+    """Scaled by the value of largest magnitude with its sign, max(values, key=abs): a row
+    whose largest magnitude is negative comes out negated."""
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    top = np.take_along_axis(x, np.abs(x).argmax(axis=-1)[..., None], axis=-1)
+    return np.where(top < 0, -1.0, 1.0) * reference_rows(x, w, eps)
+
+
 # The mistakes that raise, in plain Python as a learner writes them: a learner's exception names
 # one only when its replay raises the same exception on the same row.
 def _python_rms(values, weight, eps, ddof=0, with_eps=True, rescale=True, eps_squared=False):
@@ -174,8 +183,10 @@ PYTHON_BUGS = (
         "of that value too, one division at a time: sqrt(mean(z**2) + eps / largest / "
         "largest) (largest**2 itself overflows past about 1.3e154, and underflows to 0 "
         "below about 1e-162)", same_as(_eps_not_scaled)),
-    Bug("scale-sign", "scale by the largest magnitude, max(abs(v)), not max(values): a "
-        "negative scale flips the sign of every output", same_as(_signed_scale)),
+    Bug("scale-sign", "scale by the largest magnitude, max(abs(v)), which is never negative: "
+        "a negative scale (max(values), or max(values, key=abs) where the largest magnitude "
+        "is negative) flips the sign of every output",
+        any_of(same_as(_signed_scale), same_as(_signed_largest))),
     Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): add it to "
         "the mean square, under the root; for a row "
         "of zeros it is what keeps the division defined, and the outputs are 0 (a row divided "
@@ -293,7 +304,10 @@ TRITON_BUGS = (
     Bug("no-weight", "multiply each output by its weight: load weight_ptr + offsets (the same "
         "columns for every row) and multiply", same_as(_fp32(_no_weight), **_LOOSE)),
     Bug("weight-row-offset", "the weight is one row shared by every row of x: load it at "
-        "weight_ptr + offsets, without the row's offset", error="past the end of weight"),
+        "weight_ptr + offsets, without the row's offset",
+        # Every lane of a later row's load lies past the weight; a mask off by one, or a
+        # wrong n_cols, leaves only some lanes past it.
+        error=r"\b(\d+) of \1 active lanes .*past the end of weight"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
         "the launcher passes (x.stride(0)), not with n_cols",

@@ -10,6 +10,7 @@ words mean (learning.grader.errors).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,12 +183,12 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
     if raised.exc_type in common:
         summary = "the code called sys.exit()" if raised.exc_type == "SystemExit" \
             else raised.message
-        specific = tuple(b for b in part.bugs if b.error and b.error in summary)
+        specific = tuple(b for b in part.bugs if _worded(b, summary))
         return Verdict("error", summary,
                        causes=specific + (COMMON_BUGS[common[raised.exc_type]],),
                        where=where, traceback=raised.traceback, seconds=raised.seconds)
     summary = f"raised {raised.exc_type}: {raised.message}"
-    worded = tuple(b for b in part.bugs if b.error and b.error in summary)
+    worded = tuple(b for b in part.bugs if _worded(b, summary))
     replayed = tuple(b for b in part.bugs if b not in worded and b.raises is not None
                      and b.raises(raised.exc_type, args))
     explained = errors.explain(raised.exc_type, raised.message)
@@ -195,6 +196,11 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
     return Verdict("error", summary, causes=worded + replayed,
                    weak=tuple(b.key for b in replayed), meaning=meaning, meaning_key=key,
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
+
+
+def _worded(bug: Bug, summary: str) -> bool:
+    """Whether an error's words are this bug's evidence: its pattern occurs in them."""
+    return bool(bug.error) and re.search(bug.error, summary) is not None
 
 
 def _judge_refusal(part: Part, case: Case, outcome, args: tuple, filename: str) -> Verdict:

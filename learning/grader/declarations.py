@@ -33,15 +33,15 @@ class Bug:
     builds one from a function that reproduces the bug. ``raises(exc_type, args)``, when
     given, says whether the bug's plain-Python replay raises the same exception on these
     arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
-    call raises an error whose message contains it. A bug with none of the three is never
-    named: the grader says what it observed instead.
+    call raises an error whose message matches it (a regular expression, ``re.search``). A bug
+    with none of the three is never named: the grader says what it observed instead.
     """
 
     key: str
     cause: str
     detect: Callable[[Any, tuple, Any], bool] | None = None
     hint: int = 0  # the level (1-based) of the part's hint that helps with this bug, if any
-    error: str = ""  # a fragment of the error message ("raised ValueError: ...") it causes
+    error: str = ""  # a pattern of the error message ("raised ValueError: ...") it causes
     raises: Callable[[str, tuple], bool] | None = None
 
     @property

@@ -116,15 +116,22 @@ def _size(got, want, bad, dtype: str = "float64", systematic: bool = False) -> s
         return text
     relative = float(np.max(diff[nonzero] / scale[nonzero]))
     text += f", the largest relative difference {relative:.2g}"
-    signs = np.sign((got - want)[finite])
-    if systematic or (signs > 0).all() or (signs < 0).all():
-        return text  # a scale, or errors all one way, are no rounding whatever their size
+    errors = (got - want)[finite]
+    # All one way, or all toward zero (or all away from it): a scale, or errors of one
+    # direction, are no rounding whatever their size.
+    if systematic or _one_way(errors) or _one_way(errors * np.sign(want[finite])):
+        return text
     for bound, needs, description in PRECISIONS:
         if relative <= bound:
             usable = needs == "float64" or dtype == needs or \
                 (needs == "float16" and dtype == "bfloat16")
             return f"{text}: {description}" if usable else text
     return text
+
+
+def _one_way(values) -> bool:
+    values = values[values != 0]
+    return values.size > 0 and bool((values > 0).all() or (values < 0).all())
 
 
 def _scaled(got, want, bad) -> str:

@@ -94,24 +94,46 @@ class raises_like:  # noqa: N801 - used like a function: Bug(..., raises=raises_
     def __init__(self, *reproductions: Callable[..., Any]):
         self.reproductions = reproductions
 
-    def _raised(self, reproduce, args) -> str:
+    def _run(self, reproduce, args) -> tuple[str, Any]:
+        """The replay's exception type ("" if none), and what it returned."""
         try:
-            reproduce(*args)
+            return "", reproduce(*args)
         except Exception as exc:  # noqa: BLE001 - the replay's own error is the evidence
-            return type(exc).__name__
-        return ""
+            return type(exc).__name__, None
+
+    def _raised(self, reproduce, args) -> str:
+        return self._run(reproduce, args)[0]
 
     def __call__(self, exc_type: str, args) -> bool:
         return any(self._raised(r, args) == exc_type for r in self.reproductions)
 
     def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
-        return True if all(self._raised(r, args) for r in self.reproductions) else None
+        """True when every form raises here; False when every form returns the right answer,
+        so that code with the mistake passes this case."""
+        runs = [self._run(r, args) for r in self.reproductions]
+        if all(raised for raised, _ in runs):
+            return True
+        return False if all(not raised and _right(value, want, atol, rtol)
+                            for raised, value in runs) else None
+
+
+def _right(value, want, atol: float, rtol: float) -> bool:
+    import numpy as np
+
+    try:
+        value = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return value.shape == np.shape(want) and bool(close(value, want, atol, rtol).all())
 
 
 def predicts_pass(bug: Bug, args, want, atol: float, rtol: float) -> bool:
     """Whether code with ``bug`` passes this case: its replay gives the right answer there."""
-    predict = getattr(bug.detect, "predicts_failure", None)
-    return predict is not None and predict(args, want, atol, rtol) is False
+    for check in (bug.detect, bug.raises):
+        predict = getattr(check, "predicts_failure", None)
+        if predict is not None and predict(args, want, atol, rtol) is False:
+            return True
+    return False
 
 
 def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]],
