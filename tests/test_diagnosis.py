@@ -281,6 +281,7 @@ def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
     ("UnboundLocalError", "cannot access local variable 'total' where it is not associated "
      "with a value", "unbound-local"),
     ("KeyError", "'inputs'", "key-error"),
+    ("ValueError", "`other` cannot be provided without `mask`", "other-without-mask"),
 ])
 def test_an_error_is_explained_by_what_its_words_mean(exc_type, message, key):
     explained = errors.explain(exc_type, message)

@@ -44,6 +44,10 @@ MEANINGS = (
             r"store\(\) got an unexpected keyword argument 'other'",
             "tl.store takes no other=: a masked store simply leaves the masked lanes "
             "unwritten; other= belongs to tl.load, where it fills the masked lanes"),
+    Meaning("other-without-mask", ("ValueError", "CompilationError"),
+            r"`other` cannot be provided without `mask`",
+            "tl.load's other= fills the lanes a mask turns off, so it needs mask= beside it: "
+            "pass the mask (offsets < n_cols, say), or drop other= where every lane is real"),
     Meaning("unexpected-keyword", ("TypeError", "CompilationError"),
             r"(?P<fn>\w+)\(\) got an unexpected keyword argument '(?P<arg>\w+)'",
             "{fn}() has no parameter called {arg}: check the spelling against its signature "
