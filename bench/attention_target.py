@@ -1,5 +1,6 @@
-"""Issue 17's target, measured so that SDPA's own drift shows: the reference attention against
-torch's scaled_dot_product_attention at seq 4096, d = 128, bfloat16, causal and not.
+"""The course's goal for the reference attention, measured so that SDPA's own drift shows:
+the reference against torch's scaled_dot_product_attention at seq 4096, d = 128, bfloat16,
+causal and not.
 
     python bench/attention_target.py [--rounds 5] [--json PATH]
 
