@@ -122,6 +122,19 @@ PYTHON = (
             total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
             return [math.exp(x - row_max) / total for x in values]
     '''),
+    Version("the running maximum starts at 0", "python", "max-from-zero", '''
+        def online_softmax_python(values, block):
+            m = [0.0] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    s[lane] = s[lane] * math.exp(m[lane] - m_new) + math.exp(x - m_new)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [math.exp(x - row_max) / total for x in values]
+    '''),
     Version("the sum taken of the lanes' maxima", "python", "unknown", '''
         def online_softmax_python(values, block):
             m = [-math.inf] * block
@@ -248,6 +261,16 @@ TRITON = (
 )
 
 TRITON += (
+    Version("the running maximum starts at 0", "triton", "max-from-zero", _HEAD.replace(
+        'tl.full([BLOCK], -float("inf"), tl.float32)', "tl.zeros([BLOCK], tl.float32)") + '''
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + lanes
+                x = tl.load(x_row + offsets, mask=offsets < n_cols,
+                            other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+                m = m_new
+    ''' + _TAIL),
     Version("exponentials of the values themselves", "triton", "no-shift", _kernel('''
             for start in range(0, n_cols, BLOCK):
                 offsets = start + lanes

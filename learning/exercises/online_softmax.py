@@ -32,12 +32,14 @@ def reference(x, block):
 
 
 def simulate(x, block, *, per_lane=True, rescale=True, guard=True, combine=True,
-             full_chunks_only=False, advance=True, padded=True, pad_value=-math.inf):
+             full_chunks_only=False, advance=True, padded=True, pad_value=-math.inf,
+             m_start=-math.inf):
     """Softmax by the two-pass online scheme, possibly with one of its known mistakes.
 
     ``per_lane`` keeps one running pair per lane (the kernel) or one per row (a scalar loop);
     ``padded`` says whether the lanes past the end of the last chunk take part (a kernel's
-    masked load gives them ``pad_value``) or are skipped (a Python slice).
+    masked load gives them ``pad_value``) or are skipped (a Python slice); ``m_start`` is
+    where the running maximum starts.
     """
     np = _np()
     x = np.asarray(x, dtype=np.float64)
@@ -50,7 +52,7 @@ def simulate(x, block, *, per_lane=True, rescale=True, guard=True, combine=True,
     present = np.zeros(width, dtype=bool)
     present[:n] = True
     shape = (n_rows, block) if per_lane else (n_rows, 1)
-    m = np.full(shape, -np.inf)
+    m = np.full(shape, m_start)
     s = np.zeros(shape)
     for chunk in range(n_chunks):
         start = chunk * block if advance else 0
@@ -101,7 +103,27 @@ def _bugs(padded: bool, tolerance: dict) -> tuple[Bug, ...]:
         Bug("not-advanced", "every step of the loop reads the first chunk again: the offsets "
             "must start at the loop's position, start + tl.arange(0, BLOCK)",
             _any_of([dict(v, advance=False) for v in both], **tolerance)),
+        Bug("max-from-zero", "the running maximum starts at 0 instead of -inf, so it never "
+            "falls below 0: in a row whose values all lie far below 0 every exponential is "
+            "measured from 0 and underflows to 0, and the sum is 0. Start m at -inf (with the "
+            "guard)", _any_of([dict(v, m_start=0.0) for v in both], **tolerance),
+            raises=None if padded else raises_like(_python_max_from_zero)),
     )
+
+
+def _python_max_from_zero(values, block):
+    """The Python part with each lane's maximum starting at 0: a row whose exponentials all
+    underflow divides by a sum of 0."""
+    m = [0.0] * block
+    s = [0.0] * block
+    for start in range(0, len(values), block):
+        for lane, x in enumerate(values[start:start + block]):
+            m_new = max(m[lane], x)
+            s[lane] = s[lane] * math.exp(m[lane] - m_new) + math.exp(x - m_new)
+            m[lane] = m_new
+    row_max = max(m)
+    total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+    return [math.exp(x - row_max) / total for x in values]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,8 +156,9 @@ def _rows_at_block(x, block):
 
 
 PYTHON_BUGS = _bugs(padded=False, tolerance={}) + (
-    Bug("no-shift", "exp overflows past about 709: every exponential must be measured from "
-        "the running maximum", raises=raises_like(_python_unshifted)),
+    Bug("no-shift", "exp overflows past about 709, and underflows to 0 below about -745: "
+        "every exponential must be measured from the running maximum",
+        raises=raises_like(_python_unshifted)),
     Bug("wrong-length", "every input needs exactly one output"),
 )
 
@@ -169,6 +192,9 @@ PYTHON_CASES = (
          _row([0.0, 10.0] * 5, 2), catches=("no-combine-rescale",)),
     Case("large values", "1000 and up: every exponential is measured from a maximum",
          _row([1000.0 + i for i in range(9)], 4), catches=("no-shift",)),
+    Case("far below zero", "ten values near -1000 in chunks of 4: measured from 0, every "
+         "exponential underflows to 0 (float64's exp is 0 below about -745)",
+         _row([-1000.0 + 0.75 * i for i in range(10)], 4), catches=("max-from-zero",)),
     Case("single element", "[42] in a block of 4: probability 1", _row([42.0], 4),
          catches=()),
     Case("long row", "1000 values in chunks of 64: sixteen chunks, the last one partial",
@@ -227,6 +253,10 @@ def _all_negative(x, rng):
     return -1.0 - 4.0 * rng.random(x.shape)
 
 
+def _far_below_zero(x, rng):
+    return -1000.0 + 10.0 * rng.random(x.shape)
+
+
 FP32 = Tolerance(atol=1e-6, rtol=3e-5)
 FP16 = Tolerance(atol=1e-3, rtol=1e-2)
 BF16 = Tolerance(atol=4e-3, rtol=2e-2)
@@ -268,6 +298,9 @@ TRITON_CASES = (
     Case("all-negative rows", "values in [-5, -1], width 781 in chunks of 128: zero padding "
          "would become the maximum", _tensor(9, 2, 781, 128, transform=_all_negative),
          catches=("zero-padding",)),
+    Case("far below zero", "values in [-1000, -990]: measured from 0, every exponential "
+         "underflows FP32 to 0", _tensor(19, 2, 300, 64, transform=_far_below_zero),
+         catches=("max-from-zero",)),
     Case("many rows", "20 rows of 100, chunks of 32: each program finds its own row",
          _tensor(10, 20, 100, 32), catches=("row-offset",)),
     Case("row-strided view", "x[::2] of a taller tensor: the row stride is 2 * n_cols",
