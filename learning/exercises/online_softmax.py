@@ -273,7 +273,8 @@ TRITON_BUGS = _bugs(padded=True, tolerance=_LOOSE) + (
         "r * x.stride(0), not at r * BLOCK", same_as(_rows_at_block, **_LOOSE)),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
-        "the launcher passes (x.stride(0)), not with n_cols",
+        "the launcher passes (x.stride(0)), not with n_cols or with another tensor's stride "
+        "(a new output's is n_cols)",
         same_as(rows_at_n_cols(reference), **_LOOSE)),
 )
 

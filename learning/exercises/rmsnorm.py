@@ -310,7 +310,8 @@ TRITON_BUGS = (
         error=r"\b(\d+) of \1 active lanes .*past the end of weight"),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
-        "the launcher passes (x.stride(0)), not with n_cols",
+        "the launcher passes (x.stride(0)), not with n_cols or with another tensor's stride "
+        "(a new output's is n_cols)",
         same_as(rows_at_n_cols(reference_rows), **_LOOSE)),
     Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): a row of "
         "zeros needs rsqrt(mean_square + eps), or 0 * rsqrt(0) gives NaN",

@@ -265,7 +265,8 @@ TRITON_BUGS = (
         same_as(_no_shift_fp32, **_LOOSE), hint=4),
     Bug("row-stride", "a row-strided view (x[::2], a column slice) starts row r at "
         "r * x.stride(0), which is larger than n_cols: address row r with the row stride "
-        "the launcher passes (x.stride(0)), not with n_cols",
+        "the launcher passes (x.stride(0)), not with n_cols or with another tensor's stride "
+        "(a new output's is n_cols)",
         same_as(rows_at_n_cols(reference_rows), **_LOOSE), hint=2),
     Bug("all-minus-inf", "a row of only -inf has no softmax: like torch.softmax, return NaN "
         "there (0/0) rather than a made-up value", same_as(_all_minus_inf_as_zero, **_LOOSE),
