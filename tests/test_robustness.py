@@ -457,6 +457,27 @@ def test_a_module_that_rewrites_its_own_file_is_said_to_have_changed(tmp_path):
     assert "softmax.py was rewritten while it was checked" in rendered(result)
 
 
+def test_a_module_that_switches_the_interpreter_on_import_is_told_so(tmp_path):
+    # The check chooses where kernels run; a module that flips TRITON_INTERPRET while it is
+    # imported decorates its kernels for the other mode (each case then failed on a bare
+    # AssertionError). Flip whichever way this machine runs.
+    value = "0" if kernel_mode.select().interpret else "1"
+    result, _ = grade(tmp_path, f"import os\nos.environ['TRITON_INTERPRET'] = '{value}'\n"
+                      + solution_text("softmax"), parts=("python", "triton"))
+    problem = result.import_problem
+    assert problem is not None and problem.kind == "mode-changed"
+    assert "softmax.py set TRITON_INTERPRET while it was imported" in problem.message
+    assert "remove that line" in " ".join(rendered(result).split())
+    assert not result.ok
+
+
+def test_a_module_that_sets_the_interpreter_as_it_already_is_imports(tmp_path):
+    value = "1" if kernel_mode.select().interpret else "0"
+    result, _ = grade(tmp_path, f"import os\nos.environ['TRITON_INTERPRET'] = '{value}'\n"
+                      + solution_text("softmax"))
+    assert result.import_problem is None and result.ok
+
+
 def test_code_of_its_own_loads_no_reference_code(tmp_path):
     result, _ = grade(tmp_path, solution_text("softmax"))
     assert result.ok and result.borrowed == []

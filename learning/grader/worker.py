@@ -428,8 +428,11 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     if device == "cpu" and memory_gib > 0:
         cap_memory(memory_gib)
     loaded_before = reference_modules()
+    interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
     channel.send("importing")
     module, problem = import_learner_module(module_path)
+    if problem is None and _interprets(os.environ.get("TRITON_INTERPRET")) != interpreting:
+        problem = _mode_changed(module_path, interpreting)
     channel.send("import", problem)
     if problem:
         return 0
@@ -445,6 +448,22 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
             stream.flush()
     channel.send("finished")
     return 0
+
+
+def _interprets(value: str | None) -> bool:
+    """Whether a TRITON_INTERPRET value turns Triton's interpreter on, as Triton reads it."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+def _mode_changed(module_path: str, interpreting: bool) -> ImportProblem:
+    """The learner's module switched Triton's interpreter while it was imported: its kernels
+    were then decorated for the other mode than the tensors the check passes them."""
+    now = "on" if not interpreting else "off"
+    where = "in Triton's interpreter" if interpreting else "compiled on the GPU"
+    return ImportProblem(
+        "mode-changed", f"{os.path.basename(module_path)} set TRITON_INTERPRET while it was "
+        f"imported, turning the interpreter {now}, but this check runs kernels {where} "
+        "(it chooses: compiled on a CUDA GPU, interpreted without one): remove that line")
 
 
 def _run_parts(module, module_path, parts, inputs, only, device, recorder, launches,
