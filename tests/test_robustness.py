@@ -427,7 +427,6 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
     assert seconds < PYTHON_PART_SECONDS
 
 
-@pytest.mark.interpreter
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"
