@@ -406,7 +406,8 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
     rows = fast._rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
     plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
-                 x.element_size(), fast._pairs_of_16_bits(rows, out))
+                 x.element_size(), fast._pairs_of_16_bits(rows, out),
+                 fast._fits_shared_copies(rows, out))
     with fast._on_device(x):
         _launch_softmax(out, rows, plan)
     return out.view(x.shape)

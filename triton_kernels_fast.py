@@ -13,7 +13,10 @@ ones the lessons read. On a GPU it also names the kernels defined here:
   computes this one (the words are packed and unpacked by ``_pack_pairs``/``_unpack_pairs``);
 - ``_softmax_split_row`` and ``_softmax_backward_split_row``: rows wider than one program keeps
   in registers, cut into pieces that run at once and exchange their partial maxima and sums
-  through memory (a ticket, an arrival count and a spin-wait).
+  through memory (a ticket, an arrival count and a spin-wait). Softmax rows that can be copied
+  16 bytes at a time take the same exchange with the pieces waiting in shared memory instead:
+  ``_softmax_split_shared``, in triton_kernels_gluon.py (written in Gluon, which can hold
+  data in shared memory; Triton's language cannot).
 
 What it measured. Each table below says why it holds what it holds; the figures are in
 bench/RESULTS.md ("Softmax forward", "Softmax backward", "RMSNorm", and "What changed in this
@@ -151,6 +154,21 @@ _LOOPED_STAGES = 1
 # waits among them).
 _SPLIT_BLOCK = 8192
 _SPLIT_WARPS = 4
+
+# Softmax rows that the split-row plan takes go instead to triton_kernels_gluon's
+# _softmax_split_shared where they can be copied into shared memory 16 bytes at a time
+# (_fits_shared_copies): each piece waits for the row's exchange in shared memory, in its own
+# dtype, rather than in registers as float32. Measured on an H200 (1 GiB inputs, torch 2.11,
+# Triton 3.6, 2026-12-01; bench/split_shared_probe.py, bench/results/split_shared*.json),
+# against _softmax_split_row's 0.78, 0.75 and 0.70 of the copy ceiling in bfloat16 at 65536,
+# 2**18 and 2**20 columns, and 0.92 and 0.79 in float32 at 65536 and 2**20: pieces of 16384
+# columns, copied and folded 2048 at a time by 4 warps, ran at 0.91, 0.88 and 0.83 in bfloat16
+# and 0.94 and 0.88 in float32; 16-bit rows of 2**20 columns ran at 0.85 with pieces of 32768
+# and 8 warps. Pieces of 8192 and of 65536 columns were slower at every width. Where the width is
+# a multiple of the piece, no piece needs a mask (EVEN), which was worth 1 to 3 %.
+_SHARED_PIECE = (16384, 2048, 4)  # columns per piece, columns per copy group, warps
+_SHARED_WIDE_PIECE = (32768, 4096, 8)  # 16-bit rows of more than _SHARED_MAX_PIECES pieces
+_SHARED_MAX_PIECES = 32
 # The interpreter runs programs one after another; two programs still exercise the row loop.
 _INTERPRETER_PROGRAMS = 2
 
@@ -167,6 +185,8 @@ class Plan:
     stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
     one_pass: bool = False  # single_block softmax only: one reduction of (max, sum) pairs
     pipelined: bool = False  # single_block softmax only: _softmax_pipelined (16-bit pairs)
+    in_shared: bool = False  # split_row softmax only: the Gluon kernel, pieces in shared memory
+    chunk: int = 0  # in_shared only: columns per copy group
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,6 +209,7 @@ def _plan(
     max_pieces: int = 0,
     itemsize: int = 4,
     paired: bool = False,
+    shared: bool = False,
 ) -> Plan:
     """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
 
@@ -196,6 +217,8 @@ def _plan(
     number of multiprocessors on a GPU, 0 in the interpreter): the split_row kernel needs them.
     ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
     ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
+    ``shared`` says that the rows can be copied into shared memory 16 bytes at a time by
+    triton_kernels_gluon (see _fits_shared_copies): softmax then splits them with that kernel.
     RMSNorm has no split-row kernel: its rows wider than it keeps whole take the looped one.
     A plan is for one width: ``int(n_cols)`` makes torch.compile specialize on it.
     """
@@ -222,6 +245,12 @@ def _plan(
         _check_block(fn, block)
         return Plan("looped", block, num_warps=_warps_for(block))
     if strategy == "split_row":
+        if fn == "softmax" and shared and block is None:
+            piece, chunk, warps = _SHARED_PIECE
+            if itemsize == 2 and triton.cdiv(n_cols, piece) > _SHARED_MAX_PIECES:
+                piece, chunk, warps = _SHARED_WIDE_PIECE
+            if triton.cdiv(n_cols, piece) <= max_pieces:
+                return Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
         piece = _SPLIT_BLOCK if block is None else block
         _check_block(fn, piece)
         pieces = triton.cdiv(n_cols, piece)
@@ -479,6 +508,40 @@ def _pairs_of_16_bits(*tensors: torch.Tensor) -> bool:
     )
 
 
+def _fits_shared_copies(*tensors: torch.Tensor) -> bool:
+    """True if triton_kernels_gluon can copy these (rows, cols) views 16 bytes at a time: Gluon
+    is there and the GPU has asynchronous copies (compute capability 8.0 on); the width and the
+    row strides are multiples of 16 elements (what Triton must see to vectorise) and every row
+    starts on a 16-byte boundary. False while torch.compile traces (fake tensors): its graph
+    holds only Triton kernels, which it knows how to analyse, so it keeps _softmax_split_row."""
+    return all(
+        type(t) is torch.Tensor
+        and t.device.type == "cuda"
+        and t.shape[1] % 16 == 0
+        and (t.shape[0] == 1 or t.stride(0) % 16 == 0)
+        and t.data_ptr() % 16 == 0
+        and _capability(t.device.index if t.device.index is not None else
+                        torch.cuda.current_device()) >= (8, 0)
+        for t in tensors
+    ) and _gluon_available()
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+@functools.cache
+def _gluon_available() -> bool:
+    """Whether triton_kernels_gluon's kernel runs here: compiled kernels, and a Triton with the
+    Gluon it is written for (imported on first use: the CPU never needs it)."""
+    if _INTERPRETED:
+        return False
+    import triton_kernels_gluon
+
+    return triton_kernels_gluon.AVAILABLE
+
+
 def _starts_on_4_bytes(t: torch.Tensor) -> bool:
     """Whether the first element's address is a multiple of 4. A fake tensor (torch.compile
     traces with them) has no address: its storage offset decides, since PyTorch allocates
@@ -697,6 +760,16 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
         wrap_triton(_softmax_one_pass, x)[(n_rows,)](
             out, x, out.stride(0), x.stride(0), n_cols,
             BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.in_shared:
+        import triton_kernels_gluon as gluon_kernels  # Gluon: only where _GLUON says it works
+
+        pieces = triton.cdiv(n_cols, plan.block)
+        part, sync = _split_scratch(n_rows, pieces, 2, x.device)
+        gluon_kernels._softmax_split_shared[(n_rows * pieces,)](
+            out, x, out.stride(0), x.stride(0), n_cols, part, sync,
+            PIECES=triton.next_power_of_2(pieces), PIECE=plan.block, CHUNK=plan.chunk,
+            VEC=16 // x.element_size(), EVEN=n_cols % plan.block == 0, num_warps=plan.num_warps,
         )  # fmt: skip
     else:
         pieces = triton.cdiv(n_cols, plan.block)

@@ -160,11 +160,13 @@ def _describe(fn: str, plan, n_cols: int) -> str:
     if plan.strategy == "looped":
         return f"`{prefix}_looped`, chunks of {plan.block}, {plan.num_warps} warps"
     pieces = -(-n_cols // plan.block)
-    return f"`{prefix}_split_row`, {pieces} pieces of {plan.block}, {plan.num_warps} warps"
+    name = f"{prefix}_split_shared" if plan.in_shared else f"{prefix}_split_row"
+    return f"`{name}`, {pieces} pieces of {plan.block}, {plan.num_warps} warps"
 
 
-def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int):
-    """The plan the launcher ``fn`` picks for a contiguous tensor of rows of ``n_cols``."""
+def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int, fresh: bool = True):
+    """The plan the launcher ``fn`` picks for a contiguous tensor of rows of ``n_cols``: a fresh
+    one (aligned), or with ``fresh=False`` one whose rows cannot be read in 16-byte copies."""
     import triton_kernels as tk
     import triton_kernels_fast as fast
 
@@ -174,9 +176,12 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int):
         widest = fast._GPU_WHOLE_ROW[("rmsnorm", itemsize)] if max_pieces else tk.MAX_SINGLE_BLOCK
         strategy = "looped" if n_cols > widest else None
         return tk._plan("rmsnorm", n_cols, strategy, None, max_pieces, itemsize)
-    # a freshly allocated 16-bit tensor of an even width reads as aligned 32-bit words
+    # a freshly allocated 16-bit tensor of an even width reads as aligned 32-bit words, and one
+    # of a width that is a multiple of 16 is copied into shared memory 16 bytes at a time on a
+    # GPU where Gluon runs (the measured one)
     return tk._plan(fn, n_cols, None, None, max_pieces, itemsize,
-                    paired=itemsize == 2 and n_cols % 2 == 0)
+                    paired=fresh and itemsize == 2 and n_cols % 2 == 0,
+                    shared=fresh and max_pieces > 0 and n_cols % 16 == 0)
 
 
 def routing(fn: str, widths) -> Table:
@@ -198,12 +203,15 @@ def routing(fn: str, widths) -> Table:
     if fn == "softmax":
         widest = max(int(w) for w in widths)
         pieces = -(-widest // fast._SPLIT_BLOCK)
-        fewer = plan_for(fn, widest, pieces - 1, 4)
-        caption += (" 16-bit rows here are a fresh tensor's, which the kernels can read as "
-                    "32-bit words.")
-        caption += (f" A row of {widest:,} columns is {pieces} pieces of {fast._SPLIT_BLOCK}; a "
-                    "GPU with fewer multiprocessors than that takes "
-                    f"{_describe(fn, fewer, widest)}.")
+        fewer = plan_for(fn, widest, pieces - 1, 4, fresh=False)
+        caption += (" Rows here are a fresh tensor's, which the kernels can read in 16-byte "
+                    "copies (16-bit rows also as 32-bit words). Rows that cannot be (a width "
+                    "that is not a multiple of 16, a view that starts off a 16-byte boundary, "
+                    "a GPU older than compute capability 8.0 or a Triton older than 3.6) are "
+                    "split by `_softmax_split_row` instead, in pieces of "
+                    f"{fast._SPLIT_BLOCK}.")
+        caption += (f" A row of {widest:,} columns is then {pieces} pieces; a GPU with fewer "
+                    f"multiprocessors than that takes {_describe(fn, fewer, widest)}.")
     return Table(("Columns", "Interpreter", "GPU, float32", "GPU, 16-bit"), tuple(rows), caption)
 
 

@@ -1,0 +1,209 @@
+"""Variants of triton_kernels_gluon._softmax_split_shared that bench/split_shared_probe.py
+times to find what bounds it (GPU only). Each flag removes or changes one step; the ones that
+remove a step give wrong output and are timed only as bounds:
+
+- NO_TICKET: the program id names the row and piece, not a ticket (no atomic before the load;
+  correct here only because the grid's programs all fit on the GPU at once, which the probe
+  does not check);
+- NO_EXCHANGE: each piece normalises by its own (max, sum): no publish, arrival or spin;
+- NO_EXP: the exponentials replaced by an affine function;
+- STREAM: the output stored with the streaming cache hint (.cs).
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+import triton_kernels_gluon as tg
+
+_LOG2E = tg._LOG2E
+_combine = tg._combine_max_sum
+_copy = tg._copy_to_shared
+_barrier = tg._barrier
+async_copy = tg.async_copy
+
+
+@gluon.jit
+def _exp2(z, NO_EXP: gl.constexpr):
+    if NO_EXP:
+        return z * 0.001 + 1.0
+    else:
+        return gl.exp2(z)
+
+
+@gluon.jit
+def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols, part_ptr,
+                         sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
+                         CHUNK: gl.constexpr, VEC: gl.constexpr, NO_TICKET: gl.constexpr,
+                         NO_EXCHANGE: gl.constexpr, NO_EXP: gl.constexpr,
+                         STREAM: gl.constexpr):
+    WARPS: gl.constexpr = gl.num_warps()
+    CHUNKS: gl.constexpr = PIECE // CHUNK
+    TILES: gl.constexpr = CHUNK // VEC
+    tiles: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [WARPS, 1], [1, 0])
+    flat: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    buf = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [CHUNKS * TILES, VEC], shared)
+    n_pieces = gl.cdiv(n_cols, PIECE)
+    if NO_TICKET:
+        ticket = gl.program_id(0)
+    else:
+        ticket = gl.atomic_add(sync_ptr, 1)
+    row = (ticket // n_pieces).to(gl.int64)
+    piece = ticket % n_pieces
+    t = gl.arange(0, TILES, gl.SliceLayout(1, tiles))
+    v = gl.arange(0, VEC, gl.SliceLayout(0, tiles))
+    offs = t[:, None] * VEC + v[None, :]
+    first = piece * PIECE
+    src = in_ptr + row * in_row_stride + first
+    for c in gl.static_range(CHUNKS):
+        _copy(buf.slice(c * TILES, TILES), src + c * CHUNK + offs,
+              mask=first + c * CHUNK + offs < n_cols)
+        async_copy.commit_group()
+    m = gl.full([TILES], -float("inf"), gl.float32, gl.SliceLayout(1, tiles))
+    s = gl.zeros([TILES], gl.float32, gl.SliceLayout(1, tiles))
+    for c in gl.static_range(CHUNKS):
+        async_copy.wait_group(CHUNKS - 1 - c)
+        _barrier()
+        x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
+        x = gl.where(first + c * CHUNK + offs < n_cols, x, -float("inf"))
+        m_c = gl.max(x, axis=1)
+        m_ref = gl.where(m_c == -float("inf"), 0.0, m_c)
+        s_c = gl.sum(_exp2((x - m_ref[:, None]) * _LOG2E, NO_EXP), axis=1)
+        m, s = _combine(m, s, m_c, s_c)
+    m_k, s_k = gl.reduce((m, s), 0, _combine)
+    if NO_EXCHANGE:
+        m_row = m_k
+        s_row = s_k
+    else:
+        part = part_ptr + (row * PIECES + piece) * 2
+        gl.store(part, m_k)
+        gl.store(part + 1, s_k)
+        _barrier()
+        arrived = gl.atomic_add(sync_ptr + 1 + row, 1) + 1
+        while arrived < n_pieces:
+            arrived = gl.atomic_add(sync_ptr + 1 + row, 0)
+        k = gl.arange(0, PIECES, flat)
+        parts = part_ptr + (row * PIECES + k) * 2
+        m_all = gl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
+        s_all = gl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+        m_row = gl.max(m_all, axis=0)
+        s_row = gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
+    inv = 1.0 / s_row
+    dst = out_ptr + row * out_row_stride + first
+    for c in gl.static_range(CHUNKS):
+        x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
+        y = _exp2((x - m_row) * _LOG2E, NO_EXP) * inv
+        if STREAM:
+            gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty),
+                     mask=first + c * CHUNK + offs < n_cols, cache_modifier=".cs")
+        else:
+            gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty),
+                     mask=first + c * CHUNK + offs < n_cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistent: each program loads its next piece while it waits for this one's row
+# ---------------------------------------------------------------------------------------------
+
+
+@gluon.jit
+def _copy_piece(buf, slot, src, first, n_cols, valid, offs, CHUNKS: gl.constexpr,
+                CHUNK: gl.constexpr):
+    """Start copying a piece (or nothing, if not valid) into buf's slot, a group per chunk."""
+    for c in gl.static_range(CHUNKS):
+        _copy(buf.index(slot * CHUNKS + c), src + c * CHUNK + offs,
+              mask=(first + c * CHUNK + offs < n_cols) & valid)
+        async_copy.commit_group()
+
+
+@gluon.jit
+def _piece_max_sum(buf, slot, first, n_cols, offs, LATER: gl.constexpr, CHUNKS: gl.constexpr,
+                   CHUNK: gl.constexpr, TILES: gl.constexpr, layout: gl.constexpr):
+    """(max, sum of exp(x - max)) over the piece in buf's slot, each chunk folded in as it
+    lands; LATER is the copy groups committed after this piece's."""
+    m = gl.full([TILES], -float("inf"), gl.float32, gl.SliceLayout(1, layout))
+    s = gl.zeros([TILES], gl.float32, gl.SliceLayout(1, layout))
+    for c in gl.static_range(CHUNKS):
+        async_copy.wait_group(LATER + CHUNKS - 1 - c)
+        _barrier()
+        x = buf.index(slot * CHUNKS + c).load(layout).to(gl.float32)
+        x = gl.where(first + c * CHUNK + offs < n_cols, x, -float("inf"))
+        m_c = gl.max(x, axis=1)
+        m_ref = gl.where(m_c == -float("inf"), 0.0, m_c)
+        s_c = gl.sum(gl.exp2((x - m_ref[:, None]) * _LOG2E), axis=1)
+        m, s = _combine(m, s, m_c, s_c)
+    return gl.reduce((m, s), 0, _combine)
+
+
+@gluon.jit
+def _publish(part_ptr, sync_ptr, row, piece, m_k, s_k, PIECES: gl.constexpr):
+    part = part_ptr + (row * PIECES + piece) * 2
+    gl.store(part, m_k)
+    gl.store(part + 1, s_k)
+    _barrier()
+    gl.atomic_add(sync_ptr + 1 + row, 1)
+
+
+@gluon.jit
+def split_shared_persistent(out_ptr, in_ptr, out_row_stride, in_row_stride, n_rows, n_cols,
+                            part_ptr, sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
+                            CHUNK: gl.constexpr, VEC: gl.constexpr):
+    WARPS: gl.constexpr = gl.num_warps()
+    CHUNKS: gl.constexpr = PIECE // CHUNK
+    TILES: gl.constexpr = CHUNK // VEC
+    tiles: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [WARPS, 1], [1, 0])
+    flat: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    buf = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [2 * CHUNKS, TILES, VEC], shared)
+    n_pieces = gl.cdiv(n_cols, PIECE)
+    total = n_rows * n_pieces
+    t = gl.arange(0, TILES, gl.SliceLayout(1, tiles))
+    v = gl.arange(0, VEC, gl.SliceLayout(0, tiles))
+    offs = t[:, None] * VEC + v[None, :]
+
+    cur = gl.atomic_add(sync_ptr, 1)
+    row = (cur // n_pieces).to(gl.int64)
+    first = (cur % n_pieces) * PIECE
+    _copy_piece(buf, 0, in_ptr + row * in_row_stride + first, first, n_cols, cur < total,
+                offs, CHUNKS, CHUNK)
+    slot = 0
+    ahead = False  # whether this piece's partials were published on the previous step
+    while cur < total:
+        row = (cur // n_pieces).to(gl.int64)
+        piece = cur % n_pieces
+        first = piece * PIECE
+        nxt = gl.atomic_add(sync_ptr, 1)
+        n_row = (nxt // n_pieces).to(gl.int64)
+        n_first = (nxt % n_pieces) * PIECE
+        _copy_piece(buf, 1 - slot, in_ptr + n_row * in_row_stride + n_first, n_first, n_cols,
+                    nxt < total, offs, CHUNKS, CHUNK)
+        if not ahead:
+            m_k, s_k = _piece_max_sum(buf, slot, first, n_cols, offs, CHUNKS, CHUNKS, CHUNK,
+                                      TILES, tiles)
+            _publish(part_ptr, sync_ptr, row, piece, m_k, s_k, PIECES)
+        # the next piece in this same row would be waited for by this very program: publish it
+        ahead = (nxt < total) & (n_row == row)
+        if ahead:
+            m_n, s_n = _piece_max_sum(buf, 1 - slot, n_first, n_cols, offs, 0, CHUNKS, CHUNK,
+                                      TILES, tiles)
+            _publish(part_ptr, sync_ptr, n_row, nxt % n_pieces, m_n, s_n, PIECES)
+        arrived = gl.atomic_add(sync_ptr + 1 + row, 0)
+        while arrived < n_pieces:
+            arrived = gl.atomic_add(sync_ptr + 1 + row, 0)
+        k = gl.arange(0, PIECES, flat)
+        parts = part_ptr + (row * PIECES + k) * 2
+        m_all = gl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
+        s_all = gl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+        m_row = gl.max(m_all, axis=0)
+        inv = 1.0 / gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
+        dst = out_ptr + row * out_row_stride + first
+        for c in gl.static_range(CHUNKS):
+            x = buf.index(slot * CHUNKS + c).load(tiles).to(gl.float32)
+            y = gl.exp2((x - m_row) * _LOG2E) * inv
+            gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty),
+                     mask=first + c * CHUNK + offs < n_cols)
+        _barrier()  # every thread is done with this slot before it is copied into again
+        slot = 1 - slot
+        cur = nxt

@@ -1,0 +1,185 @@
+"""Claims about triton_kernels_gluon, the Gluon kernel that splits wide softmax rows with their
+pieces in shared memory: it compiles wherever the plan may pick it, the plan picks it only for
+rows it can copy, and on a GPU it agrees with float64 torch wherever it runs.
+
+Gluon has no interpreter: on the CPU the kernel is compiled for an H100/H200 (sm_90) without
+running, and the GPU tests run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+import triton_kernels as tk
+import triton_kernels_fast as fast
+import triton_kernels_gluon as tg
+from tests.test_triton_kernels import NEG_INF, assert_matches, make, softmax_ref
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+ROOT = Path(__file__).resolve().parent.parent
+gluon_only = pytest.mark.skipif(not tg.AVAILABLE,
+                                reason=f"Triton {triton.__version__} lacks the Gluon it needs")
+
+
+# Compiles the kernel for compute capability 9.0 as a launch that _fits_shared_copies allows
+# would specialise it (16-divisible integers, 16-byte aligned pointers), and prints what the
+# tests check. A child process: TRITON_INTERPRET, set for the CPU tests, turns Gluon's own
+# helpers into interpreted functions that its compiler refuses.
+COMPILE = """
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import triton_kernels_gluon as tg
+found = {}
+for key in json.loads(sys.argv[1]):
+    dtype, piece, chunk, warps, even = key
+    signature = {"out_ptr": "*" + dtype, "in_ptr": "*" + dtype, "out_row_stride": "i32",
+                 "in_row_stride": "i32", "n_cols": "i32", "part_ptr": "*fp32", "sync_ptr": "*i32"}
+    constants = {"PIECES": 8, "PIECE": piece, "CHUNK": chunk,
+                 "VEC": 4 if dtype == "fp32" else 8, "EVEN": even}
+    signature.update(dict.fromkeys(constants, "constexpr"))
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(7)}
+    source = GluonASTSource(tg._softmax_split_shared, signature, constants, aligned)
+    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": warps})
+    ptx = kernel.asm["ptx"]
+    copy = r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], [[][^]]*[]], (\\w+)"
+    found[json.dumps(key)] = {
+        "copies": re.findall(copy, ptx),
+        "shared": kernel.metadata.shared, "global_vector_loads": "ld.global.v4" in ptx}
+print(json.dumps(found))
+"""
+KEYS = [[dtype, *plan, even] for dtype, plan in (("bf16", fast._SHARED_PIECE),
+                                                 ("fp32", fast._SHARED_PIECE),
+                                                 ("fp16", fast._SHARED_WIDE_PIECE))
+        for even in (True, False)]
+
+
+@pytest.fixture(scope="module")
+def compiled_for_sm90():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", COMPILE, json.dumps(KEYS)], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@gluon_only
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: f"{k[0]}-{k[1]}-{'even' if k[4] else 'masked'}")
+def test_the_kernel_compiles_for_sm90_copying_16_bytes_at_a_time(key, compiled_for_sm90):
+    found = compiled_for_sm90[json.dumps(key)]
+    assert found["copies"] and set(found["copies"]) == {"0x10"}, found["copies"]
+    itemsize = 4 if key[0] == "fp32" else 2
+    assert found["shared"] >= key[1] * itemsize  # the whole piece waits there
+    assert not found["global_vector_loads"]  # the row never comes through registers
+
+
+def test_the_plan_takes_the_gluon_kernel_only_for_rows_it_can_copy():
+    shared = fast.Plan("split_row", 16384, num_warps=4, in_shared=True, chunk=2048)
+    assert tk._plan("softmax", 65536, max_pieces=132, itemsize=2, shared=True) == shared
+    assert tk._plan("softmax", 65536, max_pieces=132, itemsize=4, shared=True) == shared
+    assert tk._plan("softmax", 32784, max_pieces=132, itemsize=4, shared=True) == shared
+    assert tk._plan("softmax", 2**20, max_pieces=132, itemsize=4, shared=True) == shared
+    # 16-bit rows of more than 32 pieces: pieces twice as wide, 8 warps
+    wide = fast.Plan("split_row", 32768, num_warps=8, in_shared=True, chunk=4096)
+    assert tk._plan("softmax", 2**20, max_pieces=132, itemsize=2, shared=True) == wide
+    # rows it cannot copy, rows kept whole, the backward pass, a block asked for: not this kernel
+    assert not tk._plan("softmax", 65536, max_pieces=132, itemsize=2).in_shared
+    assert not tk._plan("softmax", 32768, max_pieces=132, itemsize=2, shared=True).in_shared
+    assert not tk._plan("softmax_backward", 65536, max_pieces=132, itemsize=2,
+                        shared=True).in_shared
+    assert not tk._plan("softmax", 65536, "split_row", 8192, max_pieces=132, shared=True).in_shared
+    # too few multiprocessors for the pieces to run at once: the looped kernel, as before
+    assert tk._plan("softmax", 2**20, max_pieces=40, itemsize=4, shared=True).strategy == "looped"
+    assert tk._plan("softmax", 65536, max_pieces=0, shared=True).strategy == "looped"
+
+
+def test_cpu_tensors_are_never_copied_by_the_gluon_kernel(device):
+    x = make((4, 65536), torch.float32, "cpu")
+    assert not fast._fits_shared_copies(x)
+
+
+@pytest.mark.gpu
+@gluon_only
+def test_gpu_fresh_rows_fit_and_misaligned_views_do_not(device):
+    base = make((4, 40000), torch.bfloat16, device)
+    # rows starting 32 bytes in, every other row: still 16-byte copies
+    assert fast._fits_shared_copies(base, base[:, 16:], base[::2])
+    assert not fast._fits_shared_copies(base[:, 1:39985])  # rows 2 bytes off a boundary
+    assert not fast._fits_shared_copies(base[:, :39992])  # 39992 is not a multiple of 16
+    # a row stride of 40008 elements: the second row starts 16 bytes off
+    assert not fast._fits_shared_copies(make((4, 40008), torch.bfloat16, device)[:, :40000])
+    assert not fast._fits_shared_copies(base, base[:, 1:39985])  # every tensor must fit
+
+
+def nasty_rows(shape, dtype, device, seed):
+    """Random rows with the cases a split softmax gets wrong: a row of only -inf (NaN, as in
+    torch), pieces of only -inf beside finite ones, rows far above and below 0, a NaN."""
+    x = make(shape, dtype, device, seed=seed, scale=3.0)
+    width = shape[1]
+    x[1] = NEG_INF
+    x[2, : width // 2] = NEG_INF
+    x[3] = x[3] * 100 + 1000
+    x[4, : width // 2] = NEG_INF
+    x[4, width // 2:] -= 1000
+    x[5, -1] = 80.0  # the maximum in the last piece's last column
+    x[6, width // 3] = float("nan")
+    return x
+
+
+@pytest.mark.gpu
+@gluon_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [16, 144, 16384, 40000, 65536, 99984, 2**18, 2**20])
+@pytest.mark.parametrize("plan", [fast._SHARED_PIECE, fast._SHARED_WIDE_PIECE, (2048, 512, 4)],
+                         ids=["piece16384", "piece32768", "piece2048"])
+def test_gpu_every_piece_and_chunk_agrees_with_torch(plan, width, dtype, device):
+    piece, chunk, warps = plan
+    if -(-width // piece) > tk._max_pieces(torch.device(device)):
+        pytest.skip("more pieces than multiprocessors: the plan never launches this")
+    x = nasty_rows((7, width), dtype, device, seed=width)
+    launch = fast.Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
+    out = torch.full_like(x, float("nan"))
+    tk._launch_softmax(out, x, launch)
+    assert_matches(out, softmax_ref(x), dtype)
+
+
+@pytest.mark.gpu
+@gluon_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gpu_strided_rows_and_output_views(dtype, device):
+    # every other row of a wider tensor, starting 16 columns in, written into part of a wider
+    # output: the row strides are not the width, and nothing past the view is touched
+    big = make((10, 80000), dtype, device, seed=4, scale=3.0)
+    x = big[::2, 16:40016]
+    out_big = torch.full((5, 50000), float("nan"), dtype=dtype, device=device)
+    out = out_big[:, :40000]
+    plan = tk._plan("softmax", 40000, max_pieces=tk._max_pieces(x.device),
+                    itemsize=x.element_size(), shared=fast._fits_shared_copies(x, out))
+    assert plan.in_shared
+    tk._launch_softmax(out, x, plan)
+    assert_matches(out, softmax_ref(x), dtype)
+    assert out_big[:, 40000:].isnan().all()
+
+
+@pytest.mark.gpu
+@gluon_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_gpu_softmax_takes_the_kernel_for_fresh_rows_and_not_for_odd_views(dtype, device):
+    base = nasty_rows((7, 65552), dtype, device, seed=9)
+    for x, in_shared in ((base[:, :65536], True), (base[:, 1:65537], False),
+                         (base[:, :65544], False)):
+        plan = tk._plan("softmax", x.shape[1], max_pieces=tk._max_pieces(x.device), itemsize=2,
+                        shared=fast._fits_shared_copies(x, torch.empty_like(x)))
+        assert plan.in_shared == in_shared, x.shape
+        assert_matches(tk.softmax(x), softmax_ref(x), dtype)
