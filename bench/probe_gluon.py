@@ -7,7 +7,15 @@ remove a step give wrong output and are timed only as bounds:
   does not check);
 - NO_EXCHANGE: each piece normalises by its own (max, sum): no publish, arrival or spin;
 - NO_EXP: the exponentials replaced by an affine function;
-- STREAM: the output stored with the streaming cache hint (.cs).
+- STREAM: the output stored with the streaming cache hint (.cs);
+- EVEN: no masks (the width is a multiple of the piece), as the shipped kernel does there; the
+  flags below were timed with it:
+- FOLD: 1 / S folded into the exponent of the second pass, exp2((x - M) log2 e - log2 S),
+  one multiplication an element fewer;
+- LOCAL: every thread loads all the row's partials and combines them itself, instead of one
+  reduction across the program's warps each for M and S;
+- NO_BAR: no barrier between a chunk's copy landing and its read (each thread reads back only
+  the bytes it copied itself, with the same layout).
 """
 
 from __future__ import annotations
@@ -37,7 +45,9 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
                          sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
                          CHUNK: gl.constexpr, VEC: gl.constexpr, NO_TICKET: gl.constexpr,
                          NO_EXCHANGE: gl.constexpr, NO_EXP: gl.constexpr,
-                         STREAM: gl.constexpr):
+                         STREAM: gl.constexpr, EVEN: gl.constexpr = False,
+                         FOLD: gl.constexpr = False, LOCAL: gl.constexpr = False,
+                         NO_BAR: gl.constexpr = False):
     WARPS: gl.constexpr = gl.num_warps()
     CHUNKS: gl.constexpr = PIECE // CHUNK
     TILES: gl.constexpr = CHUNK // VEC
@@ -58,16 +68,21 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
     first = piece * PIECE
     src = in_ptr + row * in_row_stride + first
     for c in gl.static_range(CHUNKS):
-        _copy(buf.slice(c * TILES, TILES), src + c * CHUNK + offs,
-              mask=first + c * CHUNK + offs < n_cols)
+        if EVEN:
+            _copy(buf.slice(c * TILES, TILES), src + c * CHUNK + offs)
+        else:
+            _copy(buf.slice(c * TILES, TILES), src + c * CHUNK + offs,
+                  mask=first + c * CHUNK + offs < n_cols)
         async_copy.commit_group()
     m = gl.full([TILES], -float("inf"), gl.float32, gl.SliceLayout(1, tiles))
     s = gl.zeros([TILES], gl.float32, gl.SliceLayout(1, tiles))
     for c in gl.static_range(CHUNKS):
         async_copy.wait_group(CHUNKS - 1 - c)
-        _barrier()
+        if not NO_BAR:
+            _barrier()
         x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
-        x = gl.where(first + c * CHUNK + offs < n_cols, x, -float("inf"))
+        if not EVEN:
+            x = gl.where(first + c * CHUNK + offs < n_cols, x, -float("inf"))
         m_c = gl.max(x, axis=1)
         m_ref = gl.where(m_c == -float("inf"), 0.0, m_c)
         s_c = gl.sum(_exp2((x - m_ref[:, None]) * _LOG2E, NO_EXP), axis=1)
@@ -84,18 +99,28 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         arrived = gl.atomic_add(sync_ptr + 1 + row, 1) + 1
         while arrived < n_pieces:
             arrived = gl.atomic_add(sync_ptr + 1 + row, 0)
-        k = gl.arange(0, PIECES, flat)
+        if LOCAL:  # all PIECES partials in every thread: the reductions stay in the thread
+            own: gl.constexpr = gl.BlockedLayout([PIECES], [32], [WARPS], [0])
+            k = gl.arange(0, PIECES, own)
+        else:
+            k = gl.arange(0, PIECES, flat)
         parts = part_ptr + (row * PIECES + k) * 2
         m_all = gl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
         s_all = gl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
         m_row = gl.max(m_all, axis=0)
         s_row = gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
     inv = 1.0 / s_row
+    log2_s = gl.log2(s_row)
     dst = out_ptr + row * out_row_stride + first
     for c in gl.static_range(CHUNKS):
         x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
-        y = _exp2((x - m_row) * _LOG2E, NO_EXP) * inv
-        if STREAM:
+        if FOLD:
+            y = _exp2((x - m_row) * _LOG2E - log2_s, NO_EXP)
+        else:
+            y = _exp2((x - m_row) * _LOG2E, NO_EXP) * inv
+        if EVEN:
+            gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty))
+        elif STREAM:
             gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty),
                      mask=first + c * CHUNK + offs < n_cols, cache_modifier=".cs")
         else:

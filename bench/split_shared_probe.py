@@ -30,6 +30,8 @@ CONFIGS = ((8192, 2048, 4), (16384, 2048, 4), (16384, 4096, 4), (16384, 4096, 8)
 # "persistent" (alone) names probe_gluon.split_shared_persistent instead, with as many programs
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
 FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")
+# the flags of bench/probe_gluon.py timed without masks where the width allows, as shipped
+TUNING = ("fold", "local", "no_bar")
 # "masked" (alone) runs the shipped kernel with EVEN=False where the row would allow True
 
 
@@ -63,8 +65,10 @@ def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozens
                 out, x, out.stride(0), x.stride(0), x.shape[0], x.shape[1], part, sync,
                 **constants)
 
+        tuned = {f.upper(): f in flags for f in TUNING}
         return probe_gluon.split_shared_variant[(x.shape[0] * pieces,)](
-            *args, **constants, **{f.upper(): f in flags for f in FLAGS})
+            *args, **constants, **{f.upper(): f in flags for f in FLAGS}, **tuned,
+            EVEN=any(tuned.values()) and x.shape[1] % piece == 0)
     return launch
 
 
@@ -124,7 +128,7 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default=None, metavar="PIECE:CHUNK:WARPS,...")
     ap.add_argument("--variants", default=None, metavar="FLAG+FLAG,...",
                     help="bench/probe_gluon.py's flags to time, e.g. none,no_exchange+no_exp "
-                         f"(flags: {', '.join(FLAGS)}; default: none, the shipped kernel)")
+                         f"(flags: {', '.join(FLAGS + TUNING)}; default: none, the shipped kernel)")
     args = ap.parse_args(argv)
     import torch
 
