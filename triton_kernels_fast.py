@@ -162,10 +162,10 @@ _SPLIT_WARPS = 4
 # Triton 3.6, 2026-12-01; bench/split_shared_probe.py, bench/results/split_shared*.json),
 # against _softmax_split_row's 0.78, 0.75 and 0.70 of the copy ceiling in bfloat16 at 65536,
 # 2**18 and 2**20 columns, and 0.92 and 0.79 in float32 at 65536 and 2**20: pieces of 16384
-# columns, copied and folded 2048 at a time by 4 warps, ran at 0.91, 0.88 and 0.83 in bfloat16
-# and 0.94 and 0.88 in float32; 16-bit rows of 2**20 columns ran at 0.85 with pieces of 32768
-# and 8 warps. Pieces of 8192 and of 65536 columns were slower at every width. Where the width is
-# a multiple of the piece, no piece needs a mask (EVEN), which was worth 1 to 3 %.
+# columns, copied and folded 2048 at a time by 4 warps, ran at 0.91, 0.88 and 0.82 in bfloat16
+# and 0.94 and 0.87 in float32; 16-bit rows of 2**20 columns ran at 0.86 with pieces of 32768
+# and 8 warps. Pieces of 8192 and of 65536 columns were slower at every width. Where the width
+# is a multiple of the piece, no piece needs a mask (EVEN), which was worth up to 3 %.
 _SHARED_PIECE = (16384, 2048, 4)  # columns per piece, columns per copy group, warps
 _SHARED_WIDE_PIECE = (32768, 4096, 8)  # 16-bit rows of more than _SHARED_MAX_PIECES pieces
 _SHARED_MAX_PIECES = 32
@@ -231,7 +231,8 @@ def _plan(
             strategy = "multi_row" if 2 * row_bytes <= _ROW_TILE_BYTES else "single_block"
         elif max_pieces > 0 and n_cols <= _GPU_WHOLE_ROW.get((fn, itemsize), 0):
             strategy = "single_block"  # a GPU: one program with many warps
-        elif fn != "rmsnorm" and triton.cdiv(n_cols, _SPLIT_BLOCK) <= max_pieces:
+        elif fn != "rmsnorm" and triton.cdiv(n_cols, _split_piece(
+                fn, n_cols, itemsize, shared)[0]) <= max_pieces:
             strategy = "split_row"
         else:
             strategy = "looped"
@@ -245,10 +246,8 @@ def _plan(
         _check_block(fn, block)
         return Plan("looped", block, num_warps=_warps_for(block))
     if strategy == "split_row":
-        if fn == "softmax" and shared and block is None:
-            piece, chunk, warps = _SHARED_PIECE
-            if itemsize == 2 and triton.cdiv(n_cols, piece) > _SHARED_MAX_PIECES:
-                piece, chunk, warps = _SHARED_WIDE_PIECE
+        if block is None and _split_piece(fn, n_cols, itemsize, shared)[3]:
+            piece, chunk, warps, _ = _split_piece(fn, n_cols, itemsize, shared)
             if triton.cdiv(n_cols, piece) <= max_pieces:
                 return Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
         piece = _SPLIT_BLOCK if block is None else block
@@ -293,6 +292,16 @@ def _plan(
         return Plan("single_block", whole, num_warps=warps)
     rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
     return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
+
+
+def _split_piece(fn: str, n_cols: int, itemsize: int, shared: bool):
+    """(columns per piece, columns per copy group, warps, in shared memory) of a split row."""
+    if fn != "softmax" or not shared:
+        return _SPLIT_BLOCK, 0, _SPLIT_WARPS, False
+    piece, chunk, warps = _SHARED_PIECE
+    if itemsize == 2 and triton.cdiv(n_cols, piece) > _SHARED_MAX_PIECES:
+        piece, chunk, warps = _SHARED_WIDE_PIECE
+    return piece, chunk, warps, True
 
 
 def _check_block(fn: str, block: int) -> None:
@@ -762,7 +771,7 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
             BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
         )  # fmt: skip
     elif plan.in_shared:
-        import triton_kernels_gluon as gluon_kernels  # Gluon: only where _GLUON says it works
+        import triton_kernels_gluon as gluon_kernels  # where _gluon_available() said it runs
 
         pieces = triton.cdiv(n_cols, plan.block)
         part, sync = _split_scratch(n_rows, pieces, 2, x.device)

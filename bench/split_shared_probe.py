@@ -1,4 +1,4 @@
-"""Time the Gluon split-row kernel (pieces waiting in shared memory) against the shipped plan.
+"""Time the Gluon split-row kernel (pieces waiting in shared memory) against the one it replaced.
 
     PYTHONPATH=. python3 bench/split_shared_probe.py --json bench/results/split_shared.json
     PYTHONPATH=. python3 bench/split_shared_probe.py --cases bf16:65536 --configs 16384:2048:4
@@ -6,8 +6,10 @@
 triton_kernels_gluon._softmax_split_shared keeps each piece of a wide row in shared memory in
 its own dtype while the row's pieces exchange their partial maxima and sums, where
 _softmax_split_row keeps it in registers as float32. This times it for every
-(piece, chunk, warps) in --configs against what the plan ships, on 1 GiB inputs, after
-checking each against float64 (learning.bench's checks). GPU only: Gluon has no interpreter.
+(piece, chunk, warps) in --configs, on 1 GiB inputs, after checking each against float64
+(learning.bench's checks), beside the plan for rows that kernel cannot copy (_softmax_split_row,
+pieces in registers; at 32768 columns the one-program kernels). --variants adds
+bench/probe_gluon.py's variants and bounds. GPU only: Gluon has no interpreter.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ CONFIGS = ((8192, 2048, 4), (16384, 2048, 4), (16384, 4096, 4), (16384, 4096, 8)
            (32768, 4096, 4), (32768, 4096, 8), (65536, 4096, 8))
 
 
+# How the first row of each case is named: the plan for rows that the shared-memory kernel
+# cannot copy (runs before this name was chosen called it "shipped", which it then was).
+REGISTERS = "registers"
 # bench/probe_gluon.py's flags; all but "stream" give wrong output and are timed as bounds.
 # "persistent" (alone) names probe_gluon.split_shared_persistent instead, with as many programs
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
@@ -86,9 +91,10 @@ def measure(ceiling: float, cases, configs, variants=((),)) -> list[dict]:
                                  rowwise.GIB // (width * dtype.itemsize), width, dname)
         x = case["args"][0]
         out = torch.empty_like(x)
+        # the plan for rows the shared-memory kernel cannot copy: the kernel it replaced
         plan = tk._plan("softmax", width, max_pieces=sms, itemsize=dtype.itemsize,
-                        paired=dtype.itemsize == 2)
-        found = [(f"shipped ({plan.strategy}, {plan.block}, {plan.num_warps} warps)",
+                        paired=dtype.itemsize == 2, shared=False)
+        found = [(f"{REGISTERS} ({plan.strategy}, {plan.block}, {plan.num_warps} warps)",
                   lambda o, a, p=plan: tk._launch_softmax(o, a, p))]
         for piece, chunk, warps in configs:
             if piece * dtype.itemsize > smem or -(-width // piece) > sms or chunk > piece:

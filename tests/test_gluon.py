@@ -2,8 +2,8 @@
 pieces in shared memory: it compiles wherever the plan may pick it, the plan picks it only for
 rows it can copy, and on a GPU it agrees with float64 torch wherever it runs.
 
-Gluon has no interpreter: on the CPU the kernel is compiled for an H100/H200 (sm_90) without
-running, and the GPU tests run it.
+Gluon has no interpreter: on the CPU the kernel is compiled for an H100/H200 (sm_90), an A100
+(sm_80) and an L4 (sm_89) without running, and the GPU tests run it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ gluon_only = pytest.mark.skipif(not tg.AVAILABLE,
                                 reason=f"Triton {triton.__version__} lacks the Gluon it needs")
 
 
-# Compiles the kernel for compute capability 9.0 as a launch that _fits_shared_copies allows
+# Compiles the kernel for a GPU it may run on, as a launch that _fits_shared_copies allows
 # would specialise it (16-divisible integers, 16-byte aligned pointers), and prints what the
 # tests check. A child process: TRITON_INTERPRET, set for the CPU tests, turns Gluon's own
 # helpers into interpreted functions that its compiler refuses.
@@ -42,7 +42,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 import triton_kernels_gluon as tg
 found = {}
 for key in json.loads(sys.argv[1]):
-    dtype, piece, chunk, warps, even = key
+    dtype, piece, chunk, warps, even, capability = key
     signature = {"out_ptr": "*" + dtype, "in_ptr": "*" + dtype, "out_row_stride": "i32",
                  "in_row_stride": "i32", "n_cols": "i32", "part_ptr": "*fp32", "sync_ptr": "*i32"}
     constants = {"PIECES": 8, "PIECE": piece, "CHUNK": chunk,
@@ -50,7 +50,7 @@ for key in json.loads(sys.argv[1]):
     signature.update(dict.fromkeys(constants, "constexpr"))
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(7)}
     source = GluonASTSource(tg._softmax_split_shared, signature, constants, aligned)
-    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+    kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
                             options={"num_warps": warps})
     ptx = kernel.asm["ptx"]
     copy = r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], [[][^]]*[]], (\\w+)"
@@ -59,14 +59,17 @@ for key in json.loads(sys.argv[1]):
         "shared": kernel.metadata.shared, "global_vector_loads": "ld.global.v4" in ptx}
 print(json.dumps(found))
 """
-KEYS = [[dtype, *plan, even] for dtype, plan in (("bf16", fast._SHARED_PIECE),
-                                                 ("fp32", fast._SHARED_PIECE),
-                                                 ("fp16", fast._SHARED_WIDE_PIECE))
-        for even in (True, False)]
+# (dtype, piece, chunk, warps, EVEN, compute capability): the plan's pieces on an H100/H200,
+# and the two older GPUs with asynchronous copies the plan also allows (A100; L4, RTX 40xx)
+KEYS = [[dtype, *plan, even, 90] for dtype, plan in (("bf16", fast._SHARED_PIECE),
+                                                     ("fp32", fast._SHARED_PIECE),
+                                                     ("fp16", fast._SHARED_WIDE_PIECE))
+        for even in (True, False)] + [["bf16", *fast._SHARED_PIECE, False, 80],
+                                      ["fp32", *fast._SHARED_PIECE, True, 89]]
 
 
 @pytest.fixture(scope="module")
-def compiled_for_sm90():
+def compiled():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", COMPILE, json.dumps(KEYS)], env=env,
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -75,9 +78,10 @@ def compiled_for_sm90():
 
 
 @gluon_only
-@pytest.mark.parametrize("key", KEYS, ids=lambda k: f"{k[0]}-{k[1]}-{'even' if k[4] else 'masked'}")
-def test_the_kernel_compiles_for_sm90_copying_16_bytes_at_a_time(key, compiled_for_sm90):
-    found = compiled_for_sm90[json.dumps(key)]
+@pytest.mark.parametrize(
+    "key", KEYS, ids=lambda k: f"sm{k[5]}-{k[0]}-{k[1]}-{'even' if k[4] else 'masked'}")
+def test_the_kernel_compiles_copying_16_bytes_at_a_time(key, compiled):
+    found = compiled[json.dumps(key)]
     assert found["copies"] and set(found["copies"]) == {"0x10"}, found["copies"]
     itemsize = 4 if key[0] == "fp32" else 2
     assert found["shared"] >= key[1] * itemsize  # the whole piece waits there
@@ -99,8 +103,11 @@ def test_the_plan_takes_the_gluon_kernel_only_for_rows_it_can_copy():
     assert not tk._plan("softmax_backward", 65536, max_pieces=132, itemsize=2,
                         shared=True).in_shared
     assert not tk._plan("softmax", 65536, "split_row", 8192, max_pieces=132, shared=True).in_shared
-    # too few multiprocessors for the pieces to run at once: the looped kernel, as before
+    # too few multiprocessors for the pieces to run at once: the looped kernel, as before; but
+    # 64 pieces of 16384 fit 100 multiprocessors where 128 pieces of 8192 would not
     assert tk._plan("softmax", 2**20, max_pieces=40, itemsize=4, shared=True).strategy == "looped"
+    assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4, shared=True) == shared
+    assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4).strategy == "looped"
     assert tk._plan("softmax", 65536, max_pieces=0, shared=True).strategy == "looped"
 
 

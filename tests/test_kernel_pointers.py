@@ -13,8 +13,8 @@ import pytest
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 # The files lessons send a reader into, as they name them.
-MODULES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
-           "reference_attention.py")
+MODULES = ("triton_kernels.py", "triton_kernels_fast.py", "triton_kernels_gluon.py",
+           "reference_matmul.py", "reference_attention.py")
 DOCUMENTS = sorted((COURSE_ROOT / "lessons").glob("*.md")) + [COURSE_ROOT / "README.md"]
 # A learner meets _softmax on the first screen of triton_kernels.py; the file stays an essay.
 FIRST_SCREEN = 80
@@ -31,10 +31,18 @@ READING = re.compile(r"\b(read|open|find)\b", re.IGNORECASE)
 
 @cache
 def definitions(module: str) -> dict[str, int]:
-    """Top-level names a module defines (functions, classes, assignments): name -> line."""
+    """Top-level names a module defines (functions, classes, assignments): name -> line. Names
+    defined under a top-level ``if`` or ``try`` count (triton_kernels_gluon defines its kernel
+    only where Gluon is there)."""
     tree = ast.parse((COURSE_ROOT / module).read_text(encoding="utf-8"))
     found = {}
-    for node in tree.body:
+    nodes = list(tree.body)
+    while nodes:
+        node = nodes.pop(0)
+        if isinstance(node, (ast.If, ast.Try)):
+            nodes[:0] = [*node.body, *getattr(node, "orelse", []),
+                         *(n for handler in getattr(node, "handlers", []) for n in handler.body)]
+            continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             found[node.name] = node.lineno if not node.decorator_list else \
                 node.decorator_list[0].lineno

@@ -146,6 +146,108 @@ def probe_summary(_numbers=None) -> Table:
                        and r["variant"].startswith(("shipped", "no_exp")))
 
 
+def split_table(name: str, keep=lambda row: True) -> Table:
+    """A run of bench/split_shared_probe.py (bench/results/NAME.json): the split-row kernels of
+    wide rows, variants and bounds, as measured (``keep`` picks rows)."""
+    data = load(name)
+    env = data["env"]
+    rows = []
+    for r in filter(keep, data["rows"]):
+        speed = f"{r['gbps']:.0f} ({r['frac']:.2f})" if "gbps" in r else \
+            r.get("error", "wrong answer")[:60]
+        checked = "yes" if r.get("checked", True) else "no (a bound)"
+        # runs before the shared-memory kernel shipped named the plan they compared it with
+        # "shipped": the split kernel with its pieces in registers, as later runs name it
+        variant = r["variant"].replace("shipped (", "registers (")
+        rows.append((variant, r["dtype"], str(r["cols"]), speed, checked,
+                     str(r.get("registers", "-"))))
+    note = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
+            f"command `{data['command']}`; inputs of 1 GiB; copy ceiling "
+            f"{data['copy_gbps']:.0f} GB/s at the start, {data['copy_gbps_end']:.0f} at the end.")
+    return Table(("variant", "dtype", "cols", "GB/s (of copy)", "right answer",
+                  "registers a thread"), tuple(rows), note)
+
+
+def split_bounds_table(_numbers=None) -> Table:
+    """The split kernels at pieces of 16384 columns, and what removing each step gives."""
+    return split_table("split_shared_bounds",
+                       keep=lambda r: "8192/" not in r["variant"])
+
+
+# The widths past what one program keeps whole, and the sweep whose geometric mean the course
+# tracks for them: 128 to 2**18 columns in float32 and bfloat16.
+WIDE = (32768, 65536, 262144, 1048576)
+MEAN_SWEEP = (("fp32", "bf16"), 128, 2**18)
+
+
+def _geometric_mean(data: dict) -> float:
+    dtypes, low, high = MEAN_SWEEP
+    fracs = [r["frac"] for r in data["results"]
+             if r["impl"] == "reference" and r["dtype"] in dtypes and low <= r["cols"] <= high]
+    product = 1.0
+    for f in fracs:
+        product *= f
+    return product ** (1 / len(fracs))
+
+
+def versions_table(_numbers=None) -> Table:
+    """triton_kernels.softmax on wide rows, measured with Triton 3.6 and with Triton 3.9."""
+    runs = (load("softmax"), load("softmax_triton39"))
+    cases = [_rows(run) for run in runs]
+    rows = []
+    for dtype in ("fp32", "bf16", "fp16"):
+        for cols in WIDE:
+            cells = [_cell(case.get((dtype, cols), {}).get("reference")) for case in cases]
+            rows.append((dtype, str(cols), *cells))
+    note = ("Runs: " + " ".join(f"triton {run['env']['triton']}: {run['env']['device']}, torch "
+                       f"{run['env']['torch']}, {run['env']['date']}, command `{run['command']}`, "
+                       f"copy ceiling {run['copy_gbps']:.0f} GB/s at the start."
+                       for run in runs))
+    return Table(("dtype", "cols", *(f"triton {run['env']['triton']} GB/s (of copy)"
+                                    for run in runs)), tuple(rows), note)
+
+
+# The goals for rows too wide for one program, as (what, goal, kernel, dtypes, low, high):
+# the lowest fraction of the copy ceiling over those widths must reach the goal.
+WIDE_GOALS = (
+    ("forward, 16-bit, 32769 to 262144 columns", 0.92, "softmax", ("bf16", "fp16"), 32769,
+     262144),
+    ("forward, float32, 65536 columns", 0.95, "softmax", ("fp32",), 65536, 65536),
+    ("forward, 2**20 columns, every dtype", 0.85, "softmax", ("fp32", "bf16", "fp16"), 2**20,
+     2**20),
+    ("backward, 512 to 32768 columns, every dtype", 0.97, "softmax_backward",
+     ("fp32", "bf16", "fp16"), 512, 32768),
+)
+
+
+def _lowest(data: dict, dtypes, low: int, high: int) -> float:
+    return min(r["frac"] for r in data["results"]
+               if r["impl"] == "reference" and r["dtype"] in dtypes and low <= r["cols"] <= high)
+
+
+def wide_targets_table(_numbers=None) -> Table:
+    """The wide-row goals against the committed runs with Triton 3.6 and with Triton 3.9."""
+    runs = {kernel: (load(kernel), load(f"{kernel}_triton39"))
+            for kernel in ("softmax", "softmax_backward")}
+    rows = []
+    for what, goal, kernel, dtypes, low, high in WIDE_GOALS:
+        found = [_lowest(run, dtypes, low, high) for run in runs[kernel]]
+        rows.append((what, f">= {goal:.2f}", *(f"{f:.3f}" for f in found),
+                     "met" if min(found) >= goal else "not met"))
+    dtypes, low, high = MEAN_SWEEP
+    means = [_geometric_mean(run) for run in runs["softmax"]]
+    rows.append((f"forward, geometric mean over {' and '.join(dtypes)}, {low} to {high} columns",
+                 ">= 0.96", *(f"{m:.3f}" for m in means),
+                 "met" if min(means) >= 0.96 else "not met"))
+    versions = [run["env"]["triton"] for run in runs["softmax"]]
+    note = " ".join(
+        f"{kernel}, triton {run['env']['triton']}: {run['env']['device']}, torch "
+        f"{run['env']['torch']}, {run['env']['date']}, command `{run['command']}`."
+        for kernel, pair in runs.items() for run in pair)
+    return Table(("goal (triton_kernels, lowest over the widths)", "target",
+                  *(f"triton {v}" for v in versions), "status"), tuple(rows), note)
+
+
 def ceiling_text(_numbers=None) -> Text:
     data = load("softmax")
     env = data["env"]
@@ -229,6 +331,13 @@ BLOCKS = {
     "latency_swing": latency_swing_text,
     "probe": probe_table,
     "probe32768": probe_summary,
+    "split_shared": lambda _numbers=None: split_table("split_shared"),
+    "split_bounds": split_bounds_table,
+    "split_masks": lambda _numbers=None: split_table("split_shared_masks"),
+    "split_persistent": lambda _numbers=None: split_table("split_shared_persistent"),
+    "split_fold": lambda _numbers=None: split_table("split_shared_fold"),
+    "versions": versions_table,
+    "wide_targets": wide_targets_table,
     "summary": summary_table,
     "targets": targets_table,
     "forward": lambda _numbers=None: sweep_table("softmax"),
