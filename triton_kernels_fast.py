@@ -164,8 +164,11 @@ _SPLIT_WARPS = 4
 # 2**18 and 2**20 columns, and 0.92 and 0.79 in float32 at 65536 and 2**20: pieces of 16384
 # columns, copied and folded 2048 at a time by 4 warps, ran at 0.91, 0.88 and 0.82 in bfloat16
 # and 0.94 and 0.87 in float32; 16-bit rows of 2**20 columns ran at 0.86 with pieces of 32768
-# and 8 warps. Pieces of 8192 and of 65536 columns were slower at every width. Where the width
-# is a multiple of the piece, no piece needs a mask (EVEN), which was worth up to 3 %.
+# and 8 warps (0.82 with 16384). Pieces of 8192 and of 65536 columns were slower at every
+# width. Where the width is a multiple of the piece, no piece needs a mask (EVEN), which was
+# worth up to 3 %. Against pieces of 16384, the wide pieces were ahead by 0.01 at 131072 16-bit
+# columns, level at 2**18 and behind at 65536; the plan takes them past 32 pieces of 16384,
+# which among the widths measured is 2**20 only.
 _SHARED_PIECE = (16384, 2048, 4)  # columns per piece, columns per copy group, warps
 _SHARED_WIDE_PIECE = (32768, 4096, 8)  # 16-bit rows of more than _SHARED_MAX_PIECES pieces
 _SHARED_MAX_PIECES = 32
@@ -246,10 +249,9 @@ def _plan(
         _check_block(fn, block)
         return Plan("looped", block, num_warps=_warps_for(block))
     if strategy == "split_row":
-        if block is None and _split_piece(fn, n_cols, itemsize, shared)[3]:
-            piece, chunk, warps, _ = _split_piece(fn, n_cols, itemsize, shared)
-            if triton.cdiv(n_cols, piece) <= max_pieces:
-                return Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
+        piece, chunk, warps, in_shared = _split_piece(fn, n_cols, itemsize, shared)
+        if block is None and in_shared and triton.cdiv(n_cols, piece) <= max_pieces:
+            return Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
         piece = _SPLIT_BLOCK if block is None else block
         _check_block(fn, piece)
         pieces = triton.cdiv(n_cols, piece)
@@ -354,6 +356,47 @@ def _pipeline_stages(device: torch.device, plan: Plan) -> int:
     index = device.index if device.index is not None else torch.cuda.current_device()
     in_flight = (_shared_memory(index) - 4096) // (plan.block * 2)
     return max(1, min(plan.stages, 1 + in_flight))
+
+
+def _fits_shared_copies(*tensors: torch.Tensor) -> bool:
+    """True if triton_kernels_gluon's kernel can copy these (rows, cols) views 16 bytes at a
+    time (_copyable_rows) on the GPU that holds them: an NVIDIA GPU with asynchronous copies
+    (compute capability 8.0 on) and a Triton whose Gluon the kernel is written for. False while
+    torch.compile traces (fake tensors): its graph holds only Triton kernels, which it knows
+    how to analyse, so it keeps _softmax_split_row."""
+    return all(
+        type(t) is torch.Tensor
+        and t.device.type == "cuda"
+        and torch.version.hip is None  # ROCm calls its GPUs "cuda" too: no cp.async there
+        and _copyable_rows(t.shape[1], t.stride(0), t.data_ptr())
+        and _capability(t.device.index if t.device.index is not None else
+                        torch.cuda.current_device()) >= (8, 0)
+        for t in tensors
+    ) and _gluon_available()
+
+
+def _copyable_rows(n_cols: int, row_stride: int, address: int) -> bool:
+    """Whether rows of ``n_cols`` elements, ``row_stride`` elements apart, from byte
+    ``address`` on, can be copied 16 bytes at a time with no copy crossing a row's end: the
+    width and the row stride multiples of 16 elements (what Triton must see in its integer
+    arguments to emit 16-byte copies, whatever the dtype), the first row 16-byte aligned."""
+    return n_cols % 16 == 0 and row_stride % 16 == 0 and address % 16 == 0
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+@functools.cache
+def _gluon_available() -> bool:
+    """Whether triton_kernels_gluon's kernel runs here: compiled kernels, and a Triton with the
+    Gluon it is written for (imported on first use: the CPU never needs it)."""
+    if _INTERPRETED:
+        return False
+    import triton_kernels_gluon
+
+    return triton_kernels_gluon.AVAILABLE
 
 
 def _on_device(t: torch.Tensor):
@@ -515,40 +558,6 @@ def _pairs_of_16_bits(*tensors: torch.Tensor) -> bool:
         and _starts_on_4_bytes(t)
         for t in tensors
     )
-
-
-def _fits_shared_copies(*tensors: torch.Tensor) -> bool:
-    """True if triton_kernels_gluon can copy these (rows, cols) views 16 bytes at a time: Gluon
-    is there and the GPU has asynchronous copies (compute capability 8.0 on); the width and the
-    row strides are multiples of 16 elements (what Triton must see to vectorise) and every row
-    starts on a 16-byte boundary. False while torch.compile traces (fake tensors): its graph
-    holds only Triton kernels, which it knows how to analyse, so it keeps _softmax_split_row."""
-    return all(
-        type(t) is torch.Tensor
-        and t.device.type == "cuda"
-        and t.shape[1] % 16 == 0
-        and (t.shape[0] == 1 or t.stride(0) % 16 == 0)
-        and t.data_ptr() % 16 == 0
-        and _capability(t.device.index if t.device.index is not None else
-                        torch.cuda.current_device()) >= (8, 0)
-        for t in tensors
-    ) and _gluon_available()
-
-
-@functools.cache
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-@functools.cache
-def _gluon_available() -> bool:
-    """Whether triton_kernels_gluon's kernel runs here: compiled kernels, and a Triton with the
-    Gluon it is written for (imported on first use: the CPU never needs it)."""
-    if _INTERPRETED:
-        return False
-    import triton_kernels_gluon
-
-    return triton_kernels_gluon.AVAILABLE
 
 
 def _starts_on_4_bytes(t: torch.Tensor) -> bool:

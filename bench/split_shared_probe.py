@@ -31,7 +31,8 @@ CONFIGS = ((8192, 2048, 4), (16384, 2048, 4), (16384, 4096, 4), (16384, 4096, 8)
 # How the first row of each case is named: the plan for rows that the shared-memory kernel
 # cannot copy (runs before this name was chosen called it "shipped", which it then was).
 REGISTERS = "registers"
-# bench/probe_gluon.py's flags; all but "stream" give wrong output and are timed as bounds.
+# bench/probe_gluon.py's flags, timed whatever their answer: no_exchange and no_exp give a wrong
+# one, no_ticket the right one only while every program fits on the GPU at once.
 # "persistent" (alone) names probe_gluon.split_shared_persistent instead, with as many programs
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
 FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")

@@ -68,6 +68,10 @@ KEYS = [[dtype, *plan, even, 90] for dtype, plan in (("bf16", fast._SHARED_PIECE
                                       ["fp32", *fast._SHARED_PIECE, True, 89]]
 
 
+# The shared memory one program may use: A100 (sm_80), L4 and RTX 40xx (sm_89), H100 and H200
+SHARED_PER_PROGRAM = {80: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+
 @pytest.fixture(scope="module")
 def compiled():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -85,6 +89,7 @@ def test_the_kernel_compiles_copying_16_bytes_at_a_time(key, compiled):
     assert found["copies"] and set(found["copies"]) == {"0x10"}, found["copies"]
     itemsize = 4 if key[0] == "fp32" else 2
     assert found["shared"] >= key[1] * itemsize  # the whole piece waits there
+    assert found["shared"] <= SHARED_PER_PROGRAM[key[5]]  # and it fits that GPU
     assert not found["global_vector_loads"]  # the row never comes through registers
 
 
@@ -114,6 +119,25 @@ def test_the_plan_takes_the_gluon_kernel_only_for_rows_it_can_copy():
 def test_cpu_tensors_are_never_copied_by_the_gluon_kernel(device):
     x = make((4, 65536), torch.float32, "cpu")
     assert not fast._fits_shared_copies(x)
+
+
+@pytest.mark.parametrize("n_cols, row_stride, address, copyable", [
+    (65536, 65536, 0, True),
+    (40000, 80000, 32, True),  # every other row, starting 16 columns in (bfloat16)
+    (65536, 65536, 2, False),  # a row that starts 2 bytes off a 16-byte boundary
+    (39992, 39992, 0, False),  # a width that is not a multiple of 16
+    (40000, 40008, 0, False),  # the second row starts 16 bytes off (bfloat16)
+    (65536, 8, 0, False),  # a row stride Triton cannot see as 16-divisible, one row or not
+])
+def test_rows_are_copyable_only_in_whole_16_byte_pieces(n_cols, row_stride, address, copyable):
+    assert fast._copyable_rows(n_cols, row_stride, address) == copyable
+
+
+@pytest.mark.parametrize("version, available", [((3, 5), False), ((3, 6), True),
+                                                ((3, 9), True), ((3, 10), False)])
+def test_the_kernel_is_offered_only_on_the_triton_versions_it_was_tested_on(version, available):
+    low, high = tg.TESTED
+    assert (low <= version <= high) == available
 
 
 @pytest.mark.gpu
@@ -190,3 +214,54 @@ def test_gpu_softmax_takes_the_kernel_for_fresh_rows_and_not_for_odd_views(dtype
                         shared=fast._fits_shared_copies(x, torch.empty_like(x)))
         assert plan.in_shared == in_shared, x.shape
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+
+
+@pytest.mark.gpu
+@gluon_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gpu_many_more_pieces_than_fit_at_once_still_agree(dtype, device):
+    # 512 rows of 4 pieces: far more programs than the GPU holds, so most wait for a ticket's
+    # predecessors to finish, and every row's pieces meet through the arrival counts
+    x = make((512, 65536), dtype, device, seed=11, scale=3.0)
+    x[100] = NEG_INF
+    x[300, :16384] = NEG_INF
+    plan = tk._plan("softmax", 65536, max_pieces=tk._max_pieces(x.device),
+                    itemsize=x.element_size(), shared=True)
+    assert plan.in_shared
+    out = torch.full_like(x, float("nan"))
+    tk._launch_softmax(out, x, plan)
+    assert_matches(out, torch.softmax(x.double(), dim=-1), dtype)
+
+
+def launched_plans(monkeypatch):
+    """The plans triton_kernels.softmax launches, recorded as it launches them."""
+    plans = []
+    launch = tk._launch_softmax
+
+    def record(out, x, plan):
+        plans.append(plan)
+        launch(out, x, plan)
+
+    monkeypatch.setattr(tk, "_launch_softmax", record)
+    return plans
+
+
+@pytest.mark.gpu
+@gluon_only
+def test_gpu_softmax_launches_the_kernel_only_for_split_rows_it_can_copy(monkeypatch, device):
+    plans = launched_plans(monkeypatch)
+    base = make((3, 65552), torch.bfloat16, device, seed=5, scale=3.0)
+    for x, in_shared in ((base[:, :65536], True), (base[:, 1:65537], False),
+                         (base[:, :1024], False), (base[:, :32768], False)):
+        assert_matches(tk.softmax(x), softmax_ref(x), torch.bfloat16)
+        assert plans[-1].in_shared == in_shared, (x.shape, plans[-1])
+
+
+@pytest.mark.gpu
+def test_gpu_without_the_gluon_kernel_wide_rows_split_in_registers(monkeypatch, device):
+    # a Triton the kernel was not tested on: the plan falls back, and the answer is the same
+    monkeypatch.setattr(fast, "_gluon_available", lambda: False)
+    plans = launched_plans(monkeypatch)
+    x = nasty_rows((7, 65536), torch.bfloat16, device, seed=6)
+    assert_matches(tk.softmax(x), softmax_ref(x), torch.bfloat16)
+    assert plans[-1].strategy == "split_row" and not plans[-1].in_shared

@@ -155,11 +155,11 @@ def split_table(name: str, keep=lambda row: True) -> Table:
     for r in filter(keep, data["rows"]):
         speed = f"{r['gbps']:.0f} ({r['frac']:.2f})" if "gbps" in r else \
             r.get("error", "wrong answer")[:60]
-        checked = "yes" if r.get("checked", True) else "no (a bound)"
+        right = "yes" if r.get("correct") else "no"
         # runs before the shared-memory kernel shipped named the plan they compared it with
         # "shipped": the split kernel with its pieces in registers, as later runs name it
         variant = r["variant"].replace("shipped (", "registers (")
-        rows.append((variant, r["dtype"], str(r["cols"]), speed, checked,
+        rows.append((variant, r["dtype"], str(r["cols"]), speed, right,
                      str(r.get("registers", "-"))))
     note = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
             f"command `{data['command']}`; inputs of 1 GiB; copy ceiling "
