@@ -222,6 +222,8 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys, m
     if compile_lines:
         follow = lines[compile_lines[0] + 1]
         assert follow.startswith(" " * 10) or "cases passed" in follow  # wrapped under its case
+        # the count says the compile check is a check of its own, not one of its cases
+        assert "cases passed; the GPU compile check passed" in text
 
 
 def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
@@ -608,3 +610,72 @@ def test_a_wrong_dict_or_list_is_shown_once_not_as_returned_and_then_got(tmp_pat
     result = grade_text(tmp_path, "reductions", text, ["python"])
     failed = next(c for c in result.parts[0].cases if c.verdict.status == "failed")
     assert failed.verdict.got == "[[0.0]]" and "[[0.0]]" not in failed.verdict.summary
+
+
+def test_outputs_rounded_for_display_are_described_as_rounded_not_as_float32(tmp_path):
+    # rounded to 9 places, the error is float32-sized: naming float32 would send the learner
+    # after a conversion that is not there
+    code = solution_text("online_softmax") + '''
+
+_full = online_softmax_python
+
+
+def online_softmax_python(values, block):
+    return [round(v, 9) for v in _full(values, block)]
+'''
+    result = grade_text(tmp_path, "online_softmax", code, ["python"])
+    failed = [v for v in _cases(result).values() if v.status == "failed"]
+    assert failed and all(not v.causes for v in failed)
+    said = [o for v in failed for o in v.observations]
+    assert any("rounded to 9 decimal places" in o for o in said)
+    assert not any("float32" in o for o in said)
+
+    from rich.console import Console
+
+    from learning.grader import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    shown = [line.split("expected ")[1].split(", got ") for line in
+             console.export_text().splitlines() if line.strip().startswith("at [")]
+    assert shown and all(want != got for want, got in shown)  # every mismatch shows its digits
+
+
+def test_softmax_rounded_to_nine_places_names_the_rounding(tmp_path):
+    code = solution_text("softmax") + '''
+
+_full = softmax_python
+
+
+def softmax_python(values):
+    return [round(v, 9) for v in _full(values)]
+'''
+    failed = [v for v in _cases(grade_text(tmp_path, "softmax", code, ["python"])).values()
+              if v.status == "failed"]
+    assert failed and all(_causes(v) == {"rounded"} for v in failed)
+
+
+def test_a_mismatch_is_printed_with_the_digits_that_tell_the_two_apart():
+    from learning.grader.numbers import DECIMALS, decimals_to_tell_apart, format_value
+
+    want, got = [0.0042449863, 0.5], [0.004244986, 0.5]
+    decimals = decimals_to_tell_apart(want, got)
+    assert decimals > DECIMALS
+    assert format_value(want[0], decimals) != format_value(got[0], decimals)
+    assert decimals_to_tell_apart([0.25, 0.5], [0.26, 0.5]) == DECIMALS  # nine show it already
+
+
+def test_a_tail_missing_from_some_rows_only_is_not_blamed_on_the_block():
+    from learning.grader import compare
+
+    # row 0 whole, row 1 written only in column 0: what a row stride of 1 leaves behind
+    unwritten = np.zeros((2, 1000), dtype=bool)
+    unwritten[1, 1:] = True
+    verdict = compare._judge_unwritten(unwritten, np.zeros((2, 1000)))
+    assert verdict.bug.key == "unwritten"
+    assert "columns 1 to 999 of row 1 only (of 2); the other rows are whole" in verdict.summary
+    assert "each row" not in verdict.summary
+    every = np.zeros((2, 1000), dtype=bool)
+    every[:, 600:] = True  # the same tail of every row: a block or a mask, as before
+    verdict = compare._judge_unwritten(every, np.zeros((2, 1000)))
+    assert verdict.bug.key == "block-too-small" and "of each row" in verdict.summary

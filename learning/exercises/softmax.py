@@ -89,8 +89,8 @@ def _rounded(got, args, want) -> bool:
         return False
     if not np.any(got):  # all zeros is no rounding (floor division gives it too)
         return False
-    return any(np.allclose(got, np.round(want, digits), rtol=0, atol=1e-12)
-               for digits in range(1, 9))
+    return any(np.allclose(got, np.round(want, digits), rtol=0, atol=1e-13)
+               for digits in range(1, 12))
 
 
 PYTHON_BUGS = (

@@ -21,6 +21,7 @@ from learning.grader.numbers import (  # noqa: F401
     DECIMALS,
     close,
     counted,
+    decimals_to_tell_apart,
     format_value,
     format_values,
     verb,
@@ -105,6 +106,7 @@ class Verdict:
     mismatches: list[Mismatch] = field(default_factory=list)
     mismatch_count: int = 0
     size: int = 0  # elements in the output, so a renderer knows whether "got" showed them all
+    decimals: int = DECIMALS  # what the values are printed with (more where 9 hide a difference)
     traceback: str = ""
     seconds: float = 0.0
 
@@ -122,10 +124,10 @@ STATUSES = ("passed", "failed", "error", "not-started", "skipped", "not-run", "t
             "crashed")
 
 
-def _describe_expected(want, part: Part) -> str:
+def _describe_expected(want, part: Part, decimals: int = DECIMALS) -> str:
     if part.returns == "tensor":
-        return f"tensor of shape {tuple(want.shape)}: {format_values(want)}"
-    return format_values(want)
+        return f"tensor of shape {tuple(want.shape)}: {format_values(want, decimals=decimals)}"
+    return format_values(want, decimals=decimals)
 
 
 def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> Verdict:
@@ -156,7 +158,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         verdict = _judge_values(part, case, outcome, args, want)
     verdict.seconds = outcome.seconds
     if not verdict.passed and not verdict.expected:
-        verdict.expected = _describe_expected(want, part)
+        verdict.expected = _describe_expected(want, part, verdict.decimals)
     return _own_words(part, verdict)
 
 
@@ -362,11 +364,17 @@ def _judge_unwritten(unwritten, values) -> Verdict:
         suffix = np.zeros_like(rows)
         suffix[:, first_col:] = True
         if (rows[touched] == suffix[touched]).all():
-            if first_col == rows.shape[1] - 1:
-                key, summary = "off-by-one-mask", f"{summary}: the last column of each row"
-            else:
-                key = "block-too-small"
-                summary += f": columns {first_col} to {rows.shape[1] - 1} of each row"
+            columns = "the last column" if first_col == rows.shape[1] - 1 else \
+                f"columns {first_col} to {rows.shape[1] - 1}"
+            if touched.all():  # the same end missing from every row: a block or a mask
+                key = "off-by-one-mask" if first_col == rows.shape[1] - 1 else "block-too-small"
+                summary += f": {columns} of each row"
+            else:  # only some rows: no block or mask would spare the others
+                named = np.flatnonzero(touched)
+                which = ", ".join(str(int(r)) for r in named[:5]) + \
+                    (f" and {len(named) - 5} more" if len(named) > 5 else "")
+                summary += f": {columns} of {verb(len(named), 'row', 'rows')} {which} only " \
+                           f"(of {len(rows)}); the other rows are whole"
     return _fail(key, summary, format_values(values))
 
 
@@ -398,10 +406,12 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
                   if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
                              inputs, part.observe, dtype)
+    # as many decimals as it takes for the differing values shown to print differently
+    decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,
                    weak=tuple(b.key for b in causes) if all_nan else (),
-                   got=format_values(got), mismatches=mismatches, mismatch_count=len(bad),
-                   size=int(got.size))
+                   got=format_values(got, decimals=decimals), mismatches=mismatches,
+                   mismatch_count=len(bad), size=int(got.size), decimals=decimals)
 
 
 def _observed(describe, *args) -> tuple[str, ...]:

@@ -15,24 +15,45 @@ def close(got, want, atol: float, rtol: float):
         return both_nan | (got == want) | (near & np.isfinite(got) & np.isfinite(want))
 
 
-def format_value(value: float) -> str:
-    """A number with nine decimals, or in scientific notation where those would hide it."""
+def format_value(value: float, decimals: int = DECIMALS) -> str:
+    """A number with nine decimals (or ``decimals``), or in scientific notation where those
+    would hide it."""
     if value != value:
         return "nan"
     if value in (float("inf"), float("-inf")):
         return "inf" if value > 0 else "-inf"
+    digits = max(6, decimals - 3)  # significant digits after the first, in scientific notation
     if value != 0 and abs(value) < 1e-6:
-        return f"{value:.6e}"
-    return f"{value:.{DECIMALS}f}" if abs(value) < 1e6 else f"{value:.6g}"
+        return f"{value:.{digits}e}"
+    return f"{value:.{decimals}f}" if abs(value) < 1e6 else f"{value:.{digits}g}"
 
 
-def format_values(values, limit: int = 8) -> str:
+def format_values(values, limit: int = 8, decimals: int = DECIMALS) -> str:
     import numpy as np
 
     flat = np.asarray(values, dtype=np.float64).ravel()
-    shown = ", ".join(format_value(float(v)) for v in flat[:limit])
+    shown = ", ".join(format_value(float(v), decimals) for v in flat[:limit])
     more = f", ... ({flat.size - limit} more)" if flat.size > limit else ""
     return f"[{shown}{more}]"
+
+
+def decimals_to_tell_apart(want, got, limit: int = 64) -> int:
+    """The decimals that print every differing pair among the first ``limit`` of ``want`` and
+    ``got`` as two different numbers (DECIMALS at least, 17 at most): a mismatch shown as the
+    same digits on both sides tells the reader nothing."""
+    import numpy as np
+
+    want = np.asarray(want, dtype=np.float64).ravel()
+    got = np.asarray(got, dtype=np.float64).ravel()
+    if want.shape != got.shape:
+        return DECIMALS
+    needed = DECIMALS
+    differing = np.flatnonzero((want != got) & np.isfinite(want) & np.isfinite(got))[:limit]
+    for i in differing:
+        w, g = float(want[i]), float(got[i])
+        while needed < 17 and format_value(w, needed) == format_value(g, needed):
+            needed += 1
+    return needed
 
 
 def counted(count: int, noun: str, plural: str = "") -> str:

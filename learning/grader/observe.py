@@ -41,7 +41,9 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     if not bad.any():
         return []
     scaled = _scaled(got, want, bad)
-    said = [s for s in (_where(bad), _size(got, want, bad, dtype, systematic=bool(scaled)),
+    rounded = _rounded(got, want)
+    said = [s for s in (_where(bad), rounded or _size(got, want, bad, dtype,
+                                                      systematic=bool(scaled)),
                         scaled, _same_as_input(got, inputs), _other_rows(got, want, bad),
                         _all_zero(got)) if s]
     if "row-sums" in properties:
@@ -127,6 +129,22 @@ def _size(got, want, bad, dtype: str = "float64", systematic: bool = False) -> s
                 (needs == "float16" and dtype == "bfloat16")
             return f"{text}: {description}" if usable else text
     return text
+
+
+def _rounded(got, want) -> str:
+    """Every value is the reference rounded to some number of decimal places. Said instead of
+    the size of the difference, whose match with a format's rounding (float32's, say) would
+    point at a conversion that is not there."""
+    import numpy as np
+
+    finite = np.isfinite(want)
+    if not finite.any() or not np.any(got[finite]) or not np.array_equal(
+            np.isfinite(got), finite):
+        return ""  # all zeros (or NaN where the reference is finite) is no rounding
+    for places in range(1, 12):  # np.round may differ from Python's round by an ulp
+        if np.allclose(got[finite], np.round(want[finite], places), rtol=1e-15, atol=0):
+            return f"every value is the reference rounded to {counted(places, 'decimal place')}"
+    return ""
 
 
 def _one_way(values) -> bool:
