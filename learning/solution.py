@@ -32,6 +32,12 @@ def build_parser() -> CommandParser:
     return parser
 
 
+# A part's last grade in words ("not-started" is the grader's name for a stub still raising)
+STATUS_WORDS = {"not-started": "not started (the stub still raises NotImplementedError)",
+                "failed": "failing", "error": "raising an error", "timed-out": "timed out",
+                "crashed": "crashed"}
+
+
 def unfinished_parts(exercise: Exercise, progress: state.State,
                      kernels: bool = True) -> list[str]:
     """The parts whose last check did not pass, each with its grade, in words; with
@@ -44,7 +50,8 @@ def unfinished_parts(exercise: Exercise, progress: state.State,
         if grade is None:
             missing.append(f"{part.name}: not checked yet")
         elif grade.status != "passed":
-            missing.append(f"{part.name}: {grade.status} ({grade.passed}/{grade.total})")
+            said = STATUS_WORDS.get(grade.status, grade.status.replace("-", " "))
+            missing.append(f"{part.name}: {said}, {grade.passed} of {grade.total} cases passed")
     return missing
 
 

@@ -312,7 +312,8 @@ def test_without_triton_the_solution_still_waits_for_the_python_part(tmp_path, c
     code = solution.main(["softmax", "--root", str(tmp_path)])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 1
-    assert "opens once every part that can be checked here passes (python: failed (10/11))" in out
+    assert "opens once every part that can be checked here passes (python: failing, 10 of 11 " \
+           "cases passed)" in out
     assert "triton" not in out.split("passes (")[1].split(")")[0]
     assert "def softmax_python" not in out
 
@@ -398,3 +399,17 @@ def test_a_hint_without_triton_is_not_for_a_triton_part(tmp_path, capsys, withou
     assert code == 0
     assert flat.startswith("Every part of softmax that runs here passes.")
     assert "Hint 1" not in flat
+
+
+def test_a_stub_still_raising_is_named_in_words_where_the_solution_waits(tmp_path, capsys):
+    from learning import solution
+    from learning.grader import state
+
+    progress = state.State()
+    progress.record("softmax", "python", "not-started", 0, 10)
+    state.save(tmp_path, progress)
+    assert solution.main(["softmax", "--root", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "python: not started (the stub still raises NotImplementedError), 0 of 10 cases " \
+           "passed" in out
+    assert "not-started" not in out

@@ -11,7 +11,7 @@ from rich.text import Text
 from learning import course
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, runner
-from learning.grader.compare import format_value
+from learning.grader.compare import DECIMALS, format_value
 from learning.grader.declarations import Exercise, Part
 from learning.grader.numbers import counted
 from learning.grader.state import State
@@ -112,8 +112,12 @@ def _render_part(console: Console, exercise: Exercise, part_result: runner.PartR
     if part_result.compile_check is not None:
         _render_compile_check(console, part_result.compile_check)
     grade_style = "green" if status == "passed" else "red"
+    # the GPU compile line above is a check of its own, not one of the cases counted
+    check = part_result.compile_check
+    compiled = "" if check is None or not check.ran else \
+        "; the GPU compile check failed" if check.rejected else "; the GPU compile check passed"
     console.print(f"  [{grade_style}]{part_result.passed}/{part_result.graded} cases passed"
-                  f"[/{grade_style}]", highlight=False)
+                  f"{compiled}[/{grade_style}]", highlight=False)
 
 
 def _not_run_reason(exercise: Exercise, part_result: runner.PartResult,
@@ -224,8 +228,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     # Short outputs are shown whole above; for long ones, list where they differ.
     for mismatch in verdict.mismatches if verdict.size > 8 else ():
         where = ", ".join(str(i) for i in mismatch.index)
-        _say(console, f"at [{where}]: expected {_fmt(mismatch.want)}, got {_fmt(mismatch.got)}",
-             CASE_INDENT + 2)
+        _say(console, f"at [{where}]: expected {_fmt(mismatch.want, verdict.decimals)}, got "
+                      f"{_fmt(mismatch.got, verdict.decimals)}", CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
         _say(console, f"... and {counted(hidden, 'more mismatch', 'more mismatches')} (cut)",
@@ -277,8 +281,8 @@ def _render_compile_check(console: Console, check: runner.CompileCheck):
         _say(console, f"not checked: {check.note}", style="dim")
 
 
-def _fmt(value: float) -> str:
-    return format_value(value)
+def _fmt(value: float, decimals: int = DECIMALS) -> str:
+    return format_value(value, decimals)
 
 
 def _first_line(text: str) -> str:
