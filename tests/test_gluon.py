@@ -265,3 +265,33 @@ def test_gpu_without_the_gluon_kernel_wide_rows_split_in_registers(monkeypatch, 
     x = nasty_rows((7, 65536), torch.bfloat16, device, seed=6)
     assert_matches(tk.softmax(x), softmax_ref(x), torch.bfloat16)
     assert plans[-1].strategy == "split_row" and not plans[-1].in_shared
+
+
+# The next probe, bench/probe_cluster.py: its docstring says what compiles; this keeps it true.
+CLUSTER_COMPILE = """
+import re, sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_cluster
+signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
+             "in_row_stride": "i32", "n_cols": "i32", "BLOCK": "constexpr", "VEC": "constexpr"}
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}
+source = GluonASTSource(probe_cluster.kernel(), signature, {"BLOCK": 65536, "VEC": 8}, aligned)
+ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                     options={"num_warps": 16, "num_ctas": 2}).asm["ptx"]
+print(" ".join(sorted(set(re.findall(r"barrier[.]cluster[.]arrive|mapa|ld[.]shared::cluster"
+                                     r"|ld[.]global[.]v4", ptx)))))
+"""
+
+
+@pytest.mark.skipif(tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 8),
+                    reason="reductions across a cluster compile from Triton 3.8 on")
+def test_the_cluster_probe_reduces_through_distributed_shared_memory():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", CLUSTER_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = done.stdout.split()
+    assert {"barrier.cluster.arrive", "mapa", "ld.shared::cluster", "ld.global.v4"} <= set(found)
