@@ -679,3 +679,39 @@ def test_a_tail_missing_from_some_rows_only_is_not_blamed_on_the_block():
     every[:, 600:] = True  # the same tail of every row: a block or a mask, as before
     verdict = compare._judge_unwritten(every, np.zeros((2, 1000)))
     assert verdict.bug.key == "block-too-small" and "of each row" in verdict.summary
+
+
+def test_one_unwritten_element_is_not_blamed_on_the_mask_when_other_cases_rule_it_out(tmp_path):
+    # offsets without the program's start: in one case only the last element is left unwritten,
+    # as a mask off by one would leave it, but the other cases show another pattern
+    code = _replace(solution_text("elementwise"),
+                    "offsets = [pid * BLOCK + lane for lane in range(BLOCK)]",
+                    "offsets = [pid + lane for lane in range(BLOCK)]")
+    cases = _cases(grade_text(tmp_path, "elementwise", code, ["python"]))
+    failed = [v for v in cases.values() if v.status == "failed"]
+    assert len(failed) > 1
+    assert not any(_causes(v) & {"off-by-one-mask", "grid-too-small"} for v in failed)
+
+
+def test_a_mask_off_by_one_is_still_named_in_every_case_it_shows(tmp_path):
+    # where a short grid leaves the same element unwritten (n = 17 in blocks of 8) both are
+    # named, as one of two; a single element cannot show the mistake at all
+    code = _replace(solution_text("elementwise"), "mask = [offset < n for offset in offsets]",
+                    "mask = [offset < n - 1 for offset in offsets]")
+    cases = _cases(grade_text(tmp_path, "elementwise", code, ["python"]))
+    failed = [v for name, v in cases.items() if v.status == "failed" and name != "n = 1, BLOCK = 8"]
+    assert failed and all("off-by-one-mask" in _causes(v) for v in failed)
+    assert not cases["n = 1, BLOCK = 8"].causes
+
+
+def test_a_float32_gradient_buffer_is_covered_by_the_cause_of_float64_precision(tmp_path):
+    # the kernel keeps float64, but dx is allocated as float32 and autograd casts it back: the
+    # cause must not claim the kernel converts float64 without naming what was done
+    code = _replace(solution_text("softmax_backward"),
+                    "dx = torch.empty_like(y, memory_format=torch.contiguous_format)",
+                    "dx = torch.empty_like(y, dtype=torch.float32, "
+                    "memory_format=torch.contiguous_format)")
+    cases = _cases(grade_text(tmp_path, "softmax_backward", code, ["autograd"]))
+    narrowed = [v for v in cases.values() if "fp64-narrowed" in _causes(v)]
+    assert narrowed
+    assert all("allocated as float32" in v.causes[0].cause for v in narrowed)

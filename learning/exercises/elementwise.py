@@ -4,7 +4,7 @@ mask, first by hand in Python, then as a Triton kernel."""
 from __future__ import annotations
 
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import raises_like, same_as
+from learning.grader.replays import any_of, raises_like, same_as
 from learning.grader.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -32,49 +32,55 @@ def _np():
 POWERS_OF_TWO = tuple(1 << k for k in range(16))  # the blocks a learner's launcher may pick
 
 
-def _tail_unwritten(got, args, want) -> bool:
-    """Everything right up to a multiple of some block, nothing written after it: the grid
-    was n // BLOCK programs instead of cdiv(n, BLOCK)."""
-    np = _np()
-    got = np.asarray(got, dtype=np.float64)
-    n = want.size
-    blocks = [args[2]] if len(args) > 2 else POWERS_OF_TWO
-    for block in blocks:
-        written = (n // block) * block
-        if written in (0, n):  # nothing written at all says nothing about the grid
-            continue
-        head_ok = np.allclose(got[:written], want[:written], rtol=1e-3, atol=1e-3)
-        if head_ok and np.isnan(got[written:]).all():
-            return True
-    return False
+# Each is a replay: the reference with NaN where code with the mistake writes nothing. A replay
+# (not a pattern alone) lets the grader drop the mistake when the learner's other cases show
+# another pattern: mistakes that differ can leave the same element unwritten in one case.
 
 
-def _first_block_only(got, args, want) -> bool:
-    """The first block right and nothing after it: every program wrote the same block, as if
-    the offsets ignored the program id."""
-    np = _np()
-    got = np.asarray(got, dtype=np.float64)
-    blocks = [args[2]] if len(args) > 2 else POWERS_OF_TWO
-    for block in blocks:
-        if block < want.size and np.isnan(got[block:]).all() and not np.isnan(got[:block]).any():
-            return bool(np.allclose(got[:block], want[:block], rtol=1e-3, atol=1e-3))
-    return False
+def _unwritten_where(skipped):
+    """A replay: the reference, NaN at ``skipped(n, block)`` (indices, or a slice); a mistake
+    that does not show at this size raises ValueError (no evidence either way)."""
+
+    def reproduce(x, y, *block):
+        np = _np()
+        out = reference(x, y).reshape(-1).copy()
+        out[skipped(out.size, block[0] if block else None)] = np.nan
+        return out.reshape(np.shape(reference(x, y)))
+
+    return reproduce
 
 
-def _last_unwritten(got, args, want) -> bool:
-    """Everything right but the last element: the mask was offsets < n - 1."""
-    np = _np()
-    got = np.asarray(got, dtype=np.float64)
-    return (want.size > 1 and bool(np.isnan(got[-1]))
-            and np.allclose(got[:-1], want[:-1], rtol=1e-3, atol=1e-3))
+def _per_block(skipped):
+    """The replay for each block a program may have (the Python part's BLOCK is its third
+    argument; a Triton launcher's is unknown, so every power of two is a form)."""
+
+    def for_block(block):
+        return same_as(_unwritten_where(lambda n, given: skipped(n, given or block)), **_LOOSE)
+
+    return any_of(*(for_block(block) for block in POWERS_OF_TWO))
 
 
-def _first_unwritten(got, args, want) -> bool:
-    """Everything right but element 0: the offsets start one lane late (pid * BLOCK + 1)."""
-    np = _np()
-    got = np.asarray(got, dtype=np.float64)
-    return (want.size > 1 and bool(np.isnan(got[0]))
-            and np.allclose(got[1:], want[1:], rtol=1e-3, atol=1e-3))
+def _after_whole_blocks(n: int, block: int):
+    """n // BLOCK programs: everything from the last whole block's end on."""
+    written = (n // block) * block
+    if written in (0, n):  # nothing written, or nothing left out: this case cannot tell
+        raise ValueError("no partial block")
+    return slice(written, None)
+
+
+def _after_first_block(n: int, block: int):
+    """Every program wrote the first block: all after it."""
+    if block >= n:
+        raise ValueError("one block holds the whole input")
+    return slice(block, None)
+
+
+def _only(position: int):
+    def skipped(n: int, block):
+        if n < 2:
+            raise ValueError("one element: nothing else to compare")
+        return [position % n]
+    return skipped
 
 
 def _added_only(x, y, *block):
@@ -90,15 +96,18 @@ _LOOSE = {"atol": 1e-3, "rtol": 1e-3}  # fp16 cases run the same formulas
 
 SHARED_BUGS = (
     Bug("first-element-unwritten", "element 0 was never written: the offsets start one lane "
-        "late; program pid's lanes are pid * BLOCK + 0, 1, ..., BLOCK - 1", _first_unwritten),
+        "late; program pid's lanes are pid * BLOCK + 0, 1, ..., BLOCK - 1",
+        same_as(_unwritten_where(_only(0)), **_LOOSE)),
     Bug("off-by-one-mask", "the last element was never written: the mask is off by one (keep "
-        "the lanes with offsets < n), or the grid is one program short", _last_unwritten),
+        "the lanes with offsets < n), or the grid is one program short",
+        same_as(_unwritten_where(_only(-1)), **_LOOSE)),
     Bug("grid-too-small", "everything up to a whole number of blocks was written and nothing "
         "after it: the final, partial block never ran, as n // BLOCK programs leave it out; "
-        "launch the ceiling, (n + BLOCK - 1) // BLOCK (triton.cdiv(n, BLOCK))", _tail_unwritten),
+        "launch the ceiling, (n + BLOCK - 1) // BLOCK (triton.cdiv(n, BLOCK))",
+        _per_block(_after_whole_blocks)),
     Bug("same-block", "only the first block was written: either every program wrote the same "
         "elements (offsets need the program's start, pid * BLOCK + lane), or only the first "
-        "program ran", _first_block_only),
+        "program ran", _per_block(_after_first_block)),
     Bug("no-relu", "these are x + y: clamp each sum at zero, max(x + y, 0)",
         same_as(_added_only, **_LOOSE)),
     Bug("relu-before-add", "the ReLU went on each input, relu(x) + relu(y): add first, then "

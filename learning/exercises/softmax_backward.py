@@ -290,8 +290,11 @@ BF16 = Tolerance(atol=4e-3, rtol=2e-2)
 FP64 = Tolerance(atol=1e-12, rtol=1e-9)
 
 KERNEL_BUGS = (
-    Bug("fp64-narrowed", "float64 came back with float32's precision: convert float16 and "
-        "bfloat16 to float32, but keep float64 as float64 (if y.dtype != tl.float64: ...)",
+    Bug("fp64-narrowed", "float64 came back with float32's precision: somewhere the values "
+        "went through float32. Either the kernel converts every dtype to float32 (convert "
+        "float16 and bfloat16, but keep float64: if y.dtype != tl.float64: ...), or a tensor "
+        "was allocated as float32 (an output, or a saved forward result) and the float32 "
+        "values were cast back to float64 (torch.empty_like(y) keeps y's dtype)",
         _float32_accuracy),
 )
 
