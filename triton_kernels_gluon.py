@@ -57,8 +57,15 @@ _barrier = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier", None)
 # triton_kernels_fast._softmax_split_row rather than fail to compile: widen the range once the
 # tests pass on a newer Triton.
 TESTED = ((3, 6), (3, 9))
-_VERSION = tuple(int(part) for part in triton.__version__.split(".")[:2])
-AVAILABLE = TESTED[0] <= _VERSION <= TESTED[1] and None not in (_copy_to_shared, _barrier) \
+
+
+def tested_on(version: str) -> bool:
+    """Whether a Triton version string ("3.9.0", "3.10.0+git1234") is in TESTED's range."""
+    major_minor = tuple(int(part) for part in version.split(".")[:2])
+    return TESTED[0] <= major_minor <= TESTED[1]
+
+
+AVAILABLE = tested_on(triton.__version__) and None not in (_copy_to_shared, _barrier) \
     and hasattr(gl, "num_warps") and hasattr(async_copy, "commit_group")
 
 if AVAILABLE:
