@@ -16,7 +16,9 @@ ones the lessons read. On a GPU it also names the kernels defined here:
   through memory (a ticket, an arrival count and a spin-wait). Softmax rows that can be copied
   16 bytes at a time take the same exchange with the pieces waiting in shared memory instead:
   ``_softmax_split_shared``, in triton_kernels_gluon.py (written in Gluon, which can hold
-  data in shared memory; Triton's language cannot).
+  data in shared memory; Triton's language cannot);
+- ``_softmax_backward_reload``: the backward pass of 16-bit rows of 32768 columns, one program
+  a row that loads y again after the reduction instead of keeping it in registers.
 
 What it measured. Each table below says why it holds what it holds; the figures are in
 bench/RESULTS.md ("Softmax forward", "Softmax backward", "RMSNorm", and "What changed in this
@@ -101,10 +103,12 @@ _WARPS = (
 # against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
 # 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass holds two rows in
 # registers: in float32 it is split past 16384 columns; 16-bit rows of 32768 columns are kept
-# whole by 16 warps (_GPU_WHOLE_ROW_WARPS). Measured on an H200 (1 GiB inputs, 2026-12-01,
-# torch 2.11, Triton 3.6, bench/results/backward_warps.txt): 1.02 of the copy ceiling in
-# bfloat16 and float16 with 16 warps, against 0.98 and 0.93 with 32, 1.01 and 0.90 with 8,
-# and 0.83 for the split kernel; in float32, 16 warps gave 0.88 and the split kernel 1.01.
+# whole by _softmax_backward_reload with _RELOAD_WARPS warps, which reads y a second time rather
+# than keep it (section 4 below). Measured on an H200 (1 GiB inputs, 2026-12-01, torch 2.11,
+# Triton 3.6, bench/results/backward_warps.txt): _softmax_backward ran at 1.02 of the copy
+# ceiling in bfloat16 and float16 with 16 warps, against 0.98 and 0.93 with 32, 1.01 and 0.90
+# with 8, and 0.83 for the split kernel; in float32, 16 warps gave 0.88 and the split kernel
+# 1.01. With Triton 3.9 the same 16 warps gave 0.96 (backward_warps_triton39.txt).
 # RMSNorm holds one row, as the forward pass does: kept whole up to 32768 columns it ran at
 # 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78 for its looped kernel
 # (bench/RESULTS.md).
@@ -116,8 +120,7 @@ _GPU_WHOLE_ROW = {
     ("rmsnorm", 4): 32768,
     ("rmsnorm", 2): 32768,
 }
-# Warps for a whole row on a GPU where _warps_for's count was measured slower (see above).
-_GPU_WHOLE_ROW_WARPS = {("softmax_backward", 2, 32768): 16}
+_RELOAD_WARPS = 16
 _ONE_PASS_WARPS = 32
 # 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
 # _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
@@ -190,6 +193,7 @@ class Plan:
     pipelined: bool = False  # single_block softmax only: _softmax_pipelined (16-bit pairs)
     in_shared: bool = False  # split_row softmax only: the Gluon kernel, pieces in shared memory
     chunk: int = 0  # in_shared only: columns per copy group
+    reload: bool = False  # single_block softmax_backward only: _softmax_backward_reload
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,9 +293,10 @@ def _plan(
                 return Plan("single_block", whole, num_warps=_PIPELINED_WARPS, programs_per_sm=1,
                             stages=_PIPELINED_STAGES, pipelined=True)
             return Plan("single_block", whole, num_warps=_ONE_PASS_WARPS, one_pass=True)
-        warps = _GPU_WHOLE_ROW_WARPS.get((fn, itemsize, whole), _warps_for(whole)) \
-            if max_pieces else _warps_for(whole)
-        return Plan("single_block", whole, num_warps=warps)
+        if fn == "softmax_backward" and itemsize == 2 and max_pieces and \
+                whole == MAX_GPU_SINGLE_BLOCK:
+            return Plan("single_block", whole, num_warps=_RELOAD_WARPS, reload=True)
+        return Plan("single_block", whole, num_warps=_warps_for(whole))
     rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
     return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
 
@@ -683,6 +688,45 @@ def _softmax_backward_split_row(
     dx = y * (dy - tl.sum(s_k, axis=0))
     tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
+
+# ---------------------------------------------------------------------------------------------
+# 4. Softmax backward, y read again after the reduction (GPU, 16-bit rows of 32768)
+# ---------------------------------------------------------------------------------------------
+#
+# triton_kernels._softmax_backward keeps y and dy, 64 float32 values of each a thread at 32768
+# columns and 16 warps, from their loads to the store of dx = y * (dy - dot): 128 registers, all
+# a thread of 16 warps may have, and the compiler spills (8 bytes a thread with Triton 3.6, 16
+# with 3.9). Written as dx = p - y * dot with p = y * dy, only p has to be kept if y is loaded
+# again after the reduction. The row was read a moment before, and both first loads ask L2 to
+# keep their lines (evict_last), so the second load is served by L2, not by device memory: 108
+# to 114 registers, no spills. Measured on an H200 (1 GiB inputs, torch 2.11, 2026-12-01;
+# bench/backward_variants.py, bench/results/backward_variants*.json and the sweeps
+# softmax_backward*.json): 1.02 of the copy ceiling in bfloat16 with Triton 3.6 and 3.9, 1.03
+# to 1.05 in float16, against 1.02 (3.6) and 0.97 (3.9) for _softmax_backward. Without the hint
+# on dy it ran at 0.97 in bfloat16 with 3.9; reading both y and dy again, or keeping p beside
+# y, ran at 0.92 to 0.94 with 3.9.
+
+
+@triton.jit
+def _softmax_backward_reload(
+    dx_ptr, y_ptr, dy_ptr, dx_row_stride, y_row_stride, dy_row_stride,  # as _softmax_backward
+    n_cols,  # columns in a row, n_cols <= BLOCK
+    BLOCK: tl.constexpr,  # lanes per program, a power of two >= n_cols
+):
+    row = tl.program_id(0).to(tl.int64)
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
+    y_at = y_ptr + row * y_row_stride + offsets
+    y = tl.load(y_at, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + offsets, mask=mask, other=0.0,
+                 eviction_policy="evict_last").to(tl.float32)
+    p = y * dy  # kept; y and dy are not
+    dot = tl.sum(p, axis=0)
+    y = tl.load(y_at, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    dx = p - y * dot  # = y * (dy - dot)
+    tl.store(dx_ptr + row * dx_row_stride + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
 def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.device):
     """The split_row kernels' partials (n_rows, next_power_of_2(pieces), per_piece) and the
     zeroed ticket and arrival counters (1 + n_rows)."""
@@ -761,7 +805,7 @@ def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
 
 def is_fast(plan: Plan) -> bool:
     """Whether ``plan`` names a kernel of this module rather than one of triton_kernels.py."""
-    return plan.strategy == "split_row" or plan.one_pass or plan.pipelined
+    return plan.strategy == "split_row" or plan.one_pass or plan.pipelined or plan.reload
 
 
 def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
@@ -800,9 +844,14 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
 
 def launch_softmax_backward(dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
                             plan: Plan) -> None:
-    """Launch the backward kernel ``plan`` names (split_row, the only one here) on (rows,
-    cols) views."""
+    """Launch the backward kernel ``plan`` names (``is_fast(plan)``) on (rows, cols) views."""
     n_rows, n_cols = y.shape
+    if plan.reload:
+        wrap_triton(_softmax_backward_reload, y)[(n_rows,)](
+            dx, y, dy, dx.stride(0), y.stride(0), dy.stride(0), n_cols, BLOCK=plan.block,
+            num_warps=plan.num_warps,
+        )  # fmt: skip
+        return
     pieces = triton.cdiv(n_cols, plan.block)
     part, sync = _split_scratch(n_rows, pieces, 1, y.device)
     wrap_triton(_softmax_backward_split_row, y)[(n_rows * pieces,)](

@@ -53,9 +53,8 @@ def main() -> int:
                     cells.append("-")
                     continue
                 saved, fast._WARPS = fast._WARPS, with_warps(warps, cols)
-                saved_table = dict(fast._GPU_WHOLE_ROW_WARPS)
-                if warps:
-                    fast._GPU_WHOLE_ROW_WARPS.clear()
+                saved_reload = fast._RELOAD_WARPS
+                fast._RELOAD_WARPS = warps or saved_reload
                 try:
                     run = functools.partial(tk.softmax_backward, y, dy, strategy=strategy)
                     err = (run().float() - want).abs().max().item()
@@ -63,7 +62,7 @@ def main() -> int:
                     cells.append(f"{fraction:.3f} ({err:.0e})")
                 finally:
                     fast._WARPS = saved
-                    fast._GPU_WHOLE_ROW_WARPS.update(saved_table)
+                    fast._RELOAD_WARPS = saved_reload
             print(*cells, sep=" | ", flush=True)
             del y, dy, want
     return 0

@@ -307,9 +307,14 @@ def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
     assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
     assert tk._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
-    # 16-bit backward rows up to 32768 columns: one program of 16 warps (32 measured slower)
-    whole_16 = tk.Plan("single_block", 32768, num_warps=16)
-    assert tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2) == whole_16
+    # 16-bit backward rows of 16385 to 32768 columns: one program of 16 warps that reads y
+    # again after the reduction (keeping it, the compiler spilled)
+    reload = tk.Plan("single_block", 32768, num_warps=16, reload=True)
+    assert tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2) == reload
+    assert tk._plan("softmax_backward", 16385, max_pieces=132, itemsize=2).reload
+    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).reload
+    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=4).reload
+    assert not tk._plan("softmax", 32768, max_pieces=132, itemsize=2).reload
     assert tk._plan("softmax_backward", 32769, max_pieces=132, itemsize=2).strategy == \
         "split_row"
     assert tk._plan("softmax_backward", 32768, max_pieces=0, itemsize=2).strategy == "looped"
@@ -371,6 +376,21 @@ def test_pipelined_kernel_matches_torch(width, dtype, device):
     plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, programs_per_sm=1,
                    stages=3, pipelined=True)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width", [1, 9, 100, 781])
+def test_backward_reload_kernel_matches_torch(width, dtype, device):
+    # the GPU takes it for 16-bit rows of 32768; the same code on small rows runs in the
+    # interpreter; every other row of a wider tensor, so the row strides are not the width
+    x = make((12, width + 3), dtype, device, seed=width, scale=3.0)[::2, :width]
+    x[1, : width // 2 + 1] = NEG_INF
+    x[3] = x[3] * 100 + 1000
+    y = tk.softmax(x)
+    dy = make((6, width + 5), dtype, device, seed=width + 1, scale=3.0)[:, 2 : width + 2]
+    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, reload=True)
+    assert fast.is_fast(plan)
+    assert_matches(launch_plan("softmax_backward", plan, y, dy), backward_ref(y, dy), dtype)
 
 
 def test_16_bit_rows_pair_into_words_only_when_aligned(device):
@@ -609,6 +629,7 @@ def test_gpu_wide_rows(width, dtype, device):
         ((8, 1024, 781), torch.float32),
         ((300, 40000), torch.bfloat16),
         ((400, 32768), torch.float16),  # the pipelined kernel, programs looping over rows
+        ((300, 30000), torch.bfloat16),  # backward: _softmax_backward_reload, masked lanes
     ],
     ids=str,
 )
