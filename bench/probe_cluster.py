@@ -1,4 +1,4 @@
-"""A wide softmax row spread over the CTAs of a thread-block cluster: the next probe to time.
+"""A wide softmax row spread over the CTAs of a thread-block cluster, its reductions the compiler's.
 
     PYTHONPATH=. python3 bench/probe_cluster.py --json /tmp/cluster.json   # Triton >= 3.8, GPU
 
@@ -10,15 +10,18 @@ the two reductions over the row become cluster barriers and loads from distribut
 memory, which the compiler writes. No ticket, no spin: the CTAs of a cluster are resident
 together by construction.
 
-State: compiled for sm_90 on the CPU with Triton 3.9 (cluster barriers, ``mapa`` and
-``ld.shared::cluster`` in the PTX, 16-byte loads, 84 to 87 registers a thread for 64 values);
-not yet run on a GPU. Triton 3.6 and 3.7 refuse the reduction across CTAs, so on the H200 as
-installed it needs Triton 3.9 carried there (the developers' guide says how).
+Each configuration runs the row as float32 or, in 16-bit, kept in its own dtype with the
+exponential taken twice. Timed on an H200 with Triton 3.9 (bench/results/cluster_triton39.json,
+RESULTS.md "Wide rows"): at best 0.73 of the copy ceiling in bfloat16 at 65536 columns and 0.50
+at 2**18, well below the shared-memory split kernel, so the plan does not use it. Triton 3.6 and
+3.7 refuse the reduction across CTAs, so on the H200 as installed it needs Triton 3.9 carried
+there (the developers' guide says how).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 
@@ -27,8 +30,13 @@ from learning.bench import rowwise
 CASES = (("bf16", 65536), ("bf16", 131072), ("bf16", 262144), ("fp16", 65536),
          ("fp32", 65536))
 # (CTAs in a cluster, warps per CTA): each thread holds BLOCK / (CTAS * 32 * warps) values
-CONFIGS = ((2, 16), (4, 8), (4, 16), (8, 8), (8, 16))
+CONFIGS = tuple((ctas, warps) for ctas in (2, 4, 8) for warps in (4, 8, 16, 32))
 MOST_VALUES_A_THREAD = 64  # float32 values a thread keeps in registers; more would spill
+FEWEST_VALUES_A_THREAD = 8  # one 16-byte load of 16-bit values
+# "float32": the row is converted once and kept as float32 across both reductions. "own dtype":
+# the row stays in its own dtype (two 16-bit values a register) and exp is computed twice, the
+# second time with 1/sum folded into the exponent so that the two cannot be merged.
+VARIANTS = ("float32", "own dtype")
 
 
 def kernel():
@@ -43,18 +51,25 @@ def kernel():
 
     @gluon.jit
     def softmax_cluster(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
-                        BLOCK: gl.constexpr, VEC: gl.constexpr):
+                        BLOCK: gl.constexpr, VEC: gl.constexpr, OWN_DTYPE: gl.constexpr = False):
         layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0],
                                                 shard(gl.num_ctas()))
         row = gl.program_id(0).to(gl.int64)
         cols = gl.arange(0, BLOCK, layout)
         mask = cols < n_cols
         x = gl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
-        x = x.to(gl.float32)
-        m = gl.max(x, axis=0)  # across the cluster: distributed shared memory
-        e = gl.exp2((x - m) * 1.4426950408889634)
-        inv = 1.0 / gl.sum(e, axis=0)
-        gl.store(out_ptr + row * out_row_stride + cols, (e * inv).to(out_ptr.dtype.element_ty),
+        if OWN_DTYPE:
+            m = gl.max(x, axis=0).to(gl.float32)  # exact in any dtype
+            t = x.to(gl.float32) * 1.4426950408889634 - m * 1.4426950408889634
+            log2_sum = gl.log2(gl.sum(gl.exp2(t), axis=0))
+            y = gl.exp2(x.to(gl.float32) * 1.4426950408889634 - (m * 1.4426950408889634
+                                                                  + log2_sum))
+        else:
+            x = x.to(gl.float32)
+            m = gl.max(x, axis=0)  # across the cluster: distributed shared memory
+            e = gl.exp2((x - m) * 1.4426950408889634)
+            y = e * (1.0 / gl.sum(e, axis=0))
+        gl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty),
                  mask=mask)
 
     return softmax_cluster
@@ -73,16 +88,18 @@ def measure(ceiling: float, cases, configs) -> list[dict]:
         x = case["args"][0]
         out = torch.empty_like(x)
         block = triton.next_power_of_2(width)
-        for ctas, warps in configs:
-            if block // (ctas * 32 * warps) > MOST_VALUES_A_THREAD:
+        for (ctas, warps), variant in itertools.product(configs, VARIANTS):
+            per_thread = block // (ctas * 32 * warps)
+            if not FEWEST_VALUES_A_THREAD <= per_thread <= MOST_VALUES_A_THREAD or (
+                    variant == "own dtype" and dname == "fp32"):
                 continue
-            row = {"variant": f"cluster of {ctas}, {warps} warps", "dtype": dname,
-                   "cols": width}
+            row = {"variant": f"cluster of {ctas}, {warps} warps, {variant}", "dtype": dname,
+                   "cols": width, "ctas": ctas, "warps": warps, "values_a_thread": per_thread}
 
-            def launch(o=out, a=x, c=ctas, w=warps, b=block):
+            def launch(o=out, a=x, c=ctas, w=warps, b=block, own=variant == "own dtype"):
                 return softmax_cluster[(a.shape[0],)](
                     o, a, o.stride(0), a.stride(0), a.shape[1], BLOCK=b,
-                    VEC=16 // a.element_size(), num_warps=w, num_ctas=c)
+                    VEC=16 // a.element_size(), OWN_DTYPE=own, num_warps=w, num_ctas=c)
             try:
                 out.fill_(float("nan"))
                 compiled = launch()
@@ -126,7 +143,7 @@ def main(argv=None) -> int:
             json.dump(result, f, indent=1)
     for r in result["rows"]:
         speed = f"{r['gbps']:6.0f} {r['frac']:6.3f}" if "gbps" in r else r.get("error", "wrong")
-        print(f"{r['variant']:<28} {r['dtype']:>5} {r['cols']:>7} {speed}")
+        print(f"{r['variant']:<40} {r['dtype']:>5} {r['cols']:>7} {speed}")
     return 0
 
 

@@ -15,7 +15,15 @@ remove a step give wrong output and are timed only as bounds:
 - LOCAL: every thread loads all the row's partials and combines them itself, instead of one
   reduction across the program's warps each for M and S;
 - NO_BAR: no barrier between a chunk's copy landing and its read (each thread reads back only
-  the bytes it copied itself, with the same layout).
+  the bytes it copied itself, with the same layout);
+- WORDS: each piece publishes its (max, sum) as one 64-bit word (max in the low half) to a
+  zeroed scratch and the pieces poll their row's words until none is zero, instead of storing
+  the pair, counting in with an atomic (whose release waits for those stores) and then loading
+  the pairs: one round trip to L2 after the publish instead of three. No published word is
+  zero: a piece's sum is at least 1 unless its max is -inf;
+- stamps (a pointer, not a flag): each program writes (ticket, multiprocessor, and the global
+  timer in ns after its ticket, after its last chunk landed, after the exchange and at the end)
+  to stamps[ticket], for bench/split_timeline.py.
 """
 
 from __future__ import annotations
@@ -41,13 +49,28 @@ def _exp2(z, NO_EXP: gl.constexpr):
 
 
 @gluon.jit
+def _now(dummy):
+    """The GPU's global timer in nanoseconds (dummy only gives the asm an operand)."""
+    return gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
+                                     dtype=gl.int64, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _sm_id(dummy):
+    """The multiprocessor this program runs on."""
+    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dummy], dtype=gl.int32,
+                                     is_pure=False, pack=1).to(gl.int64)
+
+
+@gluon.jit
 def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols, part_ptr,
                          sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
                          CHUNK: gl.constexpr, VEC: gl.constexpr, NO_TICKET: gl.constexpr,
                          NO_EXCHANGE: gl.constexpr, NO_EXP: gl.constexpr,
                          STREAM: gl.constexpr, EVEN: gl.constexpr = False,
                          FOLD: gl.constexpr = False, LOCAL: gl.constexpr = False,
-                         NO_BAR: gl.constexpr = False):
+                         NO_BAR: gl.constexpr = False, WORDS: gl.constexpr = False,
+                         stamps=None):
     WARPS: gl.constexpr = gl.num_warps()
     CHUNKS: gl.constexpr = PIECE // CHUNK
     TILES: gl.constexpr = CHUNK // VEC
@@ -60,6 +83,10 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         ticket = gl.program_id(0)
     else:
         ticket = gl.atomic_add(sync_ptr, 1)
+    if stamps is not None:
+        gl.store(stamps + ticket * 6, ticket.to(gl.int64))
+        gl.store(stamps + ticket * 6 + 1, _sm_id(ticket))
+        gl.store(stamps + ticket * 6 + 2, _now(ticket))
     row = (ticket // n_pieces).to(gl.int64)
     piece = ticket % n_pieces
     t = gl.arange(0, TILES, gl.SliceLayout(1, tiles))
@@ -88,9 +115,24 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         s_c = gl.sum(_exp2((x - m_ref[:, None]) * _LOG2E, NO_EXP), axis=1)
         m, s = _combine(m, s, m_c, s_c)
     m_k, s_k = gl.reduce((m, s), 0, _combine)
+    if stamps is not None:
+        gl.store(stamps + ticket * 6 + 3, _now(ticket))
     if NO_EXCHANGE:
         m_row = m_k
         s_row = s_k
+    elif WORDS:
+        words = part_ptr.to(gl.pointer_type(gl.int64)) + row * PIECES
+        low = m_k.to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF
+        gl.store(words + piece, low | (s_k.to(gl.int32, bitcast=True).to(gl.int64) << 32))
+        k = gl.arange(0, PIECES, flat)
+        # past the row's pieces: (-inf, 0), whose low half 0xFF800000 is not zero
+        w = gl.load(words + k, mask=k < n_pieces, other=0xFF800000, volatile=True)
+        while gl.min((w != 0).to(gl.int32), axis=0) == 0:
+            w = gl.load(words + k, mask=k < n_pieces, other=0xFF800000, volatile=True)
+        m_all = w.to(gl.int32).to(gl.float32, bitcast=True)
+        s_all = (w >> 32).to(gl.int32).to(gl.float32, bitcast=True)
+        m_row = gl.max(m_all, axis=0)
+        s_row = gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
     else:
         part = part_ptr + (row * PIECES + piece) * 2
         gl.store(part, m_k)
@@ -109,6 +151,8 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         s_all = gl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
         m_row = gl.max(m_all, axis=0)
         s_row = gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
+    if stamps is not None:
+        gl.store(stamps + ticket * 6 + 4, _now(ticket))
     inv = 1.0 / s_row
     log2_s = gl.log2(s_row)
     dst = out_ptr + row * out_row_stride + first
@@ -126,6 +170,8 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         else:
             gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty),
                      mask=first + c * CHUNK + offs < n_cols)
+    if stamps is not None:
+        gl.store(stamps + ticket * 6 + 5, _now(ticket))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,3 +278,100 @@ def split_shared_persistent(out_ptr, in_ptr, out_row_stride, in_row_stride, n_ro
         _barrier()  # every thread is done with this slot before it is copied into again
         slot = 1 - slot
         cur = nxt
+
+
+# ---------------------------------------------------------------------------------------------
+# Hybrid: part of each piece waits in registers, the rest in shared memory
+# ---------------------------------------------------------------------------------------------
+#
+# A multiprocessor has 228 KiB of shared memory and 256 KiB of registers; the shipped kernel
+# keeps its pieces in the first only, so about six pieces of 32 KiB wait on a multiprocessor at
+# once, and a piece spends as long waiting for its row as loading (bench/split_timeline.py).
+# Here the first 4 * CHUNK columns of a piece are loaded into registers in their own dtype,
+# two 16-bit values a register, and the rest copied into shared memory as before. The second
+# pass converts the register chunks again from their 16-bit values, after an opaque copy
+# (inline assembly), so that the compiler cannot keep the float32 values of the first pass
+# alive through the wait instead.
+
+
+@gluon.jit
+def _opaque(x):
+    """x, through an instruction the compiler cannot see into: a value it must keep as is."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype,
+                                     is_pure=False, pack=2)
+
+
+@gluon.jit
+def _fold(x, m, s):
+    """(m, s) per tile with the (TILES, VEC) chunk x (float32) folded in."""
+    m_c = gl.max(x, axis=1)
+    m_ref = gl.where(m_c == -float("inf"), 0.0, m_c)
+    s_c = gl.sum(gl.exp2((x - m_ref[:, None]) * _LOG2E), axis=1)
+    return _combine(m, s, m_c, s_c)
+
+
+@gluon.jit
+def split_hybrid(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols, part_ptr, sync_ptr,
+                 PIECES: gl.constexpr, PIECE: gl.constexpr, CHUNK: gl.constexpr,
+                 VEC: gl.constexpr):
+    # 16-bit rows whose width is a multiple of PIECE only (no masks); PIECE >= 5 * CHUNK
+    WARPS: gl.constexpr = gl.num_warps()
+    REG: gl.constexpr = 4 * CHUNK  # columns kept in registers, the piece's first
+    CHUNKS: gl.constexpr = (PIECE - REG) // CHUNK  # chunks copied into shared memory
+    TILES: gl.constexpr = CHUNK // VEC
+    tiles: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [WARPS, 1], [1, 0])
+    flat: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    buf = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [CHUNKS * TILES, VEC], shared)
+    n_pieces = n_cols // PIECE
+    ticket = gl.atomic_add(sync_ptr, 1)
+    row = (ticket // n_pieces).to(gl.int64)
+    piece = ticket % n_pieces
+    t = gl.arange(0, TILES, gl.SliceLayout(1, tiles))
+    v = gl.arange(0, VEC, gl.SliceLayout(0, tiles))
+    offs = t[:, None] * VEC + v[None, :]
+    first = piece * PIECE
+    src = in_ptr + row * in_row_stride + first
+    for c in gl.static_range(CHUNKS):
+        _copy(buf.slice(c * TILES, TILES), src + REG + c * CHUNK + offs)
+        async_copy.commit_group()
+    r0 = gl.load(src + offs)
+    r1 = gl.load(src + CHUNK + offs)
+    r2 = gl.load(src + 2 * CHUNK + offs)
+    r3 = gl.load(src + 3 * CHUNK + offs)
+    m = gl.full([TILES], -float("inf"), gl.float32, gl.SliceLayout(1, tiles))
+    s = gl.zeros([TILES], gl.float32, gl.SliceLayout(1, tiles))
+    m, s = _fold(r0.to(gl.float32), m, s)
+    m, s = _fold(r1.to(gl.float32), m, s)
+    m, s = _fold(r2.to(gl.float32), m, s)
+    m, s = _fold(r3.to(gl.float32), m, s)
+    for c in gl.static_range(CHUNKS):
+        async_copy.wait_group(CHUNKS - 1 - c)
+        _barrier()
+        m, s = _fold(buf.slice(c * TILES, TILES).load(tiles).to(gl.float32), m, s)
+    m_k, s_k = gl.reduce((m, s), 0, _combine)
+    part = part_ptr + (row * PIECES + piece) * 2
+    gl.store(part, m_k)
+    gl.store(part + 1, s_k)
+    _barrier()
+    arrived = gl.atomic_add(sync_ptr + 1 + row, 1) + 1
+    while arrived < n_pieces:
+        arrived = gl.atomic_add(sync_ptr + 1 + row, 0)
+    k = gl.arange(0, PIECES, flat)
+    parts = part_ptr + (row * PIECES + k) * 2
+    m_all = gl.load(parts, mask=k < n_pieces, other=-float("inf"), cache_modifier=".cg")
+    s_all = gl.load(parts + 1, mask=k < n_pieces, other=0.0, cache_modifier=".cg")
+    m_row = gl.max(m_all, axis=0)
+    inv = 1.0 / gl.sum(s_all * gl.exp2((m_all - m_row) * _LOG2E), axis=0)
+    dst = out_ptr + row * out_row_stride + first
+    DT: gl.constexpr = out_ptr.dtype.element_ty
+    gl.store(dst + offs, (gl.exp2((_opaque(r0).to(gl.float32) - m_row) * _LOG2E) * inv).to(DT))
+    gl.store(dst + CHUNK + offs,
+             (gl.exp2((_opaque(r1).to(gl.float32) - m_row) * _LOG2E) * inv).to(DT))
+    gl.store(dst + 2 * CHUNK + offs,
+             (gl.exp2((_opaque(r2).to(gl.float32) - m_row) * _LOG2E) * inv).to(DT))
+    gl.store(dst + 3 * CHUNK + offs,
+             (gl.exp2((_opaque(r3).to(gl.float32) - m_row) * _LOG2E) * inv).to(DT))
+    for c in gl.static_range(CHUNKS):
+        x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
+        gl.store(dst + REG + c * CHUNK + offs, (gl.exp2((x - m_row) * _LOG2E) * inv).to(DT))

@@ -37,8 +37,9 @@ REGISTERS = "registers"
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
 FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")
 # the flags of bench/probe_gluon.py timed without masks where the width allows, as shipped
-TUNING = ("fold", "local", "no_bar")
-# "masked" (alone) runs the shipped kernel with EVEN=False where the row would allow True
+TUNING = ("fold", "local", "no_bar", "words")
+# "masked" (alone) runs the shipped kernel with EVEN=False where the row would allow True;
+# "hybrid" (alone) names probe_gluon.split_hybrid, four chunks of each piece in registers
 
 
 def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozenset()):
@@ -50,6 +51,8 @@ def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozens
     def launch(out, x):
         pieces = triton.cdiv(x.shape[1], piece)
         part, sync = fast._split_scratch(x.shape[0], pieces, 2, x.device)
+        if "words" in flags:
+            part.zero_()
         args = (out, x, out.stride(0), x.stride(0), x.shape[1], part, sync)
         constants = dict(PIECES=triton.next_power_of_2(pieces), PIECE=piece, CHUNK=chunk,
                          VEC=16 // x.element_size(), num_warps=warps)
@@ -70,6 +73,11 @@ def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozens
             return probe_gluon.split_shared_persistent[grid](
                 out, x, out.stride(0), x.stride(0), x.shape[0], x.shape[1], part, sync,
                 **constants)
+
+        if flags == {"hybrid"}:  # 16-bit rows, widths a multiple of the piece only
+            if x.element_size() != 2 or x.shape[1] % piece or piece < 5 * chunk:
+                raise ValueError("hybrid: 16-bit rows a multiple of the piece, piece >= 5 chunks")
+            return probe_gluon.split_hybrid[(x.shape[0] * pieces,)](*args, **constants)
 
         tuned = {f.upper(): f in flags for f in TUNING}
         return probe_gluon.split_shared_variant[(x.shape[0] * pieces,)](

@@ -276,9 +276,11 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 import probe_cluster
 signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
-             "in_row_stride": "i32", "n_cols": "i32", "BLOCK": "constexpr", "VEC": "constexpr"}
+             "in_row_stride": "i32", "n_cols": "i32", "BLOCK": "constexpr", "VEC": "constexpr",
+             "OWN_DTYPE": "constexpr"}
 aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}
-source = GluonASTSource(probe_cluster.kernel(), signature, {"BLOCK": 65536, "VEC": 8}, aligned)
+source = GluonASTSource(probe_cluster.kernel(), signature,
+                        {"BLOCK": 65536, "VEC": 8, "OWN_DTYPE": False}, aligned)
 ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                      options={"num_warps": 16, "num_ctas": 2}).asm["ptx"]
 print(" ".join(sorted(set(re.findall(r"barrier[.]cluster[.]arrive|mapa|ld[.]shared::cluster"

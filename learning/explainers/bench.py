@@ -174,6 +174,63 @@ def split_bounds_table(_numbers=None) -> Table:
                        keep=lambda r: "8192/" not in r["variant"])
 
 
+def cluster_table(_numbers=None) -> Table:
+    """bench/probe_cluster.py's run: the fastest configuration of each case, and how many ran."""
+    data = load("cluster_triton39")
+    env = data["env"]
+    best, timed = {}, {}
+    for r in data["rows"]:
+        key = (r["dtype"], r["cols"])
+        timed[key] = timed.get(key, 0) + 1
+        if "frac" in r and (key not in best or r["frac"] > best[key]["frac"]):
+            best[key] = r
+    rows = tuple((dtype, str(cols), r["variant"], f"{r['gbps']:.0f} ({r['frac']:.2f})",
+                  str(r.get("registers", "-")), str(timed[dtype, cols]))
+                 for (dtype, cols), r in best.items())
+    note = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
+            f"command `{data['command']}`; inputs of 1 GiB; copy ceiling "
+            f"{data['copy_gbps']:.0f} GB/s at the start, {data['copy_gbps_end']:.0f} at the end.")
+    return Table(("dtype", "cols", "fastest configuration", "GB/s (of copy)",
+                  "registers a thread", "configurations timed"), rows, note)
+
+
+def timeline_table(_numbers=None) -> Table:
+    """bench/split_timeline.py's run: where a piece of the split kernel spends its time."""
+    data = load("split_timeline")
+    env = data["env"]
+    rows = []
+    for r in data["rows"]:
+        spans = [f"{r[k]['median_us']:.2f} / {r[k]['p90_us']:.2f}"
+                 for k in ("load", "wait", "store", "skew")]
+        rows.append((r["dtype"], str(r["cols"]), str(r["exchange"]), *spans,
+                     f"{r['wait_share']:.2f}", f"{r['programs_per_sm']:.1f}",
+                     f"{r['gbps_from_span']:.0f}"))
+    note = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
+            f"command `{data['command']}`; one stamped launch after three, 1 GiB inputs; times "
+            "in microseconds, median / 90th percentile over the programs; 'none' gives a wrong "
+            "answer and is a bound.")
+    return Table(("dtype", "cols", "exchange", "load", "wait", "store", "skew of a row's starts",
+                  "share waiting", "programs a multiprocessor", "GB/s over the launch"),
+                 tuple(rows), note)
+
+
+def backward_variants_table(_numbers=None) -> Table:
+    """bench/backward_variants.py with Triton 3.6 and 3.9: its 16-bit rows of 32768 columns."""
+    rows, notes = [], []
+    for name in ("backward_variants", "backward_variants_triton39"):
+        data = load(name)
+        env = data["env"]
+        for r in (r for r in data["rows"] if r["cols"] == 32768):
+            rows.append((env["triton"], r["dtype"], str(r["cols"]), r["variant"],
+                         str(r["warps"]), f"{r['frac']:.3f}", str(r["registers"]),
+                         str(r["spills"])))
+        notes.append(f"triton {env['triton']}: {env['device']}, torch {env['torch']}, "
+                     f"{env['date']}, command `{data['command']}`, copy ceiling "
+                     f"{data['copy_gbps']:.0f} GB/s.")
+    return Table(("triton", "dtype", "cols", "variant", "warps", "of copy", "registers",
+                  "spilled bytes"), tuple(rows), " ".join(notes))
+
+
 # The widths past what one program keeps whole, and the sweep whose geometric mean the course
 # tracks for them: 128 to 2**18 columns in float32 and bfloat16.
 WIDE = (32768, 65536, 262144, 1048576)
@@ -336,6 +393,11 @@ BLOCKS = {
     "split_masks": lambda _numbers=None: split_table("split_shared_masks"),
     "split_persistent": lambda _numbers=None: split_table("split_shared_persistent"),
     "split_fold": lambda _numbers=None: split_table("split_shared_fold"),
+    "split_words": lambda _numbers=None: split_table("split_shared_words"),
+    "split_hybrid": lambda _numbers=None: split_table("split_shared_hybrid"),
+    "split_timeline": timeline_table,
+    "cluster": cluster_table,
+    "backward_variants": backward_variants_table,
     "versions": versions_table,
     "wide_targets": wide_targets_table,
     "summary": summary_table,
