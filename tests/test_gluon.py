@@ -297,3 +297,44 @@ def test_the_cluster_probe_reduces_through_distributed_shared_memory():
     assert done.returncode == 0, done.stderr[-3000:]
     found = done.stdout.split()
     assert {"barrier.cluster.arrive", "mapa", "ld.shared::cluster", "ld.global.v4"} <= set(found)
+
+
+# bench/probe_cluster_shared.py: what its docstring says the kernel is, in the PTX for sm_90
+CLUSTER_SHARED_COMPILE = """
+import re, sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_cluster_shared
+signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
+             "in_row_stride": "i32", "part_ptr": "*fp32", "PIECE": "constexpr",
+             "CHUNK": "constexpr", "VEC": "constexpr"}
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}
+source = GluonASTSource(probe_cluster_shared.kernel(), signature,
+                        {"PIECE": 16384, "CHUNK": 2048, "VEC": 8}, aligned)
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "num_ctas": 4})
+ptx = compiled.asm["ptx"]
+copies = re.findall(r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], [[][^]]*[]], 0x10", ptx)
+print(compiled.metadata.shared, len(copies), len(re.findall(r"@%p[0-9]+ st[.]global[.]v4", ptx)),
+      len(re.findall(r"st[.]global[.]v4", ptx)),
+      "barrier.cluster.arrive.release.aligned" in ptx, "atom" in ptx)
+"""
+
+
+@pytest.mark.skipif(tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 9),
+                    reason="the sharded asynchronous copies compile with Triton 3.9 (not 3.6)")
+def test_the_cluster_shared_probe_gives_each_cta_its_own_piece():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", CLUSTER_SHARED_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shared, copies, predicated, stores, barrier, atomics = done.stdout.split()
+    # each CTA holds its own 16384 bf16 columns (32 KiB) and copies them 16 bytes at a time:
+    # 16384 / (4 warps * 32 threads * 8 columns) = 16 copies a thread
+    assert 32768 <= int(shared) < 32768 + 1024 and int(copies) == 16
+    # and stores its own piece: no store is kept to one CTA of the cluster
+    assert int(stores) == 16 and int(predicated) == 0
+    # the exchange is one cluster barrier, with no ticket or arrival atomics
+    assert barrier == "True" and atomics == "False"

@@ -397,6 +397,7 @@ BLOCKS = {
     "split_hybrid": lambda _numbers=None: split_table("split_shared_hybrid"),
     "split_timeline": timeline_table,
     "cluster": cluster_table,
+    "cluster_shared": lambda _numbers=None: split_table("cluster_shared_triton39"),
     "backward_variants": backward_variants_table,
     "versions": versions_table,
     "wide_targets": wide_targets_table,
