@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import re
 import sys
 
 from rich.console import Console
@@ -74,13 +75,51 @@ def _known(encoding: str) -> bool:
         return False
 
 
+# A course command as the messages suggest it: the module, then an exercise or a path, then
+# options with their values ("python -m learning.check softmax --hint 2").
+COMMAND = re.compile(r"python3? -m learning\.[a-z_]+(?: (?!-)[\w./-]+)?"
+                     r"(?: --[a-z][\w-]*(?:[ =](?!-)[\w./-]+)?)*")
+# Stands for a space inside a command while rich wraps a message: not whitespace, so rich never
+# breaks a line there, and one cell wide, as the space it replaces; the output stream turns it
+# back into a space.
+_JOINED = "\ue000"
+
+
+def keep_commands_whole(text: str) -> str:
+    """``text`` with the spaces inside each suggested command joined (see _JOINED)."""
+    return COMMAND.sub(lambda found: found.group(0).replace(" ", _JOINED), text)
+
+
+class CourseConsole(Console):
+    """A rich Console that never wraps a line inside a suggested command, so that a command
+    copied from an 80-column terminal or a piped log runs as printed."""
+
+    def print(self, *objects, **options) -> None:
+        super().print(*(keep_commands_whole(o) if isinstance(o, str) else o for o in objects),
+                      **options)
+
+
+class _Unjoined:
+    """The stream under a CourseConsole: joined spaces become spaces again."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text.replace(_JOINED, " "))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def make_console() -> Console:
     """Colour in a terminal, plain text when piped or when NO_COLOR is set (rich decides);
-    ASCII stand-ins on an output that cannot encode the course's characters."""
+    ASCII stand-ins on an output that cannot encode the course's characters; suggested
+    commands never broken across lines."""
     encoding = _can_encode(sys.stdout)
     if encoding is None:
-        return Console(highlight=False)
-    return Console(highlight=False, file=_AsciiSafe(sys.stdout, encoding))
+        return CourseConsole(highlight=False, file=_Unjoined(sys.stdout))
+    return CourseConsole(highlight=False, file=_Unjoined(_AsciiSafe(sys.stdout, encoding)))
 
 
 def run(main, prog: str) -> int:

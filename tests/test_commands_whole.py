@@ -1,0 +1,69 @@
+"""Every command the course suggests is printed on one line, at 80 columns and piped, so that
+a learner can copy it from a narrow terminal or a log and run it as printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from learning.cli import COMMAND, keep_commands_whole
+from tests.helpers import COURSE_ROOT, course_pythonpath, stub_text, write_module
+
+
+def run_piped(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=COURSE_ROOT, timeout=600,
+                          env=dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath()))
+    return done.stdout + done.stderr
+
+
+def broken_commands(out: str) -> list[str]:
+    """The suggested commands in ``out`` (its lines read as one text) that no single line holds
+    whole: the ones a wrap split."""
+    lines = out.splitlines()
+    joined = " ".join(line.strip() for line in lines)
+    return [found.group(0) for found in COMMAND.finditer(joined)
+            if not any(found.group(0) in line for line in lines)]
+
+
+def test_commands_are_joined_only_where_they_are():
+    text = "then run python -m learning.check softmax --hint 2 again, or python3 -m learning.x"
+    joined = keep_commands_whole(text)
+    assert joined.replace("\ue000", " ") == text
+    assert joined.split(" ") == ["then", "run", joined.split(" ")[2], "again,", "or",
+                                 joined.split(" ")[-1]]
+    assert "learning.check\ue000softmax\ue000--hint\ue0002" in joined
+
+
+def test_the_checker_finds_a_command_split_by_a_wrap():
+    # the test below would pass on output with no commands, so it must see a split one here
+    out = "Next: read lessons/04-softmax.md, write your code in softmax.py, then run python\n" \
+          "-m learning.check softmax\n"
+    assert broken_commands(out) == ["python -m learning.check softmax"]
+    assert broken_commands(out.replace("python\n-m", "\npython -m")) == []
+
+
+@pytest.mark.parametrize("case", ["not started", "hint", "solution", "progress", "wrong"])
+def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    root = ("--root", str(tmp_path))
+    if case == "not started":
+        out = run_piped("learning.check", "softmax", *root)
+    elif case == "hint":
+        out = run_piped("learning.check", "softmax", "--hint", "4", *root)  # the last: names
+        # the solution command
+    elif case == "solution":
+        out = run_piped("learning.solution", "softmax", *root)
+    elif case == "progress":
+        out = run_piped("learning.progress", *root)
+    else:
+        wrong = stub_text("softmax").replace(
+            "raise NotImplementedError", "return [0.0 for _ in row]", 1)
+        write_module(tmp_path, "softmax", wrong)
+        out = run_piped("learning.check", "softmax", "--part", "python", *root)
+    assert "python -m learning." in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert broken_commands(out) == [], out
