@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import cli
+from learning import cli, solution
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.grader import registry, state
@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{exercise.filename} is already as the course ships it; nothing to do.",
                       highlight=False)
         return 0
+    progress = state.load(root)
+    # the grades go with the code, and with them the reference solution, if it was open
+    relock = (f"; its reference solution locks again until every part passes (python -m "
+              f"learning.solution {exercise.name} --force shows it anyway)"
+              if solution.is_open(exercise, progress) else "")
     if target.exists() and not options.yes:
         unchanged = f"Nothing changed: {exercise.filename} is as it was, and no backup was made."
         if not can_ask():
@@ -84,18 +89,17 @@ def main(argv: list[str] | None = None) -> int:
                           "asking.", highlight=False)
             return 1
         question = (f"Replace {target} with the original stub? Your version is backed up "
-                    f"first. [y/N]")
+                    f"first{relock}. [y/N]")
         if not confirm(console, question):
             console.print(unchanged, highlight=False)
             return 1
     saved = backup(target, root) if target.exists() else None
     target.write_text(stub, encoding="utf-8")
-    progress = state.load(root)  # the old grades describe code that is gone
-    progress.forget(exercise.name)
+    progress.forget(exercise.name)  # the old grades describe code that is gone
     state.save(root, progress)
     if saved:
         console.print(f"Your version is saved as {escape(str(saved))}", highlight=False)
-    console.print(f"{exercise.filename} is restored. Run python -m learning.check "
+    console.print(f"{exercise.filename} is restored{relock}. Run python -m learning.check "
                   f"{exercise.name} to see it reported as not started.", highlight=False)
     return 0
 

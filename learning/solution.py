@@ -55,6 +55,12 @@ def unfinished_parts(exercise: Exercise, progress: state.State,
     return missing
 
 
+def is_open(exercise: Exercise, progress: state.State) -> bool:
+    """Whether ``python -m learning.solution`` shows this exercise's reference without
+    --force: every part that can be checked here passed its last check."""
+    return not unfinished_parts(exercise, progress, kernels=kernel_mode.triton_missing() is None)
+
+
 def main(argv: list[str] | None = None) -> int:
     console = make_console()
     try:

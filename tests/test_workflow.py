@@ -295,6 +295,20 @@ def test_reset_forgets_the_grades_of_the_code_it_replaced(tmp_path, capsys):
     assert state.load(tmp_path).grade("softmax", "python") is None
 
 
+def test_reset_of_a_passed_exercise_says_its_solution_locks_again(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    check.main(["softmax", "--root", str(tmp_path)])
+    capsys.readouterr()
+    assert run(capsys, solution, "softmax", "--root", str(tmp_path))[0] == 0
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    assert code == 0 and "solution locks again" in " ".join(out.split())
+    assert run(capsys, solution, "softmax", "--root", str(tmp_path))[0] == 1
+    # an exercise that had not passed says nothing of the kind
+    write_module(tmp_path, "softmax", "mine\n")
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    assert code == 0 and "locks again" not in out
+
+
 def test_the_reset_question_shows_its_answers(tmp_path, capsys, monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):
