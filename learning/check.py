@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "gets a MemoryError")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     return parser
 

@@ -6,6 +6,7 @@ import argparse
 import codecs
 import re
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
@@ -29,6 +30,15 @@ class CommandParser(argparse.ArgumentParser):
             return super().parse_args(args, namespace)
         except SystemExit as done:  # --help printed its text
             raise HelpShown(done.code or 0) from None
+
+
+def folder(text: str) -> Path:
+    """An argparse type for --root: a folder that exists, or a one-line error."""
+    path = Path(text)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text} {what}")
+    return path
 
 
 class HelpShown(Exception):

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                            description="Check Python, the packages, and where kernels run.")
     parser.add_argument("--interpret", action="store_true",
                         help="check Triton's interpreter even on a GPU machine")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     try:
         options = parser.parse_args(argv)

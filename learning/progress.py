@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -27,7 +26,7 @@ def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.progress",
                            description="Show every lesson, your grades and what to do next.")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     return parser
 

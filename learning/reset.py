@@ -26,7 +26,7 @@ def build_parser() -> CommandParser:
                            description="Restore an exercise module, backing up yours first.")
     parser.add_argument("exercise", help="the exercise to restore, e.g. softmax")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     return parser
 
@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = options.root or default_root()
     target = root / exercise.filename
+    if target.is_dir():
+        console.print(f"reset: {escape(str(target))} is a folder, not the exercise's module; "
+                      "nothing changed.", style="red", highlight=False)
+        return 2
     stub = stub_path(exercise.name).read_text(encoding="utf-8")
     if target.exists() and target.read_text(encoding="utf-8", errors="replace") == stub:
         console.print(f"{exercise.filename} is already as the course ships it; nothing to do.",
@@ -93,8 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         if not confirm(console, question):
             console.print(unchanged, highlight=False)
             return 1
-    saved = backup(target, root) if target.exists() else None
-    target.write_text(stub, encoding="utf-8")
+    saved = None
+    try:
+        saved = backup(target, root) if target.exists() else None
+        target.write_text(stub, encoding="utf-8")
+    except OSError as error:  # a read-only folder, a full disk
+        kept = f"; your version is saved as {saved}" if saved else ""
+        console.print(f"reset: could not restore {escape(str(target))}: "
+                      f"{escape(error.strerror or str(error))}{escape(kept)}", style="red",
+                      highlight=False)
+        return 1
     progress.forget(exercise.name)  # the old grades describe code that is gone
     state.save(root, progress)
     if saved:

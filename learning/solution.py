@@ -8,7 +8,6 @@ checked, so there only the parts that can be must pass, and one line says so.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from rich.markup import escape
 from rich.syntax import Syntax
@@ -27,7 +26,7 @@ def build_parser() -> CommandParser:
                            description="Show the reference solution once your exercise passes.")
     parser.add_argument("exercise", help="the exercise, e.g. softmax")
     parser.add_argument("--force", action="store_true", help="show it even before it passes")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     return parser
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from learning import check
+from learning import check, cli
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.grader import registry
 
@@ -31,7 +31,7 @@ def build_parser() -> CommandParser:
                         help="run kernels in Triton's interpreter even on a GPU machine")
     parser.add_argument("--poll", action="store_true",
                         help="check the file's time stamp instead of using watchdog")
-    parser.add_argument("--root", type=Path, metavar="DIR",
+    parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
     return parser
 

@@ -309,6 +309,31 @@ def test_reset_of_a_passed_exercise_says_its_solution_locks_again(tmp_path, caps
     assert code == 0 and "locks again" not in out
 
 
+@pytest.mark.parametrize("command", ["check", "reset", "solution", "watch", "progress",
+                                     "doctor"])
+def test_a_root_that_is_not_a_folder_is_one_line_and_status_2(command, tmp_path):
+    exercise = [] if command in ("progress", "doctor") else ["softmax"]
+    for root in (tmp_path / "missing", tmp_path / "a-file"):
+        (tmp_path / "a-file").write_text("x")
+        done = subprocess.run([sys.executable, "-m", f"learning.{command}", *exercise,
+                               "--root", str(root)], capture_output=True, text=True,
+                              cwd=COURSE_ROOT, timeout=120,
+                              env=dict(os.environ, COLUMNS="200",
+                                       PYTHONPATH=course_pythonpath()))
+        said = (done.stdout + done.stderr).strip()
+        assert done.returncode == 2, said
+        assert "Traceback" not in said and len(said.splitlines()) == 1, said
+        assert f"{command}: argument --root: {root}" in said, said
+        assert not (tmp_path / "missing").exists()  # and nothing was made there
+
+
+def test_reset_onto_a_folder_named_as_the_module_changes_nothing(tmp_path, capsys):
+    (tmp_path / "softmax.py").mkdir()
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    assert code == 2 and "is a folder" in out and "Traceback" not in out
+    assert (tmp_path / "softmax.py").is_dir()
+
+
 def test_the_reset_question_shows_its_answers(tmp_path, capsys, monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):
