@@ -70,6 +70,18 @@ WINDOWS_CRASHES = {
 }
 
 
+_NUMPY_IMPORT = threading.Lock()
+
+
+def import_numpy() -> None:
+    """Import NumPy, or wait until the thread importing it has finished. The grader imports it
+    in the background while the worker starts; unpickling an array meanwhile imported one of
+    its submodules in a second thread, and Python's import locks then handed that thread a
+    partly initialised numpy (an ImportError, reported as a crash of the learner's code)."""
+    with _NUMPY_IMPORT:
+        import numpy  # noqa: F401
+
+
 class EventUnpickler(pickle.Unpickler):
     """Events come from a process that runs the learner's code: rebuild only the plain data
     the course sends (its result classes, NumPy arrays), never an arbitrary callable."""
@@ -90,6 +102,8 @@ class EventUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         allowed = self.ALLOWED.get(module, ())
         if allowed is None and name.endswith("DType") or allowed and name in allowed:
+            if module.startswith("numpy"):
+                import_numpy()  # whole, even while another thread is importing it
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refused {module}.{name} from the learner's process")
 

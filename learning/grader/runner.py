@@ -10,7 +10,6 @@ it. The processes' plumbing (environment, events, output, signals) is
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -163,7 +162,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     """
     start = time.perf_counter()
     # Judging needs numpy: import it while the worker starts, not when its first result comes.
-    threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
+    threading.Thread(target=childproc.import_numpy, daemon=True).start()
     # Absolute: the learner's process runs in the module's folder, where a relative --root
     # would point somewhere else.
     root = Path(root or Path.cwd()).resolve()
