@@ -399,6 +399,23 @@ def test_a_wrong_row_equal_to_another_by_chance_is_not_called_another_row():
     assert not any("of the output is the reference's row" in s for s in said)
 
 
+def test_an_output_off_its_own_row_is_not_called_a_neighbouring_row():
+    # attention's reference rows can lie 1e-7 apart: an output a little off everywhere (a
+    # scale slightly wrong) is wrong against its own row and no nearer the other one, and no
+    # row was read in its place
+    # (large logits: every query picks the same key, so every row is that key's value)
+    rng = np.random.default_rng(1)
+    want = np.repeat(rng.random((1, 8)), 4, axis=0) + np.arange(4)[:, None] * 1e-7
+    got = want * (1 + 3e-7)
+    said = observe.describe_values(got, want, 1e-9, 1e-9)
+    assert said and not any("of the output is the reference's row" in s for s in said)
+    # the row really read in another's place is still named
+    want = rng.random((4, 8))
+    got = want[[0, 2, 2, 3]]
+    assert "row 1 of the output is the reference's row 2" in observe.describe_values(
+        got, want, 1e-9, 1e-9)
+
+
 def test_a_tail_of_columns_and_a_sign_flip_are_described():
     want = _want()
     got = want.copy()

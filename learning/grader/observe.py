@@ -44,7 +44,7 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     rounded = _rounded(got, want)
     said = [s for s in (_where(bad), rounded or _size(got, want, bad, dtype,
                                                       systematic=bool(scaled)),
-                        scaled, _same_as_input(got, inputs), _other_rows(got, want, bad),
+                        scaled, _same_as_input(got, inputs), _other_rows(got, want, bad, atol, rtol),
                         _all_zero(got)) if s]
     if "row-sums" in properties:
         said += [s for s in [_row_sums(got)] if s]
@@ -206,10 +206,12 @@ def _numeric(value) -> bool:
         return False
 
 
-def _other_rows(got, want, bad) -> str:
+def _other_rows(got, want, bad, atol: float, rtol: float) -> str:
     """Every wrong row is another row of the reference: the program read the wrong row. Said
     only when all of them are, since among many short rows of few values one wrong row can
-    equal another row by chance."""
+    equal another row by chance; and within the case's own tolerance, the one that finds the
+    row wrong, so that an output off by more than that (rounded, say) is not said to equal a
+    reference row that lies as close to its own as two neighbouring rows of attention do."""
     import numpy as np
 
     if got.ndim != 2 or got.shape[0] < 2 or got.shape[0] > MAX_ROWS_COMPARED:
@@ -217,7 +219,7 @@ def _other_rows(got, want, bad) -> str:
     found = []
     for r in np.flatnonzero(bad.any(axis=1)):
         match = next((other for other in range(got.shape[0]) if other != r
-                      and close(got[r], want[other], 1e-6, 1e-4).all()), None)
+                      and close(got[r], want[other], atol, rtol).all()), None)
         if match is None:
             return ""
         found.append((int(r), match))
