@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from learning.grader import errors, observe
-from tests.helpers import grade_text, solution_text, write_module
+from tests.helpers import failing_bugs, grade_text, solution_text, write_module
 
 
 def _cases(result, part=None):
@@ -743,3 +743,14 @@ def test_a_float32_gradient_buffer_is_covered_by_the_cause_of_float64_precision(
     narrowed = [v for v in cases.values() if "fp64-narrowed" in _causes(v)]
     assert narrowed
     assert all("allocated as float32" in v.causes[0].cause for v in narrowed)
+
+
+def test_a_result_wrapped_in_one_more_list_is_not_called_the_wrong_length(tmp_path):
+    # return [output]: one value per input, in one pair of brackets too many
+    text = solution_text("softmax").replace("    return output  # store", "    return [output]")
+    part = grade_text(tmp_path, "softmax", text, ["python"]).parts[0]
+    assert failing_bugs(part) == {"extra-list"}
+    # and a list one value short is still the wrong length
+    text = solution_text("softmax").replace("    return output  # store", "    return output[:-1]")
+    part = grade_text(tmp_path, "softmax", text, ["python"]).parts[0]
+    assert "wrong-length" in failing_bugs(part) and "extra-list" not in failing_bugs(part)

@@ -41,6 +41,10 @@ COMMON_BUGS = {
         Bug("wrong-type", "the function returned the wrong kind of object"),
         Bug("wrong-length", "the output has a different number of values than the input: "
             "every input needs exactly one output"),
+        Bug("extra-list", "the result is wrapped in one list too many: return the list itself "
+            "(return result), not a list holding it (return [result])"),
+        Bug("nested-differently", "the output is nested differently from the expected list: "
+            "compare its shape with the expected one"),
         Bug("wrong-shape", "the output's shape differs from the input's: allocate it like the "
             "input (torch.empty_like(x))"),
         Bug("wrong-dtype", "the output's dtype differs from the input's: store results in the "
@@ -284,7 +288,10 @@ def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:
         if len(returned.shape) == 1 and len(want.shape) == 1:
             return _fail("wrong-length", f"returned {counted(returned.shape[0], 'value')} for "
                          f"{counted(want.shape[0], 'input')}", format_values(returned.values))
-        return _fail("wrong-length", f"returned a list of shape {returned.shape}, expected "
+        # one more level of brackets around the right values: the length was right
+        key = "extra-list" if returned.shape == (1, *want.shape) else \
+            "wrong-length" if len(returned.shape) == len(want.shape) else "nested-differently"
+        return _fail(key, f"returned a list of shape {returned.shape}, expected "
                      f"{tuple(want.shape)}", format_values(returned.values))
     return None
 
