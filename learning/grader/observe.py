@@ -44,7 +44,8 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     rounded = _rounded(got, want)
     said = [s for s in (_where(bad), rounded or _size(got, want, bad, dtype,
                                                       systematic=bool(scaled)),
-                        scaled, _same_as_input(got, inputs), _other_rows(got, want, bad, atol, rtol),
+                        scaled, _same_as_input(got, inputs),
+                        _other_rows(got, want, bad, atol, rtol),
                         _all_zero(got)) if s]
     if "row-sums" in properties:
         said += [s for s in [_row_sums(got)] if s]
