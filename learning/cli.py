@@ -95,18 +95,23 @@ COMMAND = re.compile(r"python3? -m learning\.[a-z_]+(?: (?!-)[\w./-]+)?"
 _JOINED = "\ue000"
 
 
-def keep_commands_whole(text: str) -> str:
-    """``text`` with the spaces inside each suggested command joined (see _JOINED)."""
-    return COMMAND.sub(lambda found: found.group(0).replace(" ", _JOINED), text)
+def keep_commands_whole(text: str, longest: int = 64) -> str:
+    """``text`` with the spaces inside each suggested command of at most ``longest``
+    characters joined (see _JOINED). A longer one (a bench command with its output paths) is
+    left to wrap at its spaces: joined, it would not fit an indented line and rich would cut
+    it anywhere."""
+    return COMMAND.sub(lambda found: found.group(0).replace(" ", _JOINED)
+                       if len(found.group(0)) <= longest else found.group(0), text)
 
 
 class CourseConsole(Console):
-    """A rich Console that never wraps a line inside a suggested command, so that a command
-    copied from an 80-column terminal or a piped log runs as printed."""
+    """A rich Console that never wraps a line inside a suggested command that fits a line, so
+    that a command copied from an 80-column terminal or a piped log runs as printed."""
 
     def print(self, *objects, **options) -> None:
-        super().print(*(keep_commands_whole(o) if isinstance(o, str) else o for o in objects),
-                      **options)
+        longest = max(self.width - 16, 20)  # room for an indent and a word or two before it
+        super().print(*(keep_commands_whole(o, longest) if isinstance(o, str) else o
+                        for o in objects), **options)
 
 
 class _Unjoined:

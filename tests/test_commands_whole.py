@@ -1,5 +1,6 @@
-"""Every command the course suggests is printed on one line, at 80 columns and piped, so that
-a learner can copy it from a narrow terminal or a log and run it as printed."""
+"""Every command the course suggests to a learner is printed on one line, at 80 columns and
+piped, so that it can be copied from a narrow terminal or a log and run as printed. (Commands
+too long for an indented line, bench runs with their output paths, wrap at their spaces.)"""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def test_commands_are_joined_only_where_they_are():
     assert joined.split(" ") == ["then", "run", joined.split(" ")[2], "again,", "or",
                                  joined.split(" ")[-1]]
     assert "learning.check\ue000softmax\ue000--hint\ue0002" in joined
+    long = "python -m learning.bench softmax --json /root/out/softmax.json --plot /root/o.png"
+    assert keep_commands_whole(long) == long  # would not fit an indented 80-column line
 
 
 def test_the_checker_finds_a_command_split_by_a_wrap():
