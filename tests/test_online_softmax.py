@@ -7,6 +7,7 @@ import pytest
 
 from learning import explain
 from learning.exercises.online_softmax import reference, simulate
+from tests.helpers import grade_text, solution_text
 
 NAME = "online_softmax"
 
@@ -75,3 +76,30 @@ def test_explain_rejects_bad_input_in_one_line(capsys, plain_console):
     assert code == 2
     assert "--input: 'x' is not a number" in out
     assert len(out.strip().splitlines()) == 1
+
+
+def _cause_texts(part_result) -> str:
+    return " ".join(bug.cause for c in part_result.cases
+                    if c.verdict.status not in ("passed", "skipped", "not-run")
+                    for bug in c.verdict.causes)
+
+
+def test_the_python_part_is_told_about_slices_not_triton_offsets(tmp_path):
+    # the first pass reads values[0:block] at every step: the cause speaks of the slice
+    text = solution_text("online_softmax").replace(
+        "enumerate(values[start:start + block])", "enumerate(values[0:block])", 1)
+    part = grade_text(tmp_path, "online_softmax", text, ["python"]).parts[0]
+    said = _cause_texts(part)
+    assert "values[start:start + block]" in said
+    assert "tl.arange" not in said and "n_cols" not in said and "mask" not in said
+
+
+def test_a_second_pass_that_stops_after_one_chunk_is_not_told_to_widen_block(tmp_path):
+    # BLOCK is meant to be narrower than the row here: the cause must not ask for
+    # next_power_of_2(n_cols), only for a loop over the whole row
+    lines = solution_text("online_softmax").splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if "for start in range(0, n_cols, BLOCK)" in line]
+    lines[second[-1]] = lines[second[-1]].replace("range(0, n_cols, BLOCK)", "range(0, 1)")
+    part = grade_text(tmp_path, "online_softmax", "".join(lines), ["triton"]).parts[0]
+    said = _cause_texts(part)
+    assert "range(0, n_cols, BLOCK)" in said and "next_power_of_2" not in said

@@ -98,10 +98,15 @@ def _bugs(padded: bool, tolerance: dict) -> tuple[Bug, ...]:
             "scale it by exp(m_k - row_max) before adding the lanes together",
             _any_of([dict(v, combine=False) for v in lanes], **tolerance)),
         Bug("loop-bound", "the first pass stops before the last, partial chunk: loop over "
-            "range(0, n_cols, BLOCK) and mask the chunk, so that its values count too",
+            + ("range(0, n_cols, BLOCK) and mask the chunk" if padded else
+               "range(0, len(values), block), slicing values[start:start + block], which is "
+               "shorter at the end")
+            + ", so that its values count too",
             _any_of([dict(v, full_chunks_only=True) for v in both], **tolerance)),
-        Bug("not-advanced", "every step of the loop reads the first chunk again: the offsets "
-            "must start at the loop's position, start + tl.arange(0, BLOCK)",
+        Bug("not-advanced", "every step of the loop reads the first chunk again: "
+            + ("the offsets must start at the loop's position, start + tl.arange(0, BLOCK)"
+               if padded else "the slice must start at the loop's position, "
+               "values[start:start + block]"),
             _any_of([dict(v, advance=False) for v in both], **tolerance)),
         Bug("max-from-zero", "the running maximum starts at 0 instead of -inf, so it never "
             "falls below 0: in a row whose values all lie far below 0 every exponential is "
@@ -262,6 +267,11 @@ FP16 = Tolerance(atol=1e-3, rtol=1e-2)
 BF16 = Tolerance(atol=4e-3, rtol=2e-2)
 
 TRITON_BUGS = _bugs(padded=True, tolerance=_LOOSE) + (
+    # the common text says BLOCK must cover the row; here it is meant to be narrower
+    Bug("block-too-small", "the end of each row was never written: no lane stored there. The "
+        "second pass must walk the whole row, for start in range(0, n_cols, BLOCK), storing "
+        "each chunk at start + tl.arange(0, BLOCK) with the mask offsets < n_cols; or the "
+        "store's offsets or mask stop short"),
     Bug("zero-padding", "the last chunk's padded lanes read 0 (other=0, or no other), which "
         "joins the maximum and the sum: load with other=-float('inf')",
         same_as(partial(simulate, pad_value=0.0), **_LOOSE)),
