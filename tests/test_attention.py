@@ -652,3 +652,24 @@ def test_the_lesson_s_figures_are_computed_sections():
         assert f"<!-- computed: attention {block}" in text, block
     assert "<!-- computed: cases attention triton -->" in text
     assert "<!-- computed: hints attention python -->" in text
+
+
+def _failed(part_result) -> set[str]:
+    return {c.name for c in part_result.cases
+            if c.verdict.status not in ("passed", "skipped", "not-run")}
+
+
+def test_a_maximum_over_the_queries_instead_of_the_keys_fails(tmp_path):
+    # shift-invariance hides a wrong maximum until some row is measured from another's: the
+    # case with rows of scores near +1024 and -1024 must catch it
+    text = solution_text("attention").replace(
+        "m_new = tl.maximum(m, tl.max(s, axis=1))", "m_new = tl.maximum(m, tl.max(s, axis=0))")
+    part = grade_text(tmp_path, "attention", text, ["triton"]).parts[0]
+    assert "rows far apart" in _failed(part)
+
+
+def test_a_running_maximum_that_starts_at_0_fails(tmp_path):
+    text = solution_text("attention").replace(
+        "m, l, acc = -math.inf, 0.0, [0.0] * len(v[0])", "m, l, acc = 0.0, 0.0, [0.0] * len(v[0])")
+    part = grade_text(tmp_path, "attention", text, ["python"]).parts[0]
+    assert "scores far below 0" in _failed(part)

@@ -103,3 +103,11 @@ def test_a_second_pass_that_stops_after_one_chunk_is_not_told_to_widen_block(tmp
     part = grade_text(tmp_path, "online_softmax", "".join(lines), ["triton"]).parts[0]
     said = _cause_texts(part)
     assert "range(0, n_cols, BLOCK)" in said and "next_power_of_2" not in said
+
+
+def test_lane_sums_combined_from_the_first_lanes_maximum_fail(tmp_path):
+    # any common reference gives the same answer in exact arithmetic: only a gap of 1000
+    # between the lanes' maxima makes exp overflow and shows the wrong one
+    text = solution_text("online_softmax").replace("row_max = max(m)", "row_max = m[0]", 1)
+    part = grade_text(tmp_path, "online_softmax", text, ["python"]).parts[0]
+    assert "lanes 1000 apart" in {c.name for c in part.cases if c.verdict.status != "passed"}

@@ -345,10 +345,11 @@ def _lists(q, k, v, causal, block):
 
 
 def _seeded(seed: int, lq: int, lk: int, d: int, causal: bool, block: int, *, shift=0.0,
-            rising=0.0, q_zero=False):
+            q_shift=None, rising=0.0, q_zero=False):
     """q, k, v of six-decimal values in [-1, 1]. ``shift`` moves every value of q and k (large
-    scores); ``rising`` sets q's first value near 1 and adds rising * j to key j's, so that the
-    scores grow along the keys; ``q_zero`` makes every score 0."""
+    scores), ``q_shift`` q's alone where given; ``rising`` sets q's first value near 1 and
+    adds rising * j to key j's, so that the scores grow along the keys; ``q_zero`` makes every
+    score 0."""
     def make():
         import random
 
@@ -357,7 +358,7 @@ def _seeded(seed: int, lq: int, lk: int, d: int, causal: bool, block: int, *, sh
         def rows(n, offset=0.0):
             return [[round(rng.uniform(-1, 1) + offset, 6) for _ in range(d)] for _ in range(n)]
 
-        q, k, v = rows(lq, shift), rows(lk, shift), rows(lk)
+        q, k, v = rows(lq, shift if q_shift is None else q_shift), rows(lk, shift), rows(lk)
         if rising:
             for row in q:
                 row[0] = round(1.0 + abs(row[0]), 6)
@@ -392,6 +393,9 @@ PYTHON_CASES = (
     Case("large logits", "queries and keys near 40 in d = 4: scores near 3200, far past "
          "where math.exp overflows", _seeded(5, 3, 5, 4, False, 2, shift=40.0),
          catches=("no-shift",)),
+    Case("scores far below 0", "q near -40 and k near 40 in d = 4: every score near -3200, "
+         "where math.exp underflows to 0 unless it is measured from the row's own maximum "
+         "(not from 0)", _seeded(10, 3, 5, 4, False, 2, shift=40.0, q_shift=-40.0), catches=()),
     Case("uniform scores", "q all 0: every score is 0 and the output is the mean of v's rows",
          _seeded(6, 2, 7, 4, False, 3, q_zero=True), catches=("normalised-per-block",)),
     Case("block of 1", "one key per block: the maximum can change at every key",
@@ -482,6 +486,15 @@ def _rising(rng, q, k, v):
     return q, k, v
 
 
+def _rows_apart(rng, q, k, v):
+    """k near 16 and q near +16 in even rows, -16 in odd ones: scores near +1024 and -1024.
+    Each row must be measured from its own maximum; from another row's, exp overflows or
+    underflows the whole row."""
+    sign = _np().where(_np().arange(q.shape[-2]) % 2 == 0, 1.0, -1.0)[None, None, :, None]
+    return (sign * (16.0 + rng.integers(-4, 5, q.shape) / 8.0),
+            16.0 + rng.integers(-4, 5, k.shape) / 8.0, v)
+
+
 def _uniform(rng, q, k, v):
     return 0.0 * q, k, v
 
@@ -520,6 +533,9 @@ TRITON_CASES = (
          "float32 unless it is measured from the maximum", _heads(6, 1, 1, 16, 40, 16, False,
                                                                   fill=_large),
          catches=("no-shift", "scale")),
+    Case("rows far apart", "q . k near +4096 for even queries and -4096 for odd ones (d = "
+         "16): each query's scores must be measured from its own maximum, taken along the "
+         "keys", _heads(19, 1, 1, 16, 24, 16, False, fill=_rows_apart), catches=()),
     Case("rising scores", "scores that grow along the keys: a row's maximum grows in every "
          "block, and everything measured from the old one must be rescaled",
          _heads(7, 1, 1, 16, 48, 16, False, fill=_rising),

@@ -195,6 +195,9 @@ PYTHON_CASES = (
          _row([-math.inf] * 3 + [2.0, 1.0, 0.0], 3), catches=("no-guard",)),
     Case("lanes far apart", "0 and 10 alternating, block 2: the two lanes have maxima 0 and 10",
          _row([0.0, 10.0] * 5, 2), catches=("no-combine-rescale",)),
+    Case("lanes 1000 apart", "0 and 1000 alternating, block 2: the lanes' sums must be "
+         "combined from the largest lane maximum; from any other, exp(1000) overflows",
+         _row([0.0, 1000.0] * 3, 2), catches=()),
     Case("large values", "1000 and up: every exponential is measured from a maximum",
          _row([1000.0 + i for i in range(9)], 4), catches=("no-shift",)),
     Case("far below zero", "ten values near -1000 in chunks of 4: measured from 0, every "
