@@ -28,6 +28,7 @@ from tests.helpers import (
     COURSE_ROOT,
     INSTANT_SECONDS,
     dot_takes_m_and_n_below_16,
+    failing_bugs,
     grade_text,
     solution_text,
 )
@@ -673,3 +674,10 @@ def test_a_running_maximum_that_starts_at_0_fails(tmp_path):
         "m, l, acc = -math.inf, 0.0, [0.0] * len(v[0])", "m, l, acc = 0.0, 0.0, [0.0] * len(v[0])")
     part = grade_text(tmp_path, "attention", text, ["python"]).parts[0]
     assert "scores far below 0" in _failed(part)
+
+
+def test_a_rounded_output_is_named_as_rounded(tmp_path):
+    text = solution_text("attention").replace(
+        "out.append([a / l for a in acc])", "out.append([round(a / l, 6) for a in acc])")
+    part = grade_text(tmp_path, "attention", text, ["python"]).parts[0]
+    assert failing_bugs(part) == {"rounded"}

@@ -111,3 +111,12 @@ def test_lane_sums_combined_from_the_first_lanes_maximum_fail(tmp_path):
     text = solution_text("online_softmax").replace("row_max = max(m)", "row_max = m[0]", 1)
     part = grade_text(tmp_path, "online_softmax", text, ["python"]).parts[0]
     assert "lanes 1000 apart" in {c.name for c in part.cases if c.verdict.status != "passed"}
+
+
+def test_a_rounded_output_is_named_as_rounded(tmp_path):
+    text = solution_text("online_softmax").replace(
+        "return [math.exp(x - row_max) / total for x in values]",
+        "return [round(math.exp(x - row_max) / total, 6) for x in values]", 1)
+    part = grade_text(tmp_path, "online_softmax", text, ["python"]).parts[0]
+    assert {b.key for c in part.cases if c.verdict.status != "passed"
+            for b in c.verdict.causes} == {"rounded"}

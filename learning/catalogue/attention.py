@@ -150,6 +150,8 @@ PYTHON = (
     Version("hidden scores set to 0", "python", "masked-zero", _python(
         ("if not causal or j <= i\n                          else -math.inf",
          "if not causal or j <= i\n                          else 0.0"))),
+    Version("outputs rounded for display", "python", "rounded", _python(
+        ("out.append([a / l for a in acc])", "out.append([round(a / l, 6) for a in acc])"))),
     Version("the accumulator not rescaled", "python", "acc-not-rescaled", _python(
         ("acc = [a * alpha + sum(", "acc = [a + sum("))),
     Version("the sum not rescaled", "python", "sum-not-rescaled", _python(

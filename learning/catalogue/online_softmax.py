@@ -55,6 +55,20 @@ PYTHON = (
             total = sum(s)
             return [math.exp(x - row_max) / total for x in values]
     '''),
+    Version("outputs rounded for display", "python", "rounded", '''
+        def online_softmax_python(values, block):
+            m = [-math.inf] * block
+            s = [0.0] * block
+            for start in range(0, len(values), block):
+                for lane, x in enumerate(values[start:start + block]):
+                    m_new = max(m[lane], x)
+                    ref = 0.0 if m_new == -math.inf else m_new
+                    s[lane] = s[lane] * math.exp(m[lane] - ref) + math.exp(x - ref)
+                    m[lane] = m_new
+            row_max = max(m)
+            total = sum(s_k * math.exp(m_k - row_max) for m_k, s_k in zip(m, s))
+            return [round(math.exp(x - row_max) / total, 9) for x in values]
+    '''),
     Version("loop stops before the partial chunk", "python", "loop-bound", '''
         def online_softmax_python(values, block):
             m = [-math.inf] * block

@@ -14,7 +14,7 @@ from functools import partial
 
 from learning.explainers import attention as worked_example
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import any_of, raises_like, same_as
+from learning.grader.replays import any_of, raises_like, rounded_output, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
 
 # Block sizes a learner may pick: the replays of mistakes that depend on them try each.
@@ -336,6 +336,7 @@ PYTHON_BUGS = _bugs(python=True) + (
     Bug("missing-error", "causal attention with seq_q != seq_k is ambiguous (which keys does "
         "query i see?): raise ValueError when causal and len(q) != len(k)", hint=1),
     Bug("wrong-length", "the output has one row per query, each of len(v[0]) numbers", hint=1),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output),
 )
 
 

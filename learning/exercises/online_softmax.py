@@ -11,7 +11,13 @@ from functools import partial
 
 from learning.exercises.softmax import reference_rows
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.replays import (
+    any_of,
+    raises_like,
+    rounded_output,
+    rows_at_n_cols,
+    same_as,
+)
 from learning.grader.tensors import TensorSpec, rows_read_at
 
 
@@ -165,6 +171,7 @@ PYTHON_BUGS = _bugs(padded=False, tolerance={}) + (
         "every exponential must be measured from the running maximum",
         raises=raises_like(_python_unshifted)),
     Bug("wrong-length", "every input needs exactly one output"),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output),
 )
 
 

@@ -6,7 +6,13 @@ import math
 from functools import partial
 
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.replays import (
+    any_of,
+    raises_like,
+    rounded_output,
+    rows_at_n_cols,
+    same_as,
+)
 from learning.grader.tensors import TensorSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -83,16 +89,6 @@ def _python_summed_shifted(values):
     return _python_softmax(values, summed_shifted=True)
 
 
-def _rounded(got, args, want) -> bool:
-    np = _np()
-    if got.shape != want.shape or np.allclose(got, want, rtol=1e-9, atol=1e-12):
-        return False
-    if not np.any(got):  # all zeros is no rounding (floor division gives it too)
-        return False
-    return any(np.allclose(got, np.round(want, digits), rtol=0, atol=1e-13)
-               for digits in range(1, 12))
-
-
 PYTHON_BUGS = (
     Bug("exp-only", "exponentials alone are not probabilities: divide each one by the sum of "
         "all of them", same_as(_exp_only), hint=4),
@@ -101,7 +97,8 @@ PYTHON_BUGS = (
     Bug("summed-shifted", "the denominator adds up the shifted inputs, not their exponentials: "
         "denominator = sum(numerator)", same_as(_divided_by_shifted_sum), hint=3,
         raises=raises_like(_python_summed_shifted)),
-    Bug("rounded", "the outputs are rounded: return the full-precision values", _rounded, hint=4),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output,
+        hint=4),
     Bug("no-max-shift", "math.exp overflows past about 709 (and every term underflows to 0 "
         "below about -745): subtract the row's maximum before exponentiating",
         same_as(_no_max_shift), hint=2, raises=raises_like(_python_no_shift)),

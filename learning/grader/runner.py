@@ -410,6 +410,7 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
         passed = []  # (args, want, atol, rtol) of the cases the learner's code passed
         failed = []  # (got, args, want, atol, rtol) of those it got wrong, with numbers
         missed = []  # (args, want, atol, rtol) of every case it failed or raised in
+        explained = []  # (verdict, got, args, want, atol, rtol): wrong numbers a bug explains
         for case in part.cases:
             outcome = run.outcomes.get((part.name, case.name))
             verdict, evidence = _verdict(run, part, case, outcome)
@@ -425,7 +426,15 @@ def _collect(run: _WorkerRun, parts: list[PartResult]):
                     and verdict.mismatch_count and not verdict.causes:
                 # A wrong output no known bug explains: a named bug must not predict another.
                 failed.append((outcome.values, *evidence, tolerance.atol, tolerance.rtol))
+            elif part.returns != "exact" and verdict.status == "failed" \
+                    and verdict.mismatch_count:
+                explained.append((verdict, outcome.values, *evidence, tolerance.atol,
+                                  tolerance.rtol))
         _drop_contradicted(part_result, passed, failed, missed)
+        if not failed and all(c.verdict.status in ("passed", "skipped", "not-run") or
+                              any(c.verdict is e[0] for e in explained)
+                              for c in part_result.cases):
+            _keep_the_one_explanation(explained)
 
 
 def _drop_contradicted(part_result: PartResult, passed: list, failed: list, missed: list):
@@ -441,6 +450,26 @@ def _drop_contradicted(part_result: PartResult, passed: list, failed: list, miss
     wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)
              or key in weak_only and any(replays.predicts_pass(bug, *case) for case in missed)}
     for verdict in verdicts:
+        verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
+
+
+def _keep_the_one_explanation(explained: list) -> None:
+    """When one bug explains every wrong output of a part, another bug named beside it on some
+    cases is dropped where its replay gives another output than the learner's on one of the
+    rest: a result rounded for display can equal a wrong-scale replay where the softmax is
+    one-hot, but only rounding explains every case. Called only when every failure of the part
+    is a wrong output some bug explains; two real mistakes leave no single explanation."""
+    if len(explained) < 2:
+        return
+    keys = [{b.key for b in e[0].causes} for e in explained]
+    everywhere = set.intersection(*keys)
+    if len(everywhere) != 1:
+        return
+    beside = {b.key: b for e in explained for b in e[0].causes if b.key not in everywhere}
+    wrong = {key for key, bug in beside.items()
+             if getattr(bug.detect, "explains", None) is not None
+             and any(bug.detect.explains(*e[1:]) is False for e in explained)}
+    for verdict, *_ in explained:
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
 
 
