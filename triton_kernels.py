@@ -410,6 +410,8 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
     plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
                  x.element_size(), fast._pairs_of_16_bits(rows, out),
                  may_split and fast._fits_shared_copies(rows, out))
+    if strategy is None and block is None:
+        plan = fast.flat_rows(plan, _max_pieces(x.device), rows, out)
     with fast._on_device(x):
         _launch_softmax(out, rows, plan)
     return out.view(x.shape)

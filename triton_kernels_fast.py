@@ -18,7 +18,8 @@ ones the lessons read. On a GPU it also names the kernels defined here:
   ``_softmax_split_shared``, in triton_kernels_gluon.py (written in Gluon, which can hold
   data in shared memory; Triton's language cannot);
 - ``_softmax_backward_reload``: the backward pass of 16-bit rows of 32768 columns, one program
-  a row that loads y again after the reduction instead of keeping it in registers.
+  a row that loads y again after the reduction instead of keeping it in registers;
+- ``_softmax_flat_rows``: contiguous rows narrower than 16 bytes, read as one flat block.
 
 What it measured. Each table below says why it holds what it holds; the figures are in
 bench/RESULTS.md ("Softmax forward", "Softmax backward", "RMSNorm", and "What changed in this
@@ -36,6 +37,7 @@ module imports this one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -194,6 +196,7 @@ class Plan:
     in_shared: bool = False  # split_row softmax only: the Gluon kernel, pieces in shared memory
     chunk: int = 0  # in_shared only: columns per copy group
     reload: bool = False  # single_block softmax_backward only: _softmax_backward_reload
+    flat: bool = False  # multi_row softmax only: _softmax_flat_rows (see flat_rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -727,6 +730,52 @@ def _softmax_backward_reload(
     tl.store(dx_ptr + row * dx_row_stride + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
+# ---------------------------------------------------------------------------------------------
+# 5. Softmax, narrow rows read as one flat block (GPU, rows of fewer than 16 bytes)
+# ---------------------------------------------------------------------------------------------
+#
+# triton_kernels._softmax_multi_row reads a (ROWS, BLOCK) tile through a row stride and a
+# width that the compiler knows nothing about (Triton specialises an integer argument only on
+# whether 16 divides it), so for rows narrower than 16 bytes it cannot prove that neighbouring
+# lanes are neighbours in memory: 4-column 16-bit rows were loaded 2 bytes at a time and ran at
+# 0.53 of the copy ceiling on an H200 (bench/RESULTS.md). When the rows lie one after another
+# (row stride = width = BLOCK), the tile is ROWS * BLOCK consecutive elements: read as one flat
+# block, whose only mask is its end, it is loaded 16 bytes at a time, then viewed as
+# (ROWS, BLOCK) for the two reductions.
+
+
+@triton.jit
+def _softmax_flat_rows(
+    out_ptr,  # *T: output rows, contiguous: row stride BLOCK
+    in_ptr,  # *T: input rows, contiguous: row stride BLOCK
+    n_elements,  # rows * BLOCK
+    ROWS: tl.constexpr,  # rows per program, a power of two
+    BLOCK: tl.constexpr,  # columns per row, a power of two: every row is exactly this wide
+):
+    flat = tl.program_id(0).to(tl.int64) * (ROWS * BLOCK) + tl.arange(0, ROWS * BLOCK)
+    mask = flat < n_elements  # whole rows past the end: padded with zeros, never stored
+    x = tl.load(in_ptr + flat, mask=mask, other=0.0).to(tl.float32)
+    x = tl.reshape(x, (ROWS, BLOCK))
+    maximum = tl.max(x, axis=1)
+    numerator = tl.exp2((x - maximum[:, None]) * _LOG2E)
+    y = numerator * (1.0 / tl.sum(numerator, axis=1))[:, None]
+    tl.store(out_ptr + flat, tl.reshape(y, (ROWS * BLOCK,)).to(out_ptr.dtype.element_ty),
+             mask=mask)
+
+
+def flat_rows(plan: Plan, max_pieces: int, *tensors: torch.Tensor) -> Plan:
+    """``plan`` with ``flat`` set where _softmax_flat_rows serves it better: on a GPU, a
+    multi_row plan for rows of fewer than 16 bytes whose width is its block, in (rows, cols)
+    views whose rows follow one another in memory."""
+    if plan.strategy != "multi_row" or not max_pieces:
+        return plan
+    n_rows, n_cols = tensors[0].shape
+    narrow = 2 <= n_cols == plan.block and n_cols * tensors[0].element_size() < 16
+    if narrow and all(t.shape[0] == 1 or t.stride(0) == n_cols for t in tensors):
+        return dataclasses.replace(plan, flat=True)
+    return plan
+
+
 def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.device):
     """The split_row kernels' partials (n_rows, next_power_of_2(pieces), per_piece) and the
     zeroed ticket and arrival counters (1 + n_rows)."""
@@ -805,14 +854,19 @@ def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
 
 def is_fast(plan: Plan) -> bool:
     """Whether ``plan`` names a kernel of this module rather than one of triton_kernels.py."""
-    return plan.strategy == "split_row" or plan.one_pass or plan.pipelined or plan.reload
+    return plan.strategy == "split_row" or plan.one_pass or plan.pipelined or plan.reload or \
+        plan.flat
 
 
 def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names (``is_fast(plan)``) on the (rows, cols) views
     ``out`` and ``x``."""
     n_rows, n_cols = x.shape
-    if plan.pipelined:
+    if plan.flat:
+        wrap_triton(_softmax_flat_rows, x)[(triton.cdiv(n_rows, plan.rows),)](
+            out, x, n_rows * n_cols, ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.pipelined:
         wrap_triton(_softmax_pipelined, x)[persistent_grid(n_rows, x.device, plan)](
             out, x, out.stride(0), x.stride(0), n_rows, n_cols,
             NEG_INF_PAIR=_NEG_INF_PAIR[x.dtype], BLOCK=plan.block,

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -9,6 +14,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import triton_kernels as tk
 import triton_kernels_fast as fast
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # |got - ref| <= atol + rtol * |ref|, where ref is computed in float64 from the same (already
 # rounded) inputs. float32 leaves room for the order of the reductions and the last bits of
@@ -393,6 +400,63 @@ def test_backward_reload_kernel_matches_torch(width, dtype, device):
     assert_matches(launch_plan("softmax_backward", plan, y, dy), backward_ref(y, dy), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("width, rows", [(2, 37), (4, 64), (4, 129), (8, 3)])
+def test_flat_rows_kernel_matches_torch(width, rows, dtype, device):
+    # the GPU takes it for contiguous rows narrower than 16 bytes; in the interpreter it runs
+    # directly, with row counts that leave the last program's tile part empty
+    x = make((rows, width), dtype, device, seed=width + rows, scale=3.0)
+    x[1] = NEG_INF  # no softmax: NaN, as in PyTorch
+    x[2] = x[2] * 100 + 1000  # exp would overflow without the maximum
+    x[0, 0] = float("nan")
+    plan = tk.Plan("multi_row", width, rows=16, num_warps=4, flat=True)
+    assert fast.is_fast(plan)
+    assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
+
+
+def test_flat_rows_only_for_narrow_contiguous_rows_on_a_gpu(device):
+    def plan(x, max_pieces=132):
+        rows = fast._rows("softmax", "x", x)
+        base = tk._plan("softmax", rows.shape[1], max_pieces=max_pieces,
+                        itemsize=x.element_size())
+        return fast.flat_rows(base, max_pieces, rows, torch.empty_like(rows))
+
+    x16 = make((64, 8), torch.bfloat16, device)
+    assert plan(x16[:, :4].contiguous()).flat and plan(x16[:, :2].contiguous()).flat
+    assert plan(make((64, 2), torch.float32, device)).flat
+    assert not plan(x16[:, :4].contiguous(), max_pieces=0).flat  # the interpreter
+    assert not plan(x16[:, :4]).flat  # rows 8 apart: not one after another
+    assert not plan(x16[:, :3].contiguous()).flat  # 3 columns in a block of 4
+    assert not plan(x16).flat  # 16 bytes a row: multi_row loads those whole already
+    assert not plan(make((64, 4), torch.float32, device)).flat
+    assert not plan(x16[:, :1].contiguous()).flat
+
+
+FLAT_COMPILE = """
+import re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import triton_kernels_fast as fast
+signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "n_elements": "i32", "ROWS": "constexpr",
+             "BLOCK": "constexpr"}
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
+ptx = triton.compile(ASTSource(fast._softmax_flat_rows, signature, {"ROWS": 512, "BLOCK": 4},
+                               aligned), target=GPUTarget("cuda", 90, 32),
+                     options={"num_warps": 4}).asm["ptx"]
+print(" ".join(sorted(set(re.findall(r"(?:ld|st)[.]global[.][.a-z0-9]*", ptx)))))
+"""
+
+
+def test_flat_rows_of_4_bfloat16_columns_move_16_bytes_at_a_time():
+    # what the kernel is for: compiled for sm_90, every load and store is 16 bytes wide
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", FLAT_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["ld.global.v4.b32", "st.global.v4.b32"]
+
+
 def test_16_bit_rows_pair_into_words_only_when_aligned(device):
     x = make((4, 10), torch.float16, device)
     assert fast._pairs_of_16_bits(x) and fast._pairs_of_16_bits(x[:, 2:8], x[:1])
@@ -630,6 +694,7 @@ def test_gpu_wide_rows(width, dtype, device):
         ((300, 40000), torch.bfloat16),
         ((400, 32768), torch.float16),  # the pipelined kernel, programs looping over rows
         ((300, 30000), torch.bfloat16),  # backward: _softmax_backward_reload, masked lanes
+        ((100003, 4), torch.bfloat16),  # forward: _softmax_flat_rows, a part-empty last tile
     ],
     ids=str,
 )
