@@ -338,3 +338,46 @@ def test_the_cluster_shared_probe_gives_each_cta_its_own_piece():
     assert int(stores) == 16 and int(predicated) == 0
     # the exchange is one cluster barrier, with no ticket or arrival atomics
     assert barrier == "True" and atomics == "False"
+
+
+# bench/probe_ring.py: the ring's accounting, in the PTX for sm_90 (the H200 ran it, checked)
+RING_COMPILE = """
+import re, sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_ring
+signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
+             "in_row_stride": "i32", "n_rows": "i32", "n_cols": "i32", "part_ptr": "*fp32",
+             "sync_ptr": "*i32"}
+constants = {"PIECES": 1, "CHUNKS": 16, "CHUNK": 4096, "FRONT": 16, "BACK": 8, "VEC": 8,
+             "EVEN": True, "NO_EXP": False}
+signature.update(dict.fromkeys(constants, "constexpr"))
+aligned = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6, 7)}
+compiled = triton.compile(GluonASTSource(probe_ring.kernel(), signature, constants, aligned),
+                          target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+ptx = compiled.asm["ptx"]
+copies = re.findall(r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], [[][^]]*[]], (\\w+)", ptx)
+waits = sorted(int(n) for n in re.findall(r"cp[.]async[.]wait_group\\s+(\\d+)", ptx))
+print(compiled.metadata.shared, ",".join(sorted(set(copies))), ptx.count("cp.async.commit_group"),
+      ",".join(map(str, waits)), "atom" in ptx)
+"""
+
+
+@gluon_only
+def test_the_ring_probe_waits_for_each_chunk_and_no_more():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", RING_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shared, copies, commits, waits, atomics = done.stdout.split()
+    # 16 + 8 slots of 4096 bf16 columns (8 KiB), each copied 16 bytes at a time
+    assert 24 * 8192 <= int(shared) < 24 * 8192 + 1024 and copies == "0x10"
+    # one commit group per slot to fill the ring, and one per chunk refilled after its store
+    assert int(commits) == 24 + 16
+    # chunk c of a row has 15 - c chunks of its row and 8 of the next committed after it: the
+    # fold waits for exactly it, and the program waits for every copy before it exits
+    assert waits == ",".join(map(str, [0, *range(8, 24)]))
+    # one program per whole row: no ticket, no exchange
+    assert atomics == "False"

@@ -400,6 +400,9 @@ BLOCKS = {
     "split_timeline": timeline_table,
     "cluster": cluster_table,
     "cluster_shared": lambda _numbers=None: split_table("cluster_shared_triton39"),
+    # the first ring run's plan rows failed in the probe itself (fixed for the second run)
+    "ring": lambda _numbers=None: split_table("ring", keep=lambda r: "error" not in r),
+    "ring_warps": lambda _numbers=None: split_table("ring_warps"),
     "backward_variants": backward_variants_table,
     "versions": versions_table,
     "wide_targets": wide_targets_table,
