@@ -64,6 +64,18 @@ PYTHON = (
                 levels.append(level)
             return levels or [level]
     '''),
+    Version("levels rounded for display", "python", "rounded", '''
+        def tree_reduce(values, op):
+            width = 1
+            while width < len(values):
+                width *= 2
+            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
+            levels = [level]
+            while len(level) > 1:
+                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                levels.append(level)
+            return [[round(v, 2) for v in level] for level in levels]
+    '''),
     Version("product adds", "python", "wrong-combine", '''
         def combine(op, a, b):
             if op in ("sum", "product"):
@@ -166,6 +178,14 @@ TRITON = (
                                                BLOCK=triton.next_power_of_2(n_cols))
             return out
     '''),
+    Version("a fixed block of 1024", "triton", "block-too-small", '''
+        def centre_rows_triton(x, op):
+            n_rows, n_cols = x.shape
+            out = torch.empty_like(x)
+            centre_rows_kernel[(triton.cdiv(n_rows, 4),)](
+                out, x, out.stride(0), x.stride(0), n_rows, n_cols, OP=op, ROWS=4, BLOCK=1024)
+            return out
+    '''),
     Version("the block as wide as the row", "triton", "error:arange-power-of-two", '''
         def centre_rows_triton(x, op):
             n_rows, n_cols = x.shape
@@ -194,6 +214,8 @@ TRITON = (
                 BLOCK=triton.next_power_of_2(n_cols))
             return out
     '''),
+    Version("float16 arithmetic", "triton", "fp16-arithmetic",
+            _kernel().replace("                x = x.to(tl.float32)\n", "")),
     Version("reduced over axis 0", "triton", "unknown", _kernel().replace("axis=1", "axis=0")),
     Version("the mean divided by n_rows", "triton", "unknown", _kernel(count="n_rows")),
     Version("rows without the program's ROWS", "triton", "grid-too-small",
