@@ -754,3 +754,70 @@ def test_a_result_wrapped_in_one_more_list_is_not_called_the_wrong_length(tmp_pa
     text = solution_text("softmax").replace("    return output  # store", "    return output[:-1]")
     part = grade_text(tmp_path, "softmax", text, ["python"]).parts[0]
     assert "wrong-length" in failing_bugs(part) and "extra-list" not in failing_bugs(part)
+
+
+def test_a_row_one_past_a_power_of_two_short_by_its_last_column_names_the_block_too():
+    # BLOCK = 4096 on a row of 4097 leaves the last column as a mask off by one would: the
+    # output cannot tell them apart, so both are named; elsewhere the mask alone is
+    from learning.grader import compare
+
+    for width, both in ((4097, True), (17, True), (3, True), (1000, False), (781, False)):
+        unwritten = np.zeros((2, width), dtype=bool)
+        unwritten[:, -1] = True
+        verdict = compare._judge_unwritten(unwritten, np.zeros((2, width)))
+        want = {"off-by-one-mask", "block-too-small"} if both else {"off-by-one-mask"}
+        assert _causes(verdict) == want, width
+
+
+def test_a_fixed_block_one_column_short_is_not_blamed_on_the_mask_alone(tmp_path):
+    code = _replace(solution_text("softmax_backward"),
+                    "n_cols, BLOCK=triton.next_power_of_2(n_cols))",
+                    "n_cols, BLOCK=4096)")
+    cases = _cases(grade_text(tmp_path, "softmax_backward", code, ["triton"]), "triton")
+    failed = {name: v for name, v in cases.items() if v.status == "failed"}
+    assert failed and all("block-too-small" in _causes(v) for v in failed.values()), \
+        {name: _causes(v) for name, v in failed.items()}
+
+
+@pytest.mark.parametrize("part, old, new", [
+    ("python", "mask = [offset < n for offset in offsets]",
+     "mask = [offset < BLOCK for offset in offsets]"),
+    ("triton", "mask = offsets < n", "mask = offsets < BLOCK"),
+    ("triton", "pid = tl.program_id(0)", "pid = tl.program_id(1)"),
+])
+def test_only_the_first_block_written_names_every_way_to_get_there(tmp_path, part, old, new):
+    # a mask against BLOCK, or the wrong grid axis, writes only the first block, exactly as
+    # offsets without the program's start would: the cause must name the mistake made too
+    code = _replace(solution_text("elementwise"), old, new)
+    cases = _cases(grade_text(tmp_path, "elementwise", code, [part]), part)
+    named = [v for v in cases.values() if "same-block" in _causes(v)]
+    assert named
+    for verdict in named:
+        (cause,) = [b.cause for b in verdict.causes if b.key == "same-block"]
+        assert "compare the offsets with n, not with BLOCK" in cause
+        assert ("tl.program_id(0)" in cause) == (part == "triton")
+
+
+def test_a_float_standing_for_a_whole_number_fails_an_exact_answer(tmp_path):
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    want = {"bytes": 8388608, "flops": 0, "intensity": 0.5, "bound": "memory-bound"}
+    got = dict(want, bytes=8388608.0)  # equal under ==, yet not the int the docstring asks
+    verdict = compare._judge_exact(Returned("dict", raw=got), want)
+    assert verdict.status == "failed" and _causes(verdict) == {"float-for-int"}
+    assert "returned 8388608.0 as 'bytes', a float, where the answer is the whole number " \
+        "8388608" in verdict.summary
+    # an int where a float is wanted, and floats where floats are wanted, still pass
+    assert compare._judge_exact(Returned("dict", raw=dict(want, intensity=1)),
+                                dict(want, intensity=1.0)).passed
+    assert compare._judge_exact(Returned("list", raw=[[1.0, 2.0], [3.0]]),
+                                [[1.0, 2.0], [3.0]]).passed
+    assert not compare._judge_exact(Returned("list", raw=[[1, 2.0]]), [[1, 2]]).passed
+    # through the check, the learner's bytes_moved multiplied by 1.0
+    code = _replace(solution_text("traffic"), "def bytes_moved(", "def _bytes_moved_int(") + \
+        "\n\ndef bytes_moved(kernels, arrays, element_bytes):\n" \
+        "    return _bytes_moved_int(kernels, arrays, element_bytes) * 1.0\n"
+    cases = _cases(grade_text(tmp_path, "traffic", code))
+    failed = [v for v in cases.values() if v.status == "failed"]
+    assert failed and all(_causes(v) == {"float-for-int"} for v in failed)

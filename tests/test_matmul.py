@@ -171,6 +171,22 @@ def test_a_float16_accumulator_that_becomes_float32_fails_only_the_gpu_compile(t
     assert part.passed == part.graded and part.status == "failed"
     (rejected,) = part.compile_check.rejected
     assert "Loop-carried variable acc" in rejected.message
+    # the likely cause reads the two types from the message and names the accumulator
+    assert rejected.hint.startswith("acc starts as fp16 and the loop makes it fp32")
+    assert "tl.zeros(..., dtype=tl.float32)" in rejected.hint
+
+
+def test_the_advice_on_a_loop_carried_type_reads_the_types_from_the_message():
+    from learning.grader.gpu_compile import _hint
+
+    changed = _hint("Loop-carried variable m_i has initial type <['64'], fp32> but is "
+                    "re-assigned to <['64'], bf16> in loop! Please make sure that the type "
+                    "stays consistent.")
+    assert changed.startswith("m_i starts as fp32 and the loop makes it bf16")
+    assert "dtype=tl.bfloat16" in changed and "tl.dot" not in changed
+    reshaped = _hint("Loop-carried variable acc has initial type <['32', '32'], fp32> but is "
+                     "re-assigned to <['32', '64'], fp32> in loop!")
+    assert reshaped.startswith("acc changes shape inside the loop") and "dtype" not in reshaped
 
 
 @pytest.mark.interpreter

@@ -386,6 +386,12 @@ AUTOGRAD = (
             SoftmaxFunction.apply(leaf).backward(dy.float())
             return leaf.grad
     '''),
+    Version("requires_grad on x itself", "autograd", "input-autograd", '''
+        def softmax_gradient(x, dy):
+            leaf = x.requires_grad_(True)
+            SoftmaxFunction.apply(leaf).backward(dy)
+            return leaf.grad.clone()
+    '''),
     Version("the saved tensor misnamed in backward", "autograd", "error:name-not-defined",
             _function('''
                 (probabilities,) = ctx.saved_tensors

@@ -36,6 +36,11 @@ WRONG = (
             total = sum(arrays[name] for k in kernels for name in k["reads"] + k["writes"])
             return total * element_bytes / 1e6
     '''),
+    Version("bytes as a float", "python", "float-for-int", '''
+        def bytes_moved(kernels, arrays, element_bytes):
+            total = sum(arrays[name] for k in kernels for name in k["reads"] + k["writes"])
+            return total * element_bytes * 1.0
+    '''),
     Version("FLOPs of the first kernel only", "python", "flops", '''
         def total_flops(kernels):
             return kernels[0]["flops"]

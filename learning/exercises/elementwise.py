@@ -94,6 +94,16 @@ def _relu_each(x, y, *block):
 
 _LOOSE = {"atol": 1e-3, "rtol": 1e-3}  # fp16 cases run the same formulas
 
+def _same_block(pid: str) -> Bug:
+    """Only the first block written: three mistakes give exactly that, and the output cannot
+    tell them apart. ``pid`` says where the program's number comes from, in the part's terms."""
+    return Bug("same-block", "only the first block was written, as one program alone would "
+               "write it. One of: every program wrote the same elements (offsets need the "
+               f"program's start, pid * BLOCK + lane, with {pid}); only the first program ran "
+               "(the grid); or the mask keeps only the first block's lanes (compare the "
+               "offsets with n, not with BLOCK)", _per_block(_after_first_block))
+
+
 SHARED_BUGS = (
     Bug("first-element-unwritten", "element 0 was never written: the offsets start one lane "
         "late; program pid's lanes are pid * BLOCK + 0, 1, ..., BLOCK - 1",
@@ -105,9 +115,7 @@ SHARED_BUGS = (
         "after it: the final, partial block never ran, as n // BLOCK programs leave it out; "
         "launch the ceiling, (n + BLOCK - 1) // BLOCK (triton.cdiv(n, BLOCK))",
         _per_block(_after_whole_blocks)),
-    Bug("same-block", "only the first block was written: either every program wrote the same "
-        "elements (offsets need the program's start, pid * BLOCK + lane), or only the first "
-        "program ran", _per_block(_after_first_block)),
+    _same_block("pid, the program's own number"),
     Bug("no-relu", "these are x + y: clamp each sum at zero, max(x + y, 0)",
         same_as(_added_only, **_LOOSE)),
     Bug("relu-before-add", "the ReLU went on each input, relu(x) + relu(y): add first, then "
@@ -167,7 +175,8 @@ PYTHON_CASES = (
          _lists(5, 4097, 1024), catches=("no-mask", "grid-too-small")),
     Case("n = 0, BLOCK = 4", "no elements: no programs at all, and an empty result",
          _lists(6, 0, 4), catches=()),
-    Case("all negative sums", "every x + y below zero: the ReLU gives zeros, written ones",
+    Case("all negative sums", "every x + y below zero: each output is a 0 that must still be "
+         "written",
          lambda: ([-1.0, -2.5, -0.25, -7.0, -3.0], [0.5, 1.0, 0.125, 2.0, -1.0], 2),
          catches=("no-mask", "no-relu")),
 )
@@ -175,7 +184,8 @@ PYTHON_CASES = (
 # ---------------------------------------------------------------------------------------------
 # Lesson 06: add_relu_triton(x, y) on 1-D tensors.
 
-TRITON_BUGS = SHARED_BUGS + (
+TRITON_BUGS = tuple(b for b in SHARED_BUGS if b.key != "same-block") + (
+    _same_block("pid = tl.program_id(0), the program's index along the grid's one axis"),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (mask = offsets < n in every tl.load and tl.store); offsets "

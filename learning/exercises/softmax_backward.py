@@ -418,6 +418,11 @@ AUTOGRAD_BUGS = (
     Bug("dy-not-contiguous", "y.sum().backward() hands backward an expanded dy whose strides "
         "are (0, 0): the kernel's loads at offsets 0, 1, 2, ... read past its one stored value. "
         "Make dy contiguous first when dy.stride(1) != 1", error="past the end of dy"),
+    # the common wording points at an output allocation; here the dtype comes from the leaf
+    # softmax_gradient makes and from what it returns
+    Bug("wrong-dtype", "the gradient came back in another dtype than x's: autograd gives the "
+        "leaf's .grad in the leaf's own dtype, so the copy that requires grad must keep x's "
+        "dtype (x.detach().clone(), no .float()), and the gradient is returned as it is"),
 ) + KERNEL_BUGS
 
 AUTOGRAD_CASES = (

@@ -50,8 +50,14 @@ COMMON_BUGS = {
         Bug("wrong-dtype", "the output's dtype differs from the input's: store results in the "
             "input's dtype (torch.empty_like(x) and a store of the FP32 result)"),
         Bug("wrong-device", "the output lives on another device than the input"),
+        Bug("float-for-int", "a whole number came back as a float: the answer is a count, so "
+            "keep it an int (a division with / gives a float even when it divides exactly, and "
+            "so does a product with a float such as 1.0; // and int() keep an int)"),
         Bug("mutated-input", "the function changed its input: write results into a new "
             "list or tensor and leave the argument as it was"),
+        Bug("input-autograd", "the caller's own tensor now tracks gradients: requires_grad_() "
+            "on an argument changes it for the caller, and backward() leaves a .grad on it that "
+            "the next call adds to. Work on a copy: x.detach().clone().requires_grad_()"),
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
         Bug("unwritten", "some outputs were never written: no program stored to them. Look at "
@@ -240,6 +246,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return verdict
     if returned.input_mutated:
         return _fail("mutated-input", "the input was changed by the call")
+    if returned.input_autograd_changed:
+        return _fail("input-autograd", "the call changed its input's autograd state: "
+                     "requires_grad set, or a .grad left on it")
     if returned.guard_damage:
         damage = returned.guard_damage
         return _fail("out-of-bounds", f"{counted(damage, 'element')} "
@@ -304,7 +313,14 @@ def _judge_exact(returned: Returned, want) -> Verdict:
         return _fail("mutated-input", "the input was changed by the call")
     got = returned.raw if returned.raw is not None else returned.note
     if type(got) is type(want) and got == want or _same_number(got, want):
-        return Verdict("passed")
+        where = _float_for_int(got, want)
+        if where is None:
+            return Verdict("passed")
+        path, value = where
+        verdict = _fail("float-for-int", f"returned {value!r}{path}, a float, where the answer "
+                        f"is the whole number {int(value)}")
+        verdict.got, verdict.expected = _shorten(repr(got)), _shorten(repr(want))
+        return verdict
     shown = _shorten(repr(got))
     # The value itself is shown once, on the "got" line under the summary: the summary says
     # only what kind of value it is.
@@ -330,6 +346,22 @@ MAX_SHOWN_CHARS = 300
 def _shorten(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... [cut: {len(text) - limit} more " \
         "characters]"
+
+
+def _float_for_int(got, want, path: str = ""):
+    """(where, value) of the first float in ``got`` that stands, equal, for an int of
+    ``want`` (100.0 for 100); None when every whole number is an int. Equality alone hides it:
+    100.0 == 100, and {"bytes": 100.0} == {"bytes": 100}."""
+    if isinstance(want, int) and not isinstance(want, bool):
+        return (path, got) if isinstance(got, float) else None
+    if isinstance(want, dict) and isinstance(got, dict):
+        pairs = ((f"{path} as {key!r}", got.get(key), value) for key, value in want.items())
+    elif isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
+        pairs = ((f"{path} at [{i}]", g, w) for i, (g, w) in enumerate(zip(got, want)))
+    else:
+        return None
+    return next((found for where, g, w in pairs
+                 if (found := _float_for_int(g, w, where)) is not None), None)
 
 
 def _same_number(got, want) -> bool:
@@ -376,6 +408,12 @@ def _judge_unwritten(unwritten, values) -> Verdict:
             if touched.all():  # the same end missing from every row: a block or a mask
                 key = "off-by-one-mask" if first_col == rows.shape[1] - 1 else "block-too-small"
                 summary += f": {columns} of each row"
+                if key == "off-by-one-mask" and _power_of_two(first_col):
+                    # a row one past a power of two: a BLOCK of that power, one column short,
+                    # leaves the same column as a mask off by one; the output cannot tell them
+                    verdict = _fail(key, summary, format_values(values))
+                    verdict.causes += (COMMON_BUGS["block-too-small"],)
+                    return verdict
             else:  # only some rows: no block or mask would spare the others
                 named = np.flatnonzero(touched)
                 which = ", ".join(str(int(r)) for r in named[:5]) + \
@@ -383,6 +421,10 @@ def _judge_unwritten(unwritten, values) -> Verdict:
                 summary += f": {columns} of {verb(len(named), 'row', 'rows')} {which} only " \
                            f"(of {len(rows)}); the other rows are whole"
     return _fail(key, summary, format_values(values))
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
 
 def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want) -> Verdict:

@@ -71,6 +71,32 @@ _DIMENSIONS = (("M", "a's rows"), ("N", "b's columns"),
                 "for q @ k^T and BLOCK_N for p @ v"))
 
 
+# The compiler's words when a variable a loop updates changes type in the loop: the interpreter
+# lets NumPy promote it (a float16 accumulator silently becomes float32 after one tl.dot), so
+# only this check sees it. Both types are in the message; the element type is their last word.
+_LOOP_TYPE = re.compile(r"Loop-carried variable (?P<name>\w+) has initial type (?P<start>.+?) "
+                        r"but is re-assigned to (?P<loop>.+?) in loop")
+
+
+def _loop_type_hint(message: str) -> str:
+    found = _LOOP_TYPE.search(message)
+    name = found["name"]
+    start, loop = (re.findall(r"\w+", found[part])[-1] for part in ("start", "loop"))
+    if start == loop:
+        return (f"{name} changes shape inside the loop ({found['start']} before it, "
+                f"{found['loop']} after one trip): a loop must give it back in the shape it "
+                f"started with")
+    named = _TL_DTYPES.get(loop)
+    example = f" (tl.zeros(..., dtype=tl.{named}), say)" if named else ""
+    why = "; tl.dot returns float32 by default" if loop == "fp32" else ""
+    return (f"{name} starts as {start} and the loop makes it {loop}: create it with the type it "
+            f"has in the loop{example} and convert it once, after the loop{why}")
+
+
+_TL_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64",
+              "i32": "int32", "i64": "int64"}
+
+
 def _dot_size_hint(message: str) -> str:
     sizes = _DOT_SIZES.search(message)
     if sizes is None:
@@ -404,6 +430,8 @@ def _from_diagnostics(exc, diagnostics: str, launch: Launch, learner_file: str) 
 def _hint(message: str) -> str:
     if _DOT_SIZES.search(message):
         return _dot_size_hint(message)
+    if _LOOP_TYPE.search(message):
+        return _loop_type_hint(message)
     return next((advice for fragment, advice in HINTS if fragment in message), "")
 
 

@@ -21,6 +21,8 @@ class Returned:
     device: str | None = None  # tensors only: "cpu", "cuda"
     note: str = ""  # why ``values`` is missing, when it is
     input_mutated: bool = False
+    # a tensor argument's requires_grad turned on or off, or a .grad left on it, by the call
+    input_autograd_changed: bool = False
     aliases_input: bool = False
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)

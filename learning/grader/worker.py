@@ -113,6 +113,7 @@ def summarise(result, args, args_before) -> Returned:
 
     type_name = type(result).__name__
     mutated = not _same_args(args, args_before)
+    autograd = _autograd_changed(args, args_before)
     if _is_tensor(result):
         tensor = result.detach()
         try:
@@ -129,20 +130,22 @@ def summarise(result, args, args_before) -> Returned:
             device=tensor.device.type,
             note=note,
             input_mutated=mutated,
+            input_autograd_changed=autograd,
             aliases_input=aliases,
         )
     raw = result if _is_plain(result) else None
     if _is_number(result):
         return Returned(type_name, np.array(float(result)), shape=(), input_mutated=mutated,
-                        raw=raw)
+                        input_autograd_changed=autograd, raw=raw)
     if isinstance(result, (list, tuple)):
         aliases = any(result is a for a in args)
         values, note = _nested_numbers(result)
         shape = values.shape if values is not None else (len(result),)
         return Returned(type_name, values, shape=tuple(shape), note=note, input_mutated=mutated,
-                        aliases_input=aliases, raw=raw)
+                        input_autograd_changed=autograd, aliases_input=aliases, raw=raw)
     note = _cut(repr(result), 200)
-    return Returned(type_name, None, note=note, input_mutated=mutated, raw=raw)
+    return Returned(type_name, None, note=note, input_mutated=mutated,
+                    input_autograd_changed=autograd, raw=raw)
 
 
 def _nested_numbers(result):
@@ -206,6 +209,15 @@ def _same_args(now, before) -> bool:
         elif a != b:
             return False
     return True
+
+
+def _autograd_changed(now, before) -> bool:
+    """Whether the call turned a tensor argument's requires_grad on or off, or left a .grad on
+    it (``before`` holds clones taken before the call, which keep the flag; the arguments are
+    leaves, the only tensors whose .grad autograd fills)."""
+    return any(_is_tensor(a) and (a.requires_grad != b.requires_grad
+                                  or (a.is_leaf and a.grad is not None))
+               for a, b in zip(now, before))
 
 
 def _same_value(x, y) -> bool:
