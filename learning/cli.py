@@ -114,14 +114,19 @@ class CourseConsole(Console):
                         for o in objects), **options)
 
 
+# Spaces at the end of a line (rich leaves the one it wrapped at), before any colour codes
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
 class _Unjoined:
-    """The stream under a CourseConsole: joined spaces become spaces again."""
+    """The stream under a CourseConsole: joined spaces become spaces again, and no line ends
+    in a space (rich keeps the space it wraps a line at)."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(text.replace(_JOINED, " "))
+        return self._stream.write(_TRAILING.sub(r"\1", text.replace(_JOINED, " ")))
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -70,3 +70,6 @@ def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
     assert "python -m learning." in out, out
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert broken_commands(out) == [], out
+    # rich keeps the space it wraps a line at; the course's console drops it
+    assert not [line for line in out.splitlines() if line.endswith(" ")], [
+        line for line in out.splitlines() if line.endswith(" ")]
