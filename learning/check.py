@@ -44,11 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "without it, a check draws its first failing kernel case that is small")
     parser.add_argument("--interpret", action="store_true",
                         help="run kernels in Triton's interpreter even on a GPU machine")
-    parser.add_argument("--memory", type=float, metavar="GIB",
+    parser.add_argument("--memory", type=cli.positive("GiB", 65536), metavar="GIB",
                         help="memory your code may use beyond the grader's own, in GiB, on the "
                         f"CPU, on Linux (default: {MEMORY_ALLOWANCE_GIB:g}); past it your code "
                         "gets a MemoryError")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+    parser.add_argument("--timeout", type=cli.positive("seconds", 86400), metavar="SECONDS",
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
     parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     # and one line says which were not and where to take them.
     graded, unavailable = _runnable_parts(targets, options.parts)
     results = []
+    progress, saved = None, True
     for exercise in targets:
         if not graded[exercise.name]:
             continue  # every part asked for needs Triton, which is missing here
@@ -105,13 +106,22 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"check: {escape(result.environment_problem)}", style="red",
                           highlight=False)
             return 2
-        _record(root, result)
+        progress, saved_now = _record(root, result, None if saved else progress)
+        saved = saved and saved_now
         results.append(result)
         if not options.json:
             if len(targets) > 1:
                 console.rule(exercise.name)
-            report.render(console, result, state.load(root), show_next=len(targets) == 1)
-    final = state.load(root)
+            report.render(console, result, progress, show_next=len(targets) == 1)
+    final = progress if progress is not None else state.load(root)
+    if not saved:  # the grades above stand, but nothing after this run will know them
+        note = (f"note: the grades could not be saved in {state.state_path(root).parent} (a "
+                f"read-only folder, or a file in its place): progress, --hint and solution "
+                f"will not know about this check")
+        if options.json:
+            print(note, file=sys.stderr)
+        else:
+            console.print(escape(note), style="yellow", highlight=False)
     line = _unavailable_line(unavailable, len(targets))
     if options.json:
         document = report.to_json(results[0], final) if len(results) == 1 and \
@@ -242,11 +252,14 @@ def next_unfinished(progress: state.State, kernels: bool = True) -> Exercise | N
     return None
 
 
-def _record(root: Path, result: runner.CheckResult):
-    """Save the grades; reloaded first so that a check running beside this one is kept. A part
-    that ran no case (its module did not import) keeps its last grade: nothing was measured;
-    the exercise is marked as not importing instead, until a check imports it again."""
-    progress = state.load(root)
+def _record(root: Path, result: runner.CheckResult,
+            unsaved: state.State | None = None) -> tuple[state.State, bool]:
+    """Save the grades; reloaded first so that a check running beside this one is kept (or
+    ``unsaved``, the grades of this run that could not be saved). A part that ran no case (its
+    module did not import) keeps its last grade: nothing was measured; the exercise is marked
+    as not importing instead, until a check imports it again. Returns the grades, and whether
+    they were saved."""
+    progress = unsaved if unsaved is not None else state.load(root)
     name = result.exercise.name
     if result.import_problem is not None:
         if result.import_problem.kind != "start-up":  # that one is the grader's, not the file's
@@ -258,7 +271,7 @@ def _record(root: Path, result: runner.CheckResult):
             continue
         progress.record(result.exercise.name, part_result.part.name, part_result.status,
                         part_result.passed, part_result.graded)
-    state.save(root, progress)
+    return progress, state.save(root, progress) is not None
 
 
 def _hint_level(text: str) -> int:
@@ -304,7 +317,15 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
     # Saved first: a reader that stops early (check --hint | head -1) has still seen it.
     progress.saw_hint(exercise.name, part.name, max(level, progress.hints_seen(exercise.name,
                                                                              part.name)))
-    state.save(root, progress)
+    if state.save(root, progress) is None and level < len(part.hints):
+        # not remembered: the next --hint would show this one again
+        note = (f"note: could not save that you saw this hint in "
+                f"{state.state_path(root).parent}; ask for the next one with --hint "
+                f"{level + 1}")
+        if as_json:
+            print(note, file=sys.stderr)
+        else:
+            console.print(escape(note), style="yellow", highlight=False)
     if as_json:
         print(json.dumps({"exercise": exercise.name, "part": part.name, "level": level,
                           "of": len(part.hints), "hint": part.hints[level - 1]}, indent=2))

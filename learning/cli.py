@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import os
 import re
 import sys
 from pathlib import Path
@@ -39,6 +40,23 @@ def folder(text: str) -> Path:
         what = "is a file, not a folder" if path.exists() else "does not exist"
         raise argparse.ArgumentTypeError(f"{text} {what}")
     return path
+
+
+def positive(unit: str, largest: float):
+    """An argparse type for a limit: a finite number above 0 and at most ``largest`` (nan,
+    inf and 1e30 would reach the clocks and the memory cap as values they cannot take)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0 < value <= largest:  # also false for nan
+            raise argparse.ArgumentTypeError(
+                f"{text} must be a number of {unit} above 0 and at most {largest:g}")
+        return value
+
+    return parse
 
 
 class HelpShown(Exception):
@@ -137,9 +155,24 @@ def make_console() -> Console:
     ASCII stand-ins on an output that cannot encode the course's characters; suggested
     commands never broken across lines."""
     encoding = _can_encode(sys.stdout)
-    if encoding is None:
-        return CourseConsole(highlight=False, file=_Unjoined(sys.stdout))
-    return CourseConsole(highlight=False, file=_Unjoined(_AsciiSafe(sys.stdout, encoding)))
+    stream = sys.stdout if encoding is None else _AsciiSafe(sys.stdout, encoding)
+    return CourseConsole(highlight=False, file=_Unjoined(stream), width=_usable_width())
+
+
+# Narrower than this, rich prints nothing at all (COLUMNS=0) or a word a line
+MIN_COLUMNS = 20
+
+
+def _usable_width() -> int | None:
+    """None to let rich decide (COLUMNS, the terminal's size, or 80), or 80 where COLUMNS is
+    set to something no line fits in (0, a negative number, a word)."""
+    columns = os.environ.get("COLUMNS")
+    if columns is None:
+        return None
+    try:
+        return None if int(columns) >= MIN_COLUMNS else 80
+    except ValueError:
+        return 80
 
 
 def run(main, prog: str) -> int:

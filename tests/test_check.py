@@ -35,6 +35,23 @@ def test_check_passes_the_reference_and_points_to_the_next_lesson(tmp_path, caps
     assert "Well done" in out
 
 
+def test_grades_that_cannot_be_saved_are_reported_and_still_steer_the_next_step(tmp_path,
+                                                                               capsys):
+    # a file where the state folder should be: nothing can be saved, and the check says so;
+    # its next step comes from this run's grades, not from the empty saved ones
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    (tmp_path / ".course-state").write_text("not a folder")
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 0 and "Grade: Python 11/11" in out
+    assert "the grades could not be saved in" in out
+    assert "Next: lessons/04-softmax.md" not in out
+    # a hint that cannot be remembered says how to get the next one
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    code = check.main(["softmax", "--root", str(tmp_path), "--hint"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Hint 1 of" in out and "ask for the next one with --hint 2" in out
+
+
 def test_check_reports_not_started_with_the_lesson_to_read(tmp_path, capsys):
     write_module(tmp_path, "softmax", stub_text("softmax"))
     code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
@@ -455,3 +472,18 @@ def test_well_done_joins_three_part_names_with_commas():
     line = report._next_step(runner.CheckResult(exercise, Path("softmax_backward.py"), parts))
     assert "Well done: the Python, Triton and Autograd parts pass." in line
     assert report.joined(["Python", "Triton"]) == "Python and Triton"
+
+
+@pytest.mark.parametrize("flag, value", [("--timeout", "nan"), ("--timeout", "0"),
+                                         ("--timeout", "-1"), ("--timeout", "inf"),
+                                         ("--memory", "inf"), ("--memory", "1e30"),
+                                         ("--memory", "nan"), ("--memory", "x")])
+def test_a_limit_that_is_no_finite_positive_number_is_a_one_line_error(tmp_path, capsys, flag,
+                                                                       value):
+    # nan reached a queue's timeout as a traceback, inf the memory cap as the learner's crash
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    code = check.main(["softmax", "--root", str(tmp_path), flag, value])
+    captured = capsys.readouterr()
+    said = captured.out + captured.err
+    assert code == 2 and "Traceback" not in said
+    assert f"argument {flag}:" in said and "number" in said

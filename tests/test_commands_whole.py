@@ -73,3 +73,15 @@ def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
     # rich keeps the space it wraps a line at; the course's console drops it
     assert not [line for line in out.splitlines() if line.endswith(" ")], [
         line for line in out.splitlines() if line.endswith(" ")]
+
+
+@pytest.mark.parametrize("columns", ["0", "-3", "wide"])
+def test_a_columns_setting_no_line_fits_in_still_prints_at_80(columns, tmp_path):
+    # rich printed nothing at all with COLUMNS=0; such a setting is read as 80 instead
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    done = subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--root",
+                           str(tmp_path)], capture_output=True, text=True, cwd=COURSE_ROOT,
+                          timeout=600, env=dict(os.environ, COLUMNS=columns,
+                                                PYTHONPATH=course_pythonpath()))
+    assert done.returncode == 1 and "Python not started" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
