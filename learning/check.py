@@ -55,8 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse(console, message: str, as_json: bool) -> int:
+    """A one-line error, status 2; with --json, a JSON document that says it, on stdout, for a
+    tool that reads the output as JSON."""
+    if as_json:
+        print(json.dumps({"ok": False, "error": message}, indent=2))
+    else:
+        console.print(f"check: {escape(message)}", style="red", highlight=False)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     console = make_console()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
         options = build_parser().parse_args(argv)
         root = options.root or default_root()
@@ -66,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except HelpShown as shown:
         return shown.code
     except (ArgumentError, registry.UnknownExercise) as error:
-        console.print(f"check: {escape(str(error))}", style="red", highlight=False)
-        return 2
+        return _refuse(console, str(error), as_json)
     if progress.note and not options.json:
         console.print(f"note: {escape(progress.note)}", style="yellow", highlight=False)
     if not targets:
@@ -80,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             return show_hint(console, targets[0], options.parts, root, progress, options.hint,
                              options.json)
         except ArgumentError as error:
-            console.print(f"check: {escape(str(error))}", style="red", highlight=False)
-            return 2
+            return _refuse(console, str(error), options.json)
     if options.memory is not None and not sys.platform.startswith("linux") \
             and not options.json:
         console.print(f"note: --memory caps nothing on {_system_name()} (the cap is a Linux "
@@ -89,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                       style="yellow", highlight=False)
     problem = _interpreter_problem(targets, options)
     if problem:  # every kernel part would fail for a reason that is not the learner's
-        console.print(f"check: {escape(problem)}", style="red", highlight=False)
-        return 2
+        return _refuse(console, problem, options.json)
     # Without Triton (macOS) the kernel parts cannot run: the others are graded as anywhere,
     # and one line says which were not and where to take them.
     graded, unavailable = _runnable_parts(targets, options.parts)
@@ -103,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                               options.timeout,
                               memory_gib=options.memory, memory_map=wanted_map)
         if result.environment_problem:  # found by the worker: as above, not the learner's
-            console.print(f"check: {escape(result.environment_problem)}", style="red",
-                          highlight=False)
-            return 2
+            return _refuse(console, result.environment_problem, options.json)
         progress, saved_now = _record(root, result, None if saved else progress)
         saved = saved and saved_now
         results.append(result)
@@ -211,10 +217,6 @@ def default_root() -> Path:
 
 def _targets(options, progress: state.State) -> list[Exercise]:
     """The exercises to check, with the argument errors a learner can make caught here."""
-    if options.memory is not None and options.memory <= 0:
-        raise ArgumentError(f"--memory must be positive, not {options.memory:g}")
-    if options.timeout is not None and options.timeout <= 0:
-        raise ArgumentError(f"--timeout must be positive, not {options.timeout:g}")
     if options.all and options.exercise:
         raise ArgumentError("give an exercise name or --all, not both")
     if options.all:

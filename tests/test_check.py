@@ -163,8 +163,8 @@ def test_what_the_learners_code_prints_is_shown_and_cut(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["sofmax"], "unknown exercise 'sofmax'; did you mean 'softmax'?"),
     (["softmax", "--part", "cuda"], "exercise 'softmax' has no part 'cuda'"),
-    (["softmax", "--timeout", "0"], "--timeout must be positive"),
-    (["softmax", "--timeout", "soon"], "invalid float value: 'soon'"),
+    (["softmax", "--timeout", "0"], "0 must be a number of seconds above 0"),
+    (["softmax", "--timeout", "soon"], "'soon' is not a number"),
     (["softmax", "extra"], "unrecognized arguments: extra"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(capsys, argv, message):
@@ -487,3 +487,14 @@ def test_a_limit_that_is_no_finite_positive_number_is_a_one_line_error(tmp_path,
     said = captured.out + captured.err
     assert code == 2 and "Traceback" not in said
     assert f"argument {flag}:" in said and "number" in said
+
+
+@pytest.mark.parametrize("argv", [["softmx"], ["softmax", "--part", "cuda"],
+                                  ["softmax", "--timeout", "nan"]])
+def test_with_json_a_refused_command_still_prints_json(tmp_path, capsys, argv):
+    # an editor reading the output as JSON got a line of text; it gets the error as JSON now
+    import json
+
+    code = check.main([*argv, "--root", str(tmp_path), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 2 and document["ok"] is False and document["error"]

@@ -524,7 +524,7 @@ def test_doctor_flags_an_old_python(capsys, monkeypatch):
     (solution, ["sofmax"], "did you mean 'softmax'?"),
     (progress, ["--bogus"], "unrecognized arguments: --bogus"),
     (check, ["softmax", "--all"], "give an exercise name or --all, not both"),
-    (check, ["softmax", "--memory", "0"], "--memory must be positive, not 0"),
+    (check, ["softmax", "--memory", "0"], "0 must be a number of GiB above 0"),
     (doctor, ["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(capsys, command, argv, message):
