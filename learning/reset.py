@@ -100,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     saved = None
     try:
         saved = backup(target, root) if target.exists() else None
+    except OSError as error:  # the backup folder cannot be written: the file stays as it was
+        console.print(f"reset: could not back up {escape(str(target))} in "
+                      f"{escape(str(state.state_path(root).parent / 'backups'))}: "
+                      f"{escape(error.strerror or str(error))}; {escape(exercise.filename)} "
+                      f"was left as it was", style="red", highlight=False)
+        return 1
+    try:
         target.write_text(stub, encoding="utf-8")
     except OSError as error:  # a read-only folder, a full disk
         kept = f"; your version is saved as {saved}" if saved else ""

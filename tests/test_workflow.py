@@ -334,6 +334,20 @@ def test_reset_onto_a_folder_named_as_the_module_changes_nothing(tmp_path, capsy
     assert (tmp_path / "softmax.py").is_dir()
 
 
+def test_reset_that_cannot_back_up_names_the_backup_folder_and_keeps_the_file(tmp_path,
+                                                                              capsys):
+    # a file where the state folder should be: the backup fails, and the error names where it
+    # would have gone, not the learner's file, which is left as it was
+    mine = solution_text("softmax") + "\n# my notes\n"
+    write_module(tmp_path, "softmax", mine)
+    (tmp_path / ".course-state").write_text("not a folder")
+    code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
+    said = " ".join(out.split())
+    assert code == 1 and "could not back up" in said and "backups" in said
+    assert "softmax.py was left as it was" in said
+    assert (tmp_path / "softmax.py").read_text() == mine
+
+
 def test_the_reset_question_shows_its_answers(tmp_path, capsys, monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):
