@@ -92,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(source)
         return 0
     console.print(f"[bold]Reference solution for {exercise.filename}[/bold]", highlight=False)
-    console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
+    # Each line of code printed whole, for the terminal to fold: a line rich wrapped itself
+    # would be copied as two, and a comment's tail would no longer parse.
+    longest = max((len(line) for line in source.splitlines()), default=1)
+    console.print(Syntax(source, "python", line_numbers=False, word_wrap=False,
+                         code_width=longest), soft_wrap=True)
     return 0
 
 

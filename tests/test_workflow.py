@@ -437,6 +437,21 @@ def test_solution_redirected_to_a_file_is_the_file_itself(tmp_path):
     compile(out.read_text(), "ref.py", "exec")
 
 
+def test_solution_in_an_80_column_terminal_prints_every_line_of_code_whole(tmp_path, capsys,
+                                                                           monkeypatch):
+    # rich wrapped lines past 80 columns itself, so a copied comment's tail became a line of
+    # its own; each line now goes out whole, for the terminal to fold
+    import re
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, out = run(capsys, solution, "softmax", "--force", "--root", str(tmp_path))
+    printed = {line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", out).splitlines()}
+    source = solution_text("softmax").splitlines()
+    assert code == 0 and max(len(line) for line in source) > 80  # the case that broke
+    assert [line for line in source if line.strip() and line.rstrip() not in printed] == []
+
+
 def test_solution_opens_after_a_passing_check_or_with_force(tmp_path, capsys):
     code, out = run(capsys, solution, "softmax", "--force", "--root", str(tmp_path))
     assert code == 0 and "def softmax_kernel" in out
