@@ -226,6 +226,8 @@ def _targets(options, progress: state.State) -> list[Exercise]:
     else:
         kernels = kernel_mode.triton_missing() is None
         targets = [e for e in [next_unfinished(progress, kernels)] if e is not None]
+    if options.parts:  # --part python --part python: one part, graded once
+        options.parts = list(dict.fromkeys(options.parts))
     for exercise in targets:
         for name in options.parts or ():
             if name not in [p.name for p in exercise.parts]:

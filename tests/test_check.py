@@ -498,3 +498,11 @@ def test_with_json_a_refused_command_still_prints_json(tmp_path, capsys, argv):
     code = check.main([*argv, "--root", str(tmp_path), "--json"])
     document = json.loads(capsys.readouterr().out)
     assert code == 2 and document["ok"] is False and document["error"]
+
+
+def test_a_part_named_twice_is_graded_once_and_a_dot_slash_name_is_the_exercise(tmp_path,
+                                                                                capsys):
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    code, out = run_check(capsys, "./softmax.py", "--root", str(tmp_path), "--part", "python",
+                          "--part", "python")
+    assert code == 1 and out.count("Python not started") == 1

@@ -376,6 +376,11 @@ def test_rows_after_the_first_and_row_sums_are_described():
     assert "row 0 is right and every later row differs" in said
     assert any("the rows sum to between 1 and 2" in s for s in said)
     assert any("each row is the reference's row times its own number" in s for s in said)
+    # sums apart only past the digits printed are not "between 2 and 2"
+    from learning.grader.observe import _row_sums
+
+    assert _row_sums(np.array([[1.0, 1.0], [1.0, 1.0 + 1e-8]])) == \
+        "each row sums to 2 (to 6 significant digits), not 1"
 
 
 def test_another_row_of_the_reference_and_the_input_unchanged_are_described():

@@ -246,6 +246,8 @@ def _row_sums(got) -> str:
     low, high = float(finite.min()), float(finite.max())
     if abs(high - low) <= 1e-9 * max(1.0, abs(high)):
         return f"each row sums to {low:.6g}, not 1"
+    if f"{low:.6g}" == f"{high:.6g}":  # apart only past the digits shown: not "between 2 and 2"
+        return f"each row sums to {low:.6g} (to 6 significant digits), not 1"
     return f"the rows sum to between {low:.6g} and {high:.6g}, not 1"
 
 

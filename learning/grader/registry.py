@@ -31,8 +31,9 @@ def all_exercises() -> tuple[Exercise, ...]:
 
 
 def find(name: str) -> Exercise:
-    """The exercise called ``name`` (also accepts ``softmax.py``), or UnknownExercise."""
-    name = name.strip().removesuffix(".py")
+    """The exercise called ``name`` (also accepts ``softmax.py`` and ``./softmax.py``), or
+    UnknownExercise."""
+    name = name.strip().removeprefix("./").removesuffix(".py")
     exercises = all_exercises()
     for exercise in exercises:
         if exercise.name == name:
