@@ -506,3 +506,17 @@ def test_a_part_named_twice_is_graded_once_and_a_dot_slash_name_is_the_exercise(
     code, out = run_check(capsys, "./softmax.py", "--root", str(tmp_path), "--part", "python",
                           "--part", "python")
     assert code == 1 and out.count("Python not started") == 1
+
+
+def test_a_module_that_breaks_torch_on_import_is_told_why_its_cases_did_not_run(tmp_path,
+                                                                                capsys):
+    # the inputs are built in the process that imported the learner's module; a patched
+    # Tensor.clone broke them, and the text said nothing of why (only --json had it)
+    text = stub_text("elementwise").replace(
+        "import torch\n", "import torch\ntorch.Tensor.clone = lambda *a, **k: 1 / 0\n", 1)
+    assert "1 / 0" in text
+    write_module(tmp_path, "elementwise", text)
+    code, out = run_check(capsys, "elementwise", "--root", str(tmp_path), "--part", "triton")
+    said = " ".join(out.split())
+    assert code == 1 and "its input could not be built in the process that imported your " \
+        "module (ZeroDivisionError: division by zero)" in said

@@ -214,6 +214,9 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
     # right before both.
     _say(console, case_line(case_result.purpose), label=case_result.name,
          style="bold", first=status, sep="")
+    if verdict.status == "skipped" and verdict.summary.startswith("not run:"):
+        _say(console, verdict.summary)  # not a routine skip (a GPU-only case): say why
+        return
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
     if repeat_of:

@@ -512,7 +512,9 @@ def _run_parts(module, module_path, parts, inputs, only, device, recorder, launc
                                     launches if part.needs_kernels else None)
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
-                    f"not run: the grader could not build its input here ({exc})"))
+                    f"not run: its input could not be built in the process that imported your "
+                    f"module ({exc}); what the module does when imported (changing torch or "
+                    f"numpy, say) may be why"))
                 channel.send("abandon", part.name, "not run: the grader could not build an "
                              "earlier case's input")
                 return False
