@@ -181,3 +181,29 @@ def test_the_readme_says_how_long_the_warm_process_stays():
     assert f"after {int(warm.IDLE_SECONDS // 60)} minutes without a check" in \
         " ".join(readme.split())
     assert f"{warm.SWITCH}=0" in readme
+
+
+def test_a_stopped_server_costs_seconds_not_minutes(warm_on, tmp_path, monkeypatch):
+    # a warm server that stops answering (stopped, swapped out) made every check wait three
+    # minutes in silence; a fork it does not answer in FORK_SECONDS is given up, and the check
+    # starts its own process
+    import signal
+    import struct
+
+    root = course(tmp_path)
+    write_module(root, "softmax", solution_text("softmax"))
+    assert grade_softmax(root).ok
+    (connection,) = warm._connected.values()
+    credentials = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                             struct.calcsize("3i"))
+    pid = struct.unpack("3i", credentials)[0]
+    monkeypatch.setattr(forkserver, "FORK_SECONDS", 2.0)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        again = grade_softmax(root)
+        took = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert again.ok and FORKED not in [what for _, what in again.timeline]
+    assert took < 60, took

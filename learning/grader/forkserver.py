@@ -28,7 +28,10 @@ import time
 import traceback
 
 SWITCH = "LEARNING_FORKSERVER"
-START_SECONDS = 180.0
+START_SECONDS = 180.0  # a new server imports torch and triton first: slow on a cold machine
+# A ready server forks in milliseconds; one that has not answered by then is stuck (stopped,
+# swapped out), and the caller starts the worker itself instead of waiting START_SECONDS
+FORK_SECONDS = 15.0
 
 
 def enabled() -> bool:
@@ -325,7 +328,10 @@ class ForkServer:
             return None
         with self.changed:
             if not self.changed.wait_for(lambda: request_id in self.started or self.closed,
-                                         START_SECONDS):
+                                         FORK_SECONDS):
+                # stuck: hang up, so that a fork it makes later is ended, not run beside ours
+                self.closed = True
+                self.close()
                 return None
             pid = self.started.pop(request_id, None)
         return None if pid is None else ForkedProcess(self, pid)
