@@ -178,6 +178,9 @@ def test_missing_module_is_reported_not_crashed(tmp_path, capsys):
     code, out = run_check(capsys, "softmax", "--root", str(tmp_path))
     assert code == 1
     assert "softmax.py does not exist" in out
+    # the way back names the folder checked, so that it restores that file, not another
+    assert f"python -m learning.reset softmax --root {tmp_path} puts the original back" in \
+        " ".join(out.split())
 
 
 def test_check_runs_as_a_module_from_a_fresh_process(tmp_path):

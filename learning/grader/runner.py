@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -171,8 +172,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     result = CheckResult(exercise, module_path, [PartResult(p) for p in chosen])
     if not module_path.exists():
         result.import_problem = ImportProblem(
-            "missing-file", f"{module_path} does not exist: run the check from the course "
-            "folder, or restore the file with git")
+            "missing-file", f"{module_path} does not exist: python -m learning.reset "
+            f"{exercise.name} --root {shlex.quote(str(root))} puts the original back")
         _mark_not_run(result.parts, "the module is missing")
         _skip_what_cannot_run_here(result, force_interpret)
         result.seconds = time.perf_counter() - start
