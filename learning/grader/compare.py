@@ -50,9 +50,9 @@ COMMON_BUGS = {
         Bug("wrong-dtype", "the output's dtype differs from the input's: store results in the "
             "input's dtype (torch.empty_like(x) and a store of the FP32 result)"),
         Bug("wrong-device", "the output lives on another device than the input"),
-        Bug("float-for-int", "a whole number came back as a float: the answer is a count, so "
-            "keep it an int (a division with / gives a float even when it divides exactly, and "
-            "so does a product with a float such as 1.0; // and int() keep an int)"),
+        Bug("float-for-int", "a whole number came back as a float where the answer is an int "
+            "(a count): keep it an int. A division with / gives a float even when it divides "
+            "exactly, and so does a product with a float such as 1.0; // and int() keep an int"),
         Bug("mutated-input", "the function changed its input: write results into a new "
             "list or tensor and leave the argument as it was"),
         Bug("input-autograd", "the caller's own tensor now tracks gradients: requires_grad_() "
