@@ -3,6 +3,25 @@ versions in other styles."""
 
 from learning.catalogue import Version
 
+_TREE = '''
+        def tree_reduce(values, op):
+            width = 1
+            while width < len(values):
+                width *= 2
+            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
+            levels = [level]
+            while len(level) > 1:
+                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                levels.append(level)
+            return {result}
+'''
+
+
+def _tree(result: str) -> str:
+    """The lesson's tree_reduce, returning ``result`` instead of ``levels``."""
+    return _TREE.format(result=result)
+
+
 PYTHON = (
     Version("pads every reduction with 0", "python", "zero-padding", '''
         def identity(op):
@@ -64,18 +83,8 @@ PYTHON = (
                 levels.append(level)
             return levels or [level]
     '''),
-    Version("levels rounded for display", "python", "rounded", '''
-        def tree_reduce(values, op):
-            width = 1
-            while width < len(values):
-                width *= 2
-            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
-            levels = [level]
-            while len(level) > 1:
-                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
-                levels.append(level)
-            return [[round(v, 2) for v in level] for level in levels]
-    '''),
+    Version("levels rounded for display", "python", "rounded",
+            _tree("[[round(v, 2) for v in level] for level in levels]")),
     Version("product adds", "python", "wrong-combine", '''
         def combine(op, a, b):
             if op in ("sum", "product"):
@@ -103,18 +112,7 @@ PYTHON = (
                                for i in range(0, len(level), 2)])
             return levels
     '''),
-    Version("levels from the result up", "python", "unknown", '''
-        def tree_reduce(values, op):
-            width = 1
-            while width < len(values):
-                width *= 2
-            level = [float(v) for v in values] + [identity(op)] * (width - len(values))
-            levels = [level]
-            while len(level) > 1:
-                level = [combine(op, level[i], level[i + 1]) for i in range(0, len(level), 2)]
-                levels.append(level)
-            return levels[::-1]
-    '''),
+    Version("levels from the result up", "python", "unknown", _tree("levels[::-1]")),
     Version("min padded with -inf too", "python", "swapped-identity", '''
         def identity(op):
             return {"sum": 0.0, "max": -math.inf, "min": -math.inf, "product": 1.0}[op]
