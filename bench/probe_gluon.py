@@ -21,6 +21,11 @@ remove a step give wrong output and are timed only as bounds:
   the pair, counting in with an atomic (whose release waits for those stores) and then loading
   the pairs: one round trip to L2 after the publish instead of three. No published word is
   zero: a piece's sum is at least 1 unless its max is -inf;
+- OWN (with WORDS): every thread loads all of its row's words and tests them itself, so that a
+  poll needs no reduction across warps (nor the barrier that comes with one); each warp leaves
+  the spin on its own;
+- SLEEP (with WORDS, nanoseconds): the time a poll waits before the next (nanosleep), so that
+  the polls of the waiting pieces do not crowd the loads of the others out of L2;
 - stamps (a pointer, not a flag): each program writes (ticket, multiprocessor, and the global
   timer in ns after its ticket, after its last chunk landed, after the exchange and at the end)
   to stamps[ticket], for bench/split_timeline.py.
@@ -63,6 +68,13 @@ def _sm_id(dummy):
 
 
 @gluon.jit
+def _pause(ns):
+    """Sleep about ns nanoseconds (an int32 scalar)."""
+    return gl.inline_asm_elementwise("nanosleep.u32 $1; mov.u32 $0, $1;", "=r,r", [ns],
+                                     dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols, part_ptr,
                          sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
                          CHUNK: gl.constexpr, VEC: gl.constexpr, NO_TICKET: gl.constexpr,
@@ -70,7 +82,7 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
                          STREAM: gl.constexpr, EVEN: gl.constexpr = False,
                          FOLD: gl.constexpr = False, LOCAL: gl.constexpr = False,
                          NO_BAR: gl.constexpr = False, WORDS: gl.constexpr = False,
-                         stamps=None):
+                         OWN: gl.constexpr = False, SLEEP: gl.constexpr = 0, stamps=None):
     WARPS: gl.constexpr = gl.num_warps()
     CHUNKS: gl.constexpr = PIECE // CHUNK
     TILES: gl.constexpr = CHUNK // VEC
@@ -124,10 +136,15 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         words = part_ptr.to(gl.pointer_type(gl.int64)) + row * PIECES
         low = m_k.to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF
         gl.store(words + piece, low | (s_k.to(gl.int32, bitcast=True).to(gl.int64) << 32))
-        k = gl.arange(0, PIECES, flat)
+        if OWN:
+            k = gl.arange(0, PIECES, gl.BlockedLayout([PIECES], [32], [WARPS], [0]))
+        else:
+            k = gl.arange(0, PIECES, flat)
         # past the row's pieces: (-inf, 0), whose low half 0xFF800000 is not zero
         w = gl.load(words + k, mask=k < n_pieces, other=0xFF800000, volatile=True)
         while gl.min((w != 0).to(gl.int32), axis=0) == 0:
+            if SLEEP > 0:
+                _pause(piece * 0 + SLEEP)
             w = gl.load(words + k, mask=k < n_pieces, other=0xFF800000, volatile=True)
         m_all = w.to(gl.int32).to(gl.float32, bitcast=True)
         s_all = (w >> 32).to(gl.int32).to(gl.float32, bitcast=True)

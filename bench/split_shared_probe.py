@@ -37,7 +37,8 @@ REGISTERS = "registers"
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
 FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")
 # the flags of bench/probe_gluon.py timed without masks where the width allows, as shipped
-TUNING = ("fold", "local", "no_bar", "words")
+TUNING = ("fold", "local", "no_bar", "words", "own")
+# "sleepN" (with words): a poll waits N nanoseconds before the next
 # "masked" (alone) runs the shipped kernel with EVEN=False where the row would allow True;
 # "hybrid" (alone) names probe_gluon.split_hybrid, four chunks of each piece in registers
 
@@ -80,8 +81,10 @@ def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozens
             return probe_gluon.split_hybrid[(x.shape[0] * pieces,)](*args, **constants)
 
         tuned = {f.upper(): f in flags for f in TUNING}
+        sleep = [int(f[len("sleep"):]) for f in flags if f.startswith("sleep")]
         return probe_gluon.split_shared_variant[(x.shape[0] * pieces,)](
             *args, **constants, **{f.upper(): f in flags for f in FLAGS}, **tuned,
+            SLEEP=sleep[0] if sleep else 0,
             EVEN=any(tuned.values()) and x.shape[1] % piece == 0)
     return launch
 

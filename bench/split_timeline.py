@@ -51,6 +51,8 @@ def stamped(x, piece: int, chunk: int, warps: int, exchange: str) -> dict:
     out = torch.empty_like(x)
     pieces = triton.cdiv(x.shape[1], piece)
     programs = x.shape[0] * pieces
+    flags = exchange.split("+")  # e.g. words+own+sleep128: bench/probe_gluon.py's flags
+    sleep = [int(f[len("sleep"):]) for f in flags if f.startswith("sleep")]
 
     def launch(stamps=None):
         part, sync = fast._split_scratch(x.shape[0], pieces, 2, x.device)
@@ -60,7 +62,8 @@ def stamped(x, piece: int, chunk: int, warps: int, exchange: str) -> dict:
             PIECES=triton.next_power_of_2(pieces), PIECE=piece, CHUNK=chunk,
             VEC=16 // x.element_size(), NO_TICKET=False, NO_EXCHANGE=exchange == "none",
             NO_EXP=False, STREAM=False, EVEN=x.shape[1] % piece == 0,
-            WORDS=exchange == "words", stamps=stamps, num_warps=warps)
+            WORDS="words" in flags, OWN="own" in flags, SLEEP=sleep[0] if sleep else 0,
+            stamps=stamps, num_warps=warps)
 
     stamps = torch.zeros(programs, 6, dtype=torch.int64, device=x.device)
     for _ in range(3):
@@ -89,6 +92,10 @@ def stamped(x, piece: int, chunk: int, warps: int, exchange: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--exchanges", default=",".join(EXCHANGES), metavar="NAME,...",
+                    help="counter, none, or words with probe_gluon's own and sleepN, e.g. "
+                         "words+own+sleep128 (default: %(default)s)")
+    ap.add_argument("--cases", default=None, metavar="DTYPE:COLS:PIECE:CHUNK:WARPS,...")
     args = ap.parse_args(argv)
     import torch
 
@@ -98,10 +105,13 @@ def main(argv=None) -> int:
     result = {"env": rowwise.environment(),
               "command": " ".join(["bench/split_timeline.py", *(argv or sys.argv[1:])]),
               "rows": []}
-    for dname, width, piece, chunk, warps in CASES:
+    cases = CASES if not args.cases else [
+        (item.split(":")[0], *(int(v) for v in item.split(":")[1:]))
+        for item in args.cases.split(",")]
+    for dname, width, piece, chunk, warps in cases:
         dtype = rowwise.torch_dtype(dname)
         x = torch.randn(rowwise.GIB // (width * dtype.itemsize), width, device="cuda").to(dtype)
-        for exchange in EXCHANGES:
+        for exchange in args.exchanges.split(","):
             row = {"dtype": dname, "cols": width, "piece": piece, "chunk": chunk,
                    "warps": warps, "exchange": exchange,
                    **stamped(x, piece, chunk, warps, exchange)}

@@ -133,6 +133,30 @@ def test_the_launch_spread_is_computed_from_the_latency_rows(monkeypatch):
     assert "torch took from 7.0 to 9.0 us" in text
 
 
+def test_two_runs_of_a_probe_are_set_side_by_side_and_a_wrong_answer_in_either_shows(
+        monkeypatch):
+    def run(version, rows):
+        return {"env": {"device": "GPU", "torch": "2.11", "triton": version, "date": "today"},
+                "command": f"probe {version}", "copy_gbps": 4000.0, "copy_gbps_end": 3990.0,
+                "rows": rows}
+
+    def row(variant, frac, correct=True):
+        return {"variant": variant, "dtype": "bf16", "cols": 65536, "gbps": 4000 * frac,
+                "frac": frac, "correct": correct, "registers": 32}
+
+    runs = {"old": run("3.6.0", [row("a", 0.9104), row("b", 0.95), row("c", 0.5)]),
+            "new": run("3.9.0", [row("a", 0.9168), row("b", 0.96, correct=False)])}
+    monkeypatch.setattr(bench_page, "load", lambda name: runs[name])
+    table = bench_page.paired_split_table("old", "new")
+    assert table.columns[3:5] == ("GB/s (of copy), 3.6.0", "GB/s (of copy), 3.9.0")
+    a, b, c = table.rows
+    # three decimals: 0.9168 is not rounded up to a goal of 0.92
+    assert a[3:6] == ("3642 (0.910)", "3667 (0.917)", "yes")
+    assert b[5] == "no"  # right under 3.6 only
+    assert c[4] == "-"  # not run under 3.9
+    assert "probe 3.6.0" in table.caption and "probe 3.9.0" in table.caption
+
+
 def test_results_md_tables_are_current():
     path = COURSE_ROOT / "bench" / "RESULTS.md"
     text = path.read_text(encoding="utf-8")

@@ -381,3 +381,109 @@ def test_the_ring_probe_waits_for_each_chunk_and_no_more():
     assert waits == ",".join(map(str, [0, *range(8, 24)]))
     # one program per whole row: no ticket, no exchange
     assert atomics == "False"
+
+
+# bench/probe_dsmem.py: the cluster exchange, in the PTX for sm_90 (the H200 ran it, checked)
+DSMEM_COMPILE = """
+import json, sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_dsmem
+found = {}
+for ctas, piece, chunk, warps, regs in json.loads(sys.argv[1]):
+    signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
+                 "in_row_stride": "i32"}
+    constants = {"CTAS": ctas, "PIECE": piece, "CHUNK": chunk, "VEC": 8, "EXCHANGE": True,
+                 "EXIT_WAIT": True, "REGS": regs}
+    signature.update(dict.fromkeys(constants, "constexpr"))
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
+    compiled = triton.compile(GluonASTSource(probe_dsmem.kernel(), signature, constants, aligned),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    found[str(ctas) + ("r" if regs else "")] = compiled.asm["ptx"]
+print(json.dumps(found))
+"""
+
+
+def cluster_exchange_faults(ptx: str, ctas: int) -> list[str]:
+    """What is wrong with a cluster exchange in this PTX: the barrier phases out of order, a
+    remote read outside the first phase, an arrival after the reads that does not release
+    (a peer could leave while a read is in flight), or a ticket or atomic left in."""
+    import re
+
+    events = re.findall(r"barrier[.]cluster[.]\w+(?:[.]\w+)*|ld[.]shared::cluster|mapa", ptx)
+    barriers = [e for e in events if e.startswith("barrier")]
+    faults = []
+    expected = ["barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned",
+                "barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.aligned"]
+    if barriers != expected:
+        faults.append(f"barrier phases {barriers}, not {expected}")
+    reads = [i for i, e in enumerate(events) if e == "ld.shared::cluster"]
+    if len(reads) != ctas or events.count("mapa") != ctas:
+        faults.append(f"{len(reads)} remote reads and {events.count('mapa')} mapa for {ctas} CTAs")
+    waits = [i for i, e in enumerate(events) if e.startswith("barrier.cluster.wait")]
+    arrivals = [i for i, e in enumerate(events) if e.startswith("barrier.cluster.arrive")]
+    if len(waits) == 2 and len(arrivals) == 2 and not all(
+            waits[0] < i < arrivals[1] for i in reads):
+        faults.append("a remote read outside the phase between the first wait and second arrival")
+    if "atom." in ptx:
+        faults.append("an atomic")
+    return faults
+
+
+@gluon_only
+def test_the_dsmem_probe_reads_its_peers_only_while_they_are_held():
+    shapes = [[4, 16384, 2048, 4, False], [16, 16384, 2048, 4, False], [2, 32768, 4096, 16, True]]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", DSMEM_COMPILE, json.dumps(shapes)], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    for key, ptx in found.items():
+        assert cluster_exchange_faults(ptx, int(key.rstrip("r"))) == [], key
+    # the faults it exists to catch: the relaxed arrival that faulted a launch on the H200, and
+    # no wait before the program leaves
+    ptx = found["4"]
+    last = ptx.rindex("barrier.cluster.arrive.release.aligned")
+    relaxed = ptx[:last] + ptx[last:].replace("arrive.release", "arrive.relaxed", 1)
+    assert any("barrier phases" in f for f in cluster_exchange_faults(relaxed, 4))
+    no_wait = ptx.replace("barrier.cluster.wait.aligned", "")
+    assert cluster_exchange_faults(no_wait, 4)
+    assert cluster_exchange_faults(ptx, 8)  # reads for 4 CTAs are not enough for 8
+
+
+# bench/probe_gluon.py's exchange through 64-bit words, polled with a pause (timed on the H200)
+WORDS_COMPILE = """
+import sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_gluon
+signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
+             "in_row_stride": "i32", "n_cols": "i32", "part_ptr": "*fp32", "sync_ptr": "*i32"}
+constants = dict(PIECES=4, PIECE=16384, CHUNK=2048, VEC=8, NO_TICKET=False, NO_EXCHANGE=False,
+                 NO_EXP=False, STREAM=False, EVEN=True, FOLD=False, LOCAL=False, NO_BAR=False,
+                 WORDS=True, OWN=True, SLEEP=int(sys.argv[1]), stamps=None)
+signature.update(dict.fromkeys(constants, "constexpr"))
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(7)}
+ptx = triton.compile(GluonASTSource(probe_gluon.split_shared_variant, signature, constants,
+                                    aligned), target=GPUTarget("cuda", 90, 32),
+                     options={"num_warps": 4}).asm["ptx"]
+print(ptx.count("nanosleep"), ptx.count("ld.volatile.global"), ptx.count("atom."))
+"""
+
+
+@gluon_only
+@pytest.mark.parametrize("sleep", [0, 128])
+def test_the_words_probe_polls_its_row_with_the_pause_it_is_given(sleep):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", WORDS_COMPILE, str(sleep)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pauses, polls, atomics = (int(n) for n in done.stdout.split()[-3:])
+    # one pause in the loop when asked for, none otherwise; every thread loads the row's four
+    # words itself, before the loop and in it; the only atomic is the ticket
+    assert pauses == (1 if sleep else 0)
+    assert polls == 2 * 4 and atomics == 1

@@ -170,6 +170,38 @@ def split_table(name: str, keep=lambda row: True) -> Table:
                   "registers a thread"), tuple(rows), note)
 
 
+def paired_split_table(name: str, name39: str) -> Table:
+    """Two runs of one probe, with Triton 3.6 (bench/results/NAME.json) and 3.9 (NAME39.json),
+    row beside row: a variant, its speed under each, and whether both gave the right answer."""
+    runs = [load(name), load(name39)]
+    later = {(r["variant"], r["dtype"], r["cols"]): r for r in runs[1]["rows"]}
+
+    def speed(r):
+        if r is None:
+            return "-"
+        # three decimals: the variants that matter sit within 0.01 of the plan and of a goal
+        return f"{r['gbps']:.0f} ({r['frac']:.3f})" if "gbps" in r else \
+            r.get("error", "wrong answer")[:60]
+
+    rows = []
+    for r in runs[0]["rows"]:
+        r39 = later.get((r["variant"], r["dtype"], r["cols"]))
+        right = "yes" if r.get("correct") and (r39 is None or r39.get("correct")) else "no"
+        rows.append((r["variant"], r["dtype"], str(r["cols"]), speed(r), speed(r39), right,
+                     str(r.get("registers", "-"))))
+    notes = []
+    for data in runs:
+        env = data["env"]
+        notes.append(f"triton {env['triton']}: {env['device']}, torch {env['torch']}, "
+                     f"{env['date']}; command `{data['command']}`; copy ceiling "
+                     f"{data['copy_gbps']:.0f} GB/s at the start, "
+                     f"{data['copy_gbps_end']:.0f} at the end.")
+    return Table(("variant", "dtype", "cols", f"GB/s (of copy), {runs[0]['env']['triton']}",
+                  f"GB/s (of copy), {runs[1]['env']['triton']}", "right answer",
+                  "registers a thread (3.6)"), tuple(rows),
+                 "Inputs of 1 GiB. " + " ".join(notes))
+
+
 def split_bounds_table(_numbers=None) -> Table:
     """The split kernels at pieces of 16384 columns, and what removing each step gives."""
     return split_table("split_shared_bounds",
@@ -400,6 +432,8 @@ BLOCKS = {
     "split_timeline": timeline_table,
     "cluster": cluster_table,
     "cluster_shared": lambda _numbers=None: split_table("cluster_shared_triton39"),
+    "dsmem": lambda _numbers=None: paired_split_table("dsmem", "dsmem_triton39"),
+    "words_sleep": lambda _numbers=None: split_table("words_sleep"),
     # the first ring run's plan rows failed in the probe itself (fixed for the second run)
     "ring": lambda _numbers=None: split_table("ring", keep=lambda r: "error" not in r),
     "ring_warps": lambda _numbers=None: split_table("ring_warps"),
