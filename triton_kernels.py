@@ -405,11 +405,12 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
         return x.new_empty(x.shape)
     rows = fast._rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
-    # only a split row can use the shared-memory copies: narrow rows skip the check's cost
-    may_split = strategy is not None or rows.shape[1] > fast.MAX_GPU_SINGLE_BLOCK
+    # only wide rows can use the shared-memory copies: narrow rows skip the check's cost
+    shared = (strategy is not None or rows.shape[1] > fast.SHARED_FROM) and \
+        fast._fits_shared_copies(rows, out)
     plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
-                 x.element_size(), fast._pairs_of_16_bits(rows, out),
-                 may_split and fast._fits_shared_copies(rows, out))
+                 x.element_size(), fast._pairs_of_16_bits(rows, out), shared,
+                 shared and fast._clusters_available(x.device))
     if strategy is None and block is None:
         plan = fast.flat_rows(plan, _max_pieces(x.device), rows, out)
     with fast._on_device(x):

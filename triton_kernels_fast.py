@@ -17,6 +17,9 @@ ones the lessons read. On a GPU it also names the kernels defined here:
   16 bytes at a time take the same exchange with the pieces waiting in shared memory instead:
   ``_softmax_split_shared``, in triton_kernels_gluon.py (written in Gluon, which can hold
   data in shared memory; Triton's language cannot);
+- ``_softmax_cluster``, also in triton_kernels_gluon.py: on a Hopper GPU, the softmax rows of
+  _CLUSTER_PLANS that can be copied 16 bytes at a time, one thread-block cluster a row, whose
+  CTAs push their partial maxima and sums into each other's shared memory;
 - ``_softmax_backward_reload``: the backward pass of 16-bit rows of 32768 columns, one program
   a row that loads y again after the reduction instead of keeping it in registers;
 - ``_softmax_flat_rows``: contiguous rows narrower than 16 bytes, read as one flat block.
@@ -177,6 +180,35 @@ _SPLIT_WARPS = 4
 _SHARED_PIECE = (16384, 2048, 4)  # columns per piece, columns per copy group, warps
 _SHARED_WIDE_PIECE = (32768, 4096, 8)  # 16-bit rows of more than _SHARED_MAX_PIECES pieces
 _SHARED_MAX_PIECES = 32
+
+# On a Hopper GPU (compute capability 9.x) the rows that table serves from 16385 16-bit or 32769
+# float32 columns up to those below go instead to triton_kernels_gluon's _softmax_cluster: one
+# thread-block cluster a row, its CTAs' partials pushed into each other's shared memory. Measured
+# on an H200 (1 GiB inputs, torch 2.11, Triton 3.6 and 3.9, 2026-12-02; bench/probe_dsmem.py:
+# bench/results/dsmem_explore.json, from which these rows were chosen, and dsmem.json and
+# dsmem_triton39.json), against the kernels they replace: in 16-bit, clusters of two CTAs ran at
+# 0.97 to 0.98 of the copy ceiling at 32768 columns (the pipelined kernel 0.93 to 0.94) and 65536
+# (the split kernel 0.91); at 131072 columns sixteen CTAs of 8192 ran at 0.93 with both versions
+# (two CTAs of 65536: 0.94 with 3.6, 0.90 with 3.9; the split kernel 0.90), and at 2**18 sixteen
+# CTAs of 16384 at 0.92 (0.88). Clusters of 4 and 8 CTAs ran below the split kernel wherever they
+# were tried, so no row here uses them. Float32 rows of 65536 columns ran at 0.96 to 0.97 in two
+# CTAs (0.94 split); at 2**18 float32 columns the split kernel stayed ahead (0.94 against 0.89),
+# and at 2**20 16-bit columns too (0.86 against 0.66 for sixteen CTAs of 65536).
+# (first column past, last column, CTAs a cluster, columns per CTA, columns per copy group,
+# warps), by bytes per element; of two rows for the same columns the first that this GPU can
+# run (_cluster_plan) is taken.
+_CLUSTER_PLANS = {
+    2: ((16384, 32768, 2, 16384, 2048, 8), (32768, 65536, 2, 32768, 2048, 8),
+        (65536, 131072, 16, 8192, 2048, 4), (65536, 131072, 2, 65536, 4096, 8),
+        (131072, 262144, 16, 16384, 2048, 4)),
+    4: ((32768, 65536, 2, 32768, 4096, 8),),
+}
+# A cluster of 16 CTAs is past the portable size of 8 and needs 16 free multiprocessors in one
+# group of them: measured only on the H200's 132; a GPU with fewer keeps the split kernel.
+_CLUSTER_16_MIN_SMS = 132
+# Rows this wide or narrower never take a kernel that copies into shared memory: the launcher
+# skips the check whether they can (_fits_shared_copies), which costs microseconds.
+SHARED_FROM = 16384
 # The interpreter runs programs one after another; two programs still exercise the row loop.
 _INTERPRETER_PROGRAMS = 2
 
@@ -197,6 +229,7 @@ class Plan:
     chunk: int = 0  # in_shared only: columns per copy group
     reload: bool = False  # single_block softmax_backward only: _softmax_backward_reload
     flat: bool = False  # multi_row softmax only: _softmax_flat_rows (see flat_rows)
+    cluster: int = 0  # in_shared only: CTAs a cluster of triton_kernels_gluon._softmax_cluster
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,6 +253,7 @@ def _plan(
     itemsize: int = 4,
     paired: bool = False,
     shared: bool = False,
+    clusters: bool = False,
 ) -> Plan:
     """Pick the kernel for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
 
@@ -229,10 +263,16 @@ def _plan(
     ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
     ``shared`` says that the rows can be copied into shared memory 16 bytes at a time by
     triton_kernels_gluon (see _fits_shared_copies): softmax then splits them with that kernel.
+    ``clusters`` says that, besides, the GPU runs thread-block clusters (_clusters_available):
+    softmax then gives the rows in _CLUSTER_PLANS one cluster each.
     RMSNorm has no split-row kernel: its rows wider than it keeps whole take the looped one.
     A plan is for one width: ``int(n_cols)`` makes torch.compile specialize on it.
     """
     n_cols = int(n_cols)
+    if strategy is None and block is None and fn == "softmax" and shared and clusters:
+        found = _cluster_plan(n_cols, itemsize, max_pieces)
+        if found is not None:
+            return found
     if strategy is None:
         if block is not None and block < n_cols:
             strategy = "looped"
@@ -312,6 +352,15 @@ def _split_piece(fn: str, n_cols: int, itemsize: int, shared: bool):
     if itemsize == 2 and triton.cdiv(n_cols, piece) > _SHARED_MAX_PIECES:
         piece, chunk, warps = _SHARED_WIDE_PIECE
     return piece, chunk, warps, True
+
+
+def _cluster_plan(n_cols: int, itemsize: int, max_pieces: int) -> Plan | None:
+    """The cluster plan of _CLUSTER_PLANS for this width, if there is one this GPU can run."""
+    for past, last, ctas, piece, chunk, warps in _CLUSTER_PLANS.get(itemsize, ()):
+        if past < n_cols <= last and (ctas <= 8 or max_pieces >= _CLUSTER_16_MIN_SMS):
+            return Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk,
+                        cluster=ctas)
+    return None
 
 
 def _check_block(fn: str, block: int) -> None:
@@ -394,6 +443,14 @@ def _copyable_rows(n_cols: int, row_stride: int, address: int) -> bool:
 @functools.cache
 def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
+
+
+def _clusters_available(device: torch.device) -> bool:
+    """Whether triton_kernels_gluon._softmax_cluster runs on this GPU: a Hopper (compute
+    capability 9.x, the one with thread-block clusters that it was measured on) where Gluon
+    runs. Callers ask only for tensors _fits_shared_copies accepts."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability(index)[0] == 9 and _gluon_available()
 
 
 @functools.cache
@@ -878,6 +935,20 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
         wrap_triton(_softmax_one_pass, x)[(n_rows,)](
             out, x, out.stride(0), x.stride(0), n_cols,
             BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
+        )  # fmt: skip
+    elif plan.cluster:
+        import triton_kernels_gluon as gluon_kernels  # where _clusters_available() said it runs
+
+        if n_rows * plan.cluster >= 2**31:
+            raise ValueError(
+                f"softmax: {n_rows} rows x {plan.cluster} CTAs is more than 2**31 CTAs: split "
+                f"the batch into smaller calls"
+            )
+        gluon_kernels.launch_clustered(
+            gluon_kernels._softmax_cluster, n_rows, plan.cluster,
+            out, x, out.stride(0), x.stride(0), n_cols, CTAS=plan.cluster, PIECE=plan.block,
+            CHUNK=plan.chunk, VEC=16 // x.element_size(), EVEN=n_cols == plan.cluster * plan.block,
+            num_warps=plan.num_warps,
         )  # fmt: skip
     elif plan.in_shared:
         import triton_kernels_gluon as gluon_kernels  # where _gluon_available() said it runs

@@ -43,19 +43,50 @@ import sys
 from learning.bench import rowwise
 
 # (dtype, columns, CTAs in a cluster, columns per CTA, columns per chunk, warps, the piece in
-# registers once landed (REGS) or folded chunk by chunk from shared memory)
+# registers once landed (REGS) or folded chunk by chunk from shared memory, the pairs pushed
+# (PUSH) or pulled)
 CONFIGS = (
-    ("bf16", 65536, 4, 16384, 2048, 4, False), ("bf16", 65536, 2, 32768, 4096, 8, False),
-    ("bf16", 65536, 4, 16384, 2048, 8, True), ("bf16", 65536, 2, 32768, 4096, 16, True),
-    ("bf16", 65536, 8, 8192, 2048, 4, True), ("bf16", 65536, 4, 16384, 2048, 16, True),
-    ("fp16", 65536, 2, 32768, 4096, 8, False), ("fp16", 65536, 4, 16384, 2048, 8, True),
-    ("bf16", 131072, 8, 16384, 2048, 4, False), ("bf16", 131072, 4, 32768, 4096, 8, False),
-    ("bf16", 131072, 8, 16384, 2048, 8, True), ("bf16", 131072, 4, 32768, 4096, 16, True),
-    ("bf16", 262144, 16, 16384, 2048, 4, False), ("bf16", 262144, 8, 32768, 4096, 8, False),
-    ("bf16", 262144, 16, 16384, 2048, 8, True), ("bf16", 262144, 8, 32768, 4096, 16, True),
-    ("fp32", 65536, 4, 16384, 2048, 4, False), ("fp32", 65536, 4, 16384, 2048, 8, True),
-    ("fp32", 65536, 8, 8192, 2048, 8, True),
+    ("bf16", 65536, 4, 16384, 2048, 4, False, False),
+    ("bf16", 65536, 2, 32768, 4096, 8, False, False),
+    ("bf16", 65536, 4, 16384, 2048, 4, False, True),
+    ("bf16", 65536, 2, 32768, 4096, 8, False, True),
+    ("bf16", 65536, 8, 8192, 2048, 4, False, True),
+    ("bf16", 65536, 4, 16384, 2048, 8, True, False),
+    ("bf16", 65536, 4, 16384, 2048, 8, True, True),
+    ("bf16", 65536, 2, 32768, 4096, 16, True, False),
+    ("bf16", 65536, 8, 8192, 2048, 4, True, False),
+    ("bf16", 65536, 4, 16384, 2048, 16, True, False),
+    ("fp16", 65536, 2, 32768, 4096, 8, False, False),
+    ("fp16", 65536, 2, 32768, 4096, 8, False, True),
+    ("fp16", 65536, 4, 16384, 2048, 4, False, True),
+    ("fp16", 65536, 4, 16384, 2048, 8, True, False),
+    ("bf16", 131072, 8, 16384, 2048, 4, False, False),
+    ("bf16", 131072, 4, 32768, 4096, 8, False, False),
+    ("bf16", 131072, 8, 16384, 2048, 4, False, True),
+    ("bf16", 131072, 4, 32768, 4096, 8, False, True),
+    ("bf16", 131072, 8, 16384, 2048, 8, True, False),
+    ("bf16", 131072, 4, 32768, 4096, 16, True, False),
+    ("bf16", 262144, 16, 16384, 2048, 4, False, False),
+    ("bf16", 262144, 8, 32768, 4096, 8, False, False),
+    ("bf16", 262144, 16, 16384, 2048, 4, False, True),
+    ("bf16", 262144, 8, 32768, 4096, 8, False, True),
+    ("bf16", 262144, 16, 16384, 2048, 8, True, False),
+    ("bf16", 262144, 8, 32768, 4096, 16, True, False),
+    ("fp32", 65536, 4, 16384, 2048, 4, False, False),
+    ("fp32", 65536, 4, 16384, 2048, 4, False, True),
+    ("fp32", 65536, 8, 8192, 2048, 4, False, True),
+    ("fp32", 65536, 4, 16384, 2048, 8, True, False),
+    ("fp32", 65536, 8, 8192, 2048, 8, True, False),
+    # the shapes the plan took from a first run of pushed variants (_CLUSTER_PLANS)
+    ("bf16", 32768, 2, 16384, 2048, 8, False, True),
+    ("bf16", 65536, 2, 32768, 2048, 8, False, True),
+    ("bf16", 131072, 2, 65536, 4096, 8, False, True),
+    ("bf16", 131072, 16, 8192, 2048, 4, False, True),
+    ("fp32", 65536, 2, 32768, 4096, 8, False, True),
 )
+
+
+NO_CLUSTERS = "plan without clusters"
 
 
 def kernel():
@@ -69,8 +100,9 @@ def kernel():
 
     @gluon.constexpr_function
     def asm_text(ctas):
-        """PTX that publishes this CTA's (m, s) ($2C, $2C+1) and reads the cluster's (m_j into
-        $j, s_j into $(C + j)), then arrives (with release) at the phase waited on before exit."""
+        """Pull: PTX that publishes this CTA's (m, s) ($2C, $2C+1) and reads the cluster's (m_j
+        into $j, s_j into $(C + j)), then arrives (with release) at the phase waited on before
+        exit."""
         ctas = ctas.value if hasattr(ctas, "value") else ctas
         reads = "".join(f"mapa.shared::cluster.u32 r, a, {j}; "
                         f"ld.shared::cluster.v2.f32 {{${j}, ${ctas + j}}}, [r]; "
@@ -79,6 +111,41 @@ def kernel():
                 f"st.shared.v2.f32 [a], {{${2 * ctas}, ${2 * ctas + 1}}}; "
                 "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned; "
                 + reads + "barrier.cluster.arrive.release.aligned; }")
+
+    @gluon.constexpr_function
+    def push_init_text(ctas):
+        """Push, at the program's start: declare the mbarrier and the CTAS slots the peers'
+        pairs land in, have thread 0 initialise the mbarrier (one arrival expected), and arrive
+        (relaxed: nothing to publish but the initialisation, which its own fence orders) at the
+        cluster barrier that the exchange waits on before it sends."""
+        ctas = ctas.value if hasattr(ctas, "value") else ctas
+        return (f".shared .align 8 .b64 xbar; .shared .align 8 .b64 xbuf[{ctas}]; "
+                "{ .reg .pred p; .reg .u32 a, t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+                "mov.u32 a, xbar; @p mbarrier.init.shared::cta.b64 [a], 1; "
+                "fence.mbarrier_init.release.cluster; barrier.cluster.arrive.relaxed.aligned; "
+                "mov.u32 $0, $1; }")
+
+    @gluon.constexpr_function
+    def push_text(ctas):
+        """Push: wait until every peer has initialised its mbarrier; thread 0 expects 8 * CTAS
+        bytes on this CTA's; threads 0..CTAS-1 send this CTA's pair ($2C, $2C+1) into slot
+        <rank> of peer <thread> with st.async, which counts the bytes on that peer's mbarrier;
+        every thread waits for the mbarrier's phase and reads the CTAS slots. No release fence
+        anywhere: the data and its signal travel together."""
+        ctas = ctas.value if hasattr(ctas, "value") else ctas
+        reads = "".join(f"ld.shared.v2.f32 {{${j}, ${ctas + j}}}, [a+{8 * j}]; "
+                        for j in range(ctas))
+        return ("{ .reg .pred p, q, done; .reg .u32 a, b, t, rank, slot, rs, rb; "
+                ".reg .b64 state; barrier.cluster.wait.aligned; "
+                "mov.u32 t, %tid.x; mov.u32 a, xbuf; mov.u32 b, xbar; setp.eq.u32 p, t, 0; "
+                f"@p mbarrier.arrive.expect_tx.shared::cta.b64 state, [b], {8 * ctas}; "
+                "mov.u32 rank, %cluster_ctarank; mad.lo.u32 slot, rank, 8, a; "
+                f"setp.lt.u32 q, t, {ctas}; "
+                "@q mapa.shared::cluster.u32 rs, slot, t; @q mapa.shared::cluster.u32 rb, b, t; "
+                "@q st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [rs], "
+                f"{{${2 * ctas}, ${2 * ctas + 1}}}, [rb]; "
+                "XCHWAIT: mbarrier.try_wait.parity.shared::cta.b64 done, [b], 0; "
+                "@!done bra XCHWAIT; " + reads + "}")
 
     @gluon.constexpr_function
     def asm_constraints(ctas):
@@ -91,10 +158,26 @@ def kernel():
         return [gl.float32] * n
 
     @gluon.jit
+    def row_max_sum(m_k, s_k, CTAS: gl.constexpr, PUSH: gl.constexpr):
+        """The row's (max, sum) from every CTA's (m_k, s_k), pulled or pushed."""
+        if PUSH:
+            pairs = gl.inline_asm_elementwise(push_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
+                                              dtype=floats(2 * CTAS), is_pure=False, pack=1)
+        else:
+            pairs = gl.inline_asm_elementwise(asm_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
+                                              dtype=floats(2 * CTAS), is_pure=False, pack=1)
+        m_row = pairs[0]
+        s_row = pairs[CTAS]
+        for j in gl.static_range(1, CTAS):
+            m_row, s_row = tg._combine_max_sum(m_row, s_row, pairs[j], pairs[CTAS + j])
+        return m_row, s_row
+
+    @gluon.jit
     def softmax_dsmem(out_ptr, in_ptr, out_row_stride, in_row_stride,
                       CTAS: gl.constexpr, PIECE: gl.constexpr, CHUNK: gl.constexpr,
                       VEC: gl.constexpr, EXCHANGE: gl.constexpr = True,
-                      EXIT_WAIT: gl.constexpr = True, REGS: gl.constexpr = False):
+                      EXIT_WAIT: gl.constexpr = True, REGS: gl.constexpr = False,
+                      PUSH: gl.constexpr = False):
         WARPS: gl.constexpr = gl.num_warps()
         CHUNKS: gl.constexpr = PIECE // CHUNK
         TILES: gl.constexpr = CHUNK // VEC
@@ -102,6 +185,9 @@ def kernel():
         shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         buf = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [CHUNKS * TILES, VEC], shared)
         pid = gl.program_id(0)
+        if PUSH:
+            gl.inline_asm_elementwise(push_init_text(CTAS), "=r,r", [pid], dtype=gl.int32,
+                                      is_pure=False, pack=1)
         row = (pid // CTAS).to(gl.int64)
         first = (pid % CTAS) * PIECE
         t = gl.arange(0, TILES, gl.SliceLayout(1, tiles))
@@ -123,12 +209,7 @@ def kernel():
             m_ref = gl.where(m_k == -float("inf"), 0.0, m_k)
             e = gl.exp2((xw - m_ref) * log2e)
             s_k = gl.sum(gl.sum(e, axis=1), axis=0)
-            pairs = gl.inline_asm_elementwise(asm_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
-                                              dtype=floats(2 * CTAS), is_pure=False, pack=1)
-            m_row = pairs[0]
-            s_row = pairs[CTAS]
-            for j in gl.static_range(1, CTAS):
-                m_row, s_row = tg._combine_max_sum(m_row, s_row, pairs[j], pairs[CTAS + j])
+            m_row, s_row = row_max_sum(m_k, s_k, CTAS, PUSH)
             scale = gl.exp2((m_ref - m_row) * log2e) / s_row
             gl.store(out_ptr + row * out_row_stride + first + offs_w,
                      (e * scale).to(out_ptr.dtype.element_ty))
@@ -145,12 +226,7 @@ def kernel():
                 m, s = tg._combine_max_sum(m, s, m_c, s_c)
             m_k, s_k = gl.reduce((m, s), 0, tg._combine_max_sum)
             if EXCHANGE:
-                pairs = gl.inline_asm_elementwise(asm_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
-                                                  dtype=floats(2 * CTAS), is_pure=False, pack=1)
-                m_row = pairs[0]
-                s_row = pairs[CTAS]
-                for j in gl.static_range(1, CTAS):
-                    m_row, s_row = tg._combine_max_sum(m_row, s_row, pairs[j], pairs[CTAS + j])
+                m_row, s_row = row_max_sum(m_k, s_k, CTAS, PUSH)
             else:
                 m_row = m_k
                 s_row = s_k
@@ -160,8 +236,9 @@ def kernel():
                 x = buf.slice(c * TILES, TILES).load(tiles).to(gl.float32)
                 y = gl.exp2((x - m_row) * log2e) * inv
                 gl.store(dst + c * CHUNK + offs, y.to(out_ptr.dtype.element_ty))
-        # no CTA leaves while a peer may still read its pair
-        if EXIT_WAIT:
+        # pulled: no CTA leaves while a peer may still read its pair (pushed pairs are the
+        # receiver's own, and it waits for all of them)
+        if EXIT_WAIT and not PUSH:
             gl.inline_asm_elementwise("barrier.cluster.wait.aligned; mov.u32 $0, $1;", "=r,r",
                                       [pid], dtype=gl.int32, is_pure=False, pack=1)
 
@@ -203,16 +280,20 @@ def measure(ceiling: float, configs) -> list[dict]:
                                  rowwise.GIB // (width * dtype.itemsize), width, dname)
         x = case["args"][0]
         out = torch.empty_like(x)
-        launches = [("plan (triton_kernels.softmax)", None, lambda o=out, a=x: tk._launch_softmax(
+        # what triton_kernels.softmax launched before _softmax_cluster (runs before it shipped
+        # called this row "plan (triton_kernels.softmax)")
+        launches = [(NO_CLUSTERS, None, lambda o=out, a=x: tk._launch_softmax(
             o, a, fast._plan("softmax", a.shape[1], max_pieces=fast._max_pieces(a.device),
-                             itemsize=a.element_size(), shared=fast._fits_shared_copies(a, o))))]
-        for ctas, piece, chunk, warps, regs in shapes:
+                             itemsize=a.element_size(), paired=fast._pairs_of_16_bits(a, o),
+                             shared=fast._fits_shared_copies(a, o))))]
+        for ctas, piece, chunk, warps, regs, push in shapes:
             if ctas * piece != width:
                 continue
             launches.append((f"dsmem cluster of {ctas} x {piece}/{chunk}, {warps} warps"
-                             + (", registers" if regs else ""), (ctas, piece, chunk, warps),
-                             lambda o=out, a=x, c=ctas, p=piece, ch=chunk, w=warps, r=regs:
-                             clustered(o, a, c, p, ch, w, REGS=r)))
+                             + (", registers" if regs else "") + (", pushed" if push else ""),
+                             (ctas, piece, chunk, warps),
+                             lambda o=out, a=x, c=ctas, p=piece, ch=chunk, w=warps, r=regs,
+                             u=push: clustered(o, a, c, p, ch, w, REGS=r, PUSH=u)))
         for name, shape, launch in launches:
             row = {"variant": name, "dtype": dname, "cols": width}
             try:
@@ -238,6 +319,9 @@ def measure(ceiling: float, configs) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--configs", default=None,
+                    metavar="DTYPE:COLS:CTAS:PIECE:CHUNK:WARPS[:regs][:push],...",
+                    help="the configurations to time (default: CONFIGS)")
     args = ap.parse_args(argv)
     import torch
 
@@ -247,7 +331,11 @@ def main(argv=None) -> int:
     result = {"env": rowwise.environment(),
               "command": " ".join(["bench/probe_dsmem.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
-    result["rows"] = measure(result["copy_gbps"], CONFIGS)
+    configs = CONFIGS if not args.configs else tuple(
+        (item.split(":")[0], *(int(v) for v in item.split(":")[1:6]),
+         "regs" in item.split(":")[6:], "push" in item.split(":")[6:])
+        for item in args.configs.split(","))
+    result["rows"] = measure(result["copy_gbps"], configs)
     result["copy_gbps_end"] = rowwise.copy_ceiling()
     if args.json:
         with open(args.json, "w") as f:

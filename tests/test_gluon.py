@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,41 @@ def test_the_plan_takes_the_gluon_kernel_only_for_rows_it_can_copy():
     assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4, shared=True) == shared
     assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4).strategy == "looped"
     assert tk._plan("softmax", 65536, max_pieces=0, shared=True).strategy == "looped"
+
+
+def test_the_plan_gives_a_row_one_cluster_only_where_clusters_were_measured_ahead():
+    def plan(n_cols, itemsize=2, sms=132, fn="softmax", shared=True, clusters=True, **kw):
+        return tk._plan(fn, n_cols, max_pieces=sms, itemsize=itemsize, shared=shared,
+                        clusters=clusters, **kw)
+
+    def cluster(ctas, piece, chunk, warps):
+        return fast.Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk,
+                         cluster=ctas)
+
+    # 16-bit rows: two CTAs up to 65536 columns, sixteen up to 2**18
+    assert plan(16400) == plan(32768) == cluster(2, 16384, 2048, 8)
+    assert plan(32784) == plan(65536) == cluster(2, 32768, 2048, 8)
+    assert plan(65552) == plan(131072) == cluster(16, 8192, 2048, 4)
+    assert plan(131088) == plan(2**18) == cluster(16, 16384, 2048, 4)
+    # float32 rows: two CTAs from 32769 to 65536 columns only
+    assert plan(40000, itemsize=4) == plan(65536, itemsize=4) == cluster(2, 32768, 4096, 8)
+    for n_cols in (16400, 32768, 65552, 2**18):
+        assert not plan(n_cols, itemsize=4).cluster, n_cols
+    # narrower and wider rows keep their kernels
+    assert plan(16384) == tk._plan("softmax", 16384, max_pieces=132, itemsize=2, shared=True)
+    assert plan(2**18 + 16) == tk._plan("softmax", 2**18 + 16, max_pieces=132, itemsize=2,
+                                        shared=True)
+    # sixteen CTAs only where there are as many multiprocessors as measured; two anywhere
+    assert plan(2**18, sms=114) == tk._plan("softmax", 2**18, max_pieces=114, itemsize=2,
+                                            shared=True)
+    assert plan(65536, sms=114) == cluster(2, 32768, 2048, 8)
+    assert plan(131072, sms=114) == cluster(2, 65536, 4096, 8)
+    # not without clusters or copies, not backward, not when a kernel or block is asked for
+    assert not plan(65536, clusters=False).cluster
+    assert not plan(65536, shared=False).cluster
+    assert not plan(65536, fn="softmax_backward").cluster
+    assert not plan(65536, strategy="split_row").cluster
+    assert not plan(65536, block=16384).cluster
 
 
 def test_cpu_tensors_are_never_copied_by_the_gluon_kernel(device):
@@ -251,10 +287,13 @@ def launched_plans(monkeypatch):
 def test_gpu_softmax_launches_the_kernel_only_for_split_rows_it_can_copy(monkeypatch, device):
     plans = launched_plans(monkeypatch)
     base = make((3, 65552), torch.bfloat16, device, seed=5, scale=3.0)
+    # a row one program keeps whole stays in registers, unless a cluster takes it (a Hopper)
+    clusters = fast._clusters_available(base.device)
     for x, in_shared in ((base[:, :65536], True), (base[:, 1:65537], False),
-                         (base[:, :1024], False), (base[:, :32768], False)):
+                         (base[:, :1024], False), (base[:, :32768], clusters)):
         assert_matches(tk.softmax(x), softmax_ref(x), torch.bfloat16)
         assert plans[-1].in_shared == in_shared, (x.shape, plans[-1])
+        assert bool(plans[-1].cluster) == (clusters and in_shared), (x.shape, plans[-1])
 
 
 @pytest.mark.gpu
@@ -396,7 +435,7 @@ for ctas, piece, chunk, warps, regs in json.loads(sys.argv[1]):
     signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
                  "in_row_stride": "i32"}
     constants = {"CTAS": ctas, "PIECE": piece, "CHUNK": chunk, "VEC": 8, "EXCHANGE": True,
-                 "EXIT_WAIT": True, "REGS": regs}
+                 "EXIT_WAIT": True, "REGS": regs, "PUSH": False}
     signature.update(dict.fromkeys(constants, "constexpr"))
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
     compiled = triton.compile(GluonASTSource(probe_dsmem.kernel(), signature, constants, aligned),
@@ -410,8 +449,6 @@ def cluster_exchange_faults(ptx: str, ctas: int) -> list[str]:
     """What is wrong with a cluster exchange in this PTX: the barrier phases out of order, a
     remote read outside the first phase, an arrival after the reads that does not release
     (a peer could leave while a read is in flight), or a ticket or atomic left in."""
-    import re
-
     events = re.findall(r"barrier[.]cluster[.]\w+(?:[.]\w+)*|ld[.]shared::cluster|mapa", ptx)
     barriers = [e for e in events if e.startswith("barrier")]
     faults = []
@@ -487,3 +524,168 @@ def test_the_words_probe_polls_its_row_with_the_pause_it_is_given(sleep):
     # words itself, before the loop and in it; the only atomic is the ticket
     assert pauses == (1 if sleep else 0)
     assert polls == 2 * 4 and atomics == 1
+
+
+# triton_kernels_gluon._softmax_cluster, compiled for sm_90 as the plan launches it: the
+# exchange in its PTX, and no fence at the scope of the GPU in its machine code (SASS), which is
+# what the pull of bench/probe_dsmem.py paid for its cluster barrier's release
+CLUSTER_KERNEL_COMPILE = """
+import json, subprocess, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import triton_kernels_gluon as tg
+import probe_dsmem
+cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+# as a launch the plan allows specialises it: pointers 16-byte aligned, integers (the width
+# included) multiples of 16
+found = {}
+for name, fn, dtype, constants, warps in (
+        ("even", tg._softmax_cluster, "bf16",
+         {"CTAS": 2, "PIECE": 32768, "CHUNK": 2048, "VEC": 8, "EVEN": True}, 8),
+        ("masked", tg._softmax_cluster, "fp32",
+         {"CTAS": 16, "PIECE": 16384, "CHUNK": 2048, "VEC": 4, "EVEN": False}, 4),
+        ("pulled", probe_dsmem.kernel(), "bf16",
+         {"CTAS": 2, "PIECE": 32768, "CHUNK": 4096, "VEC": 8, "EXCHANGE": True,
+          "EXIT_WAIT": True, "REGS": False, "PUSH": False}, 8)):
+    signature = {"out_ptr": "*" + dtype, "in_ptr": "*" + dtype, "out_row_stride": "i32",
+                 "in_row_stride": "i32"}
+    if fn is tg._softmax_cluster:
+        signature["n_cols"] = "i32"
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(signature))}
+    signature.update(dict.fromkeys(constants, "constexpr"))
+    kernel = triton.compile(GluonASTSource(fn, signature, constants, aligned),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        sass = subprocess.run([str(cuobjdump), "-sass", cubin.name], capture_output=True,
+                              text=True, check=True).stdout
+    found[name] = {"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared,
+                   "membar": [line.strip() for line in sass.splitlines() if "MEMBAR" in line]}
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster_kernels():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", CLUSTER_KERNEL_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def push_exchange_faults(ptx: str) -> list[str]:
+    """What is missing from a pushed cluster exchange in this PTX: the mbarrier set up before
+    the cluster barrier that the senders wait on, one st.async counted on the peer's mbarrier,
+    the wait for the phase, and no ticket or atomic."""
+    order = [m.group(0) for m in re.finditer(
+        r"mbarrier[.]init|fence[.]mbarrier_init|barrier[.]cluster[.]arrive[.]relaxed|"
+        r"barrier[.]cluster[.]wait|mbarrier[.]arrive[.]expect_tx|"
+        r"st[.]async[.]shared::cluster[.]mbarrier::complete_tx::bytes|mbarrier[.]try_wait", ptx)]
+    expected = ["mbarrier.init", "fence.mbarrier_init", "barrier.cluster.arrive.relaxed",
+                "barrier.cluster.wait", "mbarrier.arrive.expect_tx",
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes", "mbarrier.try_wait"]
+    faults = [] if order == expected else [f"exchange steps {order}, not {expected}"]
+    if "atom." in ptx:
+        faults.append("an atomic")
+    if "barrier.cluster.arrive.release" in ptx or "barrier.cluster.arrive.aligned" in ptx:
+        faults.append("a cluster arrival with release")
+    return faults
+
+
+@gluon_only
+def test_the_cluster_kernel_pushes_its_pair_with_no_gpu_wide_fence(cluster_kernels):
+    for name in ("even", "masked"):
+        found = cluster_kernels[name]
+        assert push_exchange_faults(found["ptx"]) == [], name
+        assert found["membar"] == [], name  # no MEMBAR of any scope in the machine code
+        copies = re.findall(r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], [[][^]]*[]], (\w+)",
+                            found["ptx"])
+        assert copies and set(copies) == {"0x10"}, name
+    # the piece waits whole in shared memory: 32768 bf16, 16384 fp32 columns (64 KiB each)
+    assert cluster_kernels["even"]["shared"] >= 65536
+    assert cluster_kernels["masked"]["shared"] >= 65536
+    # the pulled exchange has what the checks exist to catch: a fence for the whole GPU, and a
+    # release at the cluster barrier
+    pulled = cluster_kernels["pulled"]
+    assert pulled["membar"] and any("GPU" in line for line in pulled["membar"])
+    assert push_exchange_faults(pulled["ptx"])
+
+
+def cluster_plans(device):
+    """Every row of _CLUSTER_PLANS as (dtype, a width it takes, the plan), for this GPU."""
+    found = []
+    for itemsize, rows in fast._CLUSTER_PLANS.items():
+        for past, last, ctas, piece, chunk, warps in rows:
+            if ctas > 8 and tk._max_pieces(torch.device(device)) < fast._CLUSTER_16_MIN_SMS:
+                continue
+            plan = fast.Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk,
+                             cluster=ctas)
+            dtypes = (torch.float32,) if itemsize == 4 else (torch.float16, torch.bfloat16)
+            for dtype in dtypes:
+                # the widest (no masks), one just past the previous row (mostly empty pieces)
+                # and one between
+                for width in (last, past + 16, (past + last) // 2 + 16):
+                    found.append((dtype, width, plan))
+    return found
+
+
+needs_clusters = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="thread-block clusters: the kernel runs on a Hopper GPU (compute capability 9.x)")
+
+
+@pytest.mark.gpu
+@gluon_only
+@needs_clusters
+def test_gpu_every_cluster_plan_agrees_with_torch_at_every_kind_of_width(device):
+    for dtype, width, plan in cluster_plans(device):
+        x = nasty_rows((7, width), dtype, device, seed=width)
+        out = torch.full_like(x, float("nan"))
+        tk._launch_softmax(out, x, plan)
+        assert_matches(out, softmax_ref(x), dtype)
+
+
+@pytest.mark.gpu
+@gluon_only
+@needs_clusters
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gpu_softmax_takes_a_cluster_for_fresh_rows_and_views_too(monkeypatch, dtype, device):
+    plans = launched_plans(monkeypatch)
+    # every other row of a wider tensor, 16 columns in, into part of a wider output
+    big = make((10, 80000), dtype, device, seed=4, scale=3.0)
+    x = big[::2, 16:40016]
+    out_big = torch.full((5, 50000), float("nan"), dtype=dtype, device=device)
+    out = out_big[:, :40000]
+    plan = tk._plan("softmax", 40000, max_pieces=tk._max_pieces(x.device),
+                    itemsize=x.element_size(), shared=fast._fits_shared_copies(x, out),
+                    clusters=fast._clusters_available(x.device))
+    assert plan.cluster == 2
+    tk._launch_softmax(out, x, plan)
+    assert_matches(out, softmax_ref(x), dtype)
+    assert out_big[:, 40000:].isnan().all()
+    # the launcher picks it for fresh rows, and not for rows it cannot copy
+    base = nasty_rows((7, 65552), dtype, device, seed=9)
+    for view, clustered in ((base[:, :65536], True), (base[:, 1:65537], False),
+                            (base[:, :65544], False)):
+        assert_matches(tk.softmax(view), softmax_ref(view), dtype)
+        assert bool(plans[-1].cluster) == clustered, (view.shape, plans[-1])
+
+
+@pytest.mark.gpu
+@gluon_only
+@needs_clusters
+@pytest.mark.parametrize("shape", [(4096, 65536), (600, 2**18), (3000, 131072)], ids=str)
+def test_gpu_far_more_clusters_than_fit_at_once_still_agree(shape, device):
+    # many waves of clusters: each must meet its own row's pairs and no other's
+    x = make(shape, torch.bfloat16, device, seed=11, scale=3.0)
+    x[100] = NEG_INF
+    x[300, : shape[1] // 4] = NEG_INF
+    x[301] = x[301] * 100 + 1000
+    got = tk.softmax(x)
+    for rows in (slice(0, 64), slice(96, 104), slice(296, 304), slice(shape[0] - 64, None)):
+        assert_matches(got[rows], torch.softmax(x[rows].double(), dim=-1), torch.bfloat16)

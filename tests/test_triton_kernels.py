@@ -692,7 +692,7 @@ def test_gpu_wide_rows(width, dtype, device):
         ((3000, 1000), torch.float16),
         ((8, 1024, 781), torch.float32),
         ((300, 40000), torch.bfloat16),
-        ((400, 32768), torch.float16),  # the pipelined kernel, programs looping over rows
+        ((400, 32768), torch.float16),  # clusters of two CTAs on a Hopper, else pipelined
         ((300, 30000), torch.bfloat16),  # backward: _softmax_backward_reload, masked lanes
         ((100003, 4), torch.bfloat16),  # forward: _softmax_flat_rows, a part-empty last tile
     ],

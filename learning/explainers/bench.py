@@ -170,9 +170,10 @@ def split_table(name: str, keep=lambda row: True) -> Table:
                   "registers a thread"), tuple(rows), note)
 
 
-def paired_split_table(name: str, name39: str) -> Table:
+def paired_split_table(name: str, name39: str, keep=lambda row: True) -> Table:
     """Two runs of one probe, with Triton 3.6 (bench/results/NAME.json) and 3.9 (NAME39.json),
-    row beside row: a variant, its speed under each, and whether both gave the right answer."""
+    row beside row: a variant, its speed under each, and whether both gave the right answer
+    (``keep`` picks rows of the first run)."""
     runs = [load(name), load(name39)]
     later = {(r["variant"], r["dtype"], r["cols"]): r for r in runs[1]["rows"]}
 
@@ -184,7 +185,7 @@ def paired_split_table(name: str, name39: str) -> Table:
             r.get("error", "wrong answer")[:60]
 
     rows = []
-    for r in runs[0]["rows"]:
+    for r in filter(keep, runs[0]["rows"]):
         r39 = later.get((r["variant"], r["dtype"], r["cols"]))
         right = "yes" if r.get("correct") and (r39 is None or r39.get("correct")) else "no"
         rows.append((r["variant"], r["dtype"], str(r["cols"]), speed(r), speed(r39), right,
@@ -200,6 +201,17 @@ def paired_split_table(name: str, name39: str) -> Table:
                   f"GB/s (of copy), {runs[1]['env']['triton']}", "right answer",
                   "registers a thread (3.6)"), tuple(rows),
                  "Inputs of 1 GiB. " + " ".join(notes))
+
+
+def dsmem_summary(_numbers=None) -> Table:
+    """Lesson 10's rows of the cluster probe: 16-bit rows of 65536 and 2**18 columns, the plan
+    without clusters beside the shapes the plan took, pulled and pushed."""
+    shapes = ("2 x 32768/4096, 8 warps", "16 x 16384/2048, 4 warps")
+    return paired_split_table("dsmem", "dsmem_triton39", keep=lambda r: (
+        r["dtype"] == "bf16" and r["cols"] in (65536, 2**18)
+        and (r["variant"] == "plan without clusters"
+             or any(r["variant"] in (f"dsmem cluster of {s}", f"dsmem cluster of {s}, pushed")
+                    for s in shapes))))
 
 
 def split_bounds_table(_numbers=None) -> Table:
@@ -433,6 +445,7 @@ BLOCKS = {
     "cluster": cluster_table,
     "cluster_shared": lambda _numbers=None: split_table("cluster_shared_triton39"),
     "dsmem": lambda _numbers=None: paired_split_table("dsmem", "dsmem_triton39"),
+    "dsmem_summary": dsmem_summary,
     "words_sleep": lambda _numbers=None: split_table("words_sleep"),
     # the first ring run's plan rows failed in the probe itself (fixed for the second run)
     "ring": lambda _numbers=None: split_table("ring", keep=lambda r: "error" not in r),

@@ -159,6 +159,9 @@ def _describe(fn: str, plan, n_cols: int) -> str:
         return f"`{prefix}_multi_row`, {plan.rows} rows a program, {plan.num_warps} warps"
     if plan.strategy == "looped":
         return f"`{prefix}_looped`, chunks of {plan.block}, {plan.num_warps} warps"
+    if plan.cluster:
+        return (f"`{prefix}_cluster`, clusters of {plan.cluster} CTAs of {plan.block}, "
+                f"{plan.num_warps} warps")
     pieces = -(-n_cols // plan.block)
     name = f"{prefix}_split_shared" if plan.in_shared else f"{prefix}_split_row"
     return f"`{name}`, {pieces} pieces of {plan.block}, {plan.num_warps} warps"
@@ -178,10 +181,11 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int, fresh: bool =
         return tk._plan("rmsnorm", n_cols, strategy, None, max_pieces, itemsize)
     # a freshly allocated 16-bit tensor of an even width reads as aligned 32-bit words, and one
     # of a width that is a multiple of 16 is copied into shared memory 16 bytes at a time on a
-    # GPU where Gluon runs (the measured one)
+    # GPU where Gluon runs (the measured one, a Hopper: thread-block clusters too)
+    shared = fresh and max_pieces > 0 and n_cols % 16 == 0
     return tk._plan(fn, n_cols, None, None, max_pieces, itemsize,
-                    paired=fresh and itemsize == 2 and n_cols % 2 == 0,
-                    shared=fresh and max_pieces > 0 and n_cols % 16 == 0)
+                    paired=fresh and itemsize == 2 and n_cols % 2 == 0, shared=shared,
+                    clusters=shared)
 
 
 def routing(fn: str, widths) -> Table:
