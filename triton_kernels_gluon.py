@@ -1,4 +1,4 @@
-"""Softmax for wide rows whose pieces wait in shared memory: a Gluon kernel (GPU only).
+"""Softmax for wide rows whose pieces wait in shared memory: Gluon kernels (GPU only).
 
 triton_kernels_fast._softmax_split_row cuts a wide row into pieces, one program each, and
 keeps every piece in registers as float32 while the pieces exchange their partial maxima and
