@@ -120,3 +120,19 @@ def test_a_rounded_output_is_named_as_rounded(tmp_path):
     part = grade_text(tmp_path, "online_softmax", text, ["python"]).parts[0]
     assert {b.key for c in part.cases if c.verdict.status != "passed"
             for b in c.verdict.causes} == {"rounded"}
+
+
+def test_a_row_nothing_was_written_to_is_not_blamed_on_a_nan_the_code_never_computed(tmp_path):
+    # both loops stop before the last, partial chunk: a row narrower than BLOCK is never
+    # stored, and what the check reads back is its own NaN fill. A replay that computes NaN
+    # everywhere (no guard against -inf) matches that fill and is not the learner's mistake.
+    text = solution_text("online_softmax").replace(
+        "range(0, n_cols, BLOCK)", "range(0, (n_cols // BLOCK) * BLOCK, BLOCK)")
+    assert text.count("(n_cols // BLOCK) * BLOCK") == 2
+    part = grade_text(tmp_path, "online_softmax", text, ["triton"]).parts[0]
+    narrow = next(c for c in part.cases if c.name == "narrower than BLOCK")
+    assert narrow.verdict.summary.startswith("none of the")
+    named = {b.key for b in narrow.verdict.causes}
+    assert "no-guard" not in named and "loop-bound" not in named
+    assert named == {"unwritten"}
+    assert "loop's bounds" in narrow.verdict.causes[0].cause

@@ -289,7 +289,7 @@ TRITON_BUGS = (
     Bug("whole-tiles-grid", "the grid counts only whole tiles (M // BLOCK_M): the edge tiles "
         "never ran, so their elements were never written. Launch triton.cdiv(M, BLOCK_M) by "
         "triton.cdiv(N, BLOCK_N) programs and mask the edges", _per_tile_pair(_whole_tiles_only),
-        hint=5),
+        hint=5, leaves_unwritten=True),
     Bug("grid-axes-swapped", "the grid's axes are swapped against the kernel's program ids: "
         "axis 0 must count the tiles down M (triton.cdiv(M, BLOCK_M)) if pid_m = "
         "tl.program_id(0), and axis 1 the tiles across N",

@@ -61,7 +61,8 @@ COMMON_BUGS = {
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
         Bug("unwritten", "some outputs were never written: no program stored to them. Look at "
-            "the store's offsets and mask, and at how many programs the grid launches"),
+            "the store's offsets and mask, at how many programs the grid launches, and, in a "
+            "kernel that loops over the row, at the loop's bounds"),
         Bug("grid-too-small", "whole rows were never written: no program stored them. Either "
             "the grid launched fewer programs than rows (one per row is grid = (n_rows,)), or "
             "the programs stored to other rows (a row index from another axis, or a store "
@@ -162,8 +163,13 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     verdict = _judge_structure(part, outcome, want, expect)
     if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
         # A known bug's exact signature (unwritten elements included) names it better than
-        # the generic pattern of what was left unwritten.
-        verdict.causes = _recognise(part, case, outcome.values, args, want) or verdict.causes
+        # the generic pattern of what was left unwritten. Where nothing at all was written,
+        # the output is the check's own NaN fill, which a replay that computes NaN everywhere
+        # matches without being the learner's mistake: only a bug that writes nothing counts.
+        known = _recognise(part, case, outcome.values, args, want)
+        if not _wrote_any(outcome):
+            known = tuple(bug for bug in known if bug.leaves_unwritten)
+        verdict.causes = known or verdict.causes
     if verdict is None:
         verdict = _judge_values(part, case, outcome, args, want)
     verdict.seconds = outcome.seconds
@@ -173,6 +179,14 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
 
 
 _UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one-mask")
+
+
+def _wrote_any(outcome) -> bool:
+    """Whether the learner's code wrote at least one output element."""
+    import numpy as np
+
+    unwritten = getattr(outcome, "unwritten", None)
+    return unwritten is None or not bool(np.all(unwritten))
 
 
 def _own_words(part: Part, verdict: Verdict) -> Verdict:

@@ -35,6 +35,9 @@ class Bug:
     arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
     call raises an error whose message matches it (a regular expression, ``re.search``). A bug
     with none of the three is never named: the grader says what it observed instead.
+    ``leaves_unwritten`` says that the replay's NaN stand for outputs the bug never writes (the
+    check fills outputs with NaN): only such a bug can be named where nothing was written at
+    all, since a replay that computes NaN everywhere matches that fill too.
     """
 
     key: str
@@ -43,6 +46,7 @@ class Bug:
     hint: int = 0  # the level (1-based) of the part's hint that helps with this bug, if any
     error: str = ""  # a pattern of the error message ("raised ValueError: ...") it causes
     raises: Callable[[str, tuple], bool] | None = None
+    leaves_unwritten: bool = False
 
     @property
     def recognisable(self) -> bool:
