@@ -12,6 +12,8 @@ from learning.exercises.rmsnorm import reference_rows
 from learning.explainers import rmsnorm as rmsnorm_page
 from tests.helpers import (
     COURSE_ROOT,
+    grade_text,
+    solution_text,
 )
 
 
@@ -114,3 +116,19 @@ def test_explain_rmsnorm_imports_neither_torch_nor_numpy():
                           timeout=60, cwd=COURSE_ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "[]"
+
+
+def test_a_rounded_output_is_named_and_every_rounding_that_fits_is_said(tmp_path):
+    # round(v, 6) on the worked example: its outputs are round numbers to 6 places, which are
+    # as round to 1, so the check must not claim one number of places the learner did not use
+    text = solution_text("rmsnorm").replace(
+        "output = [s / rms * w for s, w in zip(scaled, weight)]",
+        "output = [round(s / rms * w, 6) for s, w in zip(scaled, weight)]", 1)
+    assert "round(s / rms * w, 6)" in text
+    part = grade_text(tmp_path, "rmsnorm", text, ["python"]).parts[0]
+    failing = [c for c in part.cases if c.verdict.status != "passed"]
+    assert failing and all({b.key for b in c.verdict.causes} == {"rounded"} for c in failing)
+    example = next(c for c in failing if c.name == "worked example")
+    said = " ".join(example.verdict.observations)
+    assert "rounded to 1 to " in said and "(any of them gives these values)" in said
+    assert "rounded to 1 decimal place" not in said

@@ -131,6 +131,16 @@ PYTHON = (
             rms = math.sqrt(mean_sqaure + eps / largest / largest)
             return [s / rms * w for s, w in zip(scaled, weight)]
     '''),
+    Version("rounds the outputs to 6 places", "python", "rounded", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [round(s / rms * w, 6) for s, w in zip(scaled, weight)]
+    '''),
     Version("drops the last value", "python", "wrong-length", '''
         def rmsnorm_python(values, weight, eps=1e-6):
             largest = max(abs(v) for v in values)

@@ -12,7 +12,7 @@ import math
 from functools import partial
 
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
-from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
+from learning.grader.replays import any_of, raises_like, rounded_output, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec
 
 DEFAULT_EPS = 1e-6
@@ -198,6 +198,7 @@ PYTHON_BUGS = (
         "largest value twice (eps / largest / largest), since largest * largest underflows to 0",
         raises=raises_like(partial(_python_rms, eps_squared=True))),
     Bug("wrong-length", "every input needs exactly one output"),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output),
 )
 
 
@@ -220,7 +221,7 @@ def _seeded(seed: int, n: int, scale: float = 2.0, shift: float = 0.0, eps=DEFAU
 PYTHON_CASES = (
     Case("worked example", "[1, 2, 2, 4] with weight [1, 0.5, 2, 1]: the row lesson 05 "
          "works by hand", _row([1, 2, 2, 4], [1, 0.5, 2, 1]),
-         catches=("sum-not-mean", "no-sqrt", "mean-squared", "no-weight")),
+         catches=("sum-not-mean", "no-sqrt", "mean-squared", "no-weight", "rounded")),
     Case("eps inside the root", "small values, eps = 1e-4: sqrt(mean_square + eps) and "
          "sqrt(mean_square) + eps differ by far", _row([0.001, -0.002, 0.003], [1, 1, 1], 1e-4),
          catches=("eps-outside",)),

@@ -142,9 +142,17 @@ def _rounded(got, want) -> str:
     if not finite.any() or not np.any(got[finite]) or not np.array_equal(
             np.isfinite(got), finite):
         return ""  # all zeros (or NaN where the reference is finite) is no rounding
-    for places in range(1, 12):  # np.round may differ from Python's round by an ulp
-        if np.allclose(got[finite], np.round(want[finite], places), rtol=1e-15, atol=0):
-            return f"every value is the reference rounded to {counted(places, 'decimal place')}"
+    # np.round may differ from Python's round by an ulp
+    fits = [places for places in range(1, 12)
+            if np.allclose(got[finite], np.round(want[finite], places), rtol=1e-15, atol=0)]
+    if fits:
+        # round numbers fit several: 0.399999968 is 0.4 to 1 place and to 6, and the learner
+        # may have used any of them, so all of them are said
+        last = max(p for p in fits if all(q in fits for q in range(fits[0], p + 1)))
+        if last == fits[0]:
+            return f"every value is the reference rounded to {counted(last, 'decimal place')}"
+        return f"every value is the reference rounded to {fits[0]} to {last} decimal places " \
+               f"(any of them gives these values)"
     return ""
 
 
