@@ -185,8 +185,8 @@ if AVAILABLE:
 # pid // CTAS: a cluster's CTAs are consecutive, so the piece is the CTA's rank in it.
 #
 # The inline PTX declares the mbarrier and the slots the peers' pairs land in (function-scope
-# .shared variables, beside the allocation Triton makes); it must run once per kernel, which
-# each of the two blocks below does.
+# .shared variables, beside the allocation Triton makes), so each of its two blocks below must
+# appear once in the kernel, as they do.
 
 if AVAILABLE:
 
