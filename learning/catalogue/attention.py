@@ -274,6 +274,14 @@ TRITON = (
     Version("strides of a contiguous q, k's and v's their own", "triton", "strides-assumed",
             _launcher(("q.stride(0), q.stride(1), q.stride(2),",
                        "heads * seq_q * d, seq_q * d, d,"))),
+    Version("k and v at q's batch and head offsets", "triton", "out-of-bounds", _kernel(
+        ("k_ptr += batch * stride_kb + head * stride_kh",
+         "k_ptr += batch * stride_qb + head * stride_qh"),
+        ("v_ptr += batch * stride_vb + head * stride_vh",
+         "v_ptr += batch * stride_qb + head * stride_qh")), interpreter_only=True),
+    Version("v's rows stepped by k's row stride", "triton", "unknown", _kernel(
+        ("v = tl.load(v_ptr + cols[:, None] * stride_vn", "v = tl.load(v_ptr + cols[:, None] "
+         "* stride_kn"))),
     Version("a grid of heads, not batch x heads", "triton", "grid-too-small", _launcher(
         ("grid = (triton.cdiv(seq_q, 16), batch * heads)", "grid = (triton.cdiv(seq_q, 16), "
          "heads)"))),

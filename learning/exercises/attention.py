@@ -451,9 +451,10 @@ def _eighths(rng, shape, low=-16, high=16):
 
 
 def _heads(seed: int, batch: int, heads: int, lq: int, lk: int, d: int, causal: bool, *,
-           dtype: str = "float32", layout: str = "contiguous", fill=None):
+           dtype: str = "float32", layout: str = "contiguous", fill=None, layouts=None):
     """q (batch, heads, lq, d), k and v (batch, heads, lk, d) and causal; ``fill(rng, q, k,
-    v)`` reshapes the values for a case's purpose."""
+    v)`` reshapes the values for a case's purpose; ``layouts`` gives q, k and v a layout
+    each (``layout`` gives all three the same)."""
     def make():
         np = _np()
         rng = np.random.default_rng(seed)
@@ -462,8 +463,8 @@ def _heads(seed: int, batch: int, heads: int, lq: int, lk: int, d: int, causal: 
         v = _eighths(rng, (batch, heads, lk, d), -8, 8)  # |v| <= 1: TF32's p errs by |v| / 2048
         if fill is not None:
             q, k, v = fill(rng, q, k, v)
-        return (*(TensorSpec(x, dtype=dtype, layout=layout, guard=math.nan) for x in (q, k, v)),
-                causal)
+        return (*(TensorSpec(x, dtype=dtype, layout=own, guard=math.nan)
+                  for x, own in zip((q, k, v), layouts or (layout,) * 3)), causal)
 
     return make
 
@@ -560,6 +561,11 @@ TRITON_CASES = (
          "16) tensor transposed to (2, 2, 12, 16), strides (384, 16, 32, 1)",
          _heads(12, 2, 2, 12, 12, 16, False, layout="seq-heads"),
          catches=("strides-assumed",)),
+    Case("k and v laid out apart", "2 batches of 2 heads, 10 queries and 14 keys, v transposed "
+         "from (batch, seq, heads, d): each tensor's offsets need its own strides (k's heads "
+         "start 14 rows apart, q's 10; v's rows are 32 elements apart, k's 16)",
+         _heads(21, 2, 2, 10, 14, 16, False,
+                layouts=("contiguous", "contiguous", "seq-heads")), catches=()),
     Case("float16", "float16 q, k and v: the scores and the sums in float32, the output "
          "rounded once to float16", _heads(13, 1, 1, 20, 30, 16, False, dtype="float16",
                                            fill=_normal),
