@@ -22,6 +22,11 @@ is that exchange, written around the shipped kernel's load and fold:
   wait for the thread's remote reads, and a peer that leaves under one faults the launch
   (seen on the H200 with 2048 rows, never with one or two).
 
+PUSH replaces that pull with the exchange that shipped in triton_kernels_gluon._softmax_cluster
+(its PTX is taken from there): each CTA sends its pair into every peer's shared memory with
+st.async, counted on the peer's mbarrier, and no cluster barrier releases anything. The pull's
+release compiles to MEMBAR.GPU, and the pull was no faster than the exchange through L2.
+
 No ticket, atomic, spin or scratch in global memory. Widths a multiple of PIECE, CTAS pieces,
 16-byte aligned rows. Two forms of the piece:
 
@@ -112,60 +117,18 @@ def kernel():
                 "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned; "
                 + reads + "barrier.cluster.arrive.release.aligned; }")
 
-    @gluon.constexpr_function
-    def push_init_text(ctas):
-        """Push, at the program's start: declare the mbarrier and the CTAS slots the peers'
-        pairs land in, have thread 0 initialise the mbarrier (one arrival expected), and arrive
-        (relaxed: nothing to publish but the initialisation, which its own fence orders) at the
-        cluster barrier that the exchange waits on before it sends."""
-        ctas = ctas.value if hasattr(ctas, "value") else ctas
-        return (f".shared .align 8 .b64 xbar; .shared .align 8 .b64 xbuf[{ctas}]; "
-                "{ .reg .pred p; .reg .u32 a, t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
-                "mov.u32 a, xbar; @p mbarrier.init.shared::cta.b64 [a], 1; "
-                "fence.mbarrier_init.release.cluster; barrier.cluster.arrive.relaxed.aligned; "
-                "mov.u32 $0, $1; }")
-
-    @gluon.constexpr_function
-    def push_text(ctas):
-        """Push: wait until every peer has initialised its mbarrier; thread 0 expects 8 * CTAS
-        bytes on this CTA's; threads 0..CTAS-1 send this CTA's pair ($2C, $2C+1) into slot
-        <rank> of peer <thread> with st.async, which counts the bytes on that peer's mbarrier;
-        every thread waits for the mbarrier's phase and reads the CTAS slots. No release fence
-        anywhere: the data and its signal travel together."""
-        ctas = ctas.value if hasattr(ctas, "value") else ctas
-        reads = "".join(f"ld.shared.v2.f32 {{${j}, ${ctas + j}}}, [a+{8 * j}]; "
-                        for j in range(ctas))
-        return ("{ .reg .pred p, q, done; .reg .u32 a, b, t, rank, slot, rs, rb; "
-                ".reg .b64 state; barrier.cluster.wait.aligned; "
-                "mov.u32 t, %tid.x; mov.u32 a, xbuf; mov.u32 b, xbar; setp.eq.u32 p, t, 0; "
-                f"@p mbarrier.arrive.expect_tx.shared::cta.b64 state, [b], {8 * ctas}; "
-                "mov.u32 rank, %cluster_ctarank; mad.lo.u32 slot, rank, 8, a; "
-                f"setp.lt.u32 q, t, {ctas}; "
-                "@q mapa.shared::cluster.u32 rs, slot, t; @q mapa.shared::cluster.u32 rb, b, t; "
-                "@q st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [rs], "
-                f"{{${2 * ctas}, ${2 * ctas + 1}}}, [rb]; "
-                "XCHWAIT: mbarrier.try_wait.parity.shared::cta.b64 done, [b], 0; "
-                "@!done bra XCHWAIT; " + reads + "}")
-
-    @gluon.constexpr_function
-    def asm_constraints(ctas):
-        ctas = ctas.value if hasattr(ctas, "value") else ctas
-        return ",".join(["=f"] * (2 * ctas) + ["f", "f"])
-
-    @gluon.constexpr_function
-    def floats(n):
-        n = n.value if hasattr(n, "value") else n
-        return [gl.float32] * n
-
     @gluon.jit
     def row_max_sum(m_k, s_k, CTAS: gl.constexpr, PUSH: gl.constexpr):
         """The row's (max, sum) from every CTA's (m_k, s_k), pulled or pushed."""
         if PUSH:
-            pairs = gl.inline_asm_elementwise(push_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
-                                              dtype=floats(2 * CTAS), is_pure=False, pack=1)
+            # the exchange that shipped: triton_kernels_gluon._softmax_cluster's
+            pairs = gl.inline_asm_elementwise(tg._cluster_exchange_asm(CTAS),
+                                              tg._pair_constraints(CTAS), [m_k, s_k],
+                                              dtype=tg._floats(2 * CTAS), is_pure=False, pack=1)
         else:
-            pairs = gl.inline_asm_elementwise(asm_text(CTAS), asm_constraints(CTAS), [m_k, s_k],
-                                              dtype=floats(2 * CTAS), is_pure=False, pack=1)
+            pairs = gl.inline_asm_elementwise(asm_text(CTAS), tg._pair_constraints(CTAS),
+                                              [m_k, s_k], dtype=tg._floats(2 * CTAS),
+                                              is_pure=False, pack=1)
         m_row = pairs[0]
         s_row = pairs[CTAS]
         for j in gl.static_range(1, CTAS):
@@ -186,7 +149,7 @@ def kernel():
         buf = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [CHUNKS * TILES, VEC], shared)
         pid = gl.program_id(0)
         if PUSH:
-            gl.inline_asm_elementwise(push_init_text(CTAS), "=r,r", [pid], dtype=gl.int32,
+            gl.inline_asm_elementwise(tg._cluster_init_asm(CTAS), "=r,r", [pid], dtype=gl.int32,
                                       is_pure=False, pack=1)
         row = (pid // CTAS).to(gl.int64)
         first = (pid % CTAS) * PIECE

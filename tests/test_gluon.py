@@ -549,7 +549,10 @@ for name, fn, dtype, constants, warps in (
          {"CTAS": 16, "PIECE": 16384, "CHUNK": 2048, "VEC": 4, "EVEN": False}, 4),
         ("pulled", probe_dsmem.kernel(), "bf16",
          {"CTAS": 2, "PIECE": 32768, "CHUNK": 4096, "VEC": 8, "EXCHANGE": True,
-          "EXIT_WAIT": True, "REGS": False, "PUSH": False}, 8)):
+          "EXIT_WAIT": True, "REGS": False, "PUSH": False}, 8),
+        ("probe pushed", probe_dsmem.kernel(), "bf16",
+         {"CTAS": 2, "PIECE": 32768, "CHUNK": 4096, "VEC": 8, "EXCHANGE": True,
+          "EXIT_WAIT": True, "REGS": True, "PUSH": True}, 8)):
     signature = {"out_ptr": "*" + dtype, "in_ptr": "*" + dtype, "out_row_stride": "i32",
                  "in_row_stride": "i32"}
     if fn is tg._softmax_cluster:
@@ -614,6 +617,9 @@ def test_the_cluster_kernel_pushes_its_pair_with_no_gpu_wide_fence(cluster_kerne
     pulled = cluster_kernels["pulled"]
     assert pulled["membar"] and any("GPU" in line for line in pulled["membar"])
     assert push_exchange_faults(pulled["ptx"])
+    # the probe's pushed variants take the shipped kernel's exchange
+    probe = cluster_kernels["probe pushed"]
+    assert push_exchange_faults(probe["ptx"]) == [] and probe["membar"] == []
 
 
 def cluster_plans(device):
