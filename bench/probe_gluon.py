@@ -26,6 +26,10 @@ remove a step give wrong output and are timed only as bounds:
   the spin on its own;
 - SLEEP (with WORDS, nanoseconds): the time a poll waits before the next (nanosleep), so that
   the polls of the waiting pieces do not crowd the loads of the others out of L2;
+- PREFETCH (with EVEN, a distance D in tickets): once its own piece has landed, and before it
+  publishes and waits, a program asks L2 for the piece of ticket + D with one bulk prefetch
+  (cp.async.bulk.prefetch.L2, sm_90), so that the DRAM the waiting programs leave idle reads
+  ahead for the programs that start later; n_rows bounds the tickets;
 - stamps (a pointer, not a flag): each program writes (ticket, multiprocessor, and the global
   timer in ns after its ticket, after its last chunk landed, after the exchange and at the end)
   to stamps[ticket], for bench/split_timeline.py.
@@ -75,6 +79,16 @@ def _pause(ns):
 
 
 @gluon.jit
+def _prefetch_l2(address, NBYTES: gl.constexpr):
+    """Thread 0 asks L2 for the NBYTES from ``address`` (an int64) on; nothing lands in this
+    program."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        f"@p cp.async.bulk.prefetch.L2.global [$1], {NBYTES}; mov.u32 $0, 0; }}",
+        "=r,l", [address], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols, part_ptr,
                          sync_ptr, PIECES: gl.constexpr, PIECE: gl.constexpr,
                          CHUNK: gl.constexpr, VEC: gl.constexpr, NO_TICKET: gl.constexpr,
@@ -82,7 +96,8 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
                          STREAM: gl.constexpr, EVEN: gl.constexpr = False,
                          FOLD: gl.constexpr = False, LOCAL: gl.constexpr = False,
                          NO_BAR: gl.constexpr = False, WORDS: gl.constexpr = False,
-                         OWN: gl.constexpr = False, SLEEP: gl.constexpr = 0, stamps=None):
+                         OWN: gl.constexpr = False, SLEEP: gl.constexpr = 0, stamps=None,
+                         PREFETCH: gl.constexpr = 0, n_rows=1):
     WARPS: gl.constexpr = gl.num_warps()
     CHUNKS: gl.constexpr = PIECE // CHUNK
     TILES: gl.constexpr = CHUNK // VEC
@@ -127,6 +142,13 @@ def split_shared_variant(out_ptr, in_ptr, out_row_stride, in_row_stride, n_cols,
         s_c = gl.sum(_exp2((x - m_ref[:, None]) * _LOG2E, NO_EXP), axis=1)
         m, s = _combine(m, s, m_c, s_c)
     m_k, s_k = gl.reduce((m, s), 0, _combine)
+    if PREFETCH > 0:
+        ahead = ticket + PREFETCH
+        if ahead < n_rows * n_pieces:
+            a_row = (ahead // n_pieces).to(gl.int64)
+            a_src = in_ptr + a_row * in_row_stride + (ahead % n_pieces) * PIECE
+            _prefetch_l2(a_src.to(gl.int64, bitcast=True),
+                         PIECE * in_ptr.dtype.element_ty.primitive_bitwidth // 8)
     if stamps is not None:
         gl.store(stamps + ticket * 6 + 3, _now(ticket))
     if NO_EXCHANGE:

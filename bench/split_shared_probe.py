@@ -39,6 +39,7 @@ FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")
 # the flags of bench/probe_gluon.py timed without masks where the width allows, as shipped
 TUNING = ("fold", "local", "no_bar", "words", "own")
 # "sleepN" (with words): a poll waits N nanoseconds before the next
+# "prefetchN": probe_gluon's PREFETCH, N tickets ahead (no masks: widths a multiple of the piece)
 # "masked" (alone) runs the shipped kernel with EVEN=False where the row would allow True;
 # "hybrid" (alone) names probe_gluon.split_hybrid, four chunks of each piece in registers
 
@@ -82,10 +83,14 @@ def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozens
 
         tuned = {f.upper(): f in flags for f in TUNING}
         sleep = [int(f[len("sleep"):]) for f in flags if f.startswith("sleep")]
+        ahead = [int(f[len("prefetch"):]) for f in flags if f.startswith("prefetch")]
+        if ahead and x.shape[1] % piece:
+            raise ValueError("prefetch: widths a multiple of the piece only")
         return probe_gluon.split_shared_variant[(x.shape[0] * pieces,)](
             *args, **constants, **{f.upper(): f in flags for f in FLAGS}, **tuned,
-            SLEEP=sleep[0] if sleep else 0,
-            EVEN=any(tuned.values()) and x.shape[1] % piece == 0)
+            SLEEP=sleep[0] if sleep else 0, PREFETCH=ahead[0] if ahead else 0,
+            n_rows=x.shape[0], EVEN=(any(tuned.values()) or bool(ahead))
+            and x.shape[1] % piece == 0)
     return launch
 
 

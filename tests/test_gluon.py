@@ -502,8 +502,9 @@ signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32",
              "in_row_stride": "i32", "n_cols": "i32", "part_ptr": "*fp32", "sync_ptr": "*i32"}
 constants = dict(PIECES=4, PIECE=16384, CHUNK=2048, VEC=8, NO_TICKET=False, NO_EXCHANGE=False,
                  NO_EXP=False, STREAM=False, EVEN=True, FOLD=False, LOCAL=False, NO_BAR=False,
-                 WORDS=True, OWN=True, SLEEP=int(sys.argv[1]), stamps=None)
+                 WORDS=True, OWN=True, SLEEP=int(sys.argv[1]), stamps=None, PREFETCH=0)
 signature.update(dict.fromkeys(constants, "constexpr"))
+signature["n_rows"] = "i32"
 aligned = {(i,): [["tt.divisibility", 16]] for i in range(7)}
 ptx = triton.compile(GluonASTSource(probe_gluon.split_shared_variant, signature, constants,
                                     aligned), target=GPUTarget("cuda", 90, 32),
@@ -525,6 +526,67 @@ def test_the_words_probe_polls_its_row_with_the_pause_it_is_given(sleep):
     assert pauses == (1 if sleep else 0)
     assert polls == 2 * 4 and atomics == 1
 
+
+# Two routes for 2**20 columns that were timed on the H200 and dropped (bench/RESULTS.md):
+# bench/probe_gluon.py's prefetch of a later piece into L2, and bench/probe_cluster_groups.py's
+# rows of several clusters, whose ticket crosses a full cluster barrier
+PROBES_2_20_COMPILE = """
+import json, re, sys
+sys.path.insert(0, "bench")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+import probe_cluster_groups, probe_gluon
+found = {}
+runtime = {"out_ptr": "*bf16", "in_ptr": "*bf16", "out_row_stride": "i32", "in_row_stride": "i32",
+           "n_cols": "i32", "part_ptr": "*fp32", "sync_ptr": "*i32"}
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(7)}
+constants = dict(PIECES=32, PIECE=32768, CHUNK=4096, VEC=8, NO_TICKET=False, NO_EXCHANGE=False,
+                 NO_EXP=False, STREAM=False, EVEN=True, FOLD=False, LOCAL=False, NO_BAR=False,
+                 WORDS=False, OWN=False, SLEEP=0, stamps=None, PREFETCH=264)
+signature = {**runtime, **dict.fromkeys(constants, "constexpr"), "n_rows": "i32"}
+found["prefetch"] = triton.compile(
+    GluonASTSource(probe_gluon.split_shared_variant, signature, constants, aligned),
+    target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
+groups = probe_cluster_groups.kernel()
+for ticket in (True, False):
+    constants = dict(CTAS=2, PIECE=32768, CHUNK=4096, VEC=8, EVEN=True, GROUPS=16, TICKET=ticket)
+    signature = {**runtime, **dict.fromkeys(constants, "constexpr")}
+    found[f"groups {ticket}"] = triton.compile(
+        GluonASTSource(groups, signature, constants, aligned), target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 8}).asm["ptx"]
+print(json.dumps(found))
+"""
+
+
+@gluon_only
+def test_the_dropped_2_20_probes_prefetch_and_hand_over_what_they_claim():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", PROBES_2_20_COMPILE], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    # one bulk prefetch of a whole piece (32768 bf16 columns) by one thread
+    assert re.findall(r"cp[.]async[.]bulk[.]prefetch[.]L2[.]global \[[^\]]*\], (\d+)",
+                      found["prefetch"]) == ["65536"]
+
+    def steps(ptx):
+        return re.findall(r"atom[.]global[.]\S+|barrier[.]cluster[.]arrive[.\w]*|"
+                          r"barrier[.]cluster[.]wait|ld[.]shared::cluster|st[.]async", ptx)
+
+    # with a ticket: rank 0's atomic, then a full (releasing) cluster barrier before the peers
+    # read it; the exchange then has no cluster wait of its own, which would have no arrival to
+    # match and hang; then the row's arrival and its spin
+    ticketed = steps(found["groups True"])
+    assert ticketed[1:5] == ["barrier.cluster.arrive.aligned", "barrier.cluster.wait",
+                             "ld.shared::cluster", "st.async"], ticketed
+    assert ticketed[0].startswith("atom.") and ticketed[5].startswith("atom.")
+    assert ticketed.count("barrier.cluster.wait") == 1
+    # without: the shipped kernel's relaxed arrival and its one wait, and no ticket
+    plain = steps(found["groups False"])
+    assert plain[:3] == ["barrier.cluster.arrive.relaxed.aligned", "barrier.cluster.wait",
+                         "st.async"], plain
+    assert not plain[0].startswith("atom.")
 
 # triton_kernels_gluon._softmax_cluster, compiled for sm_90 as the plan launches it: the
 # exchange in its PTX, and no fence at the scope of the GPU in its machine code (SASS), which is
