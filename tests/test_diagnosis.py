@@ -826,3 +826,21 @@ def test_a_float_standing_for_a_whole_number_fails_an_exact_answer(tmp_path):
     cases = _cases(grade_text(tmp_path, "traffic", code))
     failed = [v for v in cases.values() if v.status == "failed"]
     assert failed and all(_causes(v) == {"float-for-int"} for v in failed)
+
+
+@pytest.mark.parametrize("name, part, key", [
+    ("the scale 1/d, not 1/sqrt(d)", "python", "scale"),
+    ("the scale 1/d, not 1/sqrt(d)", "triton", "scale"),
+    ("never divided by l", "python", "not-normalised"),
+    ("never divided by l", "triton", "not-normalised"),
+    ("exp2 without log2(e)", "triton", "exp2-base"),
+])
+def test_attention_mistakes_with_a_replay_are_named_and_nothing_else_is(tmp_path, name, part,
+                                                                        key):
+    from learning.catalogue import versions
+    from tests.helpers import version_text
+
+    version = next(v for v in versions("attention") if v.name == name and v.part == part)
+    result = grade_text(tmp_path, "attention", version_text("attention", version), [part])
+    named = {b.key for v in _cases(result).values() for b in v.causes}
+    assert named == {key}, named

@@ -209,9 +209,9 @@ PYTHON = (
     '''),
     Version("divided by the number of keys instead of l", "python", "unknown", _python(
         ("out.append([a / l for a in acc])", "out.append([a / len(k) for a in acc])"))),
-    Version("the scale 1/d, not 1/sqrt(d)", "python", "unknown", _python(
+    Version("the scale 1/d, not 1/sqrt(d)", "python", "scale", _python(
         ("scale = 1.0 / math.sqrt(len(q[0]))", "scale = 1.0 / len(q[0])"))),
-    Version("never divided by l", "python", "unknown", _python(
+    Version("never divided by l", "python", "not-normalised", _python(
         ("out.append([a / l for a in acc])", "out.append(acc)"))),
 )
 
@@ -243,6 +243,10 @@ TRITON = (
     Version("the scale applied to the output", "triton", "scale", _kernel(
         ("s = tl.dot(q, tl.trans(k)) * scale", "s = tl.dot(q, tl.trans(k))"),
         ("out = acc / l[:, None]", "out = acc / l[:, None] * scale"))),
+    Version("the scale 1/d, not 1/sqrt(d)", "triton", "scale", _launcher(
+        ("heads, seq_q, seq_k, 1.0 / math.sqrt(d),", "heads, seq_q, seq_k, 1.0 / d,"))),
+    Version("never divided by l", "triton", "not-normalised", _kernel(
+        ("out = acc / l[:, None]", "out = acc"))),
     Version("each block measured from its own maximum, no guard", "triton", "no-guard",
             _edit(_kernel(_OWN_MAX_KERNEL),
                   ('own_ref = tl.where(own == -float("inf"), 0.0, own)', "own_ref = own"))),
@@ -307,7 +311,7 @@ TRITON = (
          "            raise ValueError(\"causal attention needs seq_q == seq_k\")\n", ""))),
     Version("blocks of 24 keys", "triton", "error:arange-power-of-two", _launcher(
         ("BLOCK_N=16)", "BLOCK_N=24)"))),
-    Version("exp2 without log2(e)", "triton", "unknown", _kernel(
+    Version("exp2 without log2(e)", "triton", "exp2-base", _kernel(
         ("alpha = tl.exp(m - ref)\n            p = tl.exp(s - ref[:, None])",
          "alpha = tl.exp2(m - ref)\n            p = tl.exp2(s - ref[:, None])"))),
     Version("batch and head taken the wrong way from the program id", "triton",

@@ -73,10 +73,11 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
     - ``guard``: measure from 0 where a maximum is still -inf (A1's guard);
     - ``rescale_acc`` / ``rescale_sum``: multiply the accumulator / the sum by exp(m_old - m_new);
     - ``normalise``: "end" (once, after the loop), "block" (acc / l inside the loop, never
-      after), "both" (inside the loop and after);
+      after), "both" (inside the loop and after), "never" (the output is acc itself);
     - ``causal_shift``: query i sees keys j <= i + causal_shift (0; -1 and 1 are off by one);
     - ``scale_form``: "before" (scores times 1/sqrt(d)), "none", "after" (the output times
-      1/sqrt(d)), "inverse" (scores times sqrt(d));
+      1/sqrt(d)), "inverse" (scores times sqrt(d)), "d" (scores times 1/d), "exp2" (scores
+      times ln(2)/sqrt(d): every exponential taken in base 2, 2**(s - m), with no log2(e));
     - ``acc_dtype``: round the accumulator to this dtype after every block;
     - ``raw_exp``: exp(score) in float32 with no maximum at all;
     - ``causal_mask``: hide the keys past the diagonal when ``causal`` (False: every key seen,
@@ -86,8 +87,8 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     lq, lk = _lengths(q, k, causal)
     d = q.shape[-1]
-    scale = {"before": 1 / math.sqrt(d), "none": 1.0, "after": 1.0,
-             "inverse": math.sqrt(d)}[scale_form]
+    scale = {"before": 1 / math.sqrt(d), "none": 1.0, "after": 1.0, "inverse": math.sqrt(d),
+             "d": 1 / d, "exp2": math.log(2) / math.sqrt(d)}[scale_form]
     n_blocks = max(-(-lk // block_n), 1)
     width = n_blocks * block_n
     with np.errstate(all="ignore"):
@@ -139,7 +140,7 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
             m = np.where(live, m_new, m)
             total = np.where(live, new_total, total)
             acc = np.where(live[:, None], new_acc, acc)
-        out = acc if normalise == "block" else acc / total[..., None]
+        out = acc if normalise in ("block", "never") else acc / total[..., None]
         if scale_form == "after":
             out = out / math.sqrt(d)
     return out
@@ -216,7 +217,8 @@ def _python_replay(*switch_sets):
 _ZERO_MASKS = ({"mask_value": 0.0, "pad_value": 0.0}, {"mask_value": 0.0},
                {"pad_value": 0.0})
 _NO_GUARD = ({"shift": "block", "guard": False}, {"order": "reverse", "guard": False})
-_SCALES = ({"scale_form": "none"}, {"scale_form": "after"}, {"scale_form": "inverse"})
+_SCALES = ({"scale_form": "none"}, {"scale_form": "after"}, {"scale_form": "inverse"},
+           {"scale_form": "d"})
 _OFF_BY_ONE = ({"causal_shift": -1}, {"causal_shift": 1})
 _PER_BLOCK = ({"normalise": "block"}, {"normalise": "both"})
 
@@ -302,6 +304,9 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
             "next block's alpha rescales a quotient, not the sum it needs. Keep acc and l "
             "unnormalised and divide once, after the last block", evidence(*_PER_BLOCK),
             hint=hint(4, 5)),
+        Bug("not-normalised", "the output is the accumulator itself, never divided by the "
+            "running sum l: a row's softmax weights must add up to 1, so end with acc / l, "
+            "once, after the last block", evidence({"normalise": "never"}), hint=hint(4, 5)),
         Bug("causal-off-by-one", "the causal mask is off by one: query i sees keys j <= i, "
             "itself included (j < i leaves row 0 with no key at all)",
             evidence(*_OFF_BY_ONE) if not python else any_of(evidence(*_OFF_BY_ONE[1:])),
@@ -314,7 +319,8 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
                 "(cols[None, :] <= rows[:, None]), and launch with CAUSAL=causal"),
             evidence({"causal_mask": False}), hint=hint(2, 3)),
         Bug("scale", "the scores are not softmax(q . k / sqrt(d)): multiply every score by "
-            "1 / sqrt(d) before the maximum and the exponential (not the output after)",
+            "1 / sqrt(d) (not 1 / d) before the maximum and the exponential (not the output "
+            "after)",
             evidence(*_SCALES), hint=hint(1, 3)),
         Bug("no-guard", "a block whose keys are all hidden from a row was measured from a "
             "maximum of -inf (the block's own, or a running one that had seen only hidden "
@@ -379,7 +385,8 @@ PYTHON_CASES = (
     Case("worked example", "the lesson's 3 queries and 6 keys in blocks of 2: query 0's "
          "maximum grows in every block", _lists(WORKED_Q, WORKED_K, WORKED_V, False,
                                                 WORKED_BLOCK),
-         catches=("acc-not-rescaled", "sum-not-rescaled", "normalised-per-block", "scale")),
+         catches=("acc-not-rescaled", "sum-not-rescaled", "normalised-per-block", "scale",
+                  "not-normalised")),
     Case("one key", "a single key in a block of 4: every query's output is that key's v",
          _seeded(1, 3, 1, 4, False, 4), catches=("scale",)),
     Case("causal first row", "causal, 5 queries and keys in blocks of 2: query 0 sees key 0 "
@@ -420,6 +427,10 @@ TRITON_BUGS = _bugs(python=False) + (
         "seq_k rows of v before the division, and float16 overflows past 65504. Keep acc in "
         "tl.float32 and convert once, at the store",
         _triton_replay({"acc_dtype": "input"}), hint=5),
+    Bug("exp2-base", "the output is the softmax of the scores times ln 2 (0.693), which is "
+        "what tl.exp2 gives where tl.exp was meant: exp2(x) is 2**x, not e**x. Use tl.exp, or "
+        "multiply the scores by log2(e) = 1.4427 before the maximum and every exp2",
+        _triton_replay({"scale_form": "exp2"}), hint=4),
     Bug("strides-assumed", "the kernel assumed contiguous (batch, heads, seq, d) tensors (all "
         "of q, k and v, or some of them): a (batch, seq, heads, d) tensor transposed has other "
         "strides. Pass q.stride(0), q.stride(1), q.stride(2) (and k's, v's and the "
@@ -541,7 +552,8 @@ TRITON_CASES = (
     Case("rising scores", "scores that grow along the keys: a row's maximum grows in every "
          "block, and everything measured from the old one must be rescaled",
          _heads(7, 1, 1, 16, 48, 16, False, fill=_rising),
-         catches=("acc-not-rescaled", "sum-not-rescaled", "normalised-per-block")),
+         catches=("acc-not-rescaled", "sum-not-rescaled", "normalised-per-block",
+                  "not-normalised")),
     Case("uniform scores", "q all 0: every score is 0 and the output is the mean of v's rows "
          "(30 keys: the padding must not count)", _heads(8, 1, 1, 10, 30, 16, False,
                                                          fill=_uniform),
@@ -549,7 +561,7 @@ TRITON_CASES = (
     Case("head dim 16", "d = 16, the smallest K tl.dot(q, k^T) takes on a GPU with 16-bit "
          "inputs: one block of queries against one block of keys",
          _heads(9, 1, 1, 16, 16, 16, False),
-         catches=("scale",)),
+         catches=("scale", "exp2-base")),
     Case("head dim 128", "d = 128: the scale is 1 / sqrt(128), and q stays one (BLOCK_M, 128) "
          "block in the program", _heads(10, 1, 1, 16, 20, 128, False, fill=_rising),
          catches=("scale",)),

@@ -106,7 +106,7 @@ class Verdict:
     # what happened itself (an unwritten tail, a changed input). Empty when nothing is known.
     causes: tuple[Bug, ...] = ()
     # Causes whose only evidence here is weak: the same exception type as their replay's, or
-    # an output of nothing but NaN, which many mistakes give alike.
+    # an output with no finite value (only NaN or infinities), which many mistakes give alike.
     weak: tuple[str, ...] = ()
     meaning: str = ""  # what the raised exception means (learning.grader.errors), when known
     meaning_key: str = ""
@@ -455,7 +455,9 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
-    all_nan = got.size > 1 and bool(np.isnan(got).all()) and not np.isnan(want).all()
+    # an output with no finite value where the reference has some: any mistake that ends in
+    # an overflow or 0 / 0 gives it, so it is weak evidence for the bugs it matches
+    no_finite = got.size > 1 and not np.isfinite(got).any() and bool(np.isfinite(want).any())
     summary = (f"{len(bad)} of {got.size} values {verb(len(bad), 'differs', 'differ')} from "
                f"the reference "
                f"({tolerance.describe()})") if len(bad) else problems[0]
@@ -472,7 +474,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     # as many decimals as it takes for the differing values shown to print differently
     decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,
-                   weak=tuple(b.key for b in causes) if all_nan else (),
+                   weak=tuple(b.key for b in causes) if no_finite else (),
                    got=format_values(got, decimals=decimals), mismatches=mismatches,
                    mismatch_count=len(bad), size=int(got.size), decimals=decimals)
 

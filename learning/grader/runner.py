@@ -442,7 +442,7 @@ def _drop_contradicted(part_result: PartResult, passed: list, failed: list, miss
     """A bug whose replay matched one case is not the learner's if their other cases rule it
     out: their code passed a case the bug would have failed, or returned another wrong output
     than the bug gives. Two mistakes can raise the same error, or agree on one row. A bug
-    named on weak evidence alone (an exception's type, an output of only NaN) must also
+    named on weak evidence alone (an exception's type, an output with no finite value) must also
     explain every failure: it is dropped if the learner failed a case the bug passes."""
     verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
     named = {bug.key: bug for v in verdicts for bug in v.causes}
