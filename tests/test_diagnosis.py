@@ -844,3 +844,32 @@ def test_attention_mistakes_with_a_replay_are_named_and_nothing_else_is(tmp_path
     result = grade_text(tmp_path, "attention", version_text("attention", version), [part])
     named = {b.key for v in _cases(result).values() for b in v.causes}
     assert named == {key}, named
+
+
+@pytest.mark.parametrize("old, new, part, close", [
+    # a misspelt local read inside a list comprehension (its own frame before Python 3.12)
+    ("shifted = [value - maximum for value in values]",
+     "shifted = [value - maximun for value in values]", "python", "maximum"),
+    # a misspelt builtin
+    ("maximum = max(values)", "maximum = mx(values)", "python", "max"),
+    # nothing close: no guess
+    ("maximum = max(values)", "maximum = largest_of_all(values)", "python", None),
+])
+def test_a_misspelt_name_gets_the_closest_name_it_could_have_meant(tmp_path, old, new, part,
+                                                                   close):
+    result = grade_text(tmp_path, "softmax", _replace(solution_text("softmax"), old, new),
+                        [part])
+    summaries = {v.summary for v in _cases(result).values() if v.status == "error"}
+    assert summaries and all("is not defined" in s for s in summaries), summaries
+    for summary in summaries:
+        assert summary.endswith(f"; did you mean '{close}'?") if close else \
+            "did you mean" not in summary
+
+
+@pytest.mark.interpreter  # compiled, the misspelling stops Triton's compiler instead
+def test_a_misspelt_triton_function_gets_the_closest_one_in_tl(tmp_path):
+    text = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
+                    "maximum = tl.maxx(x, axis=0)")
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    summaries = {v.summary for v in _cases(result).values() if v.status == "error"}
+    assert summaries and all(s.endswith("did you mean 'max'?") for s in summaries), summaries

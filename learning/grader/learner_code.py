@@ -7,6 +7,8 @@ compile check's (``learning.grader.gpu_compile``), which imports the module once
 
 from __future__ import annotations
 
+import builtins
+import difflib
 import importlib.util
 import os
 import re
@@ -35,6 +37,38 @@ def safe_str(value) -> str:
         return str(value)
     except BaseException as exc:  # noqa: BLE001 - anything the learner's __str__ raises
         return f"<could not be shown: its __str__ raised {type(exc).__name__}>"
+
+
+def suggestion(exc: BaseException) -> str:
+    """"; did you mean 'maximum'?" for a misspelt name: a NameError whose name is close to one
+    the failing line could see (its function's variables, its module's names, the builtins),
+    or an AttributeError of a module or object close to one of its attributes (tl.maximun).
+    Python 3.12's own traceback says as much; earlier versions print it only at the top level.
+    "" where no name is close."""
+    wrong = getattr(exc, "name", None)
+    if not isinstance(wrong, str) or not wrong:
+        return ""
+    try:
+        if isinstance(exc, NameError):
+            frames = []
+            tb = exc.__traceback__
+            while tb is not None:
+                frames.append(tb.tb_frame)
+                tb = tb.tb_next
+            # the failing frame's names, and those of the frames of its file that called it (a
+            # list comprehension before Python 3.12 is a frame of its own, inside the function)
+            own = [f for f in frames if frames and f.f_code.co_filename ==
+                   frames[-1].f_code.co_filename]
+            names = [name for f in own for name in (*f.f_locals, *f.f_globals)] + dir(builtins)
+        elif isinstance(exc, AttributeError) and getattr(exc, "obj", None) is not None:
+            names = dir(exc.obj)
+        else:
+            return ""
+    except Exception:  # noqa: BLE001 - a learner's object whose dir() raises
+        return ""
+    names = [n for n in names if isinstance(n, str) and n != wrong and not n.startswith("__")]
+    close = difflib.get_close_matches(wrong, names, n=1, cutoff=0.75)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def root_cause(exc: BaseException) -> BaseException:

@@ -33,6 +33,7 @@ from learning.grader.learner_code import (
     learner_traceback,
     root_cause,
     safe_str,
+    suggestion,
 )
 from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
 from learning.grader.tensors import TensorSpec
@@ -306,7 +307,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         fault = _gpu_fault(cause)
         if fault == "address":
             name = "CudaFault"
-        return Raised(name, _cut(safe_str(cause)), learner_traceback(exc, learner_file),
+        return Raised(name, _cut(safe_str(cause) + suggestion(cause)),
+                      learner_traceback(exc, learner_file),
                       not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
     seconds = time.perf_counter() - start
     try:
