@@ -3,11 +3,12 @@ diagnosis it must get case by case, and the pieces that make a diagnosis (what a
 means, what a wrong output looks like) fed wrong answers of their own."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
-from learning.grader import errors, observe
+from learning.grader import errors, observe, stuck
 from tests.helpers import failing_bugs, grade_text, solution_text, write_module
 
 
@@ -873,3 +874,18 @@ def test_a_misspelt_triton_function_gets_the_closest_one_in_tl(tmp_path):
     result = grade_text(tmp_path, "softmax", text, ["triton"])
     summaries = {v.summary for v in _cases(result).values() if v.status == "error"}
     assert summaries and all(s.endswith("did you mean 'max'?") for s in summaries), summaries
+
+
+@pytest.mark.interpreter  # compiled, the loop would spin on the GPU
+@pytest.mark.skipif(not stuck.supported(), reason="no SIGUSR1 to ask for the stack (Windows)")
+def test_a_kernel_that_never_ends_is_stopped_at_its_own_line(tmp_path):
+    loop = "    i = 0\n    while i < 1:  # never advances\n        i = i * 1\n"
+    text = _replace(solution_text("softmax"), "    maximum = tl.max(x, axis=0)",
+                    loop + "    maximum = tl.max(x, axis=0)")
+    result = grade_text(tmp_path, "softmax", text, ["triton"], case_seconds=3)
+    stopped = [v for v in _cases(result).values() if v.status == "timed-out"]
+    assert stopped, {n: v.status for n, v in _cases(result).items()}
+    found = re.search(r"when it was stopped it was running softmax[.]py, line (\d+) "
+                      r"[(]softmax_kernel[)]: (.*?); the usual", stopped[0].summary)
+    assert found and found[2] in ("while i < 1:  # never advances", "i = i * 1"), \
+        stopped[0].summary

@@ -2,6 +2,7 @@
 catalogued version gets the diagnosis it must get, every case catches the bugs it declares,
 and a failure names only causes the grader has evidence for."""
 
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -9,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from learning.catalogue import DIAGNOSES, versions
-from learning.grader import registry
+from learning.grader import registry, stuck
 from learning.grader.compare import COMMON_BUGS
 from learning.grader.errors import MEANINGS
 from tests.helpers import (
@@ -112,6 +113,10 @@ def _assert_diagnosis(result, diagnosis: str, version: str, interpreted: bool = 
         stopped = [c for c in failing if c.verdict.status == "timed-out"]
         assert stopped and not stopped[0].verdict.causes, version
         assert "did not finish within" in stopped[0].verdict.summary
+        # and the learner's line it was running, where the stack can be asked for (not Windows)
+        assert not stuck.supported() or re.search(
+            r"when it was stopped it was running \w+[.]py, line \d+ [(]\w+[)]: \S",
+            stopped[0].verdict.summary), (version, stopped[0].verdict.summary)
     elif diagnosis == "unknown":
         # No replay matches: no cause at all, and what differs is said instead.
         assert not failing_bugs(result), (version, failing_bugs(result))

@@ -10,18 +10,20 @@ it. The processes' plumbing (environment, events, output, signals) is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import childproc, compare, forkserver, handover, replays, warm
+from learning.grader import childproc, compare, forkserver, handover, replays, stuck, warm
 from learning.grader import memory_map as maps
 from learning.grader import mode as kernel_mode
 from learning.grader.declarations import Exercise, Part
@@ -589,6 +591,7 @@ class _WorkerRun:
         self.abandoned: tuple[str, str] | None = None  # (part, why): the process gave up on it
         self.finished = False
         self.timed_out = False
+        self.stuck_at = ""  # the learner's line a timed-out case was running, where known
         self.status_lost = False  # its exit status is unknown: the process that forked it ended
         self.garbled = ""  # the process sent something that is not one of the course's events
         self.clock_start = time.perf_counter()
@@ -612,6 +615,11 @@ class _WorkerRun:
         if self.only is not None:
             command += ["--cases", json.dumps(self.only)]
         command += self.extra_args
+        stack_file = ""
+        if stuck.supported():  # where a case that runs past its limit was stuck
+            handle, stack_file = tempfile.mkstemp(prefix="course-stack-", suffix=".txt")
+            os.close(handle)
+            command += ["--stack-file", stack_file]
         self._output = childproc.CappedOutput()
         self._note("worker: started")
         try:
@@ -628,11 +636,16 @@ class _WorkerRun:
         pipes.read("output", out_read)
         try:
             self._read_events(pipes)
+            if self.timed_out and self.phase == "cases" and stack_file:
+                self.stuck_at = stuck.where(process.pid, stack_file, str(self.module_path))
         except BaseException:  # Ctrl-C (learning.watch): end the worker now, not in 5 s
             handover.kill_tree(process)
             raise
         finally:
             self._stop(process, pipes)
+            if stack_file:
+                with contextlib.suppress(OSError):
+                    os.unlink(stack_file)
         self._note("worker: ended")
         self.output = self._output.text()
 
@@ -814,9 +827,12 @@ class _WorkerRun:
             if printed >= PRINTED_A_LOT:  # seen, not guessed: say it beside the usual reason
                 usual += (f". It also printed {printed:,} bytes by then, and printing that "
                           "much takes time of its own: take the prints out and check again")
+            stopped = f"; when it was stopped it was running {self.stuck_at}" \
+                if self.stuck_at else ""
             return compare.Verdict(
                 "timed-out", f"did not finish within {limit:g} s in case {name} "
-                f"(the reference takes well under a second); the usual reason is {usual}")
+                f"(the reference takes well under a second){stopped}; the usual reason is "
+                f"{usual}")
         if self.status_lost:
             return compare.Verdict(
                 "crashed", f"the process stopped answering in case {name}, and the warm "

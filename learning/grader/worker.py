@@ -22,7 +22,7 @@ import time
 import warnings
 from numbers import Real
 
-from learning.grader import allocations, registry
+from learning.grader import allocations, registry, stuck
 from learning.grader import mode as kernel_mode
 from learning.grader.childproc import COURSE_ROOT, MEMORY_ALLOWANCE_GIB
 from learning.grader.declarations import Case
@@ -612,7 +612,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's memory map "
                         "(learning.grader.memory_map) instead of grading")
+    parser.add_argument("--stack-file", default="",
+                        help="write the stack here on SIGUSR1 (learning.grader.stuck)")
     options = parser.parse_args(argv)
+    if options.stack_file:
+        stuck.arm(options.stack_file)
     sys.dont_write_bytecode = True
     kernel_mode.hide_triton_if_asked()  # a worker forked from a warm process has triton
     # The interpreter evaluates masked-off lanes too (exp of -inf - -inf, say); NumPy's warnings
