@@ -889,3 +889,21 @@ def test_a_kernel_that_never_ends_is_stopped_at_its_own_line(tmp_path):
                       r"[(]softmax_kernel[)]: (.*?); the usual", stopped[0].summary)
     assert found and found[2] in ("while i < 1:  # never advances", "i = i * 1"), \
         stopped[0].summary
+
+
+def test_a_name_suggestion_survives_an_exception_that_resists_being_read():
+    from learning.grader.learner_code import suggestion
+
+    class Hostile(NameError):
+        @property
+        def name(self):
+            raise RuntimeError("no name for you")
+
+    class Opaque:
+        def __dir__(self):
+            raise RuntimeError("no attributes for you")
+
+    assert suggestion(Hostile("x")) == ""
+    assert suggestion(AttributeError("sze", name="sze", obj=Opaque())) == ""
+    assert suggestion(AttributeError("sze", name="sze", obj=[])) == ""  # nothing close
+    assert suggestion(AttributeError("apend", name="apend", obj=[])) == "; did you mean 'append'?"

@@ -44,27 +44,30 @@ def suggestion(exc: BaseException) -> str:
     the failing line could see (its function's variables, its module's names, the builtins),
     or an AttributeError of a module or object close to one of its attributes (tl.maximun).
     Python 3.12's own traceback says as much; earlier versions print it only at the top level.
-    "" where no name is close."""
+    "" where no name is close, or where the exception or object resists being read."""
+    try:
+        return _closest_name(exc)
+    except BaseException:  # noqa: BLE001 - the learner's exception or object may raise anything
+        return ""
+
+
+def _closest_name(exc: BaseException) -> str:
     wrong = getattr(exc, "name", None)
     if not isinstance(wrong, str) or not wrong:
         return ""
-    try:
-        if isinstance(exc, NameError):
-            frames = []
-            tb = exc.__traceback__
-            while tb is not None:
-                frames.append(tb.tb_frame)
-                tb = tb.tb_next
-            # the failing frame's names, and those of the frames of its file that called it (a
-            # list comprehension before Python 3.12 is a frame of its own, inside the function)
-            own = [f for f in frames if frames and f.f_code.co_filename ==
-                   frames[-1].f_code.co_filename]
-            names = [name for f in own for name in (*f.f_locals, *f.f_globals)] + dir(builtins)
-        elif isinstance(exc, AttributeError) and getattr(exc, "obj", None) is not None:
-            names = dir(exc.obj)
-        else:
-            return ""
-    except Exception:  # noqa: BLE001 - a learner's object whose dir() raises
+    if isinstance(exc, NameError):
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        # the failing frame's names, and those of the frames of its file that called it (a
+        # list comprehension before Python 3.12 is a frame of its own, inside the function)
+        own = [f for f in frames if f.f_code.co_filename == frames[-1].f_code.co_filename]
+        names = [name for f in own for name in (*f.f_locals, *f.f_globals)] + dir(builtins)
+    elif isinstance(exc, AttributeError) and getattr(exc, "obj", None) is not None:
+        names = dir(exc.obj)
+    else:
         return ""
     names = [n for n in names if isinstance(n, str) and n != wrong and not n.startswith("__")]
     close = difflib.get_close_matches(wrong, names, n=1, cutoff=0.75)
