@@ -627,6 +627,9 @@ class _WorkerRun:
         except BaseException:
             os.close(read_fd)
             os.close(out_read)
+            if stack_file:
+                with contextlib.suppress(OSError):
+                    os.unlink(stack_file)
             raise
         finally:
             os.close(write_fd)
