@@ -176,74 +176,6 @@ class replay(same_as):  # noqa: N801 - used like a function, as same_as is
         return bool(close(got, buggy, atol, rtol).all())
 
 
-class _unnormalised(replay):  # noqa: N801 - used like a function, as replay is
-    """``replay`` of an output never divided by l, whose absolute tolerance is l times the
-    case's (``sums(*args)`` gives each output element's l): a GPU kernel's rounding (TF32
-    probabilities in tl.dot) is relative to the terms of acc = sum p v, which add up to l times
-    those of the normalised output."""
-
-    def __init__(self, reproduce, sums):
-        super().__init__(reproduce)
-        self.sums = sums
-
-    def _scaled(self, args, atol: float, shape):
-        np = _np()
-        try:
-            with np.errstate(all="ignore"):
-                sums = np.asarray(self.sums(*args), dtype=np.float64)
-        except (ArithmeticError, ValueError, TypeError, IndexError):
-            return atol
-        if sums.shape != shape:
-            return atol
-        return atol * np.maximum(np.nan_to_num(sums, nan=1.0, posinf=1.0), 1.0)
-
-    def __call__(self, got, args, want) -> bool:
-        from learning.grader.numbers import close
-
-        atol, rtol = _REPLAY_TOLERANCE[_out_dtype(args)]
-        buggy = self._buggy(args)
-        if buggy is None or buggy.shape != got.shape or close(got, want, atol, rtol).all():
-            return False
-        return bool(close(got, buggy, self._scaled(args, atol, buggy.shape), rtol).all())
-
-    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
-        from learning.grader.numbers import close
-
-        buggy = self._buggy(args)
-        if buggy is None or buggy.shape != want.shape or close(buggy, want, atol, rtol).all():
-            return None
-        own_atol, own_rtol = _REPLAY_TOLERANCE[_out_dtype(args)]
-        scaled = self._scaled(args, max(atol, own_atol), buggy.shape)
-        return buggy.shape == got.shape and bool(close(got, buggy, scaled,
-                                                       max(rtol, own_rtol)).all())
-
-
-def _never_divided(python: bool):
-    """Evidence for an output never divided by l, in each part's forms."""
-    np = _np()
-    if python:
-        def sums(q, k, v, causal, block):
-            return simulate(q, k, np.ones(np.shape(v)), causal, block_n=block,
-                            normalise="never")
-
-        return any_of(*(_unnormalised(partial(_python_form, skip=skip), sums)
-                        for skip in (False, True)))
-
-    def sums(q, k, v, causal):
-        return simulate(q, k, np.ones(np.shape(v)), causal, block_n=TILES[0], normalise="never")
-
-    return any_of(*(_unnormalised(partial(_triton_form, form=form), sums)
-                    for form in _variants(TILES, normalise="never")))
-
-
-def _python_form(q, k, v, causal, block, skip):
-    return simulate(q, k, v, causal, block_n=block, block_m=1, skip=skip, normalise="never")
-
-
-def _triton_form(q, k, v, causal, form):
-    return _stored(simulate(q, k, v, causal, **form), (q,))
-
-
 def _variants(block_ms, **switches):
     """The replay of one mistake for every key block size, and for causal kernels that skip
     the blocks above the diagonal, every query block size too (``block_ms``)."""
@@ -374,7 +306,7 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
             hint=hint(4, 5)),
         Bug("not-normalised", "the output is the accumulator itself, never divided by the "
             "running sum l: a row's softmax weights must add up to 1, so end with acc / l, "
-            "once, after the last block", _never_divided(python), hint=hint(4, 5)),
+            "once, after the last block", evidence({"normalise": "never"}), hint=hint(4, 5)),
         Bug("causal-off-by-one", "the causal mask is off by one: query i sees keys j <= i, "
             "itself included (j < i leaves row 0 with no key at all)",
             evidence(*_OFF_BY_ONE) if not python else any_of(evidence(*_OFF_BY_ONE[1:])),
