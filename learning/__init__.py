@@ -24,6 +24,8 @@ keeps this list, the folder and the imports (no circles) in step.
             worker.py        the learner's process: import their module, run the cases, report
             childproc.py     the child processes' plumbing: environment, events, output, signals
             handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
+            containment.py   the guard above the learner's process, and the filter it runs under
+            integrity.py     the course's own files: checked before a check, repaired after
             stuck.py         the learner's line a timed-out case was running when stopped
             learner_code.py  import the learner's module; what it raised, put into words
             compare.py       judge one case against the float64 reference

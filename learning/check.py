@@ -270,11 +270,12 @@ def _record(root: Path, result: runner.CheckResult,
             progress.import_failed(name, result.import_problem.message)
     else:
         progress.imported(name)
+    source = "" if result.graded_source is None else state.source_digest(result.graded_source)
     for part_result in result.parts:
         if part_result.status == "not-run":
             continue
         progress.record(result.exercise.name, part_result.part.name, part_result.status,
-                        part_result.passed, part_result.graded)
+                        part_result.passed, part_result.graded, source)
     return progress, state.save(root, progress) is not None
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 # The course's own non-ASCII characters, and what they become on a terminal that cannot show them.
 ASCII_FALLBACK = str.maketrans({"·": "*", "—": "-", "–": "-", "×": "x", "→": "->", "…": "...",
@@ -122,14 +126,46 @@ def keep_commands_whole(text: str, longest: int = 64) -> str:
                        if len(found.group(0)) <= longest else found.group(0), text)
 
 
+# Characters a terminal acts on instead of showing: C0 and C1 controls but the tab and the
+# newline (ESC starts the sequences that clear the screen, move the cursor, set the title or
+# write the clipboard; a carriage return or a backspace overwrites what was printed), and the
+# marks that reorder text from right to left.
+_INERT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                    "\u2066-\u2069]")
+_SHORT = {"\r": "\\r", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\0": "\\0"}
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on written out as an escape
+    (ESC as \\x1b, a carriage return as \\r, a right-to-left override as \\u202e), so
+    that text from the learner's code is shown, never executed by the terminal."""
+    return _INERT.sub(lambda found: _SHORT.get(found.group()) or
+                      (f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100
+                       else f"\\u{ord(found.group()):04x}"), text)
+
+
+def visible_text(text: Text) -> Text:
+    """A rich Text, with its control characters shown as ``visible`` shows them (its styles
+    are dropped then: a line that holds one is the learner's text, not the course's)."""
+    if not _INERT.search(text.plain):
+        return text
+    return Text(visible(text.plain), style=text.style)
+
+
 class CourseConsole(Console):
     """A rich Console that never wraps a line inside a suggested command that fits a line, so
-    that a command copied from an 80-column terminal or a piped log runs as printed."""
+    that a command copied from an 80-column terminal or a piped log runs as printed, and that
+    shows every control character of the text it is given instead of passing it to the
+    terminal (``visible``)."""
 
     def print(self, *objects, **options) -> None:
         longest = max(self.width - 16, 20)  # room for an indent and a word or two before it
-        super().print(*(keep_commands_whole(o, longest) if isinstance(o, str) else o
+        super().print(*(keep_commands_whole(o, longest) if isinstance(o, str) else
+                        visible_text(o) if isinstance(o, Text) else o
                         for o in objects), **options)
+
+    def render_str(self, text: str, **options):
+        return super().render_str(visible(text), **options)
 
 
 # Spaces at the end of a line (rich leaves the one it wrapped at), before any colour codes
@@ -175,12 +211,50 @@ def _usable_width() -> int | None:
         return 80
 
 
+class Stopped(KeyboardInterrupt):
+    """The command was asked to stop by a signal (SIGTERM, or SIGHUP when its terminal
+    closed): raised like Ctrl-C's KeyboardInterrupt, so that the same clean-up runs (a check
+    ends its worker and everything the learner's code started) before the command exits."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.number = number
+
+
+def _stop(number, frame):
+    for name in ("SIGTERM", "SIGHUP"):  # a second signal must not cut the clean-up short
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    raise Stopped(number)
+
+
+def stop_on_signals() -> None:
+    """Turn SIGTERM and SIGHUP into ``Stopped`` in this process (from its main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in ("SIGTERM", "SIGHUP"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.signal(getattr(signal, name), _stop)
+
+
 def run(main, prog: str) -> int:
     """Run a command's ``main``; Ctrl-C ends it with one line and status 130 (the shell's
-    code for an interrupt) instead of a traceback. A check's worker, in a process group of its
-    own, is ended by the grader on the way out."""
+    code for an interrupt) instead of a traceback, SIGTERM and SIGHUP with 128 and their
+    number. A check's worker, and whatever it started, is ended on the way out."""
+    stop_on_signals()
     try:
         return main()
+    except Stopped as stopped:
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal takes no line
+            print(f"{prog}: stopped ({_signal_name(stopped.number)})", file=sys.stderr)
+        return 128 + stopped.number
     except KeyboardInterrupt:
         print(f"{prog}: stopped (Ctrl-C)", file=sys.stderr)
         return 130
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

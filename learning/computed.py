@@ -15,8 +15,9 @@ part: ``cases EXERCISE PART``), ``facts`` (learning/explainers/facts.py: what
 bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
 ``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
-This command regenerates every such section; ``--check`` only reports the stale ones and
-exits 1, which is what the test suite does.
+This command regenerates every such section, and ``learning/course_files.sha256``, the digests
+a check compares the course's own files with (learning.grader.integrity); ``--check`` only
+reports the stale ones and exits 1, which is what the test suite does.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from learning import cli, explainers
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
 from learning.course import LESSONS_DIR
 from learning.explainers.page import Table, to_markdown
+from learning.grader import integrity
 
 MARKER = re.compile(
     r"(?P<open><!-- computed: (?P<topic>\w+) (?P<block>\w+)(?: (?P<args>[^>]*?))? -->\n)"
@@ -136,13 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"computed: {error}", style="red")
         return 2
     stale = stale_lessons()
+    manifest_stale = integrity.changed()
     if options.check:
         for path in stale:
             console.print(f"stale: {path.name} (run python -m learning.computed)")
-        return 1 if stale else 0
+        if manifest_stale:
+            console.print(f"stale: {integrity.MANIFEST.name}, the digests of the course's files "
+                          f"({', '.join(manifest_stale[:3])}) (run python -m learning.computed)")
+        return 1 if stale or manifest_stale else 0
     for path in stale:
         path.write_text(refresh(path.read_text(encoding="utf-8")), encoding="utf-8")
         console.print(f"updated {path.name}")
+    if manifest_stale:  # after the documents: a lesson is no course file, but be in order
+        integrity.MANIFEST.write_text(integrity.manifest_text(), encoding="utf-8")
+        console.print(f"updated {integrity.MANIFEST.name} ({len(manifest_stale)} file(s))")
     return 0
 
 

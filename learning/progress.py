@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -39,10 +40,12 @@ def _in_declared_order(exercise, names) -> list[str]:
     return [p.name for p in exercise.parts if p.name in names]
 
 
-def rows(progress: state.State) -> list[dict]:
-    """One row per lesson part: what it is, whether it exists yet, and its last grade."""
+def rows(progress: state.State, root: Path | None = None) -> list[dict]:
+    """One row per lesson part: what it is, whether it exists yet, and its last grade; given
+    the course folder ``root``, whether that grade is of the exercise file as it is now."""
     exercises = {e.name: e for e in registry.all_exercises()}
     result = []
+    digests: dict[str, str] = {}
     for lesson in course.LESSONS:
         exercise = exercises.get(lesson.exercise)
         graded = _in_declared_order(exercise, (lesson.part, *lesson.also))
@@ -52,6 +55,11 @@ def rows(progress: state.State) -> list[dict]:
             grades[part] = None if grade is None else {
                 "status": grade.status, "passed": grade.passed, "total": grade.total,
                 "checked_at": grade.checked_at}
+            if grade is not None and grade.source and root is not None:
+                if exercise.name not in digests:
+                    digests[exercise.name] = _digest(Path(root) / exercise.filename)
+                # false: the file was edited (or replaced) after this grade was recorded
+                grades[part]["of_current_file"] = grade.source == digests[exercise.name]
         result.append({"lesson": lesson.number, "title": lesson.title,
                        "file": f"lessons/{lesson.filename}", "available": lesson.available,
                        "exercise": f"{lesson.exercise}.py" if graded else None,  # 10: none
@@ -61,6 +69,13 @@ def rows(progress: state.State) -> list[dict]:
                        "does_not_import": (progress.does_not_import(lesson.exercise) or None)
                        if graded else None})
     return result
+
+
+def _digest(path: Path) -> str:
+    try:
+        return state.source_digest(state.read_small_file(path, 1 << 24) or b"")
+    except (OSError, state.NotData):
+        return ""
 
 
 def next_step(progress: state.State) -> str:
@@ -110,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = options.root or default_root()
     progress = state.load(root)
-    table_rows = rows(progress)
+    table_rows = rows(progress, root)
     if options.json:
         print(json.dumps({"lessons": table_rows, "next": next_step(progress),
                           "note": progress.note or None}, indent=2))
@@ -134,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             text, style = _grade_text(grade, (row["exercise"], part) not in elsewhere)
             if row["does_not_import"]:  # checked or not, the file as it is now will not load
                 text, style = f"{text} (does not import now)", "red"
+            elif grade is not None and grade.get("of_current_file") is False:
+                text = f"{text} (file changed since)"
             table.add_row(row["lesson"] if index == 0 else "", title if index == 0 else "",
                           row["exercise"] if index == 0 else "", part,
                           f"[{style}]{escape(text)}[/{style}]")

@@ -38,20 +38,34 @@ STATUS_WORDS = {"not-started": "not started (the stub still raises NotImplemente
 
 
 def unfinished_parts(exercise: Exercise, progress: state.State,
-                     kernels: bool = True) -> list[str]:
+                     kernels: bool = True, source: bytes | None = None) -> list[str]:
     """The parts whose last check did not pass, each with its grade, in words; with
-    ``kernels`` False, of the parts that launch no kernel (Triton is missing here)."""
+    ``kernels`` False, of the parts that launch no kernel (Triton is missing here). Given the
+    learner's ``source`` as it is now, a pass recorded of another version of it does not
+    count: the record does not match the file."""
     missing = []
+    digest = None if source is None else state.source_digest(source)
     for part in exercise.parts:
         if not kernels and part.needs_kernels:
             continue
         grade = progress.grade(exercise.name, part.name)
         if grade is None:
             missing.append(f"{part.name}: not checked yet")
+        elif grade.status == "passed" and digest and grade.source and grade.source != digest:
+            missing.append(f"{part.name}: passed, but {exercise.filename} has changed since "
+                           "that check")
         elif grade.status != "passed":
             said = STATUS_WORDS.get(grade.status, grade.status.replace("-", " "))
             missing.append(f"{part.name}: {said}, {grade.passed} of {grade.total} cases passed")
     return missing
+
+
+def _current_source(path) -> bytes:
+    """The learner's file as it is now (b"" when it cannot be read: no pass matches that)."""
+    try:
+        return state.read_small_file(path, 1 << 24) or b""
+    except (OSError, state.NotData):
+        return b""
 
 
 def is_open(exercise: Exercise, progress: state.State) -> bool:
@@ -70,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ArgumentError, registry.UnknownExercise) as error:
         console.print(f"solution: {escape(str(error))}", style="red", highlight=False)
         return 2
-    progress = state.load(options.root or default_root())
+    root = options.root or default_root()
+    progress = state.load(root)
+    if progress.note:
+        print(f"note: {progress.note}", file=sys.stderr)
     why = kernel_mode.triton_missing()
-    missing = unfinished_parts(exercise, progress, kernels=why is None)
+    missing = unfinished_parts(exercise, progress, kernels=why is None,
+                               source=_current_source(root / exercise.filename))
     # The kernel parts not passed, which Triton would have to check: none where it is here.
     elsewhere = [p.name for p in exercise.parts if why and p.needs_kernels
                  and getattr(progress.grade(exercise.name, p.name), "status", "") != "passed"]

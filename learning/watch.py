@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments += [f"--part={p}" for p in options.parts or ()]
     arguments += ["--interpret"] if options.interpret else []
     waiter = Waiter(path, options.poll)
+    cli.stop_on_signals()
     try:
         while True:
             console.clear()
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"\n[dim]{time.strftime('%H:%M:%S')}: waiting for you to save "
                           f"{exercise.filename}...[/dim]", highlight=False)
             waiter.wait()
+    except cli.Stopped as stopped:  # its terminal closed, or it was asked to end
+        return 128 + stopped.number
     except KeyboardInterrupt:
         console.print("\nstopped watching.", highlight=False)
         return 0

@@ -20,6 +20,17 @@ def pytest_report_header(config):
     return f"kernels: {MODE.describe()}"
 
 
+def pytest_sessionstart(session):
+    """A check refuses to grade when the course's files differ from their digests
+    (learning.grader.integrity): say so once, instead of in every test that grades."""
+    from learning.grader import integrity
+
+    stale = integrity.changed()
+    if stale:
+        pytest.exit(f"the digests of the course's files are stale ({', '.join(stale[:3])}): "
+                    "run python -m learning.computed", returncode=1)
+
+
 def pytest_collection_modifyitems(config, items):
     if MODE.interpret:
         skip = pytest.mark.skip(reason=f"needs a CUDA GPU; kernels run in the {MODE.describe()}")

@@ -34,18 +34,18 @@ def portable(monkeypatch):
     failed. Counts how often a process was started and a process tree ended."""
     monkeypatch.setenv(handover.PORTABLE_SWITCH, "1")
     calls = {"spawn": 0, "kill": 0}
-    spawn_options, kill_tree = handover.spawn_options, handover.kill_tree
+    spawn_options, end = handover.spawn_options, handover.end
 
     def counted_spawn(fd):
         calls["spawn"] += 1
         return spawn_options(fd)
 
-    def counted_kill(process):
+    def counted_kill(process, learner_pid=0):
         calls["kill"] += 1
-        return kill_tree(process)
+        return end(process, learner_pid)
 
     monkeypatch.setattr(handover, "spawn_options", counted_spawn)
-    monkeypatch.setattr(handover, "kill_tree", counted_kill)
+    monkeypatch.setattr(handover, "end", counted_kill)
     return calls
 
 
@@ -274,16 +274,17 @@ def test_on_windows_a_process_tree_is_ended_with_taskkill(monkeypatch):
         raise FileNotFoundError(argv[0])
 
     monkeypatch.setattr(subprocess, "run", missing)
-    handover._windows_kill_tree(4321)  # no taskkill: kill_tree ends the process itself
+    handover._windows_kill_tree(4321)  # no taskkill: end() ends the process itself
 
 
-def test_kill_tree_on_windows_takes_taskkill_then_ends_the_process_itself(monkeypatch):
+def test_ending_a_process_on_windows_takes_taskkill_then_ends_the_process_itself(monkeypatch):
     steps = []
     monkeypatch.setattr(handover, "_windows_kill_tree", lambda pid: steps.append(("tree", pid)))
     monkeypatch.setattr(handover, "os", types.SimpleNamespace(**{**vars(os), "name": "nt"}))
-    process = types.SimpleNamespace(pid=77, kill=lambda: steps.append(("kill", 77)))
-    handover.kill_tree(process)
-    assert steps == [("tree", 77), ("kill", 77)]
+    process = types.SimpleNamespace(pid=77, kill=lambda: steps.append(("kill", 77)),
+                                    wait=lambda timeout: steps.append(("wait", timeout)) or 1)
+    assert handover.end(process) == 1
+    assert steps == [("tree", 77), ("kill", 77), ("wait", handover.STATUS_SECONDS)]
 
 
 @pytest.mark.parametrize("code, words, cause", [

@@ -35,6 +35,9 @@ COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 # instead of swapping a laptop to a standstill before the time limit fires.
 MEMORY_ALLOWANCE_GIB = 4.0
 MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
+# The largest event a worker sends: a case's output as float64 (4096 x 4096 is 128 MiB) and
+# the bool mask of its unwritten elements. A larger frame is not the worker's.
+MAX_EVENT_BYTES = 1 << 30
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
@@ -250,7 +253,7 @@ class CompileRun:
             number, options = handover.spawn_options(write_fd)
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "learning.grader.gpu_compile", "--module-path",
-                 str(self.module_path), "--fd", str(number)],
+                 str(self.module_path), "--fd", str(number), "--grader-pid", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd=str(self.module_path.parent), env=env, **options)
         except BaseException:
@@ -283,8 +286,7 @@ class CompileRun:
                 pass
             note = self._collect(results, len(unique))
         finally:
-            handover.kill_tree(self.process)
-            self.process.wait()
+            handover.end(self.process)
             try:
                 self.process.stdin.close()
             except OSError:

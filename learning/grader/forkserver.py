@@ -63,9 +63,22 @@ def _preload(interpret: bool = True):
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    from learning.grader import allocations, mode, registry, sanitizer, worker  # noqa: F401
+    from learning.grader import (  # noqa: F401
+        allocations,
+        containment,
+        mode,
+        registry,
+        sanitizer,
+        worker,
+    )
 
     registry.all_exercises()
+    if containment.available():
+        # A worker's guard that is killed leaves what is below it to this process, which
+        # ends it (_end_strays) instead of letting init adopt it; and with its memory out of
+        # reach of other processes, no learner's code can change what later workers run.
+        containment.prctl_flag(containment.PR_SET_CHILD_SUBREAPER, 1)
+        containment.prctl_flag(containment.PR_SET_DUMPABLE, 0)
 
 
 def _send(sock: socket.socket, message: dict):
@@ -162,14 +175,44 @@ def _bind_replacing_stale(listener: socket.socket, path: str):
     listener.bind(path)
 
 
+# How long a worker whose grader went away has, once asked to stop, before it is killed
+STOP_SECONDS = 3.0
+
+
+def _request(message: bytes, fds: list[int]) -> dict | None:
+    """The fork request in ``message``, or None when it is not one: only a grader sends to
+    this socket, but nothing that arrives is trusted to be well formed."""
+    try:
+        request = json.loads(message)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(request, dict) or len(fds) != 2:
+        return None
+    argv, env = request.get("argv"), request.get("env")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) \
+            or "--fd" not in argv[:-1] or not isinstance(request.get("cwd"), str) \
+            or not isinstance(env, dict) \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()) \
+            or not isinstance(request.get("id"), int):
+        return None
+    return request
+
+
 def _serve(connections: list, listener: socket.socket | None = None,
            idle_seconds: float | None = None):
     """Fork a worker per request; tell each request's grader when its worker exits. A grader
     that goes away takes its workers with it."""
     owners: dict[int, socket.socket] = {}  # worker pid: the connection that asked for it
+    stopping: dict[int, float] = {}  # worker pid: when it is killed if it has not exited
     quiet_since = time.monotonic()
     while True:
-        _reap(owners)
+        if _reap(owners, stopping):
+            _end_strays(owners)
+        for pid, deadline in list(stopping.items()):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                stopping.pop(pid)
         if connections or owners:
             quiet_since = time.monotonic()
         elif listener is None:
@@ -190,14 +233,19 @@ def _serve(connections: list, listener: socket.socket | None = None,
                 message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
             except OSError:
                 message, fds = b"", []
-            if not message:
+            request = _request(message, fds) if message else None
+            if request is None:  # the grader went away, or sent what is not a request
+                for received in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(received)
                 connections.remove(sock)
                 for pid in [p for p, owner in owners.items() if owner is sock]:
+                    # its guard ends everything below it (learning.grader.containment)
                     with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
+                        os.kill(pid, signal.SIGTERM)
+                    stopping[pid] = time.monotonic() + STOP_SECONDS
                 sock.close()
                 continue
-            request = json.loads(message)
             pid = os.fork()
             if pid == 0:
                 if listener is not None:
@@ -213,18 +261,37 @@ def _serve(connections: list, listener: socket.socket | None = None,
                 _send(sock, {"started": request["id"], "pid": pid})
 
 
-def _reap(owners: dict):
+def _reap(owners: dict, stopping: dict) -> bool:
+    """Collect the children that exited, telling each worker's grader; whether any did."""
+    any_exited = False
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return any_exited
         if pid == 0:
-            return
+            return any_exited
+        any_exited = True
+        stopping.pop(pid, None)
         owner = owners.pop(pid, None)
         if owner is not None:
             with contextlib.suppress(OSError):
                 _send(owner, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _end_strays(owners: dict):
+    """Kill every child of this process that is not a worker, and what is below it: processes
+    a killed guard left behind, which this process adopted (it is a subreaper)."""
+    from learning.grader import containment
+
+    if not containment.available():
+        return
+    me = os.getpid()
+    for pid, parent in containment.parents().items():
+        if parent == me and pid not in owners:
+            containment.kill_below(pid, seconds=1.0)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- the grader's side ------------------------------------------------------------------------
@@ -253,8 +320,12 @@ class ForkServer:
     _instance: ForkServer | None = None
     _create = threading.Lock()
 
-    def __init__(self, sock: socket.socket | None = None):
+    def __init__(self, sock: socket.socket | None = None, ready_seconds: float = START_SECONDS):
         self.process = None
+        # how long to wait for its "ready": a server just started imports torch first; one
+        # already running answers at once, or is stuck
+        self.ready_seconds = ready_seconds
+        self.lost = ""  # why it was given up, when it was
         if sock is None:
             from learning.grader.childproc import child_environment
 
@@ -295,29 +366,40 @@ class ForkServer:
         while True:
             try:
                 message = self.sock.recv(1 << 16)
-            except OSError:
-                message = b""
+                data = json.loads(message) if message else None
+                if data is not None and not isinstance(data, dict):
+                    raise ValueError("not a message")
+            except (OSError, ValueError, UnicodeDecodeError):
+                data = None
             with self.changed:
-                if not message:
+                try:
+                    if data is None:
+                        self.closed = True
+                        return
+                    if "ready" in data:
+                        self.ready = True
+                    elif "started" in data:
+                        self.started[int(data["started"])] = int(data["pid"])
+                    elif "exit" in data:
+                        self.exits[int(data["exit"])] = int(data["code"])
+                except (TypeError, ValueError):
                     self.closed = True
-                    self.changed.notify_all()
+                    self.lost = "it sent a message the grader could not read"
                     return
-                data = json.loads(message)
-                if "ready" in data:
-                    self.ready = True
-                elif "started" in data:
-                    self.started[data["started"]] = data["pid"]
-                elif "exit" in data:
-                    self.exits[data["exit"]] = data["code"]
-                self.changed.notify_all()
+                finally:
+                    self.changed.notify_all()
 
     def spawn(self, argv: list[str], cwd: str, env: dict, event_fd: int,
               output_fd: int) -> ForkedProcess | None:
         """Fork a worker; None if the server is gone, so that the caller can spawn instead."""
         with self.changed:
-            if not self.changed.wait_for(lambda: self.ready or self.closed, START_SECONDS):
+            if not self.changed.wait_for(lambda: self.ready or self.closed, self.ready_seconds):
+                self.lost = f"it did not answer within {self.ready_seconds:g} s"
+                self.closed = True
+                self.close()
                 return None
             if self.closed:
+                self.lost = self.lost or "it hung up"
                 return None
         request_id = next(self.ids)
         request = {"id": request_id, "argv": argv, "cwd": cwd, "env": env}
@@ -330,10 +412,13 @@ class ForkServer:
             if not self.changed.wait_for(lambda: request_id in self.started or self.closed,
                                          FORK_SECONDS):
                 # stuck: hang up, so that a fork it makes later is ended, not run beside ours
+                self.lost = f"it did not start a worker within {FORK_SECONDS:g} s"
                 self.closed = True
                 self.close()
                 return None
             pid = self.started.pop(request_id, None)
+            if pid is None:
+                self.lost = self.lost or "it hung up"
         return None if pid is None else ForkedProcess(self, pid)
 
     def exit_code(self, pid: int) -> int | None:
@@ -341,8 +426,11 @@ class ForkServer:
             return self.exits.get(pid)
 
     def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+        """The worker's exit status, or None when the server did not say within ``timeout``
+        seconds (FORK_SECONDS when None: no wait on another process is unbounded)."""
         with self.changed:
-            self.changed.wait_for(lambda: pid in self.exits or self.closed, timeout)
+            self.changed.wait_for(lambda: pid in self.exits or self.closed,
+                                  FORK_SECONDS if timeout is None else timeout)
             return self.exits.get(pid)
 
 

@@ -469,8 +469,10 @@ def _send(channel, *event):
     channel.flush()
 
 
-def run(module_path: str, channel) -> int:
+def run(module_path: str, channel, grader_pid: int = 0) -> int:
     import warnings
+
+    from learning.grader import containment
 
     warnings.filterwarnings("ignore")
     os.environ.pop("TRITON_INTERPRET", None)
@@ -480,6 +482,8 @@ def run(module_path: str, channel) -> int:
     if why is None:
         _speed_up_cache_key()
         sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+        if containment.available():  # what follows runs the learner's statements
+            containment.lock_down(containment.grader_processes(grader_pid))
         module = kernels_only(module_path)
     _send(channel, "ready", why)
     launches = chosen(pickle.load(sys.stdin.buffer))
@@ -567,12 +571,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m learning.grader.gpu_compile")
     parser.add_argument("--module-path", required=True)
     parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--grader-pid", type=int, default=0)
     options = parser.parse_args(argv)
     sys.dont_write_bytecode = True
+    from learning.grader import containment
     from learning.grader.handover import inherited_fd
 
-    channel = os.fdopen(inherited_fd(options.fd), "wb", buffering=0)
-    return run(options.module_path, channel)
+    def compile_all() -> int:
+        channel = os.fdopen(inherited_fd(options.fd), "wb", buffering=0)
+        return run(options.module_path, channel, options.grader_pid)
+
+    # the learner's module is imported here too: whatever it starts stays below a guard
+    return containment.run_guarded(compile_all)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@ import subprocess
 # Set to 1, a check starts its processes as it does on Windows (each one fresh, never forked
 # from a warm process); the tests run real checks through that path on Linux.
 PORTABLE_SWITCH = "LEARNING_PORTABLE_PROCESS"
+# How long a process asked to stop has to end what is below it before it is killed outright,
+# and how long its exit status is then waited for.
+GUARD_SECONDS = 3.0
+STATUS_SECONDS = 3.0
 
 
 def portable() -> bool:
@@ -63,17 +67,47 @@ def _windows_open_handle(handle: int) -> int:
     return msvcrt.open_osfhandle(handle, os.O_WRONLY | os.O_BINARY)
 
 
-def kill_tree(process) -> None:
-    """End ``process`` and every process it started (``process`` leads a group of its own:
-    spawn_options, or learning.grader.forkserver's setsid); nothing happens if they have all
-    ended."""
+def end(process, learner_pid: int = 0) -> int | None:
+    """End ``process`` and every process it started, and return its exit status (None when it
+    cannot be known: a forked worker whose warm process stopped answering). Never waits longer
+    than GUARD_SECONDS and then STATUS_SECONDS.
+
+    On Linux ``process`` is a guard (learning.grader.containment): asked to stop, it kills
+    everything below it, adopted processes included, and exits as its child did. A guard that
+    does not exit in time is killed, with its group, and what /proc still shows below it and
+    below ``learner_pid`` (its child, as that child reported itself). Elsewhere ``process``
+    leads a process group of its own (spawn_options, or learning.grader.forkserver's setsid),
+    which is killed whole; on Windows, taskkill ends the tree."""
     if os.name == "nt":
         _windows_kill_tree(process.pid)
         with contextlib.suppress(OSError):
             process.kill()  # in case taskkill could not run
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        return _status(process, STATUS_SECONDS)
+    from learning.grader import containment
+
+    if not containment.available():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return _status(process, STATUS_SECONDS)
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process.pid, signal.SIGTERM)
+        if _status(process, GUARD_SECONDS) is None:
+            for pid in (learner_pid, process.pid):
+                if pid > 1 and containment.available():
+                    containment.kill_below(pid, seconds=1.0)
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        if pid > 1:
+                            kill(pid, signal.SIGKILL)
+    return _status(process, STATUS_SECONDS)
+
+
+def _status(process, seconds: float) -> int | None:
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _windows_kill_tree(pid: int) -> None:

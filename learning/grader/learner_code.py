@@ -23,6 +23,7 @@ MAX_MESSAGE_LINES = 30
 
 def cut(text: str, limit: int = MAX_MESSAGE, max_lines: int = MAX_MESSAGE_LINES) -> str:
     """At most ``limit`` characters and ``max_lines`` lines, saying what was cut."""
+    text = str.__str__(text)  # plain, whatever subclass of str the learner's code made
     lines = text.splitlines()
     if len(lines) > max_lines:
         text = "\n".join(lines[:max_lines]) + f"\n... [cut: {len(lines) - max_lines} more lines]"
@@ -34,7 +35,8 @@ def cut(text: str, limit: int = MAX_MESSAGE, max_lines: int = MAX_MESSAGE_LINES)
 def safe_str(value) -> str:
     """str() of something the learner made, which may itself raise (a broken __str__)."""
     try:
-        return str(value)
+        # a str subclass made plain: it must cross to the grader as data, nothing more
+        return str.__str__(str(value))
     except BaseException as exc:  # noqa: BLE001 - anything the learner's __str__ raises
         return f"<could not be shown: its __str__ raised {type(exc).__name__}>"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
+from learning.cli import visible_text
 from learning.grader.memory_map import CaseMap, MemoryMap, Tensor, grid_dims, nothing_to_map
 
 SYMBOLS = string.digits + string.ascii_lowercase + string.ascii_uppercase
@@ -436,8 +437,8 @@ def render(console: Console, memory_map: MemoryMap):
     except Exception as exc:  # noqa: BLE001 - the check's verdicts matter more than the map
         drawn = [Text(f"  The memory map of case '{memory_map.case}' could not be drawn "
                       f"({type(exc).__name__}: {exc}).", style="dim")]
-    for line in drawn:
-        console.print(line, highlight=False, soft_wrap=True)
+    for line in drawn:  # notes may quote the learner's exception: shown, not acted on
+        console.print(visible_text(line), highlight=False, soft_wrap=True)
 
 
 def plain(memory_map: MemoryMap, width: int = 80) -> str:

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from learning import course
+from learning.cli import visible
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, runner
 from learning.grader.compare import DECIMALS, format_value
@@ -33,7 +34,8 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     """Print one exercise's check; ``state`` lets a failure quote a hint already shown."""
     state = state or State()
     exercise = result.exercise
-    console.print(f"[bold]check {exercise.name}[/bold] · {escape(str(result.module_path))}",
+    console.print(f"[bold]check {exercise.name}[/bold] · "
+                  f"{escape(visible(str(result.module_path)))}",
                   highlight=False)
     if result.mode is not None:
         interpreting, reason = result.mode
@@ -52,9 +54,11 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
     if result.borrowed:
         console.print(f"\n[yellow]Note:[/yellow] {escape(borrowed_line(result.borrowed))}",
                       highlight=False)
+    for note in result.notes:
+        console.print(f"\n[yellow]Note:[/yellow] {escape(note)}", highlight=False)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
-        console.print(result.learner_output.rstrip(), highlight=False, markup=False)
+        console.print(visible(result.learner_output.rstrip()), highlight=False, markup=False)
     _render_summary(console, result, state if show_next else None)
 
 
@@ -67,9 +71,9 @@ def borrowed_line(names: list[str]) -> str:
 def _render_import_problem(console: Console, result: runner.CheckResult):
     problem = result.import_problem
     console.print(f"\n[red]Could not load {result.exercise.filename}:[/red] "
-                  f"{escape(problem.message)}", highlight=False)
+                  f"{escape(visible(problem.message))}", highlight=False)
     if problem.traceback:
-        console.print("\n".join(traceback_lines(problem.traceback, console.width)),
+        console.print("\n".join(traceback_lines(visible(problem.traceback), console.width)),
                       highlight=False, markup=False)
 
 
@@ -89,7 +93,8 @@ def _render_part(console: Console, exercise: Exercise, part_result: runner.PartR
         counted = part_result.graded
         cases = f"{counted} case{'' if counted == 1 else 's'}"
         reason = _not_run_reason(exercise, part_result, import_problem)
-        console.print(f"  [dim]not run[/dim]: {escape(reason)}, so its {cases} did not run",
+        console.print(f"  [dim]not run[/dim]: {escape(visible(reason))}, so its {cases} did "
+                      "not run",
                       highlight=False)
         return
     if status == "not-started":
@@ -98,7 +103,8 @@ def _render_part(console: Console, exercise: Exercise, part_result: runner.PartR
                       highlight=False)
         return
     if status == "missing":
-        console.print(f"  [red]{escape(part_result.problem.message)}[/red]", highlight=False)
+        console.print(f"  [red]{escape(visible(part_result.problem.message))}[/red]",
+                      highlight=False)
         return
     seen_errors: dict[tuple[str, str], str] = {}
     for case_result in part_result.cases:
@@ -183,6 +189,8 @@ def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = ""
     first (a list item's text). ``label`` starts it in ``style``; ``first`` replaces the
     indent of the first line (a case's status)."""
     width = max(20, console.width - indent)
+    # case details carry the learner's text (messages, reprs, tracebacks): shown, not acted on
+    body, label = visible(body), visible(label)
     text = f"{label}{sep}{body}" if label else body
     lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False,
                           subsequent_indent=" " * hang) or [""]
@@ -375,6 +383,7 @@ def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
         "learner_output": result.learner_output,
         "borrowed": list(result.borrowed),
         "module_changed": result.module_changed,
+        "notes": list(result.notes),
         "next": _next_step(result, state),
         "memory_map": _memory_map_json(result.memory_map),
     }

@@ -23,11 +23,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import childproc, compare, forkserver, handover, replays, stuck, warm
+from learning.grader import (
+    childproc,
+    compare,
+    forkserver,
+    handover,
+    integrity,
+    replays,
+    stuck,
+    warm,
+)
 from learning.grader import memory_map as maps
 from learning.grader import mode as kernel_mode
 from learning.grader.declarations import Exercise, Part
 from learning.grader.returned import ImportProblem, Returned, Skipped
+from learning.grader.state import STATE_DIR
 from learning.grader.tensors import TensorSpec
 
 PYTHON_CASE_SECONDS = 10.0
@@ -138,6 +148,11 @@ class CheckResult:
     # How the learner's file changed while it was checked ("" when it did not): the grades are
     # of the text read at the start, which is then no longer what the file holds.
     module_changed: str = ""
+    # The learner's file as it was read at the start: what the grades are of.
+    graded_source: bytes | None = None
+    # One line each about how the check ran that the learner should know (a warm process that
+    # had to be replaced, the course's files changed by the learner's code).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -172,6 +187,12 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     module_path = root / exercise.filename
     chosen = [exercise.part(name) for name in parts] if parts else list(exercise.parts)
     result = CheckResult(exercise, module_path, [PartResult(p) for p in chosen])
+    tampered = integrity.changed()
+    if tampered:  # the grader's own answers cannot be trusted: nothing is graded
+        result.environment_problem = integrity.refusal(tampered)
+        _mark_not_run(result.parts, "not run: " + result.environment_problem)
+        result.seconds = time.perf_counter() - start
+        return result
     if not module_path.exists():
         result.import_problem = ImportProblem(
             "missing-file", f"{module_path} does not exist: python -m learning.reset "
@@ -183,6 +204,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     output_chunks, launches = [], []
     text_before = _read_bytes(module_path)
     compiler = childproc.CompileRun(module_path) if compile_check else None
+    course = integrity.Guard(module_path.parent)  # the compile check runs the learner's code too
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
@@ -197,11 +219,24 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     finally:
         if compiler is not None and compiler.started:
             compiler.cancel()
+        _note_repairs(result, course.repair(_aside_folder(module_path)), module_path)
     _skip_what_cannot_run_here(result, force_interpret)
     result.module_changed = _change(text_before, _read_bytes(module_path))
+    result.graded_source = text_before
     result.learner_output = _cap_output("".join(output_chunks))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _aside_folder(module_path: Path) -> Path:
+    """Where files the learner's code added in the course's folders are moved to."""
+    return module_path.parent / STATE_DIR / "set-aside"
+
+
+def _note_repairs(result: CheckResult, repairs: integrity.Repairs, module_path: Path):
+    note = repairs.note(str(_aside_folder(module_path)))
+    if note and note not in result.notes:
+        result.notes.append(note)
 
 
 def _read_bytes(path: Path) -> bytes | None:
@@ -223,7 +258,7 @@ def import_problem(exercise: Exercise, root: Path | None = None) -> ImportProble
     import a check makes (in a worker, running no case); None when it imports, when the file
     is missing, or when the grader's own process could not start (nothing is known then)."""
     module_path = Path(root or Path.cwd()).resolve() / exercise.filename
-    if not module_path.exists():
+    if not module_path.exists() or integrity.changed():
         return None
     run = _WorkerRun(exercise, module_path, [], False, None)
     run.execute()
@@ -251,6 +286,8 @@ def _run_parts(result, exercise, module_path, force_interpret, case_seconds, imp
         run.timeline = result.timeline
         run.execute()
         output_chunks.append(run.output)
+        result.notes += [note for note in run.notes if note not in result.notes]
+        _note_repairs(result, run.repairs, module_path)
         launches += run.launches
         result.borrowed += [name for name in run.borrowed if name not in result.borrowed]
         if run.mode is not None:
@@ -314,6 +351,7 @@ def _rerun_in_interpreter(exercise, module_path, parts, faults, case_seconds, me
     run.clock_start = start if start is not None else time.perf_counter()
     run.timeline = result.timeline
     run.execute()
+    _note_repairs(result, run.repairs, module_path)
     for part_name, names in wanted.items():
         for case_name in names:
             outcome = run.outcomes.get((part_name, case_name))
@@ -544,11 +582,14 @@ def _cap_output(text: str) -> str:
     everything printed (the processes' captures keep only so much; their notes are summed)."""
     not_kept = sum(int(n) for n in _NOT_KEPT.findall(text))
     text = _NOT_KEPT.sub("", text)
-    shown = "\n".join(text.splitlines()[:MAX_OUTPUT_LINES])[:MAX_OUTPUT_CHARS]
+    # Lines end at a newline only: a carriage return (a progress bar's) stays what it is, for
+    # the report to show as \r and --json to keep exact
+    text = text.rstrip("\n")
+    shown = "\n".join(text.split("\n")[:MAX_OUTPUT_LINES])[:MAX_OUTPUT_CHARS]
     notes = []
-    hidden = len(text.rstrip("\n")) - len(shown)
+    hidden = len(text) - len(shown)
     if hidden > 0:
-        lines = len(text.splitlines()) - len(shown.splitlines())
+        lines = text.count("\n") - shown.count("\n")
         notes.append(f"{hidden} more characters" + (f" ({lines} more lines)" if lines else "") +
                      " not shown")
     if not_kept:
@@ -601,13 +642,19 @@ class _WorkerRun:
         self.extra_args: list[str] = []  # more worker arguments: --map (learning.grader.memory_map)
         self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
         self.borrowed: list[str] = []  # the course's reference modules the learner's code loaded
+        self.learner_pid = 0  # the process under the guard that runs the learner's code
+        self.repairs = integrity.Repairs()  # what its code did to the course's files, undone
+        self.notes: list[str] = []  # what a learner should know of how it ran (warm.take_notes)
+        # why the learner's process runs without the filter that keeps it from the grader's
+        # processes ("" where it has it; None until it says)
+        self.contained: str | None = None
 
     def execute(self):
         read_fd, write_fd = os.pipe()
         out_read, out_write = os.pipe()
         command = [sys.executable, "-m", "learning.grader.worker", "--exercise", self.exercise.name,
                    "--module-path", str(self.module_path), "--parts", ",".join(self.part_names),
-                   "--fd", str(write_fd)]
+                   "--fd", str(write_fd), "--grader-pid", str(os.getpid())]
         if self.force_interpret:
             command.append("--interpret")
         if self.memory_gib is not None:
@@ -637,18 +684,21 @@ class _WorkerRun:
         pipes = childproc.PipeReader()  # from here on, each read end belongs to its thread
         pipes.read("events", read_fd)
         pipes.read("output", out_read)
+        course = integrity.Guard(self.module_path.parent)
         try:
             self._read_events(pipes)
             if self.timed_out and self.phase == "cases" and stack_file:
                 self.stuck_at = stuck.where(process.pid, stack_file, str(self.module_path))
         except BaseException:  # Ctrl-C (learning.watch): end the worker now, not in 5 s
-            handover.kill_tree(process)
+            handover.end(process, self.learner_pid)
             raise
         finally:
             self._stop(process, pipes)
             if stack_file:
                 with contextlib.suppress(OSError):
                     os.unlink(stack_file)
+            # before anything is judged: what the grader imports from here on is the course's
+            self.repairs = course.repair(_aside_folder(self.module_path))
         self._note("worker: ended")
         self.output = self._output.text()
 
@@ -662,6 +712,10 @@ class _WorkerRun:
         server = None if handover.portable() else forkserver.ForkServer.get() \
             if forkserver.enabled() else warm.server(self.force_interpret)
         forked = server and server.spawn(command[3:], cwd, env, event_fd, output_fd)
+        if server and not forked and server.lost and not forkserver.enabled():
+            warm.discard(server)  # stuck or gone: replaced by a fresh one, for the next check
+            self._note(f"worker: the warm process {server.lost}")
+        self.notes += warm.take_notes()
         if forked:
             self._note("worker: forked from a warm process")
             return forked
@@ -705,6 +759,10 @@ class _WorkerRun:
             buffer += chunk
             while len(buffer) >= childproc.FRAME_HEADER.size:
                 (size,) = childproc.FRAME_HEADER.unpack_from(buffer)
+                if size > childproc.MAX_EVENT_BYTES:  # not one of the worker's frames
+                    self.garbled = f"a frame of {size:,} bytes announced, more than any " \
+                                   f"event the grader sends ({childproc.MAX_EVENT_BYTES:,})"
+                    return
                 if len(buffer) < childproc.FRAME_HEADER.size + size:
                     break
                 frame = bytes(buffer[childproc.FRAME_HEADER.size:
@@ -715,7 +773,14 @@ class _WorkerRun:
                 except Exception as exc:  # noqa: BLE001 - garbage on the pipe ends the run
                     self.garbled = f"{type(exc).__name__}: {exc}"
                     return
-                self._handle(event)
+                try:
+                    if not isinstance(event, tuple) or not event or \
+                            not isinstance(event[0], str):
+                        raise ValueError(f"not an event: {type(event).__name__}")
+                    self._handle(event)
+                except Exception as exc:  # noqa: BLE001 - a malformed event ends the run
+                    self.garbled = f"{type(exc).__name__}: {exc}"
+                    return
                 if event[0] != "launch":  # a launch happens inside a case: its clock runs on
                     deadline = time.monotonic() + self._limit()
                 if self.finished:
@@ -728,7 +793,13 @@ class _WorkerRun:
             self._note(" ".join(["worker:", kind, *(str(e) for e in event[1:3]
                                                     if isinstance(e, str))])
                        + (f" ({called:.3f} s of it in the learner's call)" if called else ""))
-        if kind == "mode":
+        if kind == "pid":
+            # sent by the worker's own code before the learner's runs: the first one counts
+            if self.phase == "start-up" and not self.learner_pid:
+                self.learner_pid = int(event[1])
+        elif kind == "contained":
+            self.contained = event[1]
+        elif kind == "mode":
             self.mode = (event[1], event[2])
             if event[1] and self.compiler is not None:
                 self.compiler.start()  # overlaps its start-up with the interpreter run
@@ -771,12 +842,11 @@ class _WorkerRun:
         # the interpreter.
         if not self.finished and not self.timed_out:
             self.returncode = self._output.drain_until_exit(process, pipes, 5.0)
-        handover.kill_tree(process)
+        status = handover.end(process, self.learner_pid)
         if self.returncode is None:
-            try:
-                self.returncode = process.wait()
-            except subprocess.TimeoutExpired:  # the warm process that forked it has ended
-                self.status_lost = True
+            self.returncode = status
+            # None: the warm process that forked it ended or stopped answering
+            self.status_lost = status is None
         self._output.drain_until_exit(process, pipes, 0.5)
 
     def gpu_fault(self) -> tuple[str, str] | None:
@@ -813,10 +883,11 @@ class _WorkerRun:
         """What to say about the case that was running when the process stopped answering."""
         name = f"{self.current[0]}/{self.current[1]}" if self.current else "start-up"
         if self.garbled:
+            # Observed, not explained: the worker sends only plain data, but the learner's
+            # code runs in its process and could write to the same descriptor.
             return compare.Verdict(
-                "crashed", f"the process sent the grader something it could not read in case "
-                f"{name} ({self.garbled[:200]}): the code wrote to a pipe or file descriptor "
-                "it does not own")
+                "error", f"the grader could not read what the process sent it in case {name} "
+                f"({self.garbled[:200]}), so the case has no result; the process was ended")
         if self.timed_out:
             kernels = self.exercise.part(self.current[0]).needs_kernels if self.current \
                 else False
@@ -839,8 +910,7 @@ class _WorkerRun:
         if self.status_lost:
             return compare.Verdict(
                 "crashed", f"the process stopped answering in case {name}, and the warm "
-                "process that started it ended too, so how it ended is unknown (a signal "
-                "sent to its parent process would do this)")
+                "process that started it stopped answering too, so how it ended is unknown")
         code = self.returncode
         crashed = childproc.crash(code)
         if crashed is not None:

@@ -23,6 +23,7 @@ import importlib.metadata
 import os
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,8 +37,12 @@ SWITCH = "LEARNING_WARM"
 IDLE_SWITCH = "LEARNING_WARM_IDLE"  # seconds; the tests make it short
 IDLE_SECONDS = 600.0
 START_SECONDS = 180.0  # the server's imports, on a slow machine
+# A server already running answers a connection at once: one that has not within this many
+# seconds is stuck (stopped, swapped out) and is replaced.
+READY_SECONDS = 5.0
 SOCKET_FOLDER_LIMIT = 80  # leaves room for "/<key>.sock" within a socket path's 108 bytes
 _connected: dict[bool, forkserver.ForkServer] = {}
+_notes: list[str] = []  # what happened to a warm process that a check should say, in one line
 
 
 def enabled() -> bool:
@@ -97,13 +102,43 @@ def server(force_interpret: bool) -> forkserver.ForkServer | None:
         refused = where / f"{name}.refused"
         if refused.exists():
             return None  # this server could not run here before: do not pay for it again
-        sock = _connect(path) or _start_and_connect(path, refused, interpret)
+        sock, ready_seconds = _connect_verified(path, interpret), READY_SECONDS
+        if sock is None:
+            sock, ready_seconds = _start_and_connect(path, refused, interpret), START_SECONDS
     except OSError:
         return None
     if sock is None:
         return None
-    _connected[interpret] = forkserver.ForkServer(sock)
+    _connected[interpret] = forkserver.ForkServer(sock, ready_seconds)
+    _connected[interpret].path = path
     return _connected[interpret]
+
+
+def discard(connection: forkserver.ForkServer) -> None:
+    """Give up a server that did not answer (``connection.lost`` says how): it is killed if it
+    is still the course's process, its socket removed so that the next check starts a fresh
+    one, and a note left for the check to show."""
+    for interpret, known in list(_connected.items()):
+        if known is connection:
+            del _connected[interpret]
+    path = getattr(connection, "path", None)
+    pid = _peer_pid(connection.sock)
+    connection.close()
+    if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)  # the course's own process, stuck: it would only be in the way
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    _notes.append(f"the warm process {connection.lost or 'went away'}; it was replaced, and "
+                  "this check started a fresh process")
+
+
+def take_notes() -> list[str]:
+    """The notes left since the last call (see discard), once each."""
+    notes = list(dict.fromkeys(_notes))
+    _notes.clear()
+    return notes
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -114,6 +149,77 @@ def _connect(path: Path) -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def _connect_verified(path: Path, interpret: bool) -> socket.socket | None:
+    """A connection to the server at ``path``, when the process that answers there is the
+    course's warm process for it (a socket that answers is not proof of that: see
+    _impostor); otherwise None, with the socket removed so that a fresh server takes its
+    place, and a note."""
+    sock = _connect(path)
+    if sock is None:
+        return None
+    pid = _peer_pid(sock)
+    why = _impostor(pid, path, interpret) if pid else "it did not say which process it is"
+    if not why:
+        return sock
+    sock.close()
+    with contextlib.suppress(OSError):
+        path.unlink()
+    if why == STOPPED:  # the course's own process, stopped: it would never answer
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+        _notes.append("the warm process was stopped (a signal sent to it); it was replaced, "
+                      "and this check started a fresh process")
+    else:
+        _notes.append(f"the process answering on the warm process's socket is not the "
+                      f"course's ({why}); it was not used, and this check started a fresh "
+                      "process")
+    return None
+
+
+STOPPED = "it is stopped"
+
+
+def _peer_pid(sock: socket.socket) -> int:
+    """The process at the other end of a Unix socket, as the kernel reports it (0: unknown)."""
+    try:
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                      struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return 0
+    pid, uid, _ = struct.unpack("3i", credentials)
+    return pid if uid == os.getuid() else 0
+
+
+def _impostor(pid: int, path: Path, interpret: bool | None = None) -> str:
+    """Why process ``pid`` is not the course's warm process listening at ``path`` ("" when it
+    is), from what the kernel says of it: the command that started it, our Python, and no
+    more seccomp filters than this process has (a process started by a learner's code carries
+    the filter of learning.grader.containment, which also keeps it from making the socket at
+    all). STOPPED for the course's own process, stopped."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().decode(errors="replace").split("\0")
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            status = dict(line.split(":", 1) for line in handle if ":" in line)
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            mine = dict(line.split(":", 1) for line in handle if ":" in line)
+    except OSError:
+        return "it cannot be looked at in /proc"
+    if argv[1:5] != ["-m", "learning.grader.forkserver", "--listen", str(path)] or \
+            interpret is not None and ("--interpret" in argv) != interpret:
+        return "another command listens there"
+    if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+        return "another Python runs it"
+    if int(status.get("Seccomp_filters", "0").strip() or 0) > \
+            int(mine.get("Seccomp_filters", "0").strip() or 0):
+        return "it was started by code a check ran"
+    if status.get("TracerPid", "0").strip() != "0":
+        return "another process is tracing it"
+    if status.get("State", "").strip()[:1] in ("T", "t"):
+        return STOPPED
+    return ""
 
 
 def _start_and_connect(path: Path, refused: Path, interpret: bool) -> socket.socket | None:
@@ -133,11 +239,16 @@ def _start_and_connect(path: Path, refused: Path, interpret: bool) -> socket.soc
     while time.monotonic() < deadline:
         sock = _connect(path)
         if sock is not None:
-            return sock
+            if _peer_pid(sock) == process.pid:
+                return sock
+            sock.close()  # another process took the path first: proven as any other
+            return _connect_verified(path, interpret)
         code = process.poll()
         if code is not None:
             if code == 3:  # it found no GPU it could use: remember, and never wait again
                 refused.touch()
-            return _connect(path)  # code 2: another check's server took the path
+            return _connect_verified(path, interpret)  # code 2: another check's server
         time.sleep(0.02)
+    with contextlib.suppress(OSError):
+        process.kill()  # never ready: it would otherwise wait for a check that gave up on it
     return None

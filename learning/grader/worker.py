@@ -22,9 +22,9 @@ import time
 import warnings
 from numbers import Real
 
-from learning.grader import allocations, registry, stuck
+from learning.grader import allocations, containment, registry, stuck
 from learning.grader import mode as kernel_mode
-from learning.grader.childproc import COURSE_ROOT, MEMORY_ALLOWANCE_GIB
+from learning.grader.childproc import COURSE_ROOT, MEMORY_ALLOWANCE_GIB, load_event
 from learning.grader.declarations import Case
 from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import cut as _cut
@@ -48,14 +48,31 @@ UNWRITTEN_SENTINEL = -12345.0
 
 class Channel:
     """Length-prefixed pickle frames on a pipe the grader reads: ``fd`` is the number the
-    grader handed it over by (learning.grader.handover.spawn_options)."""
+    grader handed it over by (learning.grader.handover.spawn_options). An event is read back
+    here, as the grader will read it, before it is sent: one that holds anything but plain
+    data (a value the learner's code made that slipped through ``summarise``) is replaced by
+    a note that says so, and never reaches the grader as something it cannot read."""
 
     def __init__(self, fd: int):
         self._file = os.fdopen(inherited_fd(fd), "wb", buffering=0)
 
     def send(self, *event):
         payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            load_event(payload)
+        except Exception as exc:  # noqa: BLE001 - whatever keeps the grader from reading it
+            payload = pickle.dumps(_unsendable(event, exc), protocol=pickle.HIGHEST_PROTOCOL)
         self._file.write(struct.pack("<Q", len(payload)) + payload)
+
+
+def _unsendable(event: tuple, exc: Exception) -> tuple:
+    """What to send instead of an event the grader could not read: for a case's result, a
+    result with no values that says why; anything else is the grader's own and is a bug."""
+    why = f"what it returned could not be passed to the grader as plain data " \
+          f"({type(exc).__name__}: {safe_str(exc)[:200]})"
+    if event[0] == "done" and len(event) == 4:
+        return ("done", event[1], event[2], Returned("object", None, note=why))
+    raise RuntimeError(f"the worker made an event the grader cannot read: {why}")
 
 
 def warm_up(path: str) -> None:
@@ -109,14 +126,16 @@ def _is_number(value) -> bool:
 
 
 def summarise(result, args, args_before) -> Returned:
-    """Reduce whatever the learner returned to plain data."""
+    """Reduce whatever the learner returned to plain data. A subclass of float, int, str,
+    list, tuple or Tensor is read by its plain value, through the base class's own methods,
+    so that overriding __float__, __iter__ or __torch_function__ changes nothing."""
     import numpy as np
 
-    type_name = type(result).__name__
+    type_name = _plain_type_name(result)
     mutated = not _same_args(args, args_before)
     autograd = _autograd_changed(args, args_before)
     if _is_tensor(result):
-        tensor = result.detach()
+        tensor = _plain_tensor(result).detach()
         try:
             values = tensor.to("cpu", dtype=_torch().float64).numpy().copy()
             note = ""
@@ -134,14 +153,15 @@ def summarise(result, args, args_before) -> Returned:
             input_autograd_changed=autograd,
             aliases_input=aliases,
         )
-    raw = result if _is_plain(result) else None
+    raw = _plain_copy(result) if _is_plain(result) else None
     if _is_number(result):
-        return Returned(type_name, np.array(float(result)), shape=(), input_mutated=mutated,
-                        input_autograd_changed=autograd, raw=raw)
+        return Returned(type_name, np.array(_plain_float(result)), shape=(),
+                        input_mutated=mutated, input_autograd_changed=autograd, raw=raw)
     if isinstance(result, (list, tuple)):
         aliases = any(result is a for a in args)
-        values, note = _nested_numbers(result)
-        shape = values.shape if values is not None else (len(result),)
+        items = _items(result)
+        values, note = _nested_numbers(items)
+        shape = values.shape if values is not None else (len(items),)
         return Returned(type_name, values, shape=tuple(shape), note=note, input_mutated=mutated,
                         input_autograd_changed=autograd, aliases_input=aliases, raw=raw)
     note = _cut(repr(result), 200)
@@ -149,24 +169,79 @@ def summarise(result, args, args_before) -> Returned:
                     input_autograd_changed=autograd, raw=raw)
 
 
-def _nested_numbers(result):
+_PLAIN_TYPES = (bool, int, float, str, list, tuple, dict)
+
+
+def _plain_type_name(value) -> str:
+    """The name a value is judged by: a subclass of a built-in type (a numpy float64, a list
+    subclass, a namedtuple) by the built-in type it extends, anything else by its own."""
+    kind = type(value)
+    if kind not in _PLAIN_TYPES:
+        kind = next((base for base in _PLAIN_TYPES if isinstance(value, base)), kind)
+    return kind.__name__
+
+
+def _items(sequence) -> list:
+    """The elements a list or tuple (or a subclass of one) holds, read through the base
+    class: an overridden __iter__ or __getitem__ is not asked."""
+    return list(list.__iter__(sequence) if isinstance(sequence, list)
+                else tuple.__iter__(sequence))
+
+
+def _plain_float(value) -> float:
+    """A number's value as a plain float: a float subclass's own value, not its __float__."""
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, int):
+        return float(int.__int__(value))
+    return float.__float__(float(value))  # numpy scalars and other Reals, as they say
+
+
+def _plain_copy(value):
+    """Small plain data (``_is_plain``) rebuilt of exactly bool, int, float, str, list, tuple
+    and dict, whatever subclasses the learner's code returned."""
+    if value is None or type(value) is bool:
+        return value
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (list, tuple)):
+        items = [_plain_copy(v) for v in _items(value)]
+        return items if isinstance(value, list) else tuple(items)
+    return {_plain_copy(k): _plain_copy(v) for k, v in dict.items(value)}
+
+
+def _nested_numbers(items: list):
     """A float64 array of a (possibly nested) list of numbers, or None and why not."""
     import numpy as np
 
-    leaves, stack = [], [result]
-    while stack:
-        item = stack.pop()
+    def plain(item):
         if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        else:
-            leaves.append(item)
-    odd = sorted({type(v).__name__ for v in leaves if not _is_number(v)})
+            return [plain(v) for v in _items(item)]
+        if not _is_number(item):
+            odd.add(type(item).__name__)
+            return 0.0
+        return _plain_float(item)
+
+    odd: set[str] = set()
+    values = [plain(v) for v in items]
     if odd:
-        return None, f"it holds {', '.join(odd)} values, not numbers"
+        return None, f"it holds {', '.join(sorted(odd))} values, not numbers"
     try:
-        return np.array(result, dtype=np.float64), ""
+        return np.array(values, dtype=np.float64), ""
     except ValueError:
         return None, "its rows have different lengths"
+
+
+def _plain_tensor(value):
+    """A tensor subclass seen as a plain torch.Tensor on the same memory, so that reading
+    it runs none of the subclass's methods."""
+    torch = _torch()
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(value, torch.Tensor)
 
 
 def _is_plain(value, depth: int = 0) -> bool:
@@ -175,10 +250,11 @@ def _is_plain(value, depth: int = 0) -> bool:
         return False
     if value is None or isinstance(value, (bool, int, float, str)):
         return not isinstance(value, str) or len(value) <= 1000
-    if isinstance(value, (list, tuple)) and len(value) <= 1000:
-        return all(_is_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict) and len(value) <= 100:
-        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)) and len(_items(value)) <= 1000:
+        return all(_is_plain(v, depth + 1) for v in _items(value))
+    if isinstance(value, dict) and dict.__len__(value) <= 100:
+        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1)
+                   for k, v in dict.items(value))
     return False
 
 
@@ -389,15 +465,34 @@ def cap_memory(allowance_gib: float) -> bool:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        # Hard as well as soft: the learner's code may not lift it (nor, where the filter of
+        # learning.grader.containment holds, try: setrlimit is refused there)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, OSError, ValueError):
         return False
     return True
 
 
+class _LockDown:
+    """The last step before the learner's code runs: the memory cap, then the filter that keeps
+    it from the grader's processes (learning.grader.containment). Either may be missing here;
+    the grader's own limits hold without them."""
+
+    def __init__(self, grader_pid: int, channel: Channel):
+        self.grader_pid = grader_pid
+        self.channel = channel
+
+    def __call__(self, memory_gib: float, device: str):
+        if device == "cpu" and memory_gib > 0:
+            cap_memory(memory_gib)
+        why = containment.lock_down(containment.grader_processes(self.grader_pid)) \
+            if containment.available() else "no guard on this system"
+        self.channel.send("contained", why)
+
+
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
         channel: Channel, memory_gib: float = MEMORY_ALLOWANCE_GIB,
-        only: dict[str, list[str]] | None = None) -> int:
+        only: dict[str, list[str]] | None = None, lock_down=None) -> int:
     exercise = registry.find(exercise_name)
     parts = [exercise.part(name) for name in part_names]
     device = "cpu"
@@ -439,7 +534,9 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     course_root = os.path.dirname(os.path.abspath(module_path))
     sys.path.insert(0, course_root)
     warm_up(module_path)
-    if device == "cpu" and memory_gib > 0:
+    if lock_down is not None:
+        lock_down(memory_gib, device)
+    elif device == "cpu" and memory_gib > 0:
         cap_memory(memory_gib)
     loaded_before = reference_modules()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
@@ -545,7 +642,7 @@ def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
 
 
 def run_map(exercise_name: str, module_path: str, request: dict, channel: Channel,
-            memory_gib: float = 0.0) -> int:
+            memory_gib: float = 0.0, lock_down=None) -> int:
     """``python -m learning.grader.worker --map``: the case in the interpreter, the reference's
     module first (so that nothing the learner's import does can change it), then the learner's."""
     from learning.grader import memory_map, sanitizer
@@ -570,7 +667,9 @@ def run_map(exercise_name: str, module_path: str, request: dict, channel: Channe
                          f"the reference has no {part.function}"}
     sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
     warm_up(module_path)
-    if memory_gib > 0:
+    if lock_down is not None:
+        lock_down(memory_gib, "cpu")
+    elif memory_gib > 0:
         cap_memory(memory_gib)
     module, problem = import_learner_module(module_path)
     channel.send("import", problem)
@@ -614,7 +713,14 @@ def main(argv: list[str] | None = None) -> int:
                         "(learning.grader.memory_map) instead of grading")
     parser.add_argument("--stack-file", default="",
                         help="write the stack here on SIGUSR1 (learning.grader.stuck)")
+    parser.add_argument("--grader-pid", type=int, default=0,
+                        help="the check's process, which the learner's code may not signal")
     options = parser.parse_args(argv)
+    # Everything the learner's code starts stays below a guard (learning.grader.containment)
+    return containment.run_guarded(lambda: _work(options))
+
+
+def _work(options) -> int:
     if options.stack_file:
         stuck.arm(options.stack_file)
     sys.dont_write_bytecode = True
@@ -623,12 +729,15 @@ def main(argv: list[str] | None = None) -> int:
     # about them are not the learner's output.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
     channel = Channel(options.fd)
+    # The grader ends this process directly should its guard stop answering.
+    channel.send("pid", os.getpid())
+    locked = _LockDown(options.grader_pid, channel)
     if options.map is not None:
         return run_map(options.exercise, options.module_path, options.map, channel,
-                       options.memory_gib)
+                       options.memory_gib, locked)
     parts = [p for p in options.parts.split(",") if p]
     return run(options.exercise, options.module_path, parts, options.interpret, channel,
-               options.memory_gib, options.cases)
+               options.memory_gib, options.cases, locked)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,241 @@
+"""The course's own files, checked before a check trusts them and after the learner's code ran.
+
+The grader's verdicts rest on files a learner's code can reach: the reference solutions and
+kernels, the cases, the grader itself. So they are not trusted, they are checked:
+
+- ``learning/course_files.sha256`` holds the digest of every one of them (``python -m
+  learning.computed`` writes it); a check first compares the files with it and refuses to
+  grade, in one line, when one differs or is missing;
+- around the learner's code, ``Guard`` keeps the course's files as they were read, and puts back
+  any the code changed or removed; a file it added where Python would import it (the course's
+  folders, the exercise's folder, site-packages' start-up files) is moved into
+  ``.course-state/set-aside/``, and a compiled cache it wrote is deleted. The check says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import site
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from learning.grader.childproc import COURSE_ROOT
+
+MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
+# The course's own modules at the top of the course, beside the learner's exercise modules
+TOP_LEVEL = ("triton_kernels.py", "triton_kernels_fast.py", "triton_kernels_gluon.py",
+             "reference_matmul.py", "reference_attention.py")
+# Files that Python runs at the start of every process, wherever they appear in site-packages
+START_UP = ("sitecustomize.py", "usercustomize.py")
+
+
+def course_files(root: Path = COURSE_ROOT) -> list[str]:
+    """The course's own code, as paths relative to ``root`` with / between folders."""
+    found = sorted(p.relative_to(root).as_posix() for p in (root / "learning").rglob("*.py")
+                   if "__pycache__" not in p.parts)
+    return found + [name for name in TOP_LEVEL if (root / name).exists()]
+
+
+def digest(data: bytes) -> str:
+    """A file's digest, the same whichever line endings a checkout gave it."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+
+
+def manifest_text(root: Path = COURSE_ROOT) -> str:
+    lines = [f"{digest((root / name).read_bytes())}  {name}" for name in course_files(root)]
+    return "\n".join(lines) + "\n"
+
+
+def read_manifest(path: Path = MANIFEST) -> dict[str, str] | None:
+    """{path: digest}, or None when the manifest is missing or unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    entries = {}
+    for line in text.splitlines():
+        value, _, name = line.partition("  ")
+        if len(value) == 64 and name:
+            entries[name] = value
+    return entries
+
+
+def changed(root: Path = COURSE_ROOT) -> list[str]:
+    """The course's files that differ from the manifest, are missing, or are not in it."""
+    listed = read_manifest(root / "learning" / MANIFEST.name)
+    if listed is None:
+        return [f"learning/{MANIFEST.name}"]
+    differ = []
+    for name in sorted(set(listed) | set(course_files(root))):
+        try:
+            if digest((root / name).read_bytes()) != listed.get(name):
+                differ.append(name)
+        except OSError:
+            differ.append(name)
+    return differ
+
+
+def refusal(files: list[str]) -> str:
+    """The one line a check refuses with when the course's files are not as shipped."""
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"the course's own files are not as it was installed ({shown}): its verdicts "
+            "could not be trusted, so nothing was graded; put them back with git checkout -- "
+            f"learning {' '.join(TOP_LEVEL)} (a maintainer who changed them on purpose runs "
+            "python -m learning.computed)")
+
+
+# --- around the learner's code -----------------------------------------------------------------
+
+@dataclass
+class Repairs:
+    """What the learner's code did to files it should not have touched, and what was done."""
+
+    restored: list[str] = field(default_factory=list)  # course files put back
+    set_aside: list[str] = field(default_factory=list)  # files it added, moved away
+    caches_deleted: int = 0  # compiled files it wrote under the course's folders
+
+    def note(self, aside_folder: str) -> str:
+        parts = []
+        if self.restored:
+            parts.append(f"changed the course's own files ({_listed(self.restored)}), which "
+                         "were put back as they were")
+        if self.set_aside:
+            parts.append(f"added {_listed(self.set_aside)} where Python would import it, "
+                         f"moved to {aside_folder}")
+        if self.caches_deleted:
+            parts.append(f"wrote {self.caches_deleted} compiled file(s) under the course's "
+                         "folders, deleted")
+        return "your code " + "; it ".join(parts) if parts else ""
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+class Guard:
+    """Taken before the learner's code runs, ``repair()`` after: see the module's docstring."""
+
+    def __init__(self, learner_folder: Path, root: Path = COURSE_ROOT):
+        self.root = root
+        self.learner_folder = learner_folder
+        self.kept = {}
+        for name in course_files(root):
+            with contextlib.suppress(OSError):
+                self.kept[name] = (root / name).read_bytes()
+        self.watched = self._watched_folders()
+        self.entries = {folder: _entries(folder) for folder in self.watched}
+        self.caches = _caches(root / "learning")
+
+    def _watched_folders(self) -> list[Path]:
+        folders = {self.root, self.learner_folder}
+        folders.update(p for p in (self.root / "learning").rglob("*")
+                       if p.is_dir() and p.name != "__pycache__")
+        folders.update(Path(p) for p in _site_folders())
+        return sorted(folders)
+
+    def repair(self, aside: Path) -> Repairs:
+        """Put back what changed; ``aside`` is the folder added files are moved into."""
+        repairs = Repairs()
+        for name, data in self.kept.items():
+            path = self.root / name
+            try:
+                same = path.read_bytes() == data and not path.is_symlink()
+            except OSError:
+                same = False
+            if not same:
+                with contextlib.suppress(OSError):
+                    if path.is_symlink() or path.is_dir():
+                        _move_away(path, aside)
+                    path.write_bytes(data)
+                    repairs.restored.append(name)
+        for folder, before in self.entries.items():
+            for name in sorted(_entries(folder) - before):
+                if _importable(folder / name, folder):
+                    with contextlib.suppress(OSError):
+                        _move_away(folder / name, aside)
+                        repairs.set_aside.append(str(folder / name))
+        for path, stamp in _caches(self.root / "learning").items():
+            if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    repairs.caches_deleted += 1
+        self.caches = _caches(self.root / "learning")
+        return repairs
+
+
+def _entries(folder: Path) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
+
+
+def _importable(path: Path, folder: Path) -> bool:
+    """Whether a new entry could be run by a later Python process: a module or a package, or
+    (in site-packages) a .pth file or a start-up module."""
+    name = path.name
+    if name.startswith(".course-state") or name == "__pycache__":
+        return False
+    if name.endswith((".py", ".pyc", ".pyw", ".so", ".pth")) or name in START_UP:
+        return True
+    return (path / "__init__.py").exists() if path.is_dir() and not path.is_symlink() else \
+        path.is_symlink()
+
+
+def _caches(folder: Path) -> dict[str, tuple]:
+    """Every compiled file under ``folder``: {path: (size, mtime, inode)}."""
+    found = {}
+    for path in folder.rglob("*.pyc"):
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            found[str(path)] = (info.st_size, info.st_mtime_ns, info.st_ino)
+    return found
+
+
+def _compiled_from_its_source(path: Path) -> bool:
+    """Whether a compiled file under __pycache__ holds what Python compiles its source to (a
+    cache written meanwhile by the check's own process, or a test's), not other code."""
+    import importlib.util
+    import marshal
+
+    try:
+        source = Path(importlib.util.source_from_cache(str(path)))
+        data = path.read_bytes()
+        code = marshal.loads(data[16:])
+        expected = compile(source.read_bytes(), str(source), "exec", dont_inherit=True,
+                           optimize=_optimisation(path))
+    except (OSError, ValueError, EOFError, TypeError, SyntaxError):
+        return False
+    return code == expected
+
+
+def _optimisation(path: Path) -> int:
+    """The optimisation level a compiled file's name says it was made with (.opt-1.pyc)."""
+    for level in (1, 2):
+        if f".opt-{level}." in path.name:
+            return level
+    return 0
+
+
+def _site_folders() -> list[str]:
+    folders = []
+    with contextlib.suppress(AttributeError):
+        folders += site.getsitepackages()
+    with contextlib.suppress(AttributeError):
+        folders.append(site.getusersitepackages())
+    return [f for f in folders if os.path.isdir(f)]
+
+
+def _move_away(path: Path, aside: Path):
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside.mkdir(parents=True, exist_ok=True)
+    target = aside / f"{stamp}-{path.name}"
+    counter = 1
+    while target.exists() or target.is_symlink():
+        counter += 1
+        target = aside / f"{stamp}-{counter}-{path.name}"
+    shutil.move(str(path), str(target))
