@@ -81,11 +81,9 @@ def changed(root: Path = COURSE_ROOT) -> list[str]:
 
 def refusal(files: list[str]) -> str:
     """The one line a check refuses with when the course's files are not as shipped."""
-    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return (f"the course's own files are not as it was installed ({shown}): its verdicts "
-            "could not be trusted, so nothing was graded; put them back with git checkout -- "
-            f"learning {' '.join(TOP_LEVEL)} (a maintainer who changed them on purpose runs "
-            "python -m learning.computed)")
+    return (f"the course's own files are not as installed ({_listed(files)}), so nothing was "
+            "graded: git checkout -- learning puts them back (after a change of your own, "
+            "python -m learning.computed records it)")
 
 
 # --- around the learner's code -----------------------------------------------------------------

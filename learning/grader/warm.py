@@ -109,9 +109,10 @@ def server(force_interpret: bool) -> forkserver.ForkServer | None:
         return None
     if sock is None:
         return None
-    _connected[interpret] = forkserver.ForkServer(sock, ready_seconds)
-    _connected[interpret].path = path
-    return _connected[interpret]
+    connection = forkserver.ForkServer(sock, ready_seconds)
+    connection.path, connection.peer = path, _peer_pid(sock)
+    _connected[interpret] = connection
+    return connection
 
 
 def discard(connection: forkserver.ForkServer) -> None:
@@ -122,7 +123,7 @@ def discard(connection: forkserver.ForkServer) -> None:
         if known is connection:
             del _connected[interpret]
     path = getattr(connection, "path", None)
-    pid = _peer_pid(connection.sock)
+    pid = getattr(connection, "peer", 0)
     connection.close()
     if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
         with contextlib.suppress(OSError):

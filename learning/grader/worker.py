@@ -22,9 +22,9 @@ import time
 import warnings
 from numbers import Real
 
-from learning.grader import allocations, containment, registry, stuck
+from learning.grader import allocations, borrowed, containment, registry, stuck
 from learning.grader import mode as kernel_mode
-from learning.grader.childproc import COURSE_ROOT, MEMORY_ALLOWANCE_GIB, load_event
+from learning.grader.childproc import MEMORY_ALLOWANCE_GIB, load_event
 from learning.grader.declarations import Case
 from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import cut as _cut
@@ -57,8 +57,8 @@ class Channel:
         self._file = os.fdopen(inherited_fd(fd), "wb", buffering=0)
 
     def send(self, *event):
-        payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
         try:
+            payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
             load_event(payload)
         except Exception as exc:  # noqa: BLE001 - whatever keeps the grader from reading it
             payload = pickle.dumps(_unsendable(event, exc), protocol=pickle.HIGHEST_PROTOCOL)
@@ -97,28 +97,6 @@ def warm_up(path: str) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the learner's import reports it
                 pass
-
-
-# The course's own answers: the reference solutions, the catalogued versions, and the
-# reference kernels the lessons read. A pass computed by them is not the learner's.
-REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
-REFERENCE_FILES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
-                   "reference_attention.py")
-
-
-def reference_modules() -> set[str]:
-    """Names of the loaded modules that hold the course's reference code."""
-    folders = [os.path.join(COURSE_ROOT, f) + os.sep for f in REFERENCE_FOLDERS]
-    files = {os.path.join(COURSE_ROOT, f) for f in REFERENCE_FILES}
-    found = set()
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or os.path.basename(path) == "__init__.py":
-            continue
-        path = os.path.abspath(path)
-        if path in files or any(path.startswith(f) for f in folders):
-            found.add(name)
-    return found
 
 
 def _is_number(value) -> bool:
@@ -538,7 +516,9 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         lock_down(memory_gib, device)
     elif device == "cpu" and memory_gib > 0:
         cap_memory(memory_gib)
-    loaded_before = reference_modules()
+    loaded_before = borrowed.loaded_reference_modules()
+    watch = borrowed.Watch(module_path)
+    watch.install()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
     channel.send("importing")
     module, problem = import_learner_module(module_path)
@@ -549,9 +529,9 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         return 0
     completed = _run_parts(module, module_path, parts, inputs, only, device, recorder,
                            launches, channel)
-    borrowed = reference_modules() - loaded_before
-    if borrowed:
-        channel.send("borrowed", sorted(borrowed))
+    seen = (borrowed.loaded_reference_modules() - loaded_before) | watch.found
+    if seen:
+        channel.send("borrowed", sorted(seen))
     if not completed:
         return 0
     for stream in (sys.stdout, sys.stderr):  # the grader stops reading at "finished"

@@ -1,0 +1,158 @@
+"""The course's reference code that the learner's process ran: found by where it came from, and
+by what it is.
+
+A pass computed by the course's own answers is not the learner's, and the check says so. Looking
+up ``sys.modules`` at the end misses the roundabout routes: a reference solution copied to a
+temporary file and imported, its text run with exec, a module imported and then deleted from
+``sys.modules``. So the worker installs an audit hook (``sys.addaudithook``: it cannot be taken
+out again) before the learner's module is imported. Every module body and every string the
+process runs passes through an "exec" event; a code object from one of the course's reference
+files is noted by its path, and one from anywhere else (but the learner's own module, Python's
+own library and the installed packages) is compared, function by function, with the course's
+reference code: the same bytecode, names and constants (not the function's name, its variables'
+names or its strings) is the same code, wherever it was copied to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import sysconfig
+import types
+
+from learning.grader.childproc import COURSE_ROOT
+
+# The course's answers: the reference solutions, the catalogued versions, and the reference
+# kernels the lessons read.
+REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
+REFERENCE_FILES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
+                   "reference_attention.py")
+# Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
+# two-line helper the same way the reference does without having seen it.
+MIN_CODE_BYTES = 64
+
+
+def reference_name(path: str) -> str:
+    """The course's reference file at ``path`` as a module name ("learning.solutions.softmax"),
+    or "" when it is not one."""
+    path = os.path.abspath(path)
+    relative = os.path.relpath(path, COURSE_ROOT)
+    if relative.startswith(".."):
+        return ""
+    relative = relative.replace(os.sep, "/")
+    if relative in REFERENCE_FILES or \
+            any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
+        if os.path.basename(relative) == "__init__.py":
+            return ""
+        return relative.removesuffix(".py").replace("/", ".")
+    return ""
+
+
+def loaded_reference_modules() -> set[str]:
+    """Names of the modules in ``sys.modules`` that hold the course's reference code."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and reference_name(path):
+            found.add(name)
+    return found
+
+
+def fingerprint(code: types.CodeType) -> str:
+    """What makes two functions the same code, whatever they and their variables are called
+    and whatever their docstring says."""
+    consts = tuple(fingerprint(c) if isinstance(c, types.CodeType) else c
+                   for index, c in enumerate(code.co_consts)
+                   if index and not isinstance(c, str))  # index 0: a docstring or None
+    text = repr((code.co_code, code.co_names, consts, code.co_argcount, code.co_flags))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def functions(code: types.CodeType):
+    """Every function's code object inside ``code`` (a module's, a class's), at any depth."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if not const.co_name.startswith("<"):
+                yield const
+            yield from functions(const)
+
+
+class Watch:
+    """The audit hook of the module's docstring; ``found`` holds what it saw, as names."""
+
+    def __init__(self, learner_file: str):
+        self.learner_file = os.path.abspath(learner_file)
+        self.by_path: set[str] = set()  # reference modules run from their own files
+        self.copies: dict[tuple[str, str], set[str]] = {}  # (module, where): its functions
+        self._references: dict[str, tuple[str, str]] | None = None  # print: (module, function)
+        library = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib",
+                                                            "platlib")}
+        library |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        self._library = tuple(os.path.join(os.path.abspath(p), "") for p in library if p)
+        self._course = os.path.join(str(COURSE_ROOT), "learning", "")
+
+    def install(self):
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple):
+        if event != "exec" or not args or not isinstance(args[0], types.CodeType):
+            return
+        try:
+            self._look(args[0])
+        except Exception:  # noqa: BLE001 - the learner's exec must go on, whatever this is
+            pass
+
+    def _look(self, code: types.CodeType):
+        path = code.co_filename
+        if not path.startswith("<"):
+            path = os.path.abspath(path)
+            if path == self.learner_file:
+                return
+            name = reference_name(path)
+            if name:
+                self.by_path.add(name)
+                return
+            if path.startswith(self._library) or path.startswith(self._course):
+                return
+        references = self._fingerprints()
+        for function in functions(code):
+            if len(function.co_code) < MIN_CODE_BYTES:
+                continue
+            match = references.get(fingerprint(function))
+            if match:
+                where = os.path.basename(path) if not path.startswith("<") else path
+                self.copies.setdefault((match[0], where), set()).add(match[1])
+
+    @property
+    def found(self) -> set[str]:
+        """What was seen, one name each: "learning.solutions.softmax", or, for a copy,
+        "learning.solutions.softmax (softmax_python), copied into mine.py"."""
+        return self.by_path | {f"{module} ({', '.join(sorted(names))}), copied into {where}"
+                               for (module, where), names in self.copies.items()}
+
+    def _fingerprints(self) -> dict[str, tuple[str, str]]:
+        """The course's reference functions, compiled here the first time they are needed."""
+        if self._references is None:
+            self._references = {}
+            for path in _reference_paths():
+                try:
+                    with open(path, encoding="utf-8") as handle:
+                        module = compile(handle.read(), path, "exec", dont_inherit=True)
+                except (OSError, SyntaxError, ValueError):
+                    continue
+                name = reference_name(path)
+                for function in functions(module):
+                    if len(function.co_code) >= MIN_CODE_BYTES:
+                        self._references.setdefault(fingerprint(function),
+                                                    (name, function.co_name))
+        return self._references
+
+
+def _reference_paths() -> list[str]:
+    """The reference solutions and kernels (the catalogue's versions are mostly wrong on
+    purpose: a copy of one is the learner's mistake to own)."""
+    folder = COURSE_ROOT / "learning" / "solutions"
+    paths = sorted(str(p) for p in folder.glob("*.py") if p.name != "__init__.py")
+    return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
+                    if (COURSE_ROOT / name).exists()]

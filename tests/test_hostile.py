@@ -1,0 +1,758 @@
+"""The grader against a learner's module that attacks it: every check ends, nothing the module
+starts outlives the check, and nothing it does changes a later check's verdict.
+
+Each test feeds one kind of attack (stopping or killing the grader's processes, escaping the
+process group, impersonating or garbling the warm process's socket, lifting the memory cap,
+escape codes, values that lie, the reference by a roundabout route, the course's files and the
+state file tampered with, the terminal closed) and asserts what the learner is told and that
+a later check of a right, a wrong and an untouched module gives the verdict it should.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from learning import check, progress, solution
+from learning.grader import containment, forkserver, integrity, registry, report, state
+from learning.grader import warm as warm_process
+from tests.helpers import (
+    COURSE_ROOT,
+    course_pythonpath,
+    grade_text,
+    solution_text,
+    stub_text,
+    write_module,
+)
+
+SOFTMAX = registry.find("softmax")
+FORKED = "worker: forked from a warm process"
+linux_only = pytest.mark.skipif(not containment.available(),
+                                reason="the guard and the filter are Linux's (subreapers, /proc)")
+filtered = pytest.mark.skipif(containment.machine() not in containment._SYSCALLS
+                              or not containment.available(),
+                              reason="the seccomp filter covers x86-64 and aarch64 Linux")
+WRONG = solution_text("softmax").replace("return output  # store", "return output[::-1]")
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # leave nothing behind, then fail
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def read_pid(path: Path, seconds: float = 10) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was never written")
+
+
+def rendered(result, width: int = 80, terminal: bool = False) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    report.render(Console(file=buffer, width=width, force_terminal=terminal,
+                          no_color=not terminal, highlight=False), result)
+    return buffer.getvalue()
+
+
+def later_checks_are_honest(folder: Path):
+    """A wrong module fails, a right one passes, an untouched stub is not started."""
+    wrong = grade_text(folder, "softmax", WRONG, ["python"])
+    assert not wrong.ok and wrong.parts[0].passed < wrong.parts[0].graded
+    right = grade_text(folder, "softmax", solution_text("softmax"), ["python"])
+    assert right.ok, rendered(right)
+    untouched = grade_text(folder, "reductions", stub_text("reductions"), ["python"])
+    assert untouched.parts[0].status == "not-started"
+
+
+@pytest.fixture
+def warm_on(monkeypatch):
+    """Learners' warm server on, its sockets in a folder of this test's own."""
+    sockets = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # a socket path is short
+    monkeypatch.setenv(warm_process.SWITCH, "1")
+    monkeypatch.setenv(warm_process.IDLE_SWITCH, "20")
+    monkeypatch.setenv("TMPDIR", str(sockets))
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
+    monkeypatch.setattr(forkserver, "enabled", lambda: False)  # not the test suite's server
+    warm_process._connected.clear()
+    warm_process.take_notes()
+    yield sockets
+    for server in list(warm_process._connected.values()):
+        server.close()
+    warm_process._connected.clear()
+    for path in (sockets / f"triton-course-{os.getuid()}").glob("*.sock"):
+        pid = _server_pid(path)
+        if pid:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+def _server_pid(path: Path) -> int:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(2)
+    try:
+        sock.connect(str(path))
+        return warm_process._peer_pid(sock)
+    except OSError:
+        return 0
+    finally:
+        sock.close()
+
+
+def warm_server_pid(sockets: Path) -> int:
+    (path,) = (sockets / f"triton-course-{os.getuid()}").glob("*.sock")
+    return _server_pid(path)
+
+
+# --- 1. Stopping or killing the grader's processes ---------------------------------------------
+
+SIGNALS_THE_GRADER = '''
+
+import os as _os
+import signal as _signal
+
+
+def _parent_of(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+_refused = []
+for _target in (_os.getppid(), _parent_of(_os.getppid()), -1):
+    for _number in (_signal.SIGSTOP, _signal.SIGKILL):
+        try:
+            _os.kill(_target, _number)
+        except PermissionError:
+            _refused.append(_target)
+print("refused", len(_refused))
+'''
+
+
+@filtered
+def test_the_learners_code_cannot_stop_or_kill_the_grader(tmp_path, warm_on):
+    result = grade_text(tmp_path, "softmax", solution_text("softmax") + SIGNALS_THE_GRADER,
+                        ["python"])
+    assert FORKED in [what for _, what in result.timeline]
+    assert result.ok and "refused 6" in result.learner_output
+    later_checks_are_honest(tmp_path)
+
+
+@linux_only
+def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_path, warm_on,
+                                                                           monkeypatch):
+    # Where the filter cannot be had, a module can stop the warm process that forked it: the
+    # check must still end (its waits are bounded), and the next one must replace the server.
+    monkeypatch.setenv(containment.SWITCH, "0")
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    server = warm_server_pid(warm_on)
+    stop = solution_text("softmax") + "\n\nimport os, signal\nos.kill(os.getppid(), " \
+        "signal.SIGSTOP)\n"
+    started = time.monotonic()
+    stopped = grade_text(tmp_path, "softmax", stop, ["python"])
+    assert time.monotonic() - started < 60
+    assert stopped.parts[0].status in ("passed", "failed")  # a verdict, whatever it is
+    monkeypatch.delenv(containment.SWITCH)
+    started = time.monotonic()
+    again = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+    assert time.monotonic() - started < 60
+    assert again.ok, rendered(again)
+    assert any("the warm process" in note and "replaced" in note for note in again.notes)
+    assert "the warm process" in " ".join(rendered(again).split())
+    assert gone_within(server, 10), "the stopped server was left behind"
+    later_checks_are_honest(tmp_path)
+
+
+@linux_only
+def test_a_server_that_never_answers_is_given_up_within_seconds(tmp_path, warm_on, monkeypatch):
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    warm_process._connected.clear()  # as a new check process would: connect afresh
+    server = warm_server_pid(warm_on)
+    # stopped where /proc cannot show it: the state looks as a live server's
+    monkeypatch.setattr(warm_process, "_impostor", lambda pid, path, interpret=None: "")
+    monkeypatch.setattr(warm_process, "READY_SECONDS", 1.0)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        result = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+        took = time.monotonic() - started
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(server, signal.SIGCONT)
+    assert result.ok and FORKED not in [what for _, what in result.timeline]
+    assert any("did not answer within 1 s" in note for note in result.notes), result.notes
+    assert took < 60
+    assert gone_within(server, 10)
+
+
+# --- 2. Escaping the process group --------------------------------------------------------------
+
+ESCAPES = '''
+
+import os as _os
+import signal as _signal
+import time as _time
+
+
+def _escape(marker):
+    child = _os.fork()
+    if child == 0:
+        _os.setsid()
+        if _os.fork() == 0:
+            for _number in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT, _signal.SIGUSR1):
+                _signal.signal(_number, _signal.SIG_IGN)
+            with open(marker, "w") as handle:
+                handle.write(str(_os.getpid()))
+            _time.sleep(600)
+        _os._exit(0)
+    _os.waitpid(child, 0)
+
+
+_escape({marker!r})
+'''
+
+
+@linux_only
+@pytest.mark.parametrize("path", ["warm", "fresh", "portable"])
+def test_a_double_forked_process_in_a_session_of_its_own_ends_with_the_check(
+        tmp_path, warm_on, monkeypatch, path):
+    if path != "warm":
+        monkeypatch.setenv(warm_process.SWITCH, "0")
+    if path == "portable":
+        monkeypatch.setenv("LEARNING_PORTABLE_PROCESS", "1")
+    marker = tmp_path / "escaped.pid"
+    module = solution_text("softmax") + ESCAPES.format(marker=str(marker))
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok, rendered(result)
+    assert (FORKED in [what for _, what in result.timeline]) == (path == "warm")
+    escaped = read_pid(marker)
+    assert gone_within(escaped, 10), "a process the module started outlived the check"
+
+
+@linux_only
+def test_the_guard_leaves_as_its_child_did():
+    for code in (0, 3):
+        done = subprocess.run([sys.executable, "-c", (
+            "import os, sys\nfrom learning.grader import containment\n"
+            f"os._exit(containment.run_guarded(lambda: {code}))")],
+            env=dict(os.environ, PYTHONPATH=course_pythonpath()), timeout=60)
+        assert done.returncode == code
+    done = subprocess.run([sys.executable, "-c", (
+        "import os, signal\nfrom learning.grader import containment\n"
+        "containment.run_guarded(lambda: os.kill(os.getpid(), signal.SIGSEGV))")],
+        env=dict(os.environ, PYTHONPATH=course_pythonpath()), timeout=60)
+    assert done.returncode == -signal.SIGSEGV
+
+
+# --- 3. The warm process's socket ---------------------------------------------------------------
+
+IMPERSONATES = '''
+
+import socket as _socket
+
+try:
+    _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    print("made a Unix socket")
+except PermissionError:
+    print("no Unix socket")
+'''
+
+FAKE_SERVER = r'''
+import json, os, socket, sys, time
+path = sys.argv[1]
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+listener.bind(path)
+listener.listen(8)
+open(sys.argv[2], "w").write(str(os.getpid()))
+while True:
+    connection, _ = listener.accept()
+    connection.send(json.dumps({"ready": True}).encode())
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 2)
+    request = json.loads(message)
+    # claims to have forked a worker, and reports it passed: a right exit, no events
+    connection.send(json.dumps({"started": request["id"], "pid": os.getpid()}).encode())
+    open(sys.argv[2] + ".served", "w").write("1")
+    for fd in fds:
+        os.close(fd)
+'''
+
+
+@filtered
+def test_the_learners_code_cannot_make_a_unix_socket(tmp_path, warm_on):
+    result = grade_text(tmp_path, "softmax", solution_text("softmax") + IMPERSONATES,
+                        ["python"])
+    assert result.ok and "no Unix socket" in result.learner_output
+
+
+@linux_only
+def test_a_process_answering_on_the_socket_is_not_trusted_for_answering(tmp_path, warm_on):
+    folder = warm_process.folder()
+    path = folder / f"{warm_process.key(True)}.sock"
+    marker = tmp_path / "fake.pid"
+    fake = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, str(path), str(marker)])
+    try:
+        read_pid(marker)
+        result = grade_text(tmp_path, "softmax", WRONG, ["python"])
+        assert not result.ok and result.parts[0].passed < result.parts[0].graded
+        assert not Path(str(marker) + ".served").exists(), "the check used the impostor"
+        assert any("is not the course's" in note for note in result.notes), result.notes
+        text = " ".join(rendered(result).split())
+        assert "not the course's (another command listens there)" in text
+    finally:
+        fake.kill()
+        fake.wait()
+    later_checks_are_honest(tmp_path)
+
+
+@linux_only
+def test_garbage_on_the_socket_does_not_end_the_warm_process(tmp_path, warm_on):
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    server = warm_server_pid(warm_on)
+    (path,) = (warm_on / f"triton-course-{os.getuid()}").glob("*.sock")
+    for garbage in (b"not json", b"[1, 2]", json.dumps({"id": "x", "argv": 5}).encode(),
+                    b"\xff\xfe"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.connect(str(path))
+        sock.send(garbage)
+        sock.settimeout(5)
+        with contextlib.suppress(OSError):
+            while sock.recv(1 << 16):  # "ready", then the server hangs up on it
+                pass
+        sock.close()
+    assert alive(server)
+    warm_process._connected.clear()
+    again = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+    assert again.ok and FORKED in [what for _, what in again.timeline]
+    assert warm_server_pid(warm_on) == server
+
+
+# --- 4. Limits the learner's own code cannot lift ----------------------------------------------
+
+LIFTS_THE_CAP = '''
+
+import resource as _resource
+
+
+def softmax_python(values):
+    try:
+        _resource.setrlimit(_resource.RLIMIT_AS, (_resource.RLIM_INFINITY,
+                                                  _resource.RLIM_INFINITY))
+        print("cap lifted")
+    except (ValueError, OSError):
+        print("cap kept")
+    rows = []
+    while True:
+        rows.append(bytearray(64 << 20))  # 64 MiB a step, past the cap
+'''
+
+
+@linux_only
+def test_the_memory_cap_holds_against_the_learners_own_code(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("the cap applies on the CPU only: CUDA reserves far more address space")
+    can_lift = os.geteuid() == 0  # root may raise a hard limit: only the filter stops it
+    if can_lift and containment.machine() not in containment._SYSCALLS:
+        pytest.skip("as root, without the filter, a hard limit can be raised")
+    result = grade_text(tmp_path, "softmax", solution_text("softmax") + LIFTS_THE_CAP,
+                        ["python"], memory_gib=0.5)
+    first = result.parts[0].cases[0].verdict
+    assert "cap kept" in result.learner_output and "cap lifted" not in result.learner_output
+    assert first.status == "error" and "MemoryError" in first.summary, first.summary
+
+
+def test_the_cap_is_hard_as_well_as_soft():
+    done = subprocess.run([sys.executable, "-c", (
+        "import resource\nfrom learning.grader import worker\n"
+        "worker.cap_memory(1.0)\nprint(*resource.getrlimit(resource.RLIMIT_AS))")],
+        env=dict(os.environ, PYTHONPATH=course_pythonpath()), capture_output=True, text=True,
+        timeout=60)
+    soft, hard = (int(x) for x in done.stdout.split())
+    assert soft == hard != resource.RLIM_INFINITY
+
+
+def test_an_event_frame_larger_than_any_event_ends_the_run_with_what_was_seen(tmp_path):
+    module = solution_text("softmax") + '''
+
+import os as _os
+import struct as _struct
+
+
+def softmax_python(values):
+    for fd in range(3, 64):  # whatever the event pipe is: announce a frame of 1 TB on each
+        try:
+            _os.write(fd, _struct.pack("<Q", 1 << 40))
+        except OSError:
+            pass
+    return [1.0]
+'''
+    started = time.monotonic()
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    verdict = result.parts[0].cases[0].verdict
+    assert verdict.status == "error" and "could not read what the process sent" in \
+        verdict.summary, verdict.summary
+    assert "pipe" not in verdict.summary and not verdict.causes
+    assert time.monotonic() - started < 60
+
+
+# --- 5. Text from the learner's code is shown, never acted on ----------------------------------
+
+ESCAPE_CODES = "\\x1b[2J\\x1b[1A\\x1b[2K\\x1b]0;title\\x07\\x1b]52;c;aGk=\\x07\\r 50%|###\\u202e"
+SAYS_ESCAPES = f'''
+
+class _Odd:
+    def __repr__(self):
+        return "odd{ESCAPE_CODES}"
+
+
+def softmax_python(values):
+    print("printed{ESCAPE_CODES}")
+    if len(values) == 1:
+        return _Odd()
+    raise ValueError("message{ESCAPE_CODES}")
+'''
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_escape_sequences_from_the_learners_code_are_shown_not_executed(tmp_path, terminal):
+    result = grade_text(tmp_path, "softmax", solution_text("softmax") + SAYS_ESCAPES,
+                        ["python"])
+    text = rendered(result, terminal=terminal)
+    for raw in ("\x1b[2J", "\x1b[1A", "\x1b[2K", "\x1b]", "\x07", "\r", "\u202e"):
+        assert raw not in text, repr(raw)
+    flat = text.replace("\n", "")
+    for shown in ("printed\\x1b[2J", "message\\x1b[2J", "\\x1b]52;c;aGk=\\x07", "\\r 50%",
+                  "\\u202e"):
+        assert shown in flat, shown
+    if terminal:  # rich's own colours still reach a terminal
+        assert "\x1b[" in text
+    as_json = report.to_json(result)
+    assert "printed\x1b[2J\x1b[1A" in as_json["learner_output"]  # --json keeps it exact
+
+
+def test_the_command_shows_escapes_at_80_columns_piped(tmp_path):
+    write_module(tmp_path, "softmax", solution_text("softmax") + SAYS_ESCAPES)
+    done = subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--part", "python",
+                           "--root", str(tmp_path)], capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath()),
+                          timeout=300)
+    assert done.returncode == 1
+    assert "\x1b" not in done.stdout and "\r" not in done.stdout
+    assert "\\x1b[2J" in done.stdout
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+
+
+# --- 6. Values that lie are judged by their plain values ----------------------------------------
+
+LYING_VALUES = '''
+
+import math as _math
+
+
+class _Float(float):
+    def __float__(self):
+        return 0.25
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+class _List(list):
+    def __iter__(self):
+        return iter([0.5])
+
+    def __len__(self):
+        return 1
+
+
+def softmax_python(values):
+    top = max(values)
+    exps = [_math.exp(v - top) for v in values]
+    total = sum(exps)
+    return _List(_Float(e / total{scale}) for e in exps)
+'''
+
+
+@pytest.mark.parametrize("scale, passes", [("", True), (" * 2", False)])
+def test_subclasses_of_float_and_list_are_judged_by_their_values(tmp_path, scale, passes):
+    result = grade_text(tmp_path, "softmax", LYING_VALUES.format(scale=scale), ["python"])
+    part = result.parts[0]
+    assert all(c.verdict.status in ("passed", "failed") for c in part.cases), rendered(result)
+    assert part.status == ("passed" if passes else "failed")
+
+
+def test_a_tensor_subclass_is_judged_by_its_values(tmp_path):
+    module = solution_text("softmax") + '''
+
+import torch as _torch
+
+_right = softmax_triton
+
+
+class _Lying(_torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        result = super().__torch_function__(func, types, args, kwargs or {})
+        return result * 0 if isinstance(result, _torch.Tensor) else result
+
+
+def softmax_triton(x):
+    return _right(x).as_subclass(_Lying)
+'''
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    assert result.ok, rendered(result)
+
+
+def test_an_event_the_grader_could_not_read_is_never_sent():
+    from learning.grader import worker
+
+    class Odd:
+        pass
+
+    read, write = os.pipe()
+    try:
+        channel = worker.Channel(write)
+        channel.send("done", "python", "case", Odd())
+        from learning.grader import childproc
+
+        size = childproc.FRAME_HEADER.unpack(os.read(read, 8))[0]
+        event = childproc.load_event(os.read(read, size))
+    finally:
+        os.close(read)
+    assert event[0] == "done" and event[3].values is None
+    assert "could not be passed to the grader as plain data" in event[3].note
+
+
+# --- 7. The reference by a roundabout route -----------------------------------------------------
+
+PYTHON_PART_ONLY = "\n".join(
+    line for line in solution_text("softmax").split("@triton.jit")[0].splitlines()
+    if not line.startswith(("import torch", "import triton")))
+
+
+@pytest.mark.parametrize("route", ["copied", "exec", "forgotten"])
+def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
+    copy = tmp_path / "elsewhere" / "mine.py"
+    copy.parent.mkdir()
+    copy.write_text(PYTHON_PART_ONLY, encoding="utf-8")
+    module = {
+        "copied": f"import importlib.util as _u\n_s = _u.spec_from_file_location('mine', "
+                  f"{str(copy)!r})\n_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
+                  "softmax_python = _m.softmax_python\n",
+        "exec": f"exec(open({str(copy)!r}).read())\n",
+        "forgotten": "import sys\nimport learning.solutions.softmax as _s\n"
+                     "softmax_python = _s.softmax_python\n"
+                     "del sys.modules['learning.solutions.softmax']\n",
+    }[route]
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok
+    assert any("learning.solutions.softmax" in name for name in result.borrowed), \
+        result.borrowed
+    assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_a_function_of_the_learners_own_is_not_taken_for_the_reference(tmp_path):
+    helper = tmp_path / "helpers_of_mine.py"
+    helper.write_text("import math\n\ndef stable(values):\n    top = max(values)\n"
+                      "    exps = [math.exp(v - top) for v in values]\n"
+                      "    return [e / sum(exps) for e in exps]\n", encoding="utf-8")
+    result = grade_text(tmp_path, "softmax", "from helpers_of_mine import stable as "
+                        "softmax_python\n", ["python"])
+    assert result.ok and result.borrowed == []
+
+
+# --- 8. The course's own files ------------------------------------------------------------------
+
+def course_copy(tmp_path: Path) -> Path:
+    """A copy of the course's code, where a test may tamper with the files."""
+    root = tmp_path / "course"
+    shutil.copytree(COURSE_ROOT / "learning", root / "learning",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in integrity.TOP_LEVEL:
+        shutil.copy(COURSE_ROOT / name, root / name)
+    return root
+
+
+def run_check(root: Path, folder: Path, *arguments: str, env: dict | None = None):
+    # wide: the notes quote long temporary paths, which would fold at 80 columns
+    environment = dict(os.environ, PYTHONPATH=str(root), COLUMNS="400", LEARNING_WARM="0",
+                       LEARNING_FORKSERVER="0", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--part",
+                           "python", "--root", str(folder), *arguments], cwd=root,
+                          env=environment, capture_output=True, text=True, timeout=300)
+
+
+def test_a_check_refuses_to_grade_with_the_courses_files_changed(tmp_path):
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    write_module(folder, "softmax", WRONG)
+    reference = root / "learning" / "exercises" / "softmax.py"
+    reference.write_text(reference.read_text(encoding="utf-8") + "\n# changed\n",
+                         encoding="utf-8")
+    done = run_check(root, folder)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and "(learning/exercises/softmax.py)" in lines[0], done.stdout
+    assert "nothing was graded" in lines[0] and "git checkout -- learning" in lines[0]
+
+
+def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    reference = root / "learning" / "exercises" / "softmax.py"
+    original = reference.read_bytes()
+    write_module(folder, "softmax", solution_text("softmax") + f'''
+
+def _tamper():
+    with open({str(reference)!r}, "a") as handle:
+        handle.write("\\nraise SystemExit('tampered')\\n")
+    with open({str(root / "json.py")!r}, "w") as handle:  # shadows json for the next check
+        handle.write("raise SystemExit('hijacked')\\n")
+
+
+_tamper()
+''')
+    done = run_check(root, folder)
+    text = " ".join(done.stdout.split())
+    assert "changed the course's own files (learning/exercises/softmax.py)" in text, done.stdout
+    assert "json.py where Python would import it" in text
+    assert reference.read_bytes() == original
+    assert not (root / "json.py").exists()
+    assert list((folder / ".course-state" / "set-aside").iterdir())
+    write_module(folder, "softmax", WRONG)
+    assert run_check(root, folder).returncode == 1
+    write_module(folder, "softmax", solution_text("softmax"))
+    right = run_check(root, folder)
+    assert right.returncode == 0, right.stdout + right.stderr
+
+
+def test_the_digests_of_the_courses_files_are_current():
+    assert integrity.changed() == [], "run python -m learning.computed"
+
+
+# --- 9. State files are data --------------------------------------------------------------------
+
+@linux_only
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_state_file_that_is_not_a_file_is_set_aside_without_waiting(tmp_path, capsys, kind):
+    path = state.state_path(tmp_path)
+    path.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not a regular file" in out and "set aside" in out
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    assert progress.main(["--root", str(tmp_path)]) == 0
+    assert "not a regular file" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_forged_grade_is_left_out_and_keeps_the_solution_closed(tmp_path, capsys):
+    path = state.state_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format": state.FORMAT, "grades": {"softmax": {
+        part: {"status": "passed", "passed": 99, "total": 99, "checked_at": "2026-01-01T00:00:00",
+               "source": "", "mac": "0" * 64} for part in ("python", "triton")}}}),
+        encoding="utf-8")
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    assert progress.main(["--root", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "99/99" not in out and "not recorded by a check" in out
+    assert solution.main(["softmax", "--root", str(tmp_path)]) == 1
+    assert "not checked yet" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_grade_of_another_version_of_the_file_does_not_open_the_solution(tmp_path, capsys):
+    write_module(tmp_path, "softmax", solution_text("softmax"))
+    assert check.main(["softmax", "--root", str(tmp_path)]) == 0
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    capsys.readouterr()
+    assert solution.main(["softmax", "--root", str(tmp_path)]) == 1
+    assert "softmax.py has changed since that check" in \
+        " ".join(capsys.readouterr().out.split())
+    assert progress.main(["--root", str(tmp_path), "--json"]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out)["lessons"] if r["lesson"] == "04"]
+    assert row["parts"]["python"]["of_current_file"] is False
+
+
+# --- 10. Closing the terminal, Ctrl-C, a killed check -------------------------------------------
+
+ENDLESS = '''
+import os
+
+with open(os.path.join(os.path.dirname(__file__), "worker.pid"), "w") as handle:
+    handle.write(str(os.getpid()))
+
+
+def softmax_python(values):
+    while True:
+        pass
+'''
+
+
+@linux_only
+@pytest.mark.parametrize("path", ["warm", "fresh"])
+@pytest.mark.parametrize("number", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT,
+                                    signal.SIGKILL])
+def test_a_check_stopped_by_a_signal_ends_its_worker(tmp_path, warm_on, path, number):
+    write_module(tmp_path, "softmax", ENDLESS)
+    env = dict(os.environ, PYTHONPATH=course_pythonpath(), LEARNING_FORKSERVER="0",
+               LEARNING_WARM="1" if path == "warm" else "0")
+    check_process = subprocess.Popen(
+        [sys.executable, "-m", "learning.check", "softmax", "--part", "python", "--root",
+         str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        worker = read_pid(tmp_path / "worker.pid", 120)
+        os.kill(check_process.pid, number)
+        check_process.wait(timeout=30)
+        assert gone_within(worker, 10), "the worker outlived the check"
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(check_process.pid, signal.SIGKILL)
+        _, err = check_process.communicate(timeout=30)
+    if number != signal.SIGKILL:
+        assert check_process.returncode == (130 if number == signal.SIGINT else 128 + number)
+        assert b"Traceback" not in err, err.decode()
