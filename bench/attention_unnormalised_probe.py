@@ -3,9 +3,10 @@
 Grades the catalogued version (the reference kernel ending with ``out = acc``) once, in one
 worker, and prints for every case: the verdict and the causes named, and, where the output is
 wrong, how far it is from the bug's float64 replay, as a multiple of the replay's tolerance for
-the case's dtype (1 or less: the replay explains it), with the largest running sum l of the
-case, which the kernel's rounding of p before p @ v is relative to. A case the replay does not
-explain makes the grader drop the bug from every case (runner._drop_contradicted).
+the case's dtype (1 or less: within it), plainly and with both divided by each row's l (as the
+grader compares them: learning.exercises.attention.unnormalised), with the largest running sum
+l of the case, which the kernel's rounding of p before p @ v is relative to. A case the replay
+does not explain makes the grader drop the bug from every case (runner._drop_contradicted).
 
     python bench/attention_unnormalised_probe.py [--json PATH]
 """
@@ -55,17 +56,20 @@ def main(argv: list[str] | None = None) -> int:
             dtype = declared._out_dtype(args)
             atol, rtol = declared._REPLAY_TOLERANCE[dtype]
             forms = [d for d in bug.detect.detects]
-            ratios = []
+            ratios, scaled = [], []
+            _, sums = declared.unnormalised(None)._per_row(values, args)
             for form in forms:
                 buggy = form._buggy(args)
                 if buggy is None or buggy.shape != values.shape:
                     continue
                 with np.errstate(all="ignore"):
                     ratio = np.abs(values - buggy) / (atol + rtol * np.abs(buggy))
-                ratios.append(float(np.nanmax(ratio)) if np.isfinite(ratio).any() else
-                              float("inf"))
+                    per_row = np.abs(values - buggy) / sums / (atol + rtol * np.abs(buggy / sums))
+                ratios.append(_worst(ratio))
+                scaled.append(_worst(per_row))
             exact = forms[0]._buggy(args)
             row.update(dtype=dtype, worst_over_tolerance=min(ratios) if ratios else None,
+                       worst_divided_by_l=min(scaled) if scaled else None,
                        explained=bool(bug.detect(values, args, want)),
                        largest_l=_largest_sum(args),
                        within_case=bool(close(values, exact, atol, rtol).all())
@@ -75,12 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         extra = "" if "dtype" not in row else (
             f"  {row['dtype']:>8}  replay x{row['worst_over_tolerance']:.3g} of its tolerance"
-            f"  largest l {row['largest_l']:.3g}  explained={row['explained']}")
+            f" (x{row['worst_divided_by_l']:.3g} divided by l)  largest l "
+            f"{row['largest_l']:.3g}  explained={row['explained']}")
         print(f"  {row['status']:<8} {row['case']:<40} {','.join(row['named']) or '-':<16}"
               f"{extra}")
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
     return 0
+
+
+def _worst(ratio) -> float:
+    return float(np.nanmax(ratio)) if np.isfinite(ratio).any() else float("inf")
 
 
 def _largest_sum(args) -> float:

@@ -681,3 +681,30 @@ def test_a_rounded_output_is_named_as_rounded(tmp_path):
         "out.append([a / l for a in acc])", "out.append([round(a / l, 6) for a in acc])")
     part = grade_text(tmp_path, "attention", text, ["python"]).parts[0]
     assert failing_bugs(part) == {"rounded"}
+
+
+def test_an_output_never_divided_by_l_is_judged_divided_by_each_rows_l():
+    """A GPU kernel's rounding of acc is relative to the terms it sums, which add up to l
+    times the output: the replay compares both divided by l (on an H200 the plain replay
+    missed 2 of the 18 failing cases by 9 %, and the bug was then ruled out everywhere)."""
+    import numpy as np
+
+    from learning.exercises import attention as declared
+    from learning.grader.tensors import TensorSpec
+
+    part = registry.find("attention").part("triton")
+    bug = next(b for b in part.bugs if b.key == "not-normalised")
+    case = next(c for c in part.cases if c.name == "head dim 128")
+    args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
+    want = np.asarray(declared.reference(*args))
+    never = bug.detect.detects[0]
+    buggy = never._buggy(args)
+    _, sums = never._per_row(buggy, args)
+    atol, rtol = declared._REPLAY_TOLERANCE["float32"]
+    # rounding as large as the tolerance allows a normalised output, times each row's l
+    rounded = buggy + 0.9 * atol * sums * np.where(np.arange(buggy.size).reshape(buggy.shape)
+                                                   % 2, 1, -1)
+    assert not np.allclose(rounded, buggy, atol=atol, rtol=rtol)  # the plain replay misses it
+    assert bug.detect(rounded, args, want)
+    assert never.explains(rounded, args, want, part.tolerance.atol, part.tolerance.rtol)
+    assert not bug.detect(buggy * 1.5, args, want)  # l times something else: not this bug

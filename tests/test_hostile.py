@@ -318,7 +318,7 @@ def test_the_learners_code_cannot_make_a_unix_socket(tmp_path, warm_on):
 @linux_only
 def test_a_process_answering_on_the_socket_is_not_trusted_for_answering(tmp_path, warm_on):
     folder = warm_process.folder()
-    path = folder / f"{warm_process.key(True)}.sock"
+    path = folder / f"{warm_process.key(warm_process.will_interpret(False))}.sock"
     marker = tmp_path / "fake.pid"
     fake = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, str(path), str(marker)])
     try:
