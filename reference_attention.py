@@ -36,8 +36,9 @@ this file adds what makes it fast:
 Inputs are float32, float16 or bfloat16 tensors of one dtype, shaped (batch, heads, seq, d) with
 any strides but a last one of 1 (a (batch, seq, heads, d) tensor transposed is fine); d is a
 power of two from 16 to 128. Causal attention needs seq_q == seq_k. The sums are float32. On
-NVIDIA GPUs ``tl.dot`` rounds float32 inputs to TF32 (10 bits of mantissa), as torch does with
-``allow_tf32``. Importing this module defines the kernel and does nothing else.
+NVIDIA GPUs ``tl.dot`` multiplies float32 inputs as TF32 (10 bits of mantissa; Triton's
+docstring warns they may be truncated, not rounded), as torch does only when asked
+(``allow_tf32``, off by default). Importing this module defines the kernel and does nothing else.
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ fast:
    Triton's interpreter (which cannot time anything).
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
-dtype. The sum is float32. On NVIDIA GPUs ``tl.dot`` rounds float32 inputs to TF32 (10 bits
-of mantissa) before it multiplies, as torch does with ``allow_tf32``; 16-bit inputs are
-multiplied exactly. Importing this module defines the kernel and does nothing else.
+dtype. The sum is float32. On NVIDIA GPUs ``tl.dot`` multiplies float32 inputs as TF32 (10
+bits of mantissa; Triton's docstring warns they may be truncated, not rounded), as torch does
+only when asked (``allow_tf32``, off by default); 16-bit inputs are multiplied exactly.
+Importing this module defines the kernel and does nothing else.
 """
 
 from __future__ import annotations

@@ -201,8 +201,8 @@ def causal_table(numbers=None) -> Table:
                "is visible, 'some' = the block holds the diagonal, 'none' = every key is "
                "hidden (-inf). Visiting blocks from key 0 upward, every row's first block holds "
                "key 0, which every query sees, so no row meets a hidden block while its "
-               "maximum is still -inf. Visiting from the last block down, as FlashAttention-2's "
-               f"CUDA kernel does, queries {_span(first_hidden)} start with a hidden block.")
+               "maximum is still -inf. Visiting every block from the last one down, queries "
+               f"{_span(first_hidden)} start with a hidden block.")
     return Table(("Query", *(f"Keys {_keys(s, min(block, n - s))}" for s in starts)), rows,
                  caption)
 
@@ -262,9 +262,10 @@ def memory_table(numbers=None) -> Table:
                "scores S and the probabilities P to memory and reads each back; a fused kernel "
                "at best reads q, k and v once and writes the output (a real one reads k and v "
                "again for every block of queries, from L2 if it can). FLOPs: 4 × seq² × d "
-               "(q k^T and p @ v). The example GPU of lessons 02 and 12 "
-               f"({EXAMPLE_TENSOR_FLOPS / 1e12:,.0f} TFLOP/s, "
-               f"{EXAMPLE_BANDWIDTH / 1e12:g} TB/s) turns from memory-bound to "
+               "(q k^T and p @ v). Lesson 12's example GPU "
+               f"({EXAMPLE_TENSOR_FLOPS / 1e12:,.0f} TFLOP/s on its tensor cores, "
+               f"{EXAMPLE_BANDWIDTH / 1e12:g} TB/s; lesson 02 counted plain float32 "
+               "arithmetic, far slower) turns from memory-bound to "
                f"compute-bound at {ridge:,.0f} FLOP per byte.")
     return Table(("seq", "Scores of one head (MiB)", "q, k, v and output (MiB)",
                   "FLOP per byte, unfused", "FLOP per byte, fused"), tuple(rows), caption)
