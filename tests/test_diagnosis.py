@@ -907,3 +907,22 @@ def test_a_name_suggestion_survives_an_exception_that_resists_being_read():
     assert suggestion(AttributeError("sze", name="sze", obj=Opaque())) == ""
     assert suggestion(AttributeError("sze", name="sze", obj=[])) == ""  # nothing close
     assert suggestion(AttributeError("apend", name="apend", obj=[])) == "; did you mean 'append'?"
+
+
+@pytest.mark.parametrize("exercise, name, part, argument", [
+    ("attention", "q scaled in place", "python", "q"),
+    ("softmax", "mutates the input", "python", "values"),
+    ("matmul", "pads a and b in place", "python", "a, b"),
+])
+def test_a_changed_input_is_named_by_its_argument(tmp_path, exercise, name, part, argument):
+    from learning.catalogue import versions
+    from tests.helpers import version_text
+
+    version = next(v for v in versions(exercise) if v.name == name and v.part == part)
+    result = grade_text(tmp_path, exercise, version_text(exercise, version), [part])
+    summaries = {v.summary for v in _cases(result).values() if v.status == "failed"
+                 and any(b.key == "mutated-input" for b in v.causes)}
+    assert summaries, {v.summary for v in _cases(result).values()}
+    noun = "arguments" if "," in argument else "argument"
+    assert any(s.endswith(f"changed by the call: its {noun} {argument}") for s in summaries), \
+        summaries

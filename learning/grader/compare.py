@@ -10,6 +10,7 @@ words mean (learning.grader.errors).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -153,7 +154,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     if isinstance(outcome, Raised):
         return _own_words(part, _judge_raised(part, outcome, args, expect.get("filename", "")))
     if part.returns == "exact":
-        verdict = _judge_exact(outcome, want)
+        verdict = _judge_exact(outcome, want, part)
         if not verdict.passed and not verdict.causes:
             got = outcome.raw if outcome.raw is not None else outcome.note
             verdict.causes = _recognise(part, case, got, args, want)
@@ -259,7 +260,7 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if verdict is not None:
         return verdict
     if returned.input_mutated:
-        return _fail("mutated-input", "the input was changed by the call")
+        return _fail("mutated-input", _mutated(part, returned))
     if returned.input_autograd_changed:
         return _fail("input-autograd", "the call changed its input's autograd state: "
                      "requires_grad set, or a .grad left on it")
@@ -319,12 +320,44 @@ def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:
     return None
 
 
-def _judge_exact(returned: Returned, want) -> Verdict:
+@functools.cache
+def _parameters(function: str) -> tuple[str, ...]:
+    """The parameter names of ``function`` as the exercise stubs declare it (what the learner's
+    own function is called with), or () when no stub defines it."""
+    import ast
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "stubs").glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == function:
+                return tuple(a.arg for a in node.args.posonlyargs + node.args.args)
+    return ()
+
+
+def _mutated(part: Part | None, returned: Returned) -> str:
+    """"the call changed its argument q" (by the reference's parameter names), or the words
+    without a name where they are not known."""
+    try:
+        names = _parameters(part.function)
+        named = [names[i] for i in returned.changed_args]
+    except (IndexError, AttributeError):
+        named = []
+    if not named:
+        return "the input was changed by the call"
+    noun = "argument" if len(named) == 1 else "arguments"
+    return f"the input was changed by the call: its {noun} {', '.join(named)}"
+
+
+def _judge_exact(returned: Returned, want, part: Part | None = None) -> Verdict:
     """Parts whose answer is plain data (a word, a count, a tuple): equal or not."""
     if returned.type_name == "NoneType" and want is not None:
         return _fail("returned-none", "returned None")
     if returned.input_mutated:
-        return _fail("mutated-input", "the input was changed by the call")
+        return _fail("mutated-input", _mutated(part, returned))
     got = returned.raw if returned.raw is not None else returned.note
     if type(got) is type(want) and got == want or _same_number(got, want):
         where = _float_for_int(got, want)

@@ -21,6 +21,7 @@ class Returned:
     device: str | None = None  # tensors only: "cpu", "cuda"
     note: str = ""  # why ``values`` is missing, when it is
     input_mutated: bool = False
+    changed_args: tuple[int, ...] = ()  # the positions of the arguments the call changed
     # a tensor argument's requires_grad turned on or off, or a .grad left on it, by the call
     input_autograd_changed: bool = False
     aliases_input: bool = False

@@ -110,7 +110,8 @@ def summarise(result, args, args_before) -> Returned:
     import numpy as np
 
     type_name = _plain_type_name(result)
-    mutated = not _same_args(args, args_before)
+    changed = _changed_args(args, args_before)
+    mutated = bool(changed)
     autograd = _autograd_changed(args, args_before)
     if _is_tensor(result):
         tensor = _plain_tensor(result).detach()
@@ -128,22 +129,25 @@ def summarise(result, args, args_before) -> Returned:
             device=tensor.device.type,
             note=note,
             input_mutated=mutated,
+            changed_args=changed,
             input_autograd_changed=autograd,
             aliases_input=aliases,
         )
     raw = _plain_copy(result) if _is_plain(result) else None
     if _is_number(result):
         return Returned(type_name, np.array(_plain_float(result)), shape=(),
-                        input_mutated=mutated, input_autograd_changed=autograd, raw=raw)
+                        input_mutated=mutated, changed_args=changed,
+                        input_autograd_changed=autograd, raw=raw)
     if isinstance(result, (list, tuple)):
         aliases = any(result is a for a in args)
         items = _items(result)
         values, note = _nested_numbers(items)
         shape = values.shape if values is not None else (len(items),)
         return Returned(type_name, values, shape=tuple(shape), note=note, input_mutated=mutated,
-                        input_autograd_changed=autograd, aliases_input=aliases, raw=raw)
+                        changed_args=changed, input_autograd_changed=autograd,
+                        aliases_input=aliases, raw=raw)
     note = _cut(repr(result), 200)
-    return Returned(type_name, None, note=note, input_mutated=mutated,
+    return Returned(type_name, None, note=note, input_mutated=mutated, changed_args=changed,
                     input_autograd_changed=autograd, raw=raw)
 
 
@@ -253,17 +257,19 @@ def _shares_memory(a, b) -> bool:
         return False
 
 
-def _same_args(now, before) -> bool:
-    for a, b in zip(now, before):
+def _changed_args(now, before) -> tuple[int, ...]:
+    """The positions of the arguments the call changed."""
+    changed = []
+    for index, (a, b) in enumerate(zip(now, before)):
         if _is_tensor(a):
-            if a.shape != b.shape or not _torch().equal(a.nan_to_num(0.5), b.nan_to_num(0.5)):
-                return False
+            same = a.shape == b.shape and _torch().equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
         elif isinstance(a, list):
-            if len(a) != len(b) or any(not _same_value(x, y) for x, y in zip(a, b)):
-                return False
-        elif a != b:
-            return False
-    return True
+            same = len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+        else:
+            same = a == b
+        if not same:
+            changed.append(index)
+    return tuple(changed)
 
 
 def _autograd_changed(now, before) -> bool:
