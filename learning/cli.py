@@ -130,8 +130,8 @@ def keep_commands_whole(text: str, longest: int = 64) -> str:
 # newline (ESC starts the sequences that clear the screen, move the cursor, set the title or
 # write the clipboard; a carriage return or a backspace overwrites what was printed), and the
 # marks that reorder text from right to left.
-_INERT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
-                    "\u2066-\u2069]")
+_INERT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                    "\u202a-\u202e\u2066-\u2069]")
 _SHORT = {"\r": "\\r", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\0": "\\0"}
 
 
@@ -192,7 +192,9 @@ def make_console() -> Console:
     commands never broken across lines."""
     encoding = _can_encode(sys.stdout)
     stream = sys.stdout if encoding is None else _AsciiSafe(sys.stdout, encoding)
-    return CourseConsole(highlight=False, file=_Unjoined(stream), width=_usable_width())
+    # emoji off: ":thumbs_up:" in the learner's output is shown as written, not as a picture
+    return CourseConsole(highlight=False, emoji=False, file=_Unjoined(stream),
+                         width=_usable_width())
 
 
 # Narrower than this, rich prints nothing at all (COLUMNS=0) or a word a line

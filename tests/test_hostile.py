@@ -183,7 +183,6 @@ def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_
     stopped = grade_text(tmp_path, "softmax", stop, ["python"])
     assert time.monotonic() - started < 60
     assert stopped.parts[0].status in ("passed", "failed")  # a verdict, whatever it is
-    monkeypatch.delenv(containment.SWITCH)
     started = time.monotonic()
     again = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
     assert time.monotonic() - started < 60
@@ -756,3 +755,164 @@ def test_a_check_stopped_by_a_signal_ends_its_worker(tmp_path, warm_on, path, nu
     if number != signal.SIGKILL:
         assert check_process.returncode == (130 if number == signal.SIGINT else 128 + number)
         assert b"Traceback" not in err, err.decode()
+
+
+# --- 11. What a walk as a hostile learner found after the above --------------------------------
+
+@linux_only
+def test_the_grader_process_is_not_dumpable_once_it_has_run_learner_code(tmp_path):
+    # /proc/<pid>/mem and /proc/<pid>/fd of a dumpable process are open to its user: the
+    # learner's code could write into the check's memory, or straight into its stdout
+    import ctypes
+
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root opens any process's /proc files")
+@linux_only
+def test_the_learners_code_cannot_open_the_checks_memory_or_descriptors(tmp_path):
+    module = solution_text("softmax") + f'''
+
+for _name in ("mem", "fd/1"):
+    try:
+        open("/proc/{os.getpid()}/" + _name, "rb").close()
+        print("opened", _name)
+    except OSError:
+        print("refused", _name)
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert "opened" not in result.learner_output and "refused mem" in result.learner_output
+
+
+@filtered
+def test_io_uring_and_the_checks_process_group_are_out_of_reach(tmp_path):
+    module = solution_text("softmax") + f'''
+
+import ctypes as _ctypes
+import os as _os
+
+_libc = _ctypes.CDLL(None, use_errno=True)
+_params = _ctypes.create_string_buffer(120)
+_fd = _libc.syscall(425, 8, _params)  # io_uring_setup
+print("io_uring", "refused" if _fd < 0 else "made")
+try:
+    _os.killpg({os.getpgid(os.getpid())}, 0)
+    print("group reached")
+except PermissionError:
+    print("group refused")
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert "io_uring refused" in result.learner_output
+    assert "group refused" in result.learner_output
+
+
+def test_the_learners_processes_are_limited_in_number():
+    done = subprocess.run([sys.executable, "-c", (
+        "import resource\nfrom learning.grader import containment\n"
+        "assert containment.limit_tasks(100)\n"
+        "print(*resource.getrlimit(resource.RLIMIT_NPROC))")],
+        env=dict(os.environ, PYTHONPATH=course_pythonpath()), capture_output=True, text=True,
+        timeout=60)
+    soft, hard = (int(x) for x in done.stdout.split())
+    assert soft == hard != resource.RLIM_INFINITY
+
+
+def test_the_reference_compiled_into_functions_without_exec_is_noted(tmp_path):
+    module = f'''
+import types
+
+_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+                .split("@triton.jit")[0], "/tmp/notes.py", "exec")
+_function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
+import math
+softmax_python = types.FunctionType(_function, {{"math": math}})
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok, rendered(result)
+    assert any("learning.solutions.softmax (softmax_python)" in name
+               for name in result.borrowed), result.borrowed
+
+
+@linux_only
+def test_a_stopped_compile_check_costs_seconds(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    module = solution_text("softmax") + '''
+
+import os as _os
+import signal as _signal
+
+_right = softmax_triton
+
+
+def softmax_triton(x):
+    for _name in _os.listdir("/proc"):
+        try:
+            with open(f"/proc/{_name}/cmdline", "rb") as handle:
+                if b"learning.grader.gpu_compile" in handle.read():
+                    _os.kill(int(_name), _signal.SIGSTOP)
+        except (OSError, ValueError):
+            pass
+    return _right(x)
+'''
+    started = time.monotonic()
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    assert time.monotonic() - started < 60
+    check = result.parts[0].compile_check
+    assert check is not None and not check.ran and "stopped" in check.note, check
+
+
+@linux_only
+def test_a_warm_process_whose_socket_is_removed_ends(tmp_path, warm_on):
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    server = warm_server_pid(warm_on)
+    for connection in list(warm_process._connected.values()):
+        connection.close()
+    warm_process._connected.clear()
+    (path,) = (warm_on / f"triton-course-{os.getuid()}").glob("*.sock")
+    path.unlink()
+    assert gone_within(server, 15), "a server nobody can reach idled on"
+
+
+def test_the_course_guard_puts_back_the_manifest_and_start_up_files(tmp_path, monkeypatch):
+    root = course_copy(tmp_path)
+    site_folder = tmp_path / "site-packages"
+    site_folder.mkdir()
+    (site_folder / "existing.pth").write_text("import os\n", encoding="utf-8")
+    monkeypatch.setattr(integrity, "_site_folders", lambda: [str(site_folder)])
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    guard = integrity.Guard(learner, root)
+    manifest = root / "learning" / integrity.MANIFEST.name
+    kept = manifest.read_bytes()
+    manifest.write_bytes(kept + b"0" * 64 + b"  learning/__init__.py\n")
+    (site_folder / "existing.pth").write_text("import os; os.system('x')\n", encoding="utf-8")
+    (root / "learning" / "hidden").mkdir()
+    (root / "learning" / "hidden" / "x.py").write_text("", encoding="utf-8")
+    (learner / ".course-state").mkdir()
+    (learner / ".course-state" / "set-aside").write_text("a file, not a folder")
+    repairs = guard.repair(learner / ".course-state" / "set-aside")
+    assert manifest.read_bytes() == kept
+    assert (site_folder / "existing.pth").read_text() == "import os\n"
+    assert not (root / "learning" / "hidden").exists()
+    assert any("hidden" in entry and "now" in entry for entry in repairs.set_aside), repairs
+    assert integrity.changed(root) == []
+
+
+def test_emoji_codes_and_line_separators_from_the_learner_are_shown_as_written(tmp_path):
+    module = solution_text("softmax") + '''
+
+def softmax_python(values):
+    print("done :thumbs_up:")
+    raise ValueError("first\\u2028second\\x85third")
+'''
+    write_module(tmp_path, "softmax", module)
+    done = subprocess.run([sys.executable, "-m", "learning.check", "softmax", "--part", "python",
+                           "--root", str(tmp_path)], capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="200", PYTHONPATH=course_pythonpath()),
+                          timeout=300)
+    assert "done :thumbs_up:" in done.stdout and "\U0001f44d" not in done.stdout
+    assert "first\\u2028second\\x85third" in done.stdout
+    assert "\u2028" not in done.stdout and "\x85" not in done.stdout

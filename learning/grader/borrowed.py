@@ -6,7 +6,8 @@ up ``sys.modules`` at the end misses the roundabout routes: a reference solution
 temporary file and imported, its text run with exec, a module imported and then deleted from
 ``sys.modules``. So the worker installs an audit hook (``sys.addaudithook``: it cannot be taken
 out again) before the learner's module is imported. Every module body and every string the
-process runs passes through an "exec" event; a code object from one of the course's reference
+process runs passes through an "exec" event, and every source compiled (which may become
+functions without one) through a "compile" event; a code object from one of the course's reference
 files is noted by its path, and one from anywhere else (but the learner's own module, Python's
 own library and the installed packages) is compared, function by function, with the course's
 reference code: the same bytecode, names and constants (not the function's name, its variables'
@@ -91,17 +92,45 @@ class Watch:
         library |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
         self._library = tuple(os.path.join(os.path.abspath(p), "") for p in library if p)
         self._course = os.path.join(str(COURSE_ROOT), "learning", "")
+        self._busy = False  # inside the hook: its own compile() raises events too
 
     def install(self):
         sys.addaudithook(self._hook)
 
     def _hook(self, event: str, args: tuple):
-        if event != "exec" or not args or not isinstance(args[0], types.CodeType):
+        if self._busy or not args:
+            return
+        if event == "exec" and isinstance(args[0], types.CodeType):
+            code = args[0]
+        elif event == "compile" and isinstance(args[0], (str, bytes)) and len(args) > 1:
+            # source compiled into code objects that may never pass through exec (functions
+            # made with types.FunctionType): compiled once more here, to be compared
+            code = self._compiled(args[0], args[1])
+        else:
             return
         try:
-            self._look(args[0])
+            self._busy = True
+            if code is not None:
+                self._look(code)
         except Exception:  # noqa: BLE001 - the learner's exec must go on, whatever this is
             pass
+        finally:
+            self._busy = False
+
+    def _compiled(self, source, filename) -> types.CodeType | None:
+        name = filename if isinstance(filename, str) else "<unknown>"
+        if not name.startswith("<"):
+            path = os.path.abspath(name)
+            if path == self.learner_file or path.startswith(self._library) \
+                    or path.startswith(self._course):
+                return None
+        self._busy = True
+        try:
+            return compile(source, name, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, TypeError):
+            return None
+        finally:
+            self._busy = False
 
     def _look(self, code: types.CodeType):
         path = code.co_filename

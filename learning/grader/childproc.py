@@ -244,6 +244,9 @@ class CompileRun:
     def start(self):
         if self.process is not None:
             return
+        from learning.grader import containment
+
+        containment.protect_grader()
         read_fd, write_fd = os.pipe()
         env = child_environment()
         env.pop("TRITON_INTERPRET", None)
@@ -296,15 +299,22 @@ class CompileRun:
         return results, note
 
     def _collect(self, results: list, expected: int) -> str:
+        from learning.grader import containment
+
         buffer = b""
         deadline = time.monotonic() + COMPILE_SECONDS
         ready_seen = False
+        looked = time.monotonic()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return f"it did not finish within {COMPILE_SECONDS:g} s"
             got = self.pipes.next(remaining)
             if got is None:
+                if containment.available() and time.monotonic() - looked > 1.0:
+                    looked = time.monotonic()
+                    if containment.stopped(self.process.pid):  # it would never finish
+                        return "its process was stopped (a signal sent to it)"
                 continue
             chunk = got[1]
             if not chunk:

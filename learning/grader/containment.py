@@ -40,7 +40,10 @@ PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 # How long the guard goes on killing what it finds below it before it gives up (a process in
 # uninterruptible sleep cannot die at once; a fork loop is outrun within milliseconds).
-SWEEP_SECONDS = 5.0
+SWEEP_SECONDS = 30.0
+# Processes (threads count too) the learner's code may add to its user's: a fork bomb stops
+# there, where the guard can still end it. Room for a thread per core in a few processes.
+EXTRA_TASKS = 512 + 4 * (os.cpu_count() or 8)
 # Set to 0, the worker runs without the guard and the filter (to compare, or to debug).
 SWITCH = "LEARNING_CONTAINMENT"
 
@@ -61,6 +64,13 @@ def prctl_flag(option: int, value: int) -> bool:
         return _prctl(option, value)
     except (OSError, AttributeError):
         return False
+
+
+def protect_grader() -> None:
+    """Make this grader's process not dumpable, so that a process of the same user (the
+    learner's) cannot open its memory or descriptors under /proc. Linux only; harmless again."""
+    if sys.platform.startswith("linux"):
+        prctl_flag(PR_SET_DUMPABLE, 0)
 
 
 def available() -> bool:
@@ -88,6 +98,20 @@ def parents() -> dict[int, int]:
         if len(fields) > 1:
             found[int(name)] = int(fields[1])
     return found
+
+
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` or a process below it is stopped (by SIGSTOP, say): it answers nothing
+    until continued."""
+    for each in [pid, *descendants(pid)]:
+        try:
+            with open(f"/proc/{each}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state in (b"T", b"t"):
+            return True
+    return False
 
 
 def descendants(pid: int) -> list[int]:
@@ -243,12 +267,14 @@ _SYSCALLS = {
         kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297,
         pidfd_open=434, pidfd_send_signal=424, pidfd_getfd=438, ptrace=101,
         process_vm_readv=310, process_vm_writev=311, setrlimit=160, prlimit64=302, socket=41,
-        ioctl=16, fcntl=72)),
+        ioctl=16, fcntl=72,
+        io_uring_setup=425, io_uring_enter=426, io_uring_register=427)),
     "aarch64": (0xC00000B7, dict(
         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240,
         pidfd_open=434, pidfd_send_signal=424, pidfd_getfd=438, ptrace=117,
         process_vm_readv=270, process_vm_writev=271, setrlimit=164, prlimit64=261, socket=198,
-        ioctl=29, fcntl=25)),
+        ioctl=29, fcntl=25,
+        io_uring_setup=425, io_uring_enter=426, io_uring_register=427)),
 }
 _X32_BIT = 0x40000000  # x86-64's x32 numbering: another door to the same calls
 AF_UNIX = 1
@@ -259,8 +285,10 @@ _IOCTLS = {"TIOCSTI": 0x5412, "TIOCSIG": 0x40045436, "TIOCLINUX": 0x541C, "TIOCC
            "FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902}
 _FCNTLS = {"F_SETOWN": 8, "F_SETOWN_EX": 15}  # signals for I/O, sent to a process named
 # Calls refused whatever their arguments
+# (io_uring makes sockets and opens files without the calls the filter sees)
 _REFUSED = ("tkill", "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv",
-            "process_vm_writev", "setrlimit")
+            "process_vm_writev", "setrlimit", "io_uring_setup", "io_uring_enter",
+            "io_uring_register")
 # Calls refused when their first argument names a protected process
 _BY_TARGET = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 
@@ -280,13 +308,16 @@ def machine() -> str:
     return platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64")
 
 
-def filter_program(protected: set[int]) -> list[tuple[int, int, int, int]]:
+def filter_program(protected: set[int], groups: set[int] = frozenset()
+                   ) -> list[tuple[int, int, int, int]]:
     """The filter's instructions, (code, jump if true, jump if false, k), for this machine:
-    signals to the ``protected`` processes (or their process groups, or every process) are
-    refused, and the other calls the module's docstring names."""
+    signals to the ``protected`` processes, to the process groups they lead or are in
+    (``groups``), or to every process, are refused, and the other calls the module's
+    docstring names."""
     arch, numbers = _SYSCALLS[machine()]
     targets = sorted({p & 0xFFFFFFFF for p in protected if p > 0}
-                     | {(-p) & 0xFFFFFFFF for p in protected if p > 0} | {0xFFFFFFFF})
+                     | {(-p) & 0xFFFFFFFF for p in set(protected) | set(groups) if p > 0}
+                     | {0xFFFFFFFF})
     # Each handler: instructions with symbolic jumps "ALLOW" / "DENY" resolved below.
     handlers: dict[str, list] = {}
     for name in _REFUSED:
@@ -341,7 +372,12 @@ def lock_down(protected: set[int]) -> str:
         return f"no seccomp filter for {machine()}"
     if os.environ.get(SWITCH, "1") == "0":
         return f"{SWITCH}=0"
-    program = filter_program(protected)
+    groups = set()
+    for pid in protected:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgrp())  # its own group stays its own to signal
+    program = filter_program(protected, groups)
     packed = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(packed, len(packed))
 
@@ -357,6 +393,31 @@ def lock_down(protected: set[int]) -> str:
     if result != 0:
         return f"the kernel refused the seccomp filter: {os.strerror(ctypes.get_errno())}"
     return ""
+
+
+def limit_tasks(extra: int = EXTRA_TASKS) -> bool:
+    """Let this process and what it starts add at most ``extra`` processes and threads to what
+    its user runs now (RLIMIT_NPROC counts them per user; root is exempt)."""
+    try:
+        import resource
+
+        uid, running = os.getuid(), 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as handle:
+                    fields = dict(line.split(":", 1) for line in handle if ":" in line)
+                if int(fields["Uid"].split()[0]) == uid:
+                    running += int(fields["Threads"])
+        limit = running + extra
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+    except (ImportError, OSError, ValueError, KeyError):
+        return False
+    return True
 
 
 def grader_processes(grader_pid: int | None) -> set[int]:

@@ -99,8 +99,14 @@ def _become_worker(sock: socket.socket, request: dict, fds: list[int]):
         stdin = os.open(os.devnull, os.O_RDONLY)
         os.dup2(stdin, 0)
         os.chdir(request["cwd"])
+        # The guard and the filter are this server's to give up (its own environment, part of
+        # the warm key), never a request's
+        own = os.environ.get("LEARNING_CONTAINMENT")
         os.environ.clear()
         os.environ.update(request["env"])
+        os.environ.pop("LEARNING_CONTAINMENT", None)
+        if own is not None:
+            os.environ["LEARNING_CONTAINMENT"] = own
         argv = list(request["argv"])
         argv[argv.index("--fd") + 1] = str(event_fd)
         from learning.grader import worker
@@ -139,8 +145,16 @@ def serve_listening(path: str, interpret: bool, idle_seconds: float):
         return 2  # another server took the path first: the graders use that one
     listener.listen(8)
     bound = os.stat(path).st_ino
+
+    def reachable() -> bool:
+        """Whether a check can still find this server: its socket is still at ``path``."""
+        try:
+            return os.stat(path).st_ino == bound
+        except OSError:
+            return False
+
     try:
-        _serve([], listener, idle_seconds)
+        _serve([], listener, idle_seconds, reachable)
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == bound:  # not a successor's socket
@@ -199,9 +213,10 @@ def _request(message: bytes, fds: list[int]) -> dict | None:
 
 
 def _serve(connections: list, listener: socket.socket | None = None,
-           idle_seconds: float | None = None):
+           idle_seconds: float | None = None, reachable=None):
     """Fork a worker per request; tell each request's grader when its worker exits. A grader
-    that goes away takes its workers with it."""
+    that goes away takes its workers with it. A listening server whose socket is no longer
+    ``reachable`` (removed, or replaced by another server's) ends once it has nobody to serve."""
     owners: dict[int, socket.socket] = {}  # worker pid: the connection that asked for it
     stopping: dict[int, float] = {}  # worker pid: when it is killed if it has not exited
     quiet_since = time.monotonic()
@@ -218,6 +233,8 @@ def _serve(connections: list, listener: socket.socket | None = None,
         elif listener is None:
             return
         elif time.monotonic() - quiet_since > idle_seconds:
+            return
+        elif reachable is not None and not reachable():
             return
         watched = connections + ([listener] if listener is not None else [])
         # Poll for exits often while workers run; an idle server wakes once a second.

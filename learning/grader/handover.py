@@ -19,7 +19,7 @@ import subprocess
 PORTABLE_SWITCH = "LEARNING_PORTABLE_PROCESS"
 # How long a process asked to stop has to end what is below it before it is killed outright,
 # and how long its exit status is then waited for.
-GUARD_SECONDS = 3.0
+GUARD_SECONDS = 10.0  # reached only when it has many processes to end (a fork bomb)
 STATUS_SECONDS = 3.0
 
 
@@ -91,6 +91,7 @@ def end(process, learner_pid: int = 0) -> int | None:
         return _status(process, STATUS_SECONDS)
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process.pid, signal.SIGCONT)  # a stopped guard could not act on SIGTERM
             os.kill(process.pid, signal.SIGTERM)
         if _status(process, GUARD_SECONDS) is None:
             for pid in (learner_pid, process.pid):

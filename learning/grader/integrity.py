@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import site
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,8 +83,9 @@ def changed(root: Path = COURSE_ROOT) -> list[str]:
 def refusal(files: list[str]) -> str:
     """The one line a check refuses with when the course's files are not as shipped."""
     return (f"the course's own files are not as installed ({_listed(files)}), so nothing was "
-            "graded: git checkout -- learning puts them back (after a change of your own, "
-            "python -m learning.computed records it)")
+            "graded: git status shows what changed, and git checkout -- learning puts the "
+            "course's files back (a file git does not know must be removed by hand; after a "
+            "change of your own, python -m learning.computed records it)")
 
 
 # --- around the learner's code -----------------------------------------------------------------
@@ -103,7 +105,7 @@ class Repairs:
                          "were put back as they were")
         if self.set_aside:
             parts.append(f"added {_listed(self.set_aside)} where Python would import it, "
-                         f"moved to {aside_folder}")
+                         f"moved to {aside_folder} unless said otherwise")
         if self.caches_deleted:
             parts.append(f"wrote {self.caches_deleted} compiled file(s) under the course's "
                          "folders, deleted")
@@ -120,16 +122,21 @@ class Guard:
     def __init__(self, learner_folder: Path, root: Path = COURSE_ROOT):
         self.root = root
         self.learner_folder = learner_folder
-        self.kept = {}
-        for name in course_files(root):
+        self.kept: dict[Path, bytes] = {}  # file: its bytes, put back if they change
+        for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             with contextlib.suppress(OSError):
-                self.kept[name] = (root / name).read_bytes()
+                self.kept[root / name] = (root / name).read_bytes()
+        for folder in _site_folders():  # what Python runs at the start of every process
+            for name in _entries(Path(folder)):
+                if name.endswith((".pth", ".py")):
+                    with contextlib.suppress(OSError):
+                        self.kept[Path(folder) / name] = (Path(folder) / name).read_bytes()
         self.watched = self._watched_folders()
         self.entries = {folder: _entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
 
     def _watched_folders(self) -> list[Path]:
-        folders = {self.root, self.learner_folder}
+        folders = {self.root, self.learner_folder, self.root / "learning"}
         folders.update(p for p in (self.root / "learning").rglob("*")
                        if p.is_dir() and p.name != "__pycache__")
         folders.update(Path(p) for p in _site_folders())
@@ -138,8 +145,7 @@ class Guard:
     def repair(self, aside: Path) -> Repairs:
         """Put back what changed; ``aside`` is the folder added files are moved into."""
         repairs = Repairs()
-        for name, data in self.kept.items():
-            path = self.root / name
+        for path, data in self.kept.items():
             try:
                 same = path.read_bytes() == data and not path.is_symlink()
             except OSError:
@@ -147,15 +153,15 @@ class Guard:
             if not same:
                 with contextlib.suppress(OSError):
                     if path.is_symlink() or path.is_dir():
-                        _move_away(path, aside)
+                        _move_away(path, aside, repairs)
                     path.write_bytes(data)
-                    repairs.restored.append(name)
+                    repairs.restored.append(_shown(path, self.root))
+        course = self.root / "learning"
         for folder, before in self.entries.items():
             for name in sorted(_entries(folder) - before):
-                if _importable(folder / name, folder):
-                    with contextlib.suppress(OSError):
-                        _move_away(folder / name, aside)
-                        repairs.set_aside.append(str(folder / name))
+                inside = folder == course or course in folder.parents
+                if (inside and name != "__pycache__") or _importable(folder / name, folder):
+                    _move_away(folder / name, aside, repairs)
         for path, stamp in _caches(self.root / "learning").items():
             if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
                 with contextlib.suppress(OSError):
@@ -228,12 +234,31 @@ def _site_folders() -> list[str]:
     return [f for f in folders if os.path.isdir(f)]
 
 
-def _move_away(path: Path, aside: Path):
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _move_away(path: Path, aside: Path, repairs: Repairs):
+    """Move ``path`` into ``aside``; where that folder cannot be made (a file in its place),
+    into a new temporary folder; where nothing can be moved, delete it. Never silently left."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside.mkdir(parents=True, exist_ok=True)
-    target = aside / f"{stamp}-{path.name}"
-    counter = 1
-    while target.exists() or target.is_symlink():
-        counter += 1
-        target = aside / f"{stamp}-{counter}-{path.name}"
-    shutil.move(str(path), str(target))
+    for folder in (aside, None):
+        try:
+            folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="set-aside-"))
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{stamp}-{path.name}"
+            counter = 1
+            while target.exists() or target.is_symlink():
+                counter += 1
+                target = folder / f"{stamp}-{counter}-{path.name}"
+            shutil.move(str(path), str(target))
+            repairs.set_aside.append(f"{path} (now {target})" if folder != aside else str(path))
+            return
+        except OSError:
+            continue
+    with contextlib.suppress(OSError):
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        repairs.set_aside.append(f"{path} (deleted: it could not be moved)")

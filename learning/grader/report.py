@@ -58,7 +58,8 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
         console.print(f"\n[yellow]Note:[/yellow] {escape(note)}", highlight=False)
     if result.learner_output.strip():
         console.print("\n[bold]What your code printed[/bold]")
-        console.print(visible(result.learner_output.rstrip()), highlight=False, markup=False)
+        console.print(visible(result.learner_output.rstrip()), highlight=False, markup=False,
+                      emoji=False)
     _render_summary(console, result, state if show_next else None)
 
 
@@ -260,8 +261,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
             _say(console, f"- {observation}", CASE_INDENT + 2, hang=2)
     if hint:
         _say(console, hint, style="cyan")
-    if verdict.traceback:
-        for line in traceback_lines(verdict.traceback, console.width - CASE_INDENT):
+    if verdict.traceback:  # escaped first: a \x85 or \u2028 in a message is no line break
+        for line in traceback_lines(visible(verdict.traceback), console.width - CASE_INDENT):
             _say(console, line)
 
 

@@ -18,15 +18,16 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import (
+from learning.grader import (  # gpu_compile: the events' classes, imported before any run
     childproc,
     compare,
+    containment,
     forkserver,
+    gpu_compile,  # noqa: F401
     handover,
     integrity,
     replays,
@@ -179,8 +180,9 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     case small enough to draw, or of that case (``learning.grader.memory_map``).
     """
     start = time.perf_counter()
-    # Judging needs numpy: import it while the worker starts, not when its first result comes.
-    threading.Thread(target=childproc.import_numpy, daemon=True).start()
+    # Judging needs numpy: imported before the learner's code runs, which could change the
+    # files this process would otherwise import in the middle of a run.
+    childproc.import_numpy()
     # Absolute: the learner's process runs in the module's folder, where a relative --root
     # would point somewhere else.
     root = Path(root or Path.cwd()).resolve()
@@ -650,6 +652,9 @@ class _WorkerRun:
         self.contained: str | None = None
 
     def execute(self):
+        # This process's memory and descriptors out of the learner's processes' reach (they run
+        # as the same user): /proc/<pid>/mem and /proc/<pid>/fd need it dumpable.
+        containment.protect_grader()
         read_fd, write_fd = os.pipe()
         out_read, out_write = os.pipe()
         command = [sys.executable, "-m", "learning.grader.worker", "--exercise", self.exercise.name,

@@ -59,7 +59,8 @@ def will_interpret(force_interpret: bool) -> bool:
 def key(interpret: bool) -> str:
     """Names everything the server imported: when any of it changes, so does the key."""
     digest = hashlib.sha256()
-    digest.update(f"{sys.executable}\0{COURSE_ROOT}\0{interpret}\0".encode())
+    containment = os.environ.get("LEARNING_CONTAINMENT", "1")  # the server's, not a request's
+    digest.update(f"{sys.executable}\0{COURSE_ROOT}\0{interpret}\0{containment}\0".encode())
     for package in ("torch", "triton", "numpy"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             digest.update(f"{package}={importlib.metadata.version(package)}\0".encode())

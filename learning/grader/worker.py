@@ -469,6 +469,8 @@ class _LockDown:
     def __call__(self, memory_gib: float, device: str):
         if device == "cpu" and memory_gib > 0:
             cap_memory(memory_gib)
+        if containment.available():
+            containment.limit_tasks()
         why = containment.lock_down(containment.grader_processes(self.grader_pid)) \
             if containment.available() else "no guard on this system"
         self.channel.send("contained", why)
