@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import resource
 import shutil
@@ -916,3 +917,29 @@ def softmax_python(values):
     assert "done :thumbs_up:" in done.stdout and "\U0001f44d" not in done.stdout
     assert "first\\u2028second\\x85third" in done.stdout
     assert "\u2028" not in done.stdout and "\x85" not in done.stdout
+
+
+def test_an_output_far_larger_than_any_case_is_not_read(tmp_path):
+    from learning.grader import worker
+    from learning.grader.tensors import TensorSpec
+
+    largest = max(math.prod(a.shape) for e in registry.all_exercises() for p in e.parts
+                  for c in p.cases for a in c.make_args() if isinstance(a, TensorSpec))
+    assert largest * 8 < worker.MAX_VALUES  # room for any case's output
+    module = solution_text("softmax") + f'''
+
+import torch as _torch
+
+
+def softmax_triton(x):
+    return _torch.zeros({worker.MAX_VALUES + 1}, dtype=_torch.float32)
+'''
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    verdict = result.parts[0].cases[0].verdict
+    assert verdict.status == "failed" and "returned shape (33554433,)" in verdict.summary
+    import torch
+
+    returned = worker.summarise(torch.zeros(worker.MAX_VALUES + 1), (), ())
+    assert returned.values is None and "more than any case's output" in returned.note
+    listed = worker.summarise([[0.0] * 1024] * (worker.MAX_VALUES // 1024 + 1), (), ())
+    assert listed.values is None and "more than any case's output" in listed.note

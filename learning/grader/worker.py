@@ -44,6 +44,10 @@ WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
 # Written over fresh allocations on the second run of a case that came back with NaN: an element
 # still holding it was never written. Negative, so no softmax or norm output can equal it.
 UNWRITTEN_SENTINEL = -12345.0
+# Values read from one returned output at most: ten times the largest case's input (3.2
+# million elements), so that an output far larger than any case asks for cannot make the
+# grader copy gigabytes (tests/test_hostile.py checks the margin against every case)
+MAX_VALUES = 1 << 25
 
 
 class Channel:
@@ -116,8 +120,11 @@ def summarise(result, args, args_before) -> Returned:
     if _is_tensor(result):
         tensor = _plain_tensor(result).detach()
         try:
-            values = tensor.to("cpu", dtype=_torch().float64).numpy().copy()
-            note = ""
+            if tensor.numel() > MAX_VALUES:
+                values, note = None, _too_many(tensor.numel())
+            else:
+                values = tensor.to("cpu", dtype=_torch().float64).numpy().copy()
+                note = ""
         except (RuntimeError, TypeError) as exc:
             values, note = None, f"could not read the tensor's values: {exc}"
         aliases = any(_is_tensor(a) and _shares_memory(tensor, a) for a in args)
@@ -170,6 +177,11 @@ def _items(sequence) -> list:
                 else tuple.__iter__(sequence))
 
 
+def _too_many(count: int, at_least: bool = False) -> str:
+    return (f"it holds {'more than ' if at_least else ''}{count - (1 if at_least else 0):,} "
+            f"values, more than any case's output ({MAX_VALUES:,}): not read")
+
+
 def _plain_float(value) -> float:
     """A number's value as a plain float: a float subclass's own value, not its __float__."""
     if isinstance(value, float):
@@ -209,6 +221,15 @@ def _nested_numbers(items: list):
         return _plain_float(item)
 
     odd: set[str] = set()
+    count, stack = 0, list(items)
+    while stack:  # counted before anything is copied
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(_items(item))
+        else:
+            count += 1
+            if count > MAX_VALUES:
+                return None, _too_many(count, at_least=True)
     values = [plain(v) for v in items]
     if odd:
         return None, f"it holds {', '.join(sorted(odd))} values, not numbers"
