@@ -887,7 +887,7 @@ def test_a_kernel_that_never_ends_is_stopped_at_its_own_line(tmp_path):
     assert stopped, {n: v.status for n, v in _cases(result).items()}
     found = re.search(r"when it was stopped it was running softmax[.]py, line (\d+) "
                       r"[(]softmax_kernel[)]: (.*?); the usual", stopped[0].summary)
-    assert found and found[2] in ("while i < 1:  # never advances", "i = i * 1"), \
+    assert found and found[2] in ("`while i < 1:  # never advances`", "`i = i * 1`"), \
         stopped[0].summary
 
 
@@ -926,3 +926,22 @@ def test_a_changed_input_is_named_by_its_argument(tmp_path, exercise, name, part
     noun = "arguments" if "," in argument else "argument"
     assert any(s.endswith(f"changed by the call: its {noun} {argument}") for s in summaries), \
         summaries
+
+
+@pytest.mark.skipif(not stuck.supported(), reason="no SIGUSR1 to ask for the stack (Windows)")
+def test_the_line_a_case_was_stopped_at_is_quoted_whatever_it_ends_with(tmp_path):
+    import subprocess
+    import sys
+
+    learner = tmp_path / "softmax.py"
+    learner.write_text("def softmax_python(values):\n    total = sum(values,\n", encoding="utf-8")
+    stack = tmp_path / "stack.txt"
+    stack.write_text(f'Thread 0x1 (most recent call first):\n  File "{learner}", line 2 in '
+                     'softmax_python\n', encoding="utf-8")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        where = stuck.where(sleeper.pid, str(stack), str(learner))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert where == "softmax.py, line 2 (softmax_python): `total = sum(values,`"

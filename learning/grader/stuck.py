@@ -37,7 +37,7 @@ def arm(path: str) -> None:
 
 def where(pid: int, path: str, learner_file: str, wait: float = 1.0) -> str:
     """In the grader: signal the worker ``pid`` and return "softmax.py, line 17
-    (softmax_python): while i < n:" for the innermost frame of ``learner_file`` in the stack it
+    (softmax_python): `while i < n:`" for the innermost frame of ``learner_file`` in the stack it
     writes to ``path``, or "" when none comes within ``wait`` seconds."""
     if not supported():
         return ""
@@ -63,6 +63,7 @@ def where(pid: int, path: str, learner_file: str, wait: float = 1.0) -> str:
             code = linecache.getline(target, line).strip()
             name = os.path.basename(target)
             place = f"{name}, line {line} ({named})"
-            return f"{place}: {code}" if code else place
+            # in backquotes: the line may end in a comma or a colon of its own
+            return f"{place}: `{code}`" if code else place
         time.sleep(0.05)  # the stack may still be being written
     return ""
