@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time limit for one case (default: 10 s for Python, 60 s for kernels)")
     parser.add_argument("--root", type=cli.folder, metavar="DIR",
                         help="the folder holding your exercise files (default: the course folder)")
+    # learning.watch's own: a next step says to save the file, which checks it again
+    parser.add_argument("--watching", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         if not options.json:
             if len(targets) > 1:
                 console.rule(exercise.name)
-            report.render(console, result, progress, show_next=len(targets) == 1)
+            report.render(console, result, progress, show_next=len(targets) == 1,
+                          watching=options.watching)
     final = progress if progress is not None else state.load(root)
     if not saved:  # the grades above stand, but nothing after this run will know them
         note = (f"note: the grades could not be saved in {state.state_path(root).parent} (a "

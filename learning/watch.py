@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = options.root or check.default_root()
     path = root / exercise.filename
-    arguments = [exercise.name, "--root", str(root)]
+    arguments = [exercise.name, "--root", str(root), "--watching"]
     arguments += [f"--part={p}" for p in options.parts or ()]
     arguments += ["--interpret"] if options.interpret else []
     waiter = Waiter(path, options.poll)

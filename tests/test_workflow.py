@@ -664,6 +664,9 @@ def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, met
         first = watch.wait_for_checks(1)
         assert f"({'polling' if method else 'watchdog'})" in first
         assert "not started" in first
+        # inside watch, saving is what checks the file again
+        flat = " ".join(first.split())
+        assert "and save it, and watch checks it again" in flat and "then run" not in flat
         time.sleep(10)  # idle: the check reading the file must not look like a save
         assert watch.count(CHECK_HEADER) == 1, watch.text()
 

@@ -30,7 +30,7 @@ STATUS_STYLE = {
 
 
 def render(console: Console, result: runner.CheckResult, state: State | None = None,
-           show_next: bool = True):
+           show_next: bool = True, watching: bool = False):
     """Print one exercise's check; ``state`` lets a failure quote a hint already shown."""
     state = state or State()
     exercise = result.exercise
@@ -60,7 +60,7 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
         console.print("\n[bold]What your code printed[/bold]")
         console.print(visible(result.learner_output.rstrip()), highlight=False, markup=False,
                       emoji=False)
-    _render_summary(console, result, state if show_next else None)
+    _render_summary(console, result, state if show_next else None, watching)
 
 
 def borrowed_line(names: list[str]) -> str:
@@ -301,7 +301,8 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _render_summary(console: Console, result: runner.CheckResult, state: State | None):
+def _render_summary(console: Console, result: runner.CheckResult, state: State | None,
+                    watching: bool = False):
     grades = []
     for part_result in result.parts:
         name = part_result.part.name.capitalize()
@@ -318,20 +319,25 @@ def _render_summary(console: Console, result: runner.CheckResult, state: State |
     style = "green" if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
     if state is not None:
-        console.print(_next_step(result, state), highlight=False)
+        console.print(_next_step(result, state, watching), highlight=False)
 
 
-def _next_step(result: runner.CheckResult, state: State | None = None) -> str:
+def _next_step(result: runner.CheckResult, state: State | None = None,
+               watching: bool = False) -> str:
     """Always end with what to do next: the file to fix, or the next lesson in reading order
-    that is not done yet (from the grades kept, this check's included)."""
+    that is not done yet (from the grades kept, this check's included). Under ``watching``
+    (learning.watch), saving the file is what checks it again."""
     exercise = result.exercise
     command = f"python -m learning.check {exercise.name}"
+    again = "save it, and watch checks it again" if watching else f"then run {command} again"
     started = [p for p in result.parts if p.started]
     if not started:
         where = _lesson_label(exercise, result.parts[0].part)
+        if watching:
+            return f"Next: read {where}, write your code in {exercise.filename} and {again}"
         return f"Next: read {where}, write your code in {exercise.filename}, then run {command}"
     if not result.ok:
-        return f"Next: fix {exercise.filename}, then run {command} again"
+        return f"Next: fix {exercise.filename}, {again}"
     names = joined([p.part.name.capitalize() for p in started])
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
     lessons = [lesson for p in started
