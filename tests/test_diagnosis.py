@@ -945,3 +945,15 @@ def test_the_line_a_case_was_stopped_at_is_quoted_whatever_it_ends_with(tmp_path
         sleeper.kill()
         sleeper.wait()
     assert where == "softmax.py, line 2 (softmax_python): `total = sum(values,`"
+
+
+def test_a_tl_dot_of_blocks_that_do_not_fit_names_both_shapes(tmp_path):
+    # Triton's own message ("input and other must have equal reduction dimensions") names
+    # neither shape
+    text = _replace(_replace(solution_text("matmul"), "acc += tl.dot(a, b)",
+                             "acc += tl.dot(a, tl.trans(b))"),
+                    "block_k = 32, 32, 32", "block_k = 32, 32, 16")
+    result = grade_text(tmp_path, "matmul", text, ["triton"])
+    summaries = {v.summary for v in _cases(result).values() if v.status == "error"}
+    assert summaries and all("tl.dot was given blocks of shape (32, 16) and (32, 16)" in s
+                             for s in summaries), summaries

@@ -53,6 +53,37 @@ def suggestion(exc: BaseException) -> str:
         return ""
 
 
+def dot_shapes(exc: BaseException) -> str:
+    """"; tl.dot was given blocks of shape (16, 32) and (16, 16)" when ``exc`` (or an
+    exception it wraps) was raised inside Triton's ``tl.dot``, whose own message names no
+    shape; "" otherwise. Read from the frame of ``dot`` in triton.language.core."""
+    try:
+        seen, current = set(), exc
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            trace = current.__traceback__
+            while trace is not None:
+                frame = trace.tb_frame
+                if frame.f_code.co_name == "dot" and \
+                        frame.f_code.co_filename.replace("\\", "/").endswith(
+                            "triton/language/core.py"):
+                    shapes = [_shape(frame.f_locals.get(n)) for n in ("input", "other")]
+                    if all(shapes):
+                        return f"; tl.dot was given blocks of shape {shapes[0]} and {shapes[1]}"
+                trace = trace.tb_next
+            current = current.__cause__ or current.__context__
+    except Exception:  # noqa: BLE001 - a detail, never worth a failure of its own
+        pass
+    return ""
+
+
+def _shape(value) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return ""
+    return "(" + ", ".join(str(getattr(d, "value", d)) for d in shape) + ")"
+
+
 def _closest_name(exc: BaseException) -> str:
     wrong = getattr(exc, "name", None)
     if not isinstance(wrong, str) or not wrong:

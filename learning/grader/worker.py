@@ -29,6 +29,7 @@ from learning.grader.declarations import Case
 from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import cut as _cut
 from learning.grader.learner_code import (
+    dot_shapes,
     import_learner_module,
     learner_traceback,
     root_cause,
@@ -388,7 +389,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         fault = _gpu_fault(cause)
         if fault == "address":
             name = "CudaFault"
-        return Raised(name, _cut(safe_str(cause) + suggestion(cause)),
+        return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
                       learner_traceback(exc, learner_file),
                       not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
     seconds = time.perf_counter() - start
