@@ -943,3 +943,40 @@ def softmax_triton(x):
     assert returned.values is None and "more than any case's output" in returned.note
     listed = worker.summarise([[0.0] * 1024] * (worker.MAX_VALUES // 1024 + 1), (), ())
     assert listed.values is None and "more than any case's output" in listed.note
+
+
+@filtered
+def test_no_thread_of_the_check_can_be_stopped(tmp_path):
+    # kill() takes any thread's id and stops the whole process: stop signals reach nothing
+    # but the learner's own process
+    threads = [int(t) for t in os.listdir(f"/proc/{os.getpid()}/task")]
+    module = solution_text("softmax") + f'''
+
+import os as _os
+import signal as _signal
+
+for _tid in {threads!r}:
+    try:
+        _os.kill(_tid, _signal.SIGSTOP)
+        print("stopped", _tid)
+    except OSError:
+        pass
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok and "stopped" not in result.learner_output
+
+
+def test_the_reference_compiled_under_the_courses_own_file_name_is_noted(tmp_path):
+    module = f'''
+import types
+
+_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+                .split("@triton.jit")[0], {str(COURSE_ROOT / "learning" / "notes.py")!r}, "exec")
+_function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
+import math
+softmax_python = types.FunctionType(_function, {{"math": math}})
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok, rendered(result)
+    assert any("learning.solutions.softmax (softmax_python)" in name
+               for name in result.borrowed), result.borrowed

@@ -111,15 +111,19 @@ class Watch:
         try:
             self._busy = True
             if code is not None:
-                self._look(code)
+                self._look(code, by_content=event == "compile")
         except Exception:  # noqa: BLE001 - the learner's exec must go on, whatever this is
             pass
         finally:
             self._busy = False
 
     def _compiled(self, source, filename) -> types.CodeType | None:
+        """The code ``source`` compiles to, to be looked at; None for a file imported as it
+        is on disk (its exec event follows), judged by its path. Source compiled under a
+        file's name that is not that file's text (the reference's text under the learner's
+        own file name, or under one of the course's) is compared by content."""
         name = filename if isinstance(filename, str) else "<unknown>"
-        if not name.startswith("<"):
+        if not name.startswith("<") and _is_file_text(name, source):
             path = os.path.abspath(name)
             if path == self.learner_file or path.startswith(self._library) \
                     or path.startswith(self._course):
@@ -132,9 +136,9 @@ class Watch:
         finally:
             self._busy = False
 
-    def _look(self, code: types.CodeType):
+    def _look(self, code: types.CodeType, by_content: bool = False):
         path = code.co_filename
-        if not path.startswith("<"):
+        if not path.startswith("<") and not by_content:
             path = os.path.abspath(path)
             if path == self.learner_file:
                 return
@@ -176,6 +180,17 @@ class Watch:
                         self._references.setdefault(fingerprint(function),
                                                     (name, function.co_name))
         return self._references
+
+
+def _is_file_text(path: str, source) -> bool:
+    """Whether ``source`` is the text of the file at ``path``, as an import compiles it."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    text = source.encode("utf-8", errors="surrogatepass") if isinstance(source, str) else source
+    return data == text or data.replace(b"\r\n", b"\n") == text.replace(b"\r\n", b"\n")
 
 
 def _reference_paths() -> list[str]:

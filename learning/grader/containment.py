@@ -10,12 +10,13 @@ grader reads the child's exit status or signal from the guard.
 
 Before the learner's module is imported, the child also locks itself down with a seccomp
 filter, which it and everything it starts keep for good: no signal may reach the grader's
-processes (the guard, the warm process, the check), no process may be traced or have its
-memory read, no limit raised, no Unix socket made (so none can impersonate the warm process or
-ask the desktop's service manager to start a process outside the check) and no keystrokes
-pushed into a terminal. Where the filter cannot be had (another architecture, a kernel without
-seccomp), the guard still ends every process it adopted; the grader's waits are bounded either
-way.
+processes (the guard, the warm process, the check) or their groups, no stop signal any process
+but the caller itself (a thread of the check, which kill() also takes, would stop it), no
+process may be traced or have its memory read, no limit raised, no Unix socket made (so none
+can impersonate the warm process or ask the desktop's service manager to start a process
+outside the check), no io_uring set up, and no keystrokes pushed into a terminal. Where the
+filter cannot be had (another architecture, a kernel without seccomp), the guard still ends
+every process it adopted; the grader's waits are bounded either way.
 """
 
 from __future__ import annotations
@@ -292,6 +293,10 @@ _REFUSED = ("tkill", "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_r
 # Calls refused when their first argument names a protected process
 _BY_TARGET = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 
+# Where the signal number is among a signalling call's arguments, and the signals that stop
+_SIGNAL_ARG = {"kill": 1, "tgkill": 2, "rt_sigqueueinfo": 1, "rt_tgsigqueueinfo": 2}
+_STOPS = (int(signal.SIGSTOP), int(signal.SIGTSTP), int(signal.SIGTTIN), int(signal.SIGTTOU))
+
 # Classic BPF, as seccomp reads it
 _LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _ALLOW = 0x7FFF0000
@@ -315,6 +320,7 @@ def filter_program(protected: set[int], groups: set[int] = frozenset()
     (``groups``), or to every process, are refused, and the other calls the module's
     docstring names."""
     arch, numbers = _SYSCALLS[machine()]
+    own = os.getpid() & 0xFFFFFFFF
     targets = sorted({p & 0xFFFFFFFF for p in protected if p > 0}
                      | {(-p) & 0xFFFFFFFF for p in set(protected) | set(groups) if p > 0}
                      | {0xFFFFFFFF})
@@ -322,9 +328,16 @@ def filter_program(protected: set[int], groups: set[int] = frozenset()
     handlers: dict[str, list] = {}
     for name in _REFUSED:
         handlers[name] = [("ret", "DENY")]
+    # Stop signals go nowhere but to the caller's own group or itself: a thread id of the
+    # check, which kill() takes too and which no list made here could foresee, stops it whole.
     for name in _BY_TARGET:
         handlers[name] = [(_LD_W_ABS, _arg(0))] + \
-            [(_JEQ, value, "DENY", None) for value in targets] + [("ret", "ALLOW")]
+            [(_JEQ, value, "DENY", None) for value in targets]
+        if name in _SIGNAL_ARG:
+            handlers[name] += [(_JEQ, 0, "ALLOW", None), (_JEQ, own, "ALLOW", None),
+                               (_LD_W_ABS, _arg(_SIGNAL_ARG[name]))] + \
+                [(_JEQ, number, "DENY", None) for number in _STOPS]
+        handlers[name].append(("ret", "ALLOW"))
     # prlimit64(pid, resource, new, old): reading a limit passes NULL as new
     handlers["prlimit64"] = [(_LD_W_ABS, _arg(2)), (_JEQ, 0, None, "DENY"),
                              (_LD_W_ABS, _arg(2, high=True)), (_JEQ, 0, "ALLOW", "DENY")]
