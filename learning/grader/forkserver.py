@@ -145,6 +145,7 @@ def serve_listening(path: str, interpret: bool, idle_seconds: float):
         return 2  # another server took the path first: the graders use that one
     listener.listen(8)
     bound = os.stat(path).st_ino
+    _list_modules(path)
 
     def reachable() -> bool:
         """Whether a check can still find this server: its socket is still at ``path``."""
@@ -159,7 +160,21 @@ def serve_listening(path: str, interpret: bool, idle_seconds: float):
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == bound:  # not a successor's socket
                 os.unlink(path)
+                os.unlink(path + MODULES_SUFFIX)
     return 0
+
+
+MODULES_SUFFIX = ".modules"
+
+
+def _list_modules(path: str):
+    """Write beside the socket the files of the modules this server loaded, for a check to
+    watch while the learner's code runs (learning.grader.integrity): code planted in one of
+    them would run in every worker this server forks."""
+    files = sorted({getattr(m, "__file__", None) for m in list(sys.modules.values())} - {None})
+    with contextlib.suppress(OSError):
+        with open(path + MODULES_SUFFIX, "w", encoding="utf-8") as out:
+            out.write("\n".join(f for f in files if isinstance(f, str)) + "\n")
 
 
 def _gpu_usable_without_initialising() -> bool:

@@ -97,6 +97,7 @@ class Repairs:
     restored: list[str] = field(default_factory=list)  # course files put back
     set_aside: list[str] = field(default_factory=list)  # files it added, moved away
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
+    installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
 
     def note(self, aside_folder: str) -> str:
         parts = []
@@ -106,6 +107,10 @@ class Repairs:
         if self.set_aside:
             parts.append(f"added {_listed(self.set_aside)} where Python would import it, "
                          f"moved to {aside_folder} unless said otherwise")
+        if self.installed:
+            parts.append(f"changed installed code the grader runs ({_listed(self.installed)}),"
+                         " now set aside: reinstall its package (python -m pip install "
+                         "--force-reinstall NAME), and the course with the README's command")
         if self.caches_deleted:
             parts.append(f"wrote {self.caches_deleted} compiled file(s) under the course's "
                          "folders, deleted")
@@ -119,9 +124,14 @@ def _listed(names: list[str]) -> str:
 class Guard:
     """Taken before the learner's code runs, ``repair()`` after: see the module's docstring."""
 
-    def __init__(self, learner_folder: Path, root: Path = COURSE_ROOT):
+    def __init__(self, learner_folder: Path, root: Path = COURSE_ROOT,
+                 module_files: tuple[str, ...] = ()):
         self.root = root
         self.learner_folder = learner_folder
+        # The installed code the grader's processes run (this one's modules, and
+        # ``module_files``, the warm process's): too much to keep a copy of, so watched for
+        # any change, which sets the file aside (its package must be reinstalled)
+        self.installed = _stamps(_loaded_files() | set(module_files))
         self.kept: dict[Path, bytes] = {}  # file: its bytes, put back if they change
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             with contextlib.suppress(OSError):
@@ -162,6 +172,13 @@ class Guard:
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
+        for path, stamp in _stamps(self.installed).items():
+            if stamp != self.installed[path]:
+                before = len(repairs.set_aside)
+                _move_away(Path(path), aside, repairs)
+                repairs.installed += repairs.set_aside[before:]
+                del repairs.set_aside[before:]
+        self.installed = _stamps(self.installed)
         for path, stamp in _caches(self.root / "learning").items():
             if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
                 with contextlib.suppress(OSError):
@@ -169,6 +186,29 @@ class Guard:
                     repairs.caches_deleted += 1
         self.caches = _caches(self.root / "learning")
         return repairs
+
+
+def _loaded_files() -> set[str]:
+    """The files of the modules this process has loaded, the course's own left out (kept
+    whole elsewhere)."""
+    course = str(COURSE_ROOT / "learning")
+    found = set()
+    for module in list(__import__("sys").modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and not path.startswith(course):
+            found.add(path)
+    return found
+
+
+def _stamps(paths) -> dict[str, tuple]:
+    """{path: (size, inode, change time)} of the files that exist: a write changes the change
+    time, which unlike the modification time no process can set back."""
+    found = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            found[path] = (info.st_size, info.st_ino, info.st_ctime_ns)
+    return found
 
 
 def _entries(folder: Path) -> set[str]:

@@ -206,7 +206,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     output_chunks, launches = [], []
     text_before = _read_bytes(module_path)
     compiler = childproc.CompileRun(module_path) if compile_check else None
-    course = integrity.Guard(module_path.parent)  # the compile check runs the learner's code too
+    # the compile check runs the learner's code too
+    course = integrity.Guard(module_path.parent, module_files=warm.module_files())
     try:
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
@@ -689,7 +690,7 @@ class _WorkerRun:
         pipes = childproc.PipeReader()  # from here on, each read end belongs to its thread
         pipes.read("events", read_fd)
         pipes.read("output", out_read)
-        course = integrity.Guard(self.module_path.parent)
+        course = integrity.Guard(self.module_path.parent, module_files=warm.module_files())
         try:
             self._read_events(pipes)
             if self.timed_out and self.phase == "cases" and stack_file:

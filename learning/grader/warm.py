@@ -136,6 +136,20 @@ def discard(connection: forkserver.ForkServer) -> None:
                   "this check started a fresh process")
 
 
+def module_files() -> tuple[str, ...]:
+    """The files of the modules the warm processes of this user loaded (their lists beside
+    their sockets), for the check to watch while the learner's code runs."""
+    where = folder() if enabled() else None
+    if where is None:
+        return ()
+    found = set()
+    for listing in where.glob(f"*.sock{forkserver.MODULES_SUFFIX}"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            found.update(line for line in listing.read_text(encoding="utf-8").splitlines()
+                         if line.startswith("/"))
+    return tuple(sorted(found))
+
+
 def take_notes() -> list[str]:
     """The notes left since the last call (see discard), once each."""
     notes = list(dict.fromkeys(_notes))
