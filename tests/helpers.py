@@ -78,3 +78,29 @@ def dot_takes_m_and_n_below_16() -> bool:
     import triton
 
     return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 5)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` stops running within ``seconds``; if not, it is killed (a test leaves
+    nothing behind) and the answer is False."""
+    import contextlib
+    import signal
+    import time
+
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            return False
+        time.sleep(0.05)
+    return True

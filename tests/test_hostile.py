@@ -32,7 +32,9 @@ from learning.grader import containment, forkserver, integrity, registry, report
 from learning.grader import warm as warm_process
 from tests.helpers import (
     COURSE_ROOT,
+    alive,
     course_pythonpath,
+    gone_within,
     grade_text,
     solution_text,
     stub_text,
@@ -47,26 +49,6 @@ filtered = pytest.mark.skipif(containment.machine() not in containment._SYSCALLS
                               or not containment.available(),
                               reason="the seccomp filter covers x86-64 and aarch64 Linux")
 WRONG = solution_text("softmax").replace("return output  # store", "return output[::-1]")
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)  # leave nothing behind, then fail
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def read_pid(path: Path, seconds: float = 10) -> int:

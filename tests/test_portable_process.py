@@ -22,7 +22,7 @@ import pytest
 
 from learning import check
 from learning.grader import childproc, handover, registry, runner
-from tests.helpers import grade_text, solution_text, write_module
+from tests.helpers import alive, gone_within, grade_text, solution_text, write_module
 
 SOFTMAX = registry.find("softmax")
 
@@ -51,26 +51,6 @@ def portable(monkeypatch):
 
 def forked(result) -> bool:
     return any("forked from a warm process" in what for _, what in result.timeline)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed and not yet reaped by its new parent, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)  # leave nothing behind, then fail
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def test_the_switch_chooses_the_portable_path(monkeypatch):

@@ -295,7 +295,8 @@ _BY_TARGET = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_o
 
 # Where the signal number is among a signalling call's arguments, and the signals that stop
 _SIGNAL_ARG = {"kill": 1, "tgkill": 2, "rt_sigqueueinfo": 1, "rt_tgsigqueueinfo": 2}
-_STOPS = (int(signal.SIGSTOP), int(signal.SIGTSTP), int(signal.SIGTTIN), int(signal.SIGTTOU))
+_STOPS = tuple(int(getattr(signal, name)) for name in ("SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
+               if hasattr(signal, name))  # Windows has none: the filter is Linux's anyway
 
 # Classic BPF, as seccomp reads it
 _LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06

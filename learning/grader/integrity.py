@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import site
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -193,7 +194,7 @@ def _loaded_files() -> set[str]:
     whole elsewhere)."""
     course = str(COURSE_ROOT / "learning")
     found = set()
-    for module in list(__import__("sys").modules.values()):
+    for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if isinstance(path, str) and not path.startswith(course):
             found.add(path)
