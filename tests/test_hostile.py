@@ -630,8 +630,9 @@ _tamper()
 ''')
     done = run_check(root, folder)
     text = " ".join(done.stdout.split())
-    assert "changed the course's own files (learning/exercises/softmax.py)" in text, done.stdout
-    assert "json.py where Python would import it" in text
+    assert "the course's own files changed (learning/exercises/softmax.py) and were put back" \
+        in text, done.stdout
+    assert "json.py appeared where Python would import it" in text
     assert reference.read_bytes() == original
     assert not (root / "json.py").exists()
     assert list((folder / ".course-state" / "set-aside").iterdir())

@@ -101,21 +101,24 @@ class Repairs:
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
 
     def note(self, aside_folder: str) -> str:
+        """What changed while the learner's code ran, in one line. Seen, not attributed: the
+        learner's code is the likely writer, but another program could have been."""
         parts = []
         if self.restored:
-            parts.append(f"changed the course's own files ({_listed(self.restored)}), which "
-                         "were put back as they were")
+            parts.append(f"the course's own files changed ({_listed(self.restored)}) and were "
+                         "put back as they were")
         if self.set_aside:
-            parts.append(f"added {_listed(self.set_aside)} where Python would import it, "
-                         f"moved to {aside_folder} unless said otherwise")
+            parts.append(f"{_listed(self.set_aside)} appeared where Python would import it, "
+                         f"and was moved to {aside_folder} unless said otherwise")
         if self.installed:
-            parts.append(f"changed installed code the grader runs ({_listed(self.installed)}),"
-                         " now set aside: reinstall its package (python -m pip install "
+            parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
+                         "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
         if self.caches_deleted:
-            parts.append(f"wrote {self.caches_deleted} compiled file(s) under the course's "
-                         "folders, deleted")
-        return "your code " + "; it ".join(parts) if parts else ""
+            parts.append(f"{self.caches_deleted} compiled file(s) under the course's folders "
+                         "changed and were deleted")
+        return "while your code ran (by it, or by another program), " + "; ".join(parts) \
+            if parts else ""
 
 
 def _listed(names: list[str]) -> str:
@@ -190,13 +193,15 @@ class Guard:
 
 
 def _loaded_files() -> set[str]:
-    """The files of the modules this process has loaded, the course's own left out (kept
-    whole elsewhere)."""
-    course = str(COURSE_ROOT / "learning")
+    """The files of the installed modules this process has loaded: Python's own library and
+    site-packages (the course's files are kept whole elsewhere; a test's or a learner's
+    module is not installed code)."""
+    installed = tuple(os.path.join(os.path.abspath(p), "") for p in
+                      {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
     found = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and not path.startswith(course):
+        if isinstance(path, str) and os.path.abspath(path).startswith(installed):
             found.add(path)
     return found
 
