@@ -512,20 +512,26 @@ def test_measured_sections_wait_for_a_committed_run_then_show_it():
             "backends": [dict(row, backend="flash attention", causal=False, tflops=500.0)],
             "configs": [dict(row, config="128x64", causal=False, tflops=400.0)]}
     table = page.measured(data=data)
-    assert table.rows == (("bf16", "4,096", "128", "no", "4 x 16", "400", "500", "0.80",
-                           "FlashAttention-2: flash_fwd"),)
+    assert table.rows == (("4,096", "128", "no", "4 x 16", "400", "500", "0.80",
+                           "FlashAttention-2 1"),)
+    assert table.caption.startswith("Every row bf16.")
+    assert "FlashAttention-2 1 = flash_fwd" in table.caption
     assert "triton 3.6.0" in table.caption and "2026-12-02" in table.caption
+    mixed = dict(data, results=data["results"] + [
+        dict(row, dtype="fp16", impl="torch", causal=False, tflops=1.0, backend="cuDNN: k")])
+    assert [r[0] for r in page.measured(data=mixed).rows] == ["bf16", "fp16"]
     target = page.target(data=data)
     assert target.rows[0][2:] == ("0.80", "met") and target.rows[1][3] == "not measured"
     assert page.backends(data=data).rows == (("flash attention", "no", "500"),)
     assert page.configs(data=data).rows == (("bf16", "4,096", "128", "no", "128x64", "400"),)
 
 
-def test_a_kernel_name_too_long_for_80_columns_is_cut_and_marked():
-    whole = "cuDNN: " + "k" * 100
-    assert page._kernel_shown(whole) == "cuDNN: " + "k" * page.CUT_NAME + " ..."
-    assert page._kernel_shown("cuDNN: " + "k" * 79) == "cuDNN: " + "k" * 79
-    assert page._kernel_shown("FlashAttention-2: flash_fwd") == "FlashAttention-2: flash_fwd"
+def test_a_kernel_name_recorded_cut_is_marked_and_a_whole_one_is_shown_whole():
+    assert page._kernel_shown("cuDNN: " + "k" * page.CUT_NAME) == \
+        "cuDNN: " + "k" * page.CUT_NAME + " ..."
+    assert page._kernel_shown("cuDNN: " + "k" * 110) == "cuDNN: " + "k" * 110
+    assert page._kernel_labels(["cuDNN: a", "flash: f", "cuDNN: b", "cuDNN: a", "-"]) == \
+        {"cuDNN: a": "cuDNN 1", "flash: f": "flash 1", "cuDNN: b": "cuDNN 2"}
 
 
 def test_the_target_rounds_show_the_median_and_range_of_each_mask(tmp_path):
@@ -565,6 +571,24 @@ def test_at_80_columns_no_number_or_word_is_split():
     for line in done.stdout.splitlines():
         assert len(line.rstrip()) <= 80, line
         assert not re.search(r"\d,\d{1,2} *$|\d,\d{1,2} │", line), line
+
+
+def test_the_measured_figures_stay_a_table_at_80_columns_piped_with_kernel_names_whole():
+    """Piped at 80 columns the figures once became one record of nine lines per shape (about
+    240 lines), each kernel's name cut at 80 characters."""
+    if not page.RESULTS.exists():
+        pytest.skip("no committed run to draw")
+    done = subprocess.run([sys.executable, "-m", "learning.explain", "attention"],
+                          capture_output=True, text=True, cwd=COURSE_ROOT,
+                          env={"COLUMNS": "80", "PATH": "/usr/bin"}, timeout=60)
+    section = done.stdout.split("Measured on a GPU", 1)[1]
+    shapes = {page._key(r) for r in page.load_results()["results"]}
+    assert section.count("│") >= len(shapes) and "reference TFLOP/s:" not in section
+    assert len(section.splitlines()) < len(shapes) + 15
+    joined = "".join(section.split())
+    for r in page.load_results()["results"]:
+        if r["impl"] == "torch":
+            assert r["backend"].partition(": ")[2] in joined
 
 
 # ---------------------------------------------------------------------------------------------
@@ -708,3 +732,27 @@ def test_an_output_never_divided_by_l_is_judged_divided_by_each_rows_l():
     assert bug.detect(rounded, args, want)
     assert never.explains(rounded, args, want, part.tolerance.atol, part.tolerance.rtol)
     assert not bug.detect(buggy * 1.5, args, want)  # l times something else: not this bug
+
+
+def test_the_worked_example_shows_every_value_the_trace_uses():
+    """The page never showed v, so no 'acc after' could be redone by hand. From the tables
+    alone (q, k, v, the scale) the first block's acc is rebuilt and matches the trace's."""
+    import ast
+
+    rows = {}
+    for block in page.page().blocks:  # the first table of each first column: the trace's Keys
+        if hasattr(block, "columns"):
+            rows.setdefault(block.columns[0], block)
+    keys, scores = rows["Key j"], rows["Query"]
+    k = [ast.literal_eval(row[1]) for row in keys.rows]
+    v = [ast.literal_eval(row[2]) for row in keys.rows]
+    q0 = ast.literal_eval(scores.rows[page.TRACED_ROW][1])
+    s = [sum(a * b for a, b in zip(q0, key)) / math.sqrt(len(q0)) for key in k]
+    m = max(s[:page.WORKED_BLOCK])
+    acc = [sum(math.exp(s[j] - m) * v[j][c] for j in range(page.WORKED_BLOCK))
+           for c in range(len(v[0]))]
+    first = rows["Keys"].rows[0]
+    shown = ast.literal_eval(first[-1])
+    assert shown == pytest.approx(acc, abs=1e-4)
+    lesson = (COURSE_ROOT / "lessons" / "13-attention.md").read_text(encoding="utf-8")
+    assert all(f"| {row[2]} |" in lesson for row in keys.rows)

@@ -121,13 +121,24 @@ def _input(numbers):
 # Blocks.
 
 
+def keys_table(numbers=None) -> Table:
+    """The worked example's keys and values, one row per key: what q is scored against and
+    what the weights average, so every acc of the trace can be redone by hand."""
+    _, k, v = worked()
+    rows = tuple((str(j), _vector(key, 1), _vector(value, 1))
+                 for j, (key, value) in enumerate(zip(k, v)))
+    return Table(("Key j", "k[j]", "v[j]"), rows,
+                 "Each query is scored against every k[j]; its output is the weighted average "
+                 "of the v[j], weighted by the softmax of its scores.")
+
+
 def scores_table(numbers=None) -> Table:
     """The worked example's scores, q k^T / sqrt(d), one row per query."""
     q, k, v = worked()
     rows = tuple((str(i), _vector(row, 1), " ".join(_short(x, 2) for x in s))
                  for i, (row, s) in enumerate(zip(q, scores_of(q, k))))
-    caption = (f"k = {_matrix(k)}; d = {len(q[0])}, so every score is q[i] . k[j] times "
-               f"1 / sqrt({len(q[0])}) = {1 / math.sqrt(len(q[0])):g}.")
+    caption = (f"d = {len(q[0])}, so every score is q[i] . k[j] (k[j] in the table above) "
+               f"times 1 / sqrt({len(q[0])}) = {1 / math.sqrt(len(q[0])):g}.")
     return Table(("Query", "q[i]", "Scores with keys 0-5"), rows, caption)
 
 
@@ -309,38 +320,65 @@ def _tflops(row: dict | None) -> str:
     return (row or {}).get("note", "-") or "-"
 
 
-CUT_NAME = 80  # the most of a kernel's name shown: a longer one would not fit 80 columns
+CUT_NAME = 80  # runs before the bench kept kernel names whole recorded this many characters
 
 
 def _kernel_shown(backend: str) -> str:
-    """SDPA's kernel as the bench recorded it, cut to CUT_NAME characters and marked so where
-    it is longer (bench/results/attention.json holds it whole; results measured before the
-    bench kept names whole hold exactly CUT_NAME characters, and are marked too)."""
+    """SDPA's kernel as the bench recorded it, marked " ..." where the run recorded it cut
+    (results measured before the bench kept names whole hold exactly CUT_NAME characters)."""
     kind, _, name = backend.partition(": ")
-    if len(name) >= CUT_NAME:
-        return f"{kind}: {name[:CUT_NAME]} ..."
+    if len(name) == CUT_NAME:
+        return f"{kind}: {name} ..."
     return backend
 
 
+def _kernel_labels(backends) -> dict[str, str]:
+    """A short label per distinct kernel, "cuDNN 1", "cuDNN 2", ...: a kernel's name runs past
+    100 characters, too long for a column of an 80-column table, so the table shows the label
+    and the caption names each kernel whole, once."""
+    labels: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for backend in backends:
+        if backend in labels or backend == "-":
+            continue
+        kind = backend.partition(": ")[0]
+        counts[kind] = counts.get(kind, 0) + 1
+        labels[backend] = f"{kind} {counts[kind]}"
+    return labels
+
+
 def measured(_numbers=None, data: dict | None = None):
-    """TFLOP/s of the reference and of torch's SDPA per shape, as measured."""
+    """TFLOP/s of the reference and of torch's SDPA per shape, as measured. A dtype shared by
+    every row is said once in the caption rather than in a column, so the table fits 80
+    columns."""
     data = data if data is not None else load_results()
     if data is None:
         return Text(NOT_MEASURED)
     cases_: dict = {}
     for r in data["results"]:
         cases_.setdefault(_key(r), {})[r["impl"]] = r
+    labels = _kernel_labels(case.get("torch", {}).get("backend", "-") for case in cases_.values())
+    dtypes = {dtype for dtype, *_ in cases_}
     rows = []
     for (dtype, seq, d, causal), case in cases_.items():
         ref, theirs = case.get("reference", {}), case.get("torch", {})
         ratio = f"{ref['tflops'] / theirs['tflops']:.2f}" if "tflops" in ref and \
             "tflops" in theirs else "-"
-        rows.append((dtype, f"{seq:,}", str(d), "yes" if causal else "no",
-                     f"{ref.get('batch', '-')} x {ref.get('heads', '-')}", _tflops(ref),
-                     _tflops(theirs), ratio, _kernel_shown(theirs.get("backend", "-"))))
-    return Table(("dtype", "seq", "d", "causal", "batch x heads", "reference TFLOP/s",
-                  "SDPA TFLOP/s", "reference / SDPA", "SDPA's kernel"), tuple(rows),
-                 _provenance(data))
+        kernel = theirs.get("backend", "-")
+        row = (f"{seq:,}", str(d), "yes" if causal else "no",
+               f"{ref.get('batch', '-')} x {ref.get('heads', '-')}", _tflops(ref),
+               _tflops(theirs), ratio, labels.get(kernel, kernel))
+        rows.append(row if len(dtypes) == 1 else (dtype, *row))
+    columns = ("seq", "d", "causal", "batch x heads", "reference TFLOP/s", "SDPA TFLOP/s",
+               "reference / SDPA", "SDPA's kernel")
+    caption = _provenance(data)
+    if labels:
+        caption += " SDPA's kernels: " + "; ".join(
+            f"{label} = {_kernel_shown(kernel).partition(': ')[2] or kernel}"
+            for kernel, label in labels.items()) + "."
+    if len(dtypes) == 1:
+        return Table(columns, tuple(rows), f"Every row {dtypes.pop()}. {caption}")
+    return Table(("dtype", *columns), tuple(rows), caption)
 
 
 def target(_numbers=None, data: dict | None = None):
@@ -475,6 +513,7 @@ def page(row=None) -> Page:
              f"blocks, here of {block}, keeping for each query the largest score so far (m), "
              "the sum of exp(score - m) so far (l) and the weighted sum of v's rows so far "
              "(acc), and divides acc by l once, at the end."),
+        keys_table(),
         scores_table(),
         Heading(f"Query {TRACED_ROW}, block by block"),
         trace(),
@@ -495,6 +534,7 @@ def page(row=None) -> Page:
 
 # Blocks a lesson can embed by name; each takes the marker's numbers as one list.
 BLOCKS = {
+    "keys": keys_table,
     "scores": scores_table,
     "trace": trace,
     "check": check,
