@@ -263,6 +263,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None
     return c
 
 
+def forget_choices() -> None:
+    """Forget the autotuner's picks: the next call of each product times the table again.
+    The bench does this between rounds, so each round's figure includes the autotuner's own
+    choice, which varies from run to run where several rows time within noise of each other."""
+    getattr(_matmul_tuned, "cache", {}).clear()
+
+
 def chosen_config(a: torch.Tensor, b: torch.Tensor) -> TileConfig | None:
     """The row of ``CONFIGS`` the autotuner picked for this product, once it has run."""
     cached = getattr(_matmul_tuned, "cache", {})

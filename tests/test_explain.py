@@ -187,7 +187,12 @@ def test_every_topic_piped_at_80_columns_shows_every_word_within_80(topic):
     assert "…" not in done.stdout
     shown = Counter(word.rstrip(":") for word in
                     done.stdout.replace("│", " ").replace("┃", " ").split())  # a list's "cols:"
-    assert _page_words(explainers.load(topic).page(None)) - shown == Counter()
+    missing = _page_words(explainers.load(topic).page(None)) - shown
+    # a word wider than the terminal (a kernel's name) can only be folded: it must be whole
+    # once the line breaks are taken out
+    joined = "".join(done.stdout.split())
+    assert Counter({word: n for word, n in missing.items()
+                    if len(word) <= 80 or word not in joined}) == Counter()
 
 
 @pytest.mark.parametrize("topic, row", [("attention", "1e308,2"), ("softmax", "1e300,2")])

@@ -375,11 +375,42 @@ def test_measured_sections_wait_for_a_committed_run_then_show_it():
             "configs": [{"dtype": "fp16", "M": 4096, "N": 4096, "K": 4096,
                          "config": "128x256x64", "tflops": 600.0}]}
     table = page.measured(data=data)
-    assert table.rows == (("fp16", "4096 x 4096 x 4096", "600", "700", "0.86", "128x256x64"),)
+    assert table.rows == (("fp16", "4096 x 4096 x 4096", "600", "700", "0.86", "0.86",
+                           "128x256x64"),)
     assert "triton 3.6.0" in table.caption and "2026-12-02" in table.caption
+    assert table.caption.startswith("One round")
     target = page.target(data=data)
-    assert target.rows[0][2:] == ("0.86", "not met") and target.rows[1][3] == "not measured"
-    assert page.configs(data=data).rows == (("fp16", "4096 x 4096 x 4096", "128x256x64", "600"),)
+    assert target.rows[0][2:] == ("0.86", "0.86", "not met")
+    assert target.rows[1][4] == "not measured"
+    assert page.configs(data=data).rows == (("fp16", "4096 x 4096 x 4096", "128x256x64", "600",
+                                             "600"),)
+
+
+def test_rounds_are_reported_as_medians_with_the_ratios_range():
+    """One run's figures once disagreed with another's by more than the goal's margin and the
+    tables did not say so: each figure is now a median over rounds, each round's ratio taken
+    from the reference and torch timed in that round, with the lowest and highest ratio."""
+    def pair(round_, ours, cublas, config):
+        size = {"dtype": "bf16", "M": 4096, "N": 4096, "K": 4096, "round": round_}
+        return [dict(size, impl="reference", tflops=ours, config=config),
+                dict(size, impl="torch", tflops=cublas)]
+
+    env = {"device": "GPU", "sms": 1, "torch": "t", "triton": "3.6.0", "cuda": "c",
+           "date": "2026-12-04"}
+    data = {"env": env, "command": "python -m learning.bench matmul --rounds 3", "rounds": 3,
+            "results": pair(0, 600.0, 700.0, "A") + pair(1, 690.0, 700.0, "B")
+            + pair(2, 660.0, 660.0, "A"),
+            "configs": [{"dtype": "bf16", "M": 4096, "N": 4096, "K": 4096, "config": "A",
+                         "tflops": t, "round": i} for i, t in enumerate((500.0, 700.0, 600.0))]}
+    row = page.measured(data=data).rows[0]
+    # medians: 660 of (600, 690, 660); 700 of (700, 700, 660); ratios 0.857, 0.986, 1.0
+    assert row[2:] == ("660", "700", "0.99", "0.86 to 1.00", "A (2 of 3 rounds)")
+    assert "Medians over 3 rounds" in page.measured(data=data).caption
+    assert page.target(data=data).rows[1][2:] == ("0.99", "0.86 to 1.00",
+                                                  "met at the median, not in every round")
+    assert page.configs(data=data).rows[0][3:] == ("600", "500 to 700")
+    low = dict(data, results=pair(0, 600.0, 700.0, "A") + pair(1, 610.0, 700.0, "A"))
+    assert page.target(data=low).rows[1][4] == "not met"
 
 
 def test_explain_matmul_needs_no_torch_and_is_instant():
@@ -421,6 +452,7 @@ def test_without_a_gpu_bench_matmul_says_where_the_figures_are(capsys, mode):
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["matmul", "--rounds", "0"], "--rounds: 0 is not allowed"),
     (["matmul", "--sizes", "12y"], "'12y' is not a size"),
     (["matmul", "--sizes", "1x2"], "needs one size or M x N x K"),
     (["matmul", "--sizes", "0"], "each 1 to 65536"),

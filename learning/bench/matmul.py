@@ -67,6 +67,9 @@ def build_parser() -> CommandParser:
                         help="four sizes and shorter timing runs: a first look, not a figure")
     parser.add_argument("--no-configs", action="store_true",
                         help="leave out timing each row of the tuning table on its own")
+    parser.add_argument("--rounds", type=int, default=1, metavar="R",
+                        help="time the whole sweep R times, the autotuner choosing afresh in "
+                             "each; tables show medians and the ratio's range (default 1)")
     parser.add_argument("--budget-s", type=float, default=BUDGET_SECONDS, metavar="S",
                         help=f"stop starting new sizes after this many seconds (default "
                              f"{BUDGET_SECONDS:g})")
@@ -112,6 +115,8 @@ def parse(argv: list[str]):
     options = build_parser().parse_args(argv)
     options.size_list = parse_sizes(options.sizes, options.quick)
     options.dtypes = parse_dtypes(options.dtypes)
+    if not 1 <= options.rounds <= 50:
+        raise ArgumentError(f"--rounds: {options.rounds} is not allowed (1 to 50)")
     return options
 
 
@@ -251,29 +256,23 @@ def try_small(function) -> str:
 # output
 
 
-def _cell(row: dict | None) -> str:
-    return f"{row['tflops']:.0f}" if row and "tflops" in row else "-"
-
-
 def table_lines(results: list[dict]) -> list[str]:
+    """The run as a Markdown table: medians over its rounds, the ratio's median and range."""
+    from learning.explainers.matmul import _median, _spread, summarise
+
+    shapes = summarise(results)
     present = [name for name in ("yours", "reference", "torch")
                if any(r["impl"] == name for r in results)]
-    head = ["dtype", "M x N x K"] + [f"{name} TFLOP/s" for name in present]
-    lines = ["| " + " | ".join(head + ["reference / torch", "reference's tiles"]) + " |",
-             "|" + "|".join("---:" for _ in range(len(head) + 2)) + "|"]
-    keys = []
-    for r in results:
-        key = (r["dtype"], r["M"], r["N"], r["K"])
-        if key not in keys:
-            keys.append(key)
-    for key in keys:
-        case = {r["impl"]: r for r in results if (r["dtype"], r["M"], r["N"], r["K"]) == key}
-        ref, theirs = case.get("reference"), case.get("torch")
-        ratio = f"{ref['tflops'] / theirs['tflops']:.2f}" if ref and theirs and \
-            "tflops" in ref and "tflops" in theirs else "-"
-        cells = [key[0], f"{key[1]} x {key[2]} x {key[3]}", *(_cell(case.get(n)) for n in present),
-                 ratio, (ref or {}).get("config", "-")]
-        lines.append("| " + " | ".join(cells) + " |")
+    head = ["dtype", "M x N x K", *(f"{name} TFLOP/s" for name in present),
+            "reference / torch", "lowest to highest", "reference's tiles"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" for _ in head) + "|"]
+    for (dtype, m, n, k), shape in shapes.items():
+        cells = [f"{_median(shape['tflops'][name]):.0f}" if shape["tflops"].get(name) else "-"
+                 for name in present]
+        ratios = shape["ratios"]
+        lines.append("| " + " | ".join([
+            dtype, f"{m} x {n} x {k}", *cells, f"{_median(ratios):.2f}" if ratios else "-",
+            _spread(ratios), ", ".join(dict.fromkeys(shape["configs"])) or "-"]) + " |")
     return lines
 
 
@@ -286,9 +285,11 @@ def main(argv: list[str]) -> int:
     console, options, env, command = opened
     import torch
 
+    import reference_matmul
+
     start = time.monotonic()
     result = {"env": env, "command": command.strip(), "results": [], "configs": [], "notes": [],
-              "tf32": "fp32" in options.dtypes}
+              "tf32": "fp32" in options.dtypes, "rounds": options.rounds}
 
     def say(row):
         what = row.get("impl") or row.get("config")
@@ -312,19 +313,26 @@ def main(argv: list[str]) -> int:
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True  # float32: torch may use TF32 like tl.dot
     try:
-        for dname in options.dtypes:
-            for m, n, k in options.size_list:
-                if time.monotonic() - start > options.budget_s:
-                    note = f"{dname} {m}x{n}x{k} skipped: the {options.budget_s:g} s budget ran out"
-                    result["notes"].append(note)
-                    console.print(note)
-                    continue
-                result["results"] += measure_size(m, n, k, dname, options.quick, function, say)
-                torch.cuda.empty_cache()
-        if not options.no_configs:
+        for round_ in range(options.rounds):
+            if round_:
+                reference_matmul.forget_choices()
+                console.print(f"round {round_ + 1} of {options.rounds}")
             for dname in options.dtypes:
-                if dname != "fp32":
-                    result["configs"] += measure_configs(dname, options.quick, say)
+                for m, n, k in options.size_list:
+                    if time.monotonic() - start > options.budget_s:
+                        note = (f"{dname} {m}x{n}x{k} round {round_ + 1} skipped: the "
+                                f"{options.budget_s:g} s budget ran out")
+                        result["notes"].append(note)
+                        console.print(note)
+                        continue
+                    rows = measure_size(m, n, k, dname, options.quick, function, say)
+                    result["results"] += [dict(row, round=round_) for row in rows]
+                    torch.cuda.empty_cache()
+            if not options.no_configs:
+                for dname in options.dtypes:
+                    if dname != "fp32":
+                        rows = measure_configs(dname, options.quick, say)
+                        result["configs"] += [dict(row, round=round_) for row in rows]
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     result["seconds"] = round(time.monotonic() - start, 1)
@@ -333,7 +341,7 @@ def main(argv: list[str]) -> int:
     console.print(f"\n{env['device']}, torch {env['torch']}, triton {env['triton']}, "
                   f"{env['date']}: {result['command']} ({result['seconds']} s)")
     console.print("TFLOP/s = 2 * M * N * K / median time; every C checked against float64 "
-                  "on sampled rows first")
+                  f"on sampled rows first; medians over {options.rounds} round(s)")
     for note in result["notes"]:
         console.print(note)
     console.print("\n".join(table_lines(result["results"])), markup=False)
