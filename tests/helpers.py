@@ -67,10 +67,6 @@ def version_text(exercise: str, version) -> str:
     return f"{head}\n\n{replaced}"
 
 
-# How long `explain` may take in a test that checks it imports neither torch nor triton (which
-# is what makes it instant): unloaded it takes 0.1 to 0.2 s; the room is for a CI machine whose
-# two cores run other tests meanwhile, and a heavy import slipping in would take seconds.
-INSTANT_SECONDS = 3.0
 
 
 def dot_takes_m_and_n_below_16() -> bool:

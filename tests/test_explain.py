@@ -11,7 +11,7 @@ import pytest
 from learning import explain, explainers
 from learning.explainers import softmax as softmax_page
 from learning.explainers.page import Heading, Steps, Table, Text
-from tests.helpers import COURSE_ROOT, INSTANT_SECONDS, course_pythonpath
+from tests.helpers import COURSE_ROOT, course_pythonpath
 
 
 @pytest.fixture(autouse=True)
@@ -114,9 +114,10 @@ def test_explain_imports_neither_torch_nor_triton_and_is_instant():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    loaded, seconds = done.stderr.strip().rsplit(" ", 1)
-    assert loaded == "[]"  # what makes it instant: importing torch alone takes seconds
-    assert float(seconds) < INSTANT_SECONDS
+    loaded = done.stderr.strip().rsplit(" ", 1)[0]
+    # what makes it instant: importing torch alone takes seconds (wall time is not asserted:
+    # a loaded machine would fail it for nothing)
+    assert loaded == "[]"
 
 
 def test_exp_limits_table_matches_where_exp_really_overflows_and_underflows():

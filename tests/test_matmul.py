@@ -23,7 +23,6 @@ from learning.grader import registry
 from learning.grader.tensors import TensorSpec
 from tests.helpers import (
     COURSE_ROOT,
-    INSTANT_SECONDS,
     dot_takes_m_and_n_below_16,
     grade_text,
     solution_text,
@@ -190,15 +189,10 @@ def test_the_advice_on_a_loop_carried_type_reads_the_types_from_the_message():
 
 
 @pytest.mark.interpreter
-def test_a_finished_kernel_compiles_and_its_cases_take_little_time(tmp_path):
+def test_a_finished_kernel_passes_and_compiles(tmp_path):
     part = _grade_triton(tmp_path, solution_text("matmul"))
     assert part.status == "passed"
     assert part.compile_check.ran and not part.compile_check.rejected
-    # a check of a finished matmul.py should take under 5 s on 2 idle cores, of which the
-    # cases take about 1 s; the bound leaves room for a loaded machine (the suite runs in
-    # parallel) and still fails a case that has grown several times over
-    seconds = sum(c.verdict.seconds for c in part.cases)
-    assert seconds < 5.0, f"the interpreted cases took {seconds:.2f} s"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,9 +415,10 @@ def test_explain_matmul_needs_no_torch_and_is_instant():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, cwd=COURSE_ROOT)
     assert done.returncode == 0, done.stderr
-    loaded, seconds = done.stderr.strip().rsplit(" ", 1)
-    assert loaded == "[]"  # what makes it instant: importing torch alone takes seconds
-    assert float(seconds) < INSTANT_SECONDS
+    loaded = done.stderr.strip().rsplit(" ", 1)[0]
+    # what makes it instant: importing torch alone takes seconds (wall time is not asserted:
+    # a loaded machine would fail it for nothing)
+    assert loaded == "[]"
 
 
 def test_at_80_columns_no_number_or_word_is_split():

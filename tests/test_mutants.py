@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from learning.grader import compare, registry, runner
 from learning.grader.declarations import Exercise, Part
 from learning.solutions import solution_path
@@ -268,6 +270,7 @@ def _equivalence(exercise: str, part: str, folder: Path, survivors: list[Mutant]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.exhaustive
 def test_the_grader_fails_every_mutant_that_changes_the_outputs(tmp_path):
     chosen = sampled()
     assert chosen, "no reference solution to mutate"

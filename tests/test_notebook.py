@@ -94,6 +94,7 @@ def learners_copy(tmp_path):
     return tmp_path
 
 
+@pytest.mark.exhaustive
 def test_every_cell_runs_here(learners_copy):
     try:
         importlib.metadata.version("triton-course")

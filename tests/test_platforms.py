@@ -144,6 +144,7 @@ def test_the_upper_bound_of_triton_is_the_same_on_linux_and_windows():
     assert specs["triton"] == specs["triton-windows"], specs
 
 
+@pytest.mark.exhaustive
 @pytest.mark.network
 @pytest.mark.parametrize("label", list(PLATFORMS))
 def test_the_dependencies_resolve_for(label, tmp_path, index_reachable):
