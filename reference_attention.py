@@ -24,8 +24,8 @@ this file adds what makes it fast:
    Hopper and later each tile is one TMA copy, bounded in every dimension, with no address
    arithmetic in the threads. On an H200 at seq 4096, d = 128 it ran faster than the same
    tiles through descriptors that each program made for itself, and at d = 64 as fast as
-   ``_attention`` (``bench/attention_variants.py``, results in
-   ``bench/results/attention_variants.json``).
+   ``_attention`` (``lab/probes/attention_variants.py``, results in
+   ``lab/results/attention_variants.json``).
    ``attention`` runs it where the GPU, the Triton version and the tensors' alignment allow.
 3. ``CONFIGS``: the tile shapes the autotuner times for each new (seq_q, seq_k, d, causal,
    dtype), each with the reason it is in the table.

@@ -7,7 +7,7 @@ In the lessons' order: 1. ``_softmax``, one row per program (lesson 08), and
 and ``rmsnorm``; 6. the launchers as PyTorch operators (lesson 11). Every kernel loads float32,
 float16 or bfloat16, computes in float32 and stores in its output's dtype.
 
-The launchers ask ``_plan`` in triton_kernels_fast.py, the production layer, which kernel
+The launchers ask ``_plan`` in lab/production.py, the production layer, which kernel
 fits the rows; on a GPU it also names kernels of its own for wide and 16-bit rows. Importing
 defines the kernels and does nothing else: whether they run in Triton's interpreter or compiled
 for the CUDA GPU is decided before the import (``learning.grader.mode.select()``).
@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-import triton_kernels_fast as fast
-from triton_kernels_fast import (
+from lab import production as fast
+from lab.production import (
     MAX_COLS,
     MAX_GPU_SINGLE_BLOCK,
     MAX_SINGLE_BLOCK,
@@ -98,7 +98,7 @@ def _softmax_multi_row(
     offsets = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (offsets[None, :] < n_cols)
     # both tiles' addresses before the load (computed after the reductions, the store's made
-    # 4-column float32 rows slower on an H200: bench/results/multi_row_ab.txt)
+    # 4-column float32 rows slower on an H200: lab/results/multi_row_ab.txt)
     input_ptrs = input_ptr + rows[:, None] * input_row_stride + offsets[None, :]
     output_ptrs = output_ptr + rows[:, None] * output_row_stride + offsets[None, :]
     x = tl.load(input_ptrs, mask=mask, other=-float("inf")).to(tl.float32)
@@ -345,7 +345,7 @@ def _rmsnorm_looped(
 # ---------------------------------------------------------------------------------------------
 #
 # Each launcher checks what its kernels assume, each refusal carrying the numbers and the fix
-# (the checks all three share are in triton_kernels_fast.py), views the tensor as (rows,
+# (the checks all three share are in lab/production.py), views the tensor as (rows,
 # n_cols) without copying, asks _plan which kernel fits, and launches it. wrap_triton(kernel,
 # like) is the kernel itself, unless torch.compile is tracing the launch (section 6).
 
@@ -354,7 +354,7 @@ def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
     n_rows, n_cols = x.shape
     args = (out, x, out.stride(0), x.stride(0))
-    if fast.is_fast(plan):  # one pass, pipelined or split rows: triton_kernels_fast.py
+    if fast.is_fast(plan):  # one pass, pipelined or split rows: lab/production.py
         launch_softmax(out, x, plan)
     elif plan.strategy == "single_block":
         wrap_triton(_softmax, x)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
@@ -372,7 +372,7 @@ def _launch_softmax_backward(dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor
     """Launch the backward kernel ``plan`` names on (rows, cols) views."""
     n_rows, n_cols = y.shape
     args = (dx, y, dy, dx.stride(0), y.stride(0), dy.stride(0))
-    if fast.is_fast(plan):  # split rows: triton_kernels_fast.py
+    if fast.is_fast(plan):  # split rows: lab/production.py
         launch_softmax_backward(dx, y, dy, plan)
     elif plan.strategy == "single_block":
         wrap_triton(_softmax_backward, y)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
@@ -396,7 +396,7 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
 
     ``_plan`` picks the kernel: ``_softmax`` (``_softmax_multi_row`` for narrow rows) up to
     ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that in the interpreter, a GPU's
-    kernels from triton_kernels_fast.py. ``strategy`` (one of ``STRATEGIES``) forces a kernel
+    kernels from lab/production.py. ``strategy`` (one of ``STRATEGIES``) forces a kernel
     and ``block`` its block width; a ``block`` narrower than the row forces the looped kernel.
     Differentiable: its gradient is ``softmax_backward``.
     """

@@ -1,6 +1,6 @@
 """Keep the computed sections of the documents current: ``python -m learning.computed [--check]``.
 
-The lessons, README.md and bench/RESULTS.md may hold computed sections.
+The lessons, README.md and lab/RESULTS.md may hold computed sections.
 
 A lesson marks a section it does not write by hand like this:
 
@@ -12,7 +12,7 @@ The marker names an explainer topic, one of its ``BLOCKS`` and the numbers (sepa
 commas) that the block takes as one list. Four topics are not explainers: ``hints`` (an
 exercise's hints, as ``check --hint`` gives them), ``cases`` (the cases the check runs for one
 part: ``cases EXERCISE PART``), ``facts`` (learning/explainers/facts.py: what
-bench/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
+lab/probes/lesson_facts.py measured on a GPU, and which kernel triton_kernels' launchers pick) and
 ``memory_map`` (learning/grader/map_view.py: a kernel run in Triton's interpreter and drawn as
 ``check`` draws it).
 This command regenerates every such section, and ``learning/course_files.sha256``, the digests
@@ -114,9 +114,11 @@ def refresh(text: str) -> str:
 
 
 def documents(directory: Path = LESSONS_DIR) -> list[Path]:
-    """Every document with computed sections: the lessons, the README and the bench results."""
+    """Every document with computed sections: the lessons, the README, and the lab's results
+    page and notes."""
     root = directory.parent
-    extra = [root / "README.md", root / "bench" / "RESULTS.md"]
+    extra = [root / "README.md", root / "lab" / "RESULTS.md",
+             *sorted((root / "lab" / "notes").glob("*.md"))]
     return sorted(directory.glob("*.md")) + [path for path in extra if path.exists()]
 
 

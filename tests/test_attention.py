@@ -443,7 +443,7 @@ def test_explain_attention_traces_a_row_and_checks_it_against_the_softmax(
                  "The causal mask, block by block", "Where A1's guard matters", "nan",
                  "FLOP per byte, fused"):
         assert text in out, text
-    measured = (COURSE_ROOT / "bench" / "results" / "attention.json").exists()
+    measured = (COURSE_ROOT / "lab" / "results" / "attention.json").exists()
     assert ("Not yet measured" in out) is not measured
 
 
@@ -597,7 +597,7 @@ def test_without_a_gpu_bench_attention_says_where_the_figures_are(capsys, mode):
     assert bench.main(["attention"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "need a CUDA GPU" in out and "python -m learning.check attention" in out
-    assert "bench/results/attention.json" in out
+    assert "lab/results/attention.json" in out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,4 +1,4 @@
-"""Claims about triton_kernels_gluon, the Gluon kernel that splits wide softmax rows with their
+"""Claims about lab.gluon, the Gluon kernel that splits wide softmax rows with their
 pieces in shared memory: it compiles wherever the plan may pick it, the plan picks it only for
 rows it can copy, and on a GPU it agrees with float64 torch wherever it runs.
 
@@ -20,8 +20,8 @@ import torch
 import triton
 
 import triton_kernels as tk
-import triton_kernels_fast as fast
-import triton_kernels_gluon as tg
+from lab import gluon as tg
+from lab import production as fast
 from tests.test_triton_kernels import NEG_INF, assert_matches, make, softmax_ref
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -40,7 +40,7 @@ import json, re, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
-import triton_kernels_gluon as tg
+from lab import gluon as tg
 found = {}
 for key in json.loads(sys.argv[1]):
     dtype, piece, chunk, warps, even, capability = key
@@ -306,10 +306,10 @@ def test_gpu_without_the_gluon_kernel_wide_rows_split_in_registers(monkeypatch, 
     assert plans[-1].strategy == "split_row" and not plans[-1].in_shared
 
 
-# The next probe, bench/probe_cluster.py: its docstring says what compiles; this keeps it true.
+# The next probe, lab/probes/probe_cluster.py: its docstring says what compiles; this keeps it true.
 CLUSTER_COMPILE = """
 import re, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -338,10 +338,10 @@ def test_the_cluster_probe_reduces_through_distributed_shared_memory():
     assert {"barrier.cluster.arrive", "mapa", "ld.shared::cluster", "ld.global.v4"} <= set(found)
 
 
-# bench/probe_cluster_shared.py: what its docstring says the kernel is, in the PTX for sm_90
+# lab/probes/probe_cluster_shared.py: what its docstring says the kernel is, in the PTX for sm_90
 CLUSTER_SHARED_COMPILE = """
 import re, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -379,10 +379,10 @@ def test_the_cluster_shared_probe_gives_each_cta_its_own_piece():
     assert barrier == "True" and atomics == "False"
 
 
-# bench/probe_ring.py: the ring's accounting, in the PTX for sm_90 (the H200 ran it, checked)
+# lab/probes/probe_ring.py: the ring's accounting, in the PTX for sm_90 (the H200 ran it, checked)
 RING_COMPILE = """
 import re, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -422,10 +422,10 @@ def test_the_ring_probe_waits_for_each_chunk_and_no_more():
     assert atomics == "False"
 
 
-# bench/probe_dsmem.py: the cluster exchange, in the PTX for sm_90 (the H200 ran it, checked)
+# lab/probes/probe_dsmem.py: the cluster exchange, in the PTX for sm_90 (the H200 ran it, checked)
 DSMEM_COMPILE = """
 import json, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -490,10 +490,10 @@ def test_the_dsmem_probe_reads_its_peers_only_while_they_are_held():
     assert cluster_exchange_faults(ptx, 8)  # reads for 4 CTAs are not enough for 8
 
 
-# bench/probe_gluon.py's exchange through 64-bit words, polled with a pause (timed on the H200)
+# lab/probes/probe_gluon.py's exchange through 64-bit words, polled with a pause (timed on the H200)
 WORDS_COMPILE = """
 import sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -527,12 +527,13 @@ def test_the_words_probe_polls_its_row_with_the_pause_it_is_given(sleep):
     assert polls == 2 * 4 and atomics == 1
 
 
-# Two routes for 2**20 columns that were timed on the H200 and dropped (bench/RESULTS.md):
-# bench/probe_gluon.py's prefetch of a later piece into L2, and bench/probe_cluster_groups.py's
-# rows of several clusters, whose ticket crosses a full cluster barrier
+# Two routes for 2**20 columns that were timed on the H200 and dropped (lab/RESULTS.md):
+# lab/probes/probe_gluon.py's prefetch of a later piece into L2, and
+# lab/probes/probe_cluster_groups.py's rows of several clusters, whose ticket crosses a full
+# cluster barrier
 PROBES_2_20_COMPILE = """
 import json, re, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -588,17 +589,17 @@ def test_the_dropped_2_20_probes_prefetch_and_hand_over_what_they_claim():
                          "st.async"], plain
     assert not plain[0].startswith("atom.")
 
-# triton_kernels_gluon._softmax_cluster, compiled for sm_90 as the plan launches it: the
+# lab.gluon._softmax_cluster, compiled for sm_90 as the plan launches it: the
 # exchange in its PTX, and no fence at the scope of the GPU in its machine code (SASS), which is
-# what the pull of bench/probe_dsmem.py paid for its cluster barrier's release
+# what the pull of lab/probes/probe_dsmem.py paid for its cluster barrier's release
 CLUSTER_KERNEL_COMPILE = """
 import json, subprocess, sys, tempfile
 from pathlib import Path
-sys.path.insert(0, "bench")
+sys.path.insert(0, "lab/probes")
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
-import triton_kernels_gluon as tg
+from lab import gluon as tg
 import probe_dsmem
 cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 # as a launch the plan allows specialises it: pointers 16-byte aligned, integers (the width

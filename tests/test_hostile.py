@@ -583,6 +583,7 @@ def course_copy(tmp_path: Path) -> Path:
     shutil.copytree(COURSE_ROOT / "learning", root / "learning",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for name in integrity.TOP_LEVEL:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(COURSE_ROOT / name, root / name)
     return root
 

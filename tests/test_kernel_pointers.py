@@ -13,7 +13,7 @@ import pytest
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 # The files lessons send a reader into, as they name them.
-MODULES = ("triton_kernels.py", "triton_kernels_fast.py", "triton_kernels_gluon.py",
+MODULES = ("triton_kernels.py", "lab/production.py", "lab/gluon.py",
            "reference_matmul.py", "reference_attention.py")
 DOCUMENTS = sorted((COURSE_ROOT / "lessons").glob("*.md")) + [COURSE_ROOT / "README.md"]
 # A learner meets _softmax on the first screen of triton_kernels.py; the file stays an essay.
@@ -32,7 +32,7 @@ READING = re.compile(r"\b(read|open|find)\b", re.IGNORECASE)
 @cache
 def definitions(module: str) -> dict[str, int]:
     """Top-level names a module defines (functions, classes, assignments): name -> line. Names
-    defined under a top-level ``if`` or ``try`` count (triton_kernels_gluon defines its kernel
+    defined under a top-level ``if`` or ``try`` count (lab.gluon defines its kernel
     only where Gluon is there)."""
     tree = ast.parse((COURSE_ROOT / module).read_text(encoding="utf-8"))
     found = {}
@@ -154,7 +154,7 @@ def test_triton_kernels_opens_with_lesson_08s_kernel_and_stays_short():
     [
         ("Read `_softmax` in `triton_kernels.py`.", None),
         ("Read `_softmax_split_row` in `triton_kernels.py`.", "not defined in triton_kernels.py"),
-        ("Read `_softmax_split_row` in `triton_kernels_fast.py`.", None),
+        ("Read `_softmax_split_row` in `lab/production.py`.", None),
         ("Find `row * in_row_stride` in `triton_kernels.py`.", "this code is not in"),
         ("Find the guard `m_ref` in `triton_kernels.py`.", None),
         ("Find the guard `m_guard` in `triton_kernels.py`.", "does not occur in"),

@@ -179,3 +179,90 @@ def test_the_layout_in_the_package_docstring_names_every_module_and_only_real_on
     assert expected <= listed, f"not in learning/__init__.py's layout: {sorted(expected - listed)}"
     missing = sorted(path for path in listed if not (PACKAGE / path).exists())
     assert not missing, f"learning/__init__.py's layout names what is not there: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The course's top level: the learner's files first, the lab in one folder.
+
+# Every entry at the top of the course, and who it is for. Exercise modules are found from the
+# registry; everything else must be here.
+TOP_LEVEL = {
+    "README.md": "everyone: what the course is, its two commands, how to work",
+    "pyproject.toml": "the course's package and its dependencies",
+    "lessons": "the learner: the lessons, read in order",
+    "learning": "the learner's commands (check, explain, ...) and the grader behind them",
+    "triton_kernels.py": "the learner: the reference softmax, backward and RMSNorm",
+    "reference_matmul.py": "the learner: the reference matmul of lesson 12",
+    "reference_attention.py": "the learner: the reference attention of lesson 13",
+    "notebooks": "the learner: lessons 06 to 08 as a notebook, for a free cloud GPU",
+    "tests": "the maintainer: the course's own tests",
+    "lab": "the maintainer: the work behind the reference's speed, and every experiment",
+}
+
+
+def _exercise_modules() -> set[str]:
+    from learning.grader import registry
+
+    return {exercise.filename for exercise in registry.all_exercises()}
+
+
+def test_the_top_level_holds_the_learners_files_and_one_lab():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True,
+                             cwd=COURSE_ROOT).stdout.split()
+    if not tracked:
+        import pytest
+
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    top = {path.split("/")[0] for path in tracked if not path.startswith(".")}
+    unexplained = top - set(TOP_LEVEL) - _exercise_modules()
+    assert not unexplained, f"at the top with no reader named in TOP_LEVEL: {sorted(unexplained)}"
+
+
+def test_every_file_in_the_lab_is_referred_to():
+    """A probe or a result nothing names is a file nobody can find a reason for."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True,
+                             cwd=COURSE_ROOT).stdout.split()
+    texts = {path: (COURSE_ROOT / path).read_text(encoding="utf-8", errors="replace")
+             for path in tracked if path.endswith((".md", ".py", ".txt", ".ipynb"))
+             and (COURSE_ROOT / path).exists()}
+    lost = []
+    for path in tracked:
+        if not path.startswith(("lab/probes/", "lab/results/")):
+            continue
+        name = path.rsplit("/", 1)[1]
+        stem = name.rsplit(".", 1)[0]
+        if not any(name in text or f'"{stem}"' in text or f"import {stem}" in text
+                   for other, text in texts.items() if other != path):
+            lost.append(path)
+    assert not lost, f"nothing refers to {lost}"
+
+
+def test_the_references_import_from_an_installed_wheel_outside_the_course(tmp_path):
+    """pyproject once shipped only learning/, which imports triton_kernels and reference_*:
+    outside the course's folder those imports failed."""
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-q", str(COURSE_ROOT), "-w",
+                            str(tmp_path / "wheel")], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = ("import triton_kernels, reference_matmul, reference_attention, learning.explain; "
+             "print(triton_kernels.__file__, reference_matmul.__file__, "
+             "reference_attention.__file__)")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=elsewhere, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(path.startswith(str(site)) for path in done.stdout.split()), done.stdout

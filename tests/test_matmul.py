@@ -295,7 +295,7 @@ def test_explain_matmul_works_both_tiles_and_the_product(capsys, wide_plain_cons
                  "Stored into C[2][0-1]: [[2, 14]]", "C = [[2, 2], [2, 8], [2, 14]]",
                  "FLOP per byte", "Grouped by 2", "float16 accumulator"):
         assert text in out, text
-    measured = (Path(__file__).resolve().parent.parent / "bench" / "results" /
+    measured = (Path(__file__).resolve().parent.parent / "lab" / "results" /
                 "matmul.json").exists()
     assert ("Not yet measured" in out) is not measured
 
@@ -443,7 +443,7 @@ def test_without_a_gpu_bench_matmul_says_where_the_figures_are(capsys, mode):
     assert bench.main(["matmul"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "need a CUDA GPU" in out and "python -m learning.check matmul" in out
-    assert "bench/results/matmul.json" in out
+    assert "lab/results/matmul.json" in out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -89,7 +89,7 @@ def learners_copy(tmp_path):
         if path.is_file() and (path.suffix == ".py" or path.name in ("pyproject.toml",
                                                                     "README.md")):
             (tmp_path / path.name).write_bytes(path.read_bytes())
-    for name in ("learning", "lessons", "notebooks", "bench"):
+    for name in ("learning", "lessons", "notebooks", "lab"):
         (tmp_path / name).symlink_to(COURSE_ROOT / name)
     return tmp_path
 

@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import triton_kernels as tk
-import triton_kernels_fast as fast
+from lab import production as fast
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -437,7 +437,7 @@ import re
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import triton_kernels_fast as fast
+from lab import production as fast
 signature = {"out_ptr": "*bf16", "in_ptr": "*bf16", "n_elements": "i32", "ROWS": "constexpr",
              "BLOCK": "constexpr"}
 aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}

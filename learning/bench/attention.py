@@ -42,15 +42,15 @@ SAMPLE_ROWS = 64
 # inputs: p rounded once to the dtype (or to TF32 for float32) stays far inside these.
 NORM_TOLERANCES = {"fp16": 3e-3, "bf16": 2e-2, "fp32": 5e-3}
 BUDGET_SECONDS = 240.0  # sizes left when this runs out are skipped, and the output says so
-RESULTS = COURSE_ROOT / "bench" / "results" / "attention.json"
+RESULTS = COURSE_ROOT / "lab" / "results" / "attention.json"
 
 
 def results_note(path: Path = RESULTS) -> str:
     """Where a learner without a GPU finds the measured figures (or that there are none)."""
     if path.exists():
-        return ("Figures measured on a GPU are committed in bench/results/attention.json, and "
+        return ("Figures measured on a GPU are committed in lab/results/attention.json, and "
                 "python -m learning.explain attention shows them.")
-    return ("No GPU measurement of attention is committed yet (bench/results/attention.json); "
+    return ("No GPU measurement of attention is committed yet (lab/results/attention.json); "
             "lesson 13 says so where its figures would be.")
 
 

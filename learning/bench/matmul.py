@@ -41,16 +41,16 @@ SAMPLE_ROWS = 64
 # rounded once to the output's dtype (float32 with TF32 products) is far inside these.
 NORM_TOLERANCES = {"fp16": 2e-3, "bf16": 1.6e-2, "fp32": 5e-3}
 BUDGET_SECONDS = 240.0  # sizes left when this runs out are skipped, and the output says so
-RESULTS = COURSE_ROOT / "bench" / "results" / "matmul.json"
+RESULTS = COURSE_ROOT / "lab" / "results" / "matmul.json"
 
 
 def results_note(path: Path = RESULTS) -> str:
     """Where a learner without a GPU finds the measured figures (or that there are none)."""
     if path.exists():
-        return ("Figures measured on a GPU are committed in bench/results/matmul.json, and "
+        return ("Figures measured on a GPU are committed in lab/results/matmul.json, and "
                 "python -m learning.explain matmul shows them.")
     return ("No GPU measurement of the matrix product is committed yet "
-            "(bench/results/matmul.json); lesson 12 says so where its figures would be.")
+            "(lab/results/matmul.json); lesson 12 says so where its figures would be.")
 
 
 def build_parser() -> CommandParser:

@@ -144,7 +144,7 @@ def parse(argv: list[str]):
 
 
 # ---------------------------------------------------------------------------------------------
-# measuring (also used by bench/softmax_sweep.py)
+# measuring (also used by lab/probes/softmax_sweep.py)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -533,7 +533,7 @@ def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: s
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     opened = opening(argv, parse, "", "", "Figures measured on an H200 are in "
-                     "bench/RESULTS.md, and python -m learning.explain bench reads them with you.")
+                     "lab/RESULTS.md, and python -m learning.explain bench reads them with you.")
     if isinstance(opened, int):
         return opened
     console, options, env, command = opened

@@ -183,7 +183,7 @@ class unnormalised(replay):  # noqa: N801 - used like a function, as replay is
     not to its sum. So both outputs are compared divided by the row's l, against the same
     tolerance as a normalised output. On an H200 the plain replay missed 2 of the 18 cases it
     fails by 9 % (head dim 128 in float32, a full launch in float16, l up to 155), which then
-    ruled the bug out for every case (bench/results/unnormalised_gpu_before.txt; after the
+    ruled the bug out for every case (lab/results/unnormalised_gpu_before.txt; after the
     change, unnormalised_gpu.txt)."""
 
     def _per_row(self, got, args):

@@ -22,10 +22,10 @@ from learning.explainers.traffic import EXAMPLE_BANDWIDTH
 WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses the same)
 TRACED_ROW = 0  # the query row the page follows block by block
 CAUSAL_LENGTH = 8  # queries and keys in the causal picture
-RESULTS = COURSE_ROOT / "bench" / "results" / "attention.json"
-VARIANTS = COURSE_ROOT / "bench" / "results" / "attention_variants.json"
-ROUNDS = COURSE_ROOT / "bench" / "results" / "attention_target.json"
-ROUNDS_TRITON_39 = COURSE_ROOT / "bench" / "results" / "attention_target_triton39.json"
+RESULTS = COURSE_ROOT / "lab" / "results" / "attention.json"
+VARIANTS = COURSE_ROOT / "lab" / "results" / "attention_variants.json"
+ROUNDS = COURSE_ROOT / "lab" / "results" / "attention_target.json"
+ROUNDS_TRITON_39 = COURSE_ROOT / "lab" / "results" / "attention_target_triton39.json"
 TARGET = 0.8  # the reference against torch's SDPA at seq 4096, d = 128, bfloat16
 TARGET_SIZE = (4096, 128, "bf16")
 MEMORY_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -300,9 +300,9 @@ def _provenance(data: dict) -> str:
             f"`{data['command']}`.")
 
 
-NOT_MEASURED = ("Not yet measured on a GPU: bench/results/attention.json is not committed. On a "
+NOT_MEASURED = ("Not yet measured on a GPU: lab/results/attention.json is not committed. On a "
                 "CUDA GPU, python -m learning.bench attention --json "
-                "bench/results/attention.json writes it; python -m learning.computed then fills "
+                "lab/results/attention.json writes it; python -m learning.computed then fills "
                 "this section.")
 
 
@@ -429,10 +429,10 @@ def configs(_numbers=None, data: dict | None = None):
 
 
 def variants(_numbers=None, path: Path = VARIANTS):
-    """bench/attention_variants.py's runs: each form of the kernel at its best tile shape."""
+    """lab/probes/attention_variants.py's runs: each form of the kernel at its best tile shape."""
     if not path.exists():
-        return Text("Not measured: bench/attention_variants.json is not committed; on a CUDA "
-                    "GPU, python bench/attention_variants.py --out bench/results writes it.")
+        return Text("Not measured: lab/results/attention_variants.json is not committed; on a CUDA "
+                    "GPU, python lab/probes/attention_variants.py --out lab/results writes it.")
     data = json.loads(path.read_text(encoding="utf-8"))
     best: dict = {}
     sdpa: dict = {}
@@ -456,7 +456,7 @@ def variants(_numbers=None, path: Path = VARIANTS):
                   "SDPA TFLOP/s in the runs"), rows,
                  f"bfloat16, seq {env['seq']}, batch x heads = {16384 // env['seq']} x 2048/d; "
                  f"the fastest right tile of each form over {len(envs)} runs of "
-                 f"bench/attention_variants.py. {env['device']}, torch {env['torch']}, triton "
+                 f"lab/probes/attention_variants.py. {env['device']}, torch {env['torch']}, triton "
                  f"{env['triton']}, {env['date']}. 'pointers' is the kernel before it took the "
                  "multiply-add form of 'pointers-fma'; 'descriptors' is the descriptor kernel "
                  "as it was when each program made its own descriptors; 'host4d' is "
@@ -468,11 +468,11 @@ def variants(_numbers=None, path: Path = VARIANTS):
 
 
 def rounds(_numbers=None, path: Path = ROUNDS):
-    """bench/attention_target.py: the target's ratio in several rounds, SDPA timed in each."""
+    """lab/probes/attention_target.py: the target's ratio in several rounds, SDPA timed in each."""
     if not path.exists():
-        return Text(f"Not measured: bench/results/{path.name} is not committed; on a "
-                    "CUDA GPU, python bench/attention_target.py --json "
-                    f"bench/results/{path.name} writes it.")
+        return Text(f"Not measured: lab/results/{path.name} is not committed; on a "
+                    "CUDA GPU, python lab/probes/attention_target.py --json "
+                    f"lab/results/{path.name} writes it.")
     data = json.loads(path.read_text(encoding="utf-8"))
     env = data["env"]
     rows = []
@@ -491,7 +491,7 @@ def rounds(_numbers=None, path: Path = ROUNDS):
                  f"{env['batch']} x {env['heads']}; each round times the reference (through "
                  "its autotuner) and then SDPA, with triton.testing.do_bench. "
                  f"{env['device']}, torch {env['torch']}, triton {env['triton']}, "
-                 f"{env['date']}; command `python bench/attention_target.py --rounds "
+                 f"{env['date']}; command `python lab/probes/attention_target.py --rounds "
                  f"{env['rounds']}`.")
 
 

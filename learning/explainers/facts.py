@@ -1,5 +1,5 @@
 """Facts the lessons state about the reference kernels, as computed sections: measured on a GPU
-(bench/results/lesson_facts.json, written by bench/lesson_facts.py), or read from
+(lab/results/lesson_facts.json, written by lab/probes/lesson_facts.py), or read from
 triton_kernels' own routing.
 
 A lesson embeds them as ``<!-- computed: facts BLOCK numbers -->`` (see learning.computed).
@@ -17,13 +17,13 @@ from pathlib import Path
 from learning.course import COURSE_ROOT
 from learning.explainers.page import Table, Text
 
-RESULTS = COURSE_ROOT / "bench" / "results" / "lesson_facts.json"
-GPU_RESULTS = COURSE_ROOT / "bench" / "results" / "softmax.json"  # the GPU the course measured
-COMMAND = "PYTHONPATH=. python bench/lesson_facts.py --out bench/results/lesson_facts.json"
+RESULTS = COURSE_ROOT / "lab" / "results" / "lesson_facts.json"
+GPU_RESULTS = COURSE_ROOT / "lab" / "results" / "softmax.json"  # the GPU the course measured
+COMMAND = "PYTHONPATH=. python lab/probes/lesson_facts.py --out lab/results/lesson_facts.json"
 
 
 def load(path: Path | None = None) -> dict | None:
-    """The measurements, or None while bench/results/lesson_facts.json is not committed."""
+    """The measurements, or None while lab/results/lesson_facts.json is not committed."""
     path = RESULTS if path is None else path
     if not path.exists():
         return None
@@ -31,7 +31,7 @@ def load(path: Path | None = None) -> dict | None:
 
 
 def _missing() -> Text:
-    return Text(f"Not measured yet: this section is drawn from bench/results/lesson_facts.json, "
+    return Text(f"Not measured yet: this section is drawn from lab/results/lesson_facts.json, "
                 f"which `{COMMAND}` writes on a CUDA GPU; `python -m learning.computed` then "
                 "fills it in.")
 
@@ -171,7 +171,7 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int, fresh: bool =
     """The plan the launcher ``fn`` picks for a contiguous tensor of rows of ``n_cols``: a fresh
     one (aligned), or with ``fresh=False`` one whose rows cannot be read in 16-byte copies."""
     import triton_kernels as tk
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     if fn == "rmsnorm":
         # the rmsnorm launcher's own rule (it has no split kernel): the looped kernel past the
@@ -190,7 +190,7 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int, fresh: bool =
 
 def routing(fn: str, widths) -> Table:
     """The kernel ``fn``'s launcher picks for each width: interpreter, and the measured GPU."""
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     sms, device = _gpu()
     rows = []

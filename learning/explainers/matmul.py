@@ -25,8 +25,8 @@ MAX_SIZE = 8  # --input keeps each of M, N, K and block at most this, so the tab
 # data-centre GPU's; the float32 rate and the bandwidth are lesson 02's example GPU.
 EXAMPLE_TENSOR_FLOPS = 1000e12  # FLOP/s
 INTENSITY_TILES = (1, 16, 32, 64, 128, 256)
-RESULTS = COURSE_ROOT / "bench" / "results" / "matmul.json"
-LAUNCH_PROBE = COURSE_ROOT / "bench" / "results" / "matmul_launch_probe.json"
+RESULTS = COURSE_ROOT / "lab" / "results" / "matmul.json"
+LAUNCH_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_launch_probe.json"
 TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
 
 
@@ -333,8 +333,8 @@ def _provenance(data: dict) -> str:
             f"`{data['command']}`.")
 
 
-NOT_MEASURED = ("Not yet measured on a GPU: bench/results/matmul.json is not committed. On a "
-                "CUDA GPU, python -m learning.bench matmul --json bench/results/matmul.json "
+NOT_MEASURED = ("Not yet measured on a GPU: lab/results/matmul.json is not committed. On a "
+                "CUDA GPU, python -m learning.bench matmul --json lab/results/matmul.json "
                 "writes it; python -m learning.computed then fills this section.")
 
 
@@ -455,11 +455,11 @@ def target(_numbers=None, data: dict | None = None):
 
 
 def launch(_numbers=None, path: Path = LAUNCH_PROBE):
-    """bench/matmul_launch_probe.py: per call, the time do_bench measures, the host's time and
+    """lab/probes/matmul_launch_probe.py: per call, the time do_bench measures, the host's time and
     the GPU's own time (a CUDA graph), for the reference and for torch.matmul."""
     if not path.exists():
-        return Text(f"Not measured: bench/results/{path.name} is not committed; on a CUDA GPU, "
-                    f"python bench/matmul_launch_probe.py --json bench/results/{path.name} "
+        return Text(f"Not measured: lab/results/{path.name} is not committed; on a CUDA GPU, "
+                    f"python lab/probes/matmul_launch_probe.py --json lab/results/{path.name} "
                     "writes it.")
     data = json.loads(path.read_text(encoding="utf-8"))
     env = data["env"]

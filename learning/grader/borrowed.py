@@ -27,7 +27,7 @@ from learning.grader.childproc import COURSE_ROOT
 # The course's answers: the reference solutions, the catalogued versions, and the reference
 # kernels the lessons read.
 REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
-REFERENCE_FILES = ("triton_kernels.py", "triton_kernels_fast.py", "reference_matmul.py",
+REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
 # two-line helper the same way the reference does without having seen it.

@@ -138,7 +138,7 @@ class CheckResult:
     learner_output: str = ""
     seconds: float = 0.0
     # (seconds since the check began, what happened): process starts and exits, the worker's
-    # events. What bench/check_phases.py prints, to show where a check's time goes.
+    # events. What lab/probes/check_phases.py prints, to show where a check's time goes.
     timeline: list[tuple[float, str]] = field(default_factory=list)
     # Which program read and wrote which element, in one case (learning.grader.memory_map), when
     # grade() was asked for it.

@@ -1,8 +1,8 @@
-"""The kernels bench/whole_row_probe.py times: variants of a 16-bit softmax row kept whole.
+"""The kernels lab/probes/whole_row_probe.py times: variants of a 16-bit softmax row kept whole.
 
 Imported by the probe after it has chosen where kernels run (TRITON_INTERPRET is read when
 ``@triton.jit`` decorates a function). Each variant is explained in the probe's docstring; the
-pipelined kernel over 32-bit words is triton_kernels_fast._softmax_pipelined itself, and the
+pipelined kernel over 32-bit words is lab.production._softmax_pipelined itself, and the
 helpers shared with it are taken from there.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-import triton_kernels_fast as fast
+from lab import production as fast
 
 LOG2E = fast._LOG2E
 _combine = fast._combine_max_sum
@@ -105,7 +105,7 @@ def _exp2_variant(t, MODE: tl.constexpr):
 @triton.jit
 def one_pass_variant(out_ptr, in_ptr, out_rs, in_rs, n_cols,
                      BLOCK: tl.constexpr, VEC: tl.constexpr, MODE: tl.constexpr):
-    # triton_kernels_fast._softmax_one_pass with its exponentials swapped per MODE
+    # lab.production._softmax_one_pass with its exponentials swapped per MODE
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols

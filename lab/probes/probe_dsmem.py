@@ -1,11 +1,11 @@
 """A wide softmax row per thread-block cluster whose CTAs exchange (max, sum) in shared memory.
 
-    PYTHONPATH=. python3 bench/probe_dsmem.py --json /tmp/dsmem.json   # GPU (sm_90), 3.6 or 3.9
+    PYTHONPATH=. python3 lab/probes/probe_dsmem.py --json /tmp/dsmem.json  # sm_90, 3.6 or 3.9
 
-triton_kernels_gluon._softmax_split_shared gives each piece of a wide row its own program; the
+lab.gluon._softmax_split_shared gives each piece of a wide row its own program; the
 pieces meet through L2 (a ticket, a publish, an atomic arrival, a spin and a load of the
 partials), and each waits about as long for its row as it took to load its own piece
-(bench/split_timeline.py). QuACK's softmax meets in distributed shared memory instead: the
+(lab/probes/split_timeline.py). QuACK's softmax meets in distributed shared memory instead: the
 CTAs of one cluster hold the pieces of one row and read each other's partials directly. This
 is that exchange, written around the shipped kernel's load and fold:
 
@@ -22,7 +22,7 @@ is that exchange, written around the shipped kernel's load and fold:
   wait for the thread's remote reads, and a peer that leaves under one faults the launch
   (seen on the H200 with 2048 rows, never with one or two).
 
-PUSH replaces that pull with the exchange that shipped in triton_kernels_gluon._softmax_cluster
+PUSH replaces that pull with the exchange that shipped in lab.gluon._softmax_cluster
 (its PTX is taken from there): each CTA sends its pair into every peer's shared memory with
 st.async, counted on the peer's mbarrier, and no cluster barrier releases anything. The pull's
 release compiles to MEMBAR.GPU, and the pull was no faster than the exchange through L2.
@@ -99,7 +99,7 @@ def kernel():
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
 
     log2e = gl.constexpr(1.4426950408889634)
 
@@ -121,7 +121,7 @@ def kernel():
     def row_max_sum(m_k, s_k, CTAS: gl.constexpr, PUSH: gl.constexpr):
         """The row's (max, sum) from every CTA's (m_k, s_k), pulled or pushed."""
         if PUSH:
-            # the exchange that shipped: triton_kernels_gluon._softmax_cluster's
+            # the exchange that shipped: lab.gluon._softmax_cluster's
             pairs = gl.inline_asm_elementwise(tg._cluster_exchange_asm(CTAS),
                                               tg._pair_constraints(CTAS), [m_k, s_k],
                                               dtype=tg._floats(2 * CTAS), is_pure=False, pack=1)
@@ -231,7 +231,7 @@ def measure(ceiling: float, configs) -> list[dict]:
     import torch
 
     import triton_kernels as tk
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     found = []
     cases = {}
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU of compute capability 9.0 or later", file=sys.stderr)
         return 2
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/probe_dsmem.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/probe_dsmem.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
     configs = CONFIGS if not args.configs else tuple(
         (item.split(":")[0], *(int(v) for v in item.split(":")[1:6]),

@@ -15,9 +15,9 @@ ones the lessons read. On a GPU it also names the kernels defined here:
   in registers, cut into pieces that run at once and exchange their partial maxima and sums
   through memory (a ticket, an arrival count and a spin-wait). Softmax rows that can be copied
   16 bytes at a time take the same exchange with the pieces waiting in shared memory instead:
-  ``_softmax_split_shared``, in triton_kernels_gluon.py (written in Gluon, which can hold
+  ``_softmax_split_shared``, in lab/gluon.py (written in Gluon, which can hold
   data in shared memory; Triton's language cannot);
-- ``_softmax_cluster``, also in triton_kernels_gluon.py: on a Hopper GPU, the softmax rows of
+- ``_softmax_cluster``, also in lab/gluon.py: on a Hopper GPU, the softmax rows of
   _CLUSTER_PLANS that can be copied 16 bytes at a time, one thread-block cluster a row, whose
   CTAs push their partial maxima and sums into each other's shared memory;
 - ``_softmax_backward_reload``: the backward pass of 16-bit rows of 32768 columns, one program
@@ -25,10 +25,10 @@ ones the lessons read. On a GPU it also names the kernels defined here:
 - ``_softmax_flat_rows``: contiguous rows narrower than 16 bytes, read as one flat block.
 
 What it measured. Each table below says why it holds what it holds; the figures are in
-bench/RESULTS.md ("Softmax forward", "Softmax backward", "RMSNorm", and "What changed in this
-round": the probe of 32768-column 16-bit rows, bench/results/whole_row.json, and the tuning
-sweep, bench/results/tune.json), measured on an NVIDIA H200 with bench/softmax_sweep.py,
-bench/whole_row_probe.py and ``python -m learning.bench``. On another GPU, re-measure before
+lab/RESULTS.md ("Softmax forward", "Softmax backward", "RMSNorm", and "What changed in this
+round": the probe of 32768-column 16-bit rows, lab/results/whole_row.json, and the tuning
+sweep, lab/results/tune.json), measured on an NVIDIA H200 with lab/probes/softmax_sweep.py,
+lab/probes/whole_row_probe.py and ``python -m learning.bench``. On another GPU, re-measure before
 trusting the tables.
 
 It also holds what the three launchers share that no lesson reads: the checks on their
@@ -76,7 +76,7 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 # A program should hold enough bytes to keep the memory system busy: with 128 columns, one row
 # is 512 bytes of float32, too little for a program of 128 threads. Rows narrower than
 # ROW_TILE_BYTES are therefore grouped, ROW_TILE_BYTES // (block * itemsize) rows to a program.
-# Measured on an H200 (bench/RESULTS.md): 4 KiB per program with 4 warps ran at 0.995 to 1.01
+# Measured on an H200 (lab/RESULTS.md): 4 KiB per program with 4 warps ran at 0.995 to 1.01
 # of the copy ceiling from 128 to 1024 columns; 8 to 16 KiB per program ran 2 to 3 % slower.
 _ROW_TILE_BYTES = 4096
 
@@ -87,7 +87,7 @@ _ROW_TILE_BYTES = 4096
 # copy ceiling with 4 warps, 0.88 with 8 and 0.57 with 16.
 #
 # Past 8192 columns (on a GPU only) the same rule goes on: 16 warps for 16384 columns and 32,
-# the most a program can have, for 32768. Measured on an H200 (bench/RESULTS.md), one program
+# the most a program can have, for 32768. Measured on an H200 (lab/RESULTS.md), one program
 # of 16 warps per 16384-column row beat every split-row plan, in the forward pass (0.95 of
 # the copy ceiling in float32 against 0.89, 0.90 in bfloat16 against 0.79) and in the
 # backward pass (0.99 and 0.98 against 0.94 and 0.80).
@@ -103,20 +103,20 @@ _WARPS = (
 # The widest row one program keeps whole on a GPU, per launcher and bytes per element. A
 # 32768-column float32 row in one program of 32 warps ran at 0.93 of the ceiling against 0.88
 # split. 16-bit rows wider than MAX_SINGLE_BLOCK take _softmax_one_pass with ONE_PASS_WARPS
-# warps: measured on an H200 (256 MiB inputs, bench/results/tune.json), bfloat16 rows of 16384
+# warps: measured on an H200 (256 MiB inputs, lab/results/tune.json), bfloat16 rows of 16384
 # columns ran at 0.94 of the ceiling against 0.90 for _softmax, and of 32768 columns at 0.82
 # against 0.77 for the split kernel; in float32 the one-pass form was slower (0.77 against
 # 0.93 at 32768 columns), so float32 keeps _softmax. The backward pass holds two rows in
 # registers: in float32 it is split past 16384 columns; 16-bit rows of 32768 columns are kept
 # whole by _softmax_backward_reload with _RELOAD_WARPS warps, which reads y a second time rather
 # than keep it (section 4 below). Measured on an H200 (1 GiB inputs, 2026-12-01, torch 2.11,
-# Triton 3.6, bench/results/backward_warps.txt): _softmax_backward ran at 1.02 of the copy
+# Triton 3.6, lab/results/backward_warps.txt): _softmax_backward ran at 1.02 of the copy
 # ceiling in bfloat16 and float16 with 16 warps, against 0.98 and 0.93 with 32, 1.01 and 0.90
 # with 8, and 0.83 for the split kernel; in float32, 16 warps gave 0.88 and the split kernel
 # 1.01. With Triton 3.9 the same 16 warps gave 0.96 (backward_warps_triton39.txt).
 # RMSNorm holds one row, as the forward pass does: kept whole up to 32768 columns it ran at
 # 0.93 to 0.98 of the ceiling there, against 0.69 to 0.78 for its looped kernel
-# (bench/RESULTS.md).
+# (lab/RESULTS.md).
 _GPU_WHOLE_ROW = {
     ("softmax", 4): 32768,
     ("softmax", 2): 32768,
@@ -130,7 +130,7 @@ _ONE_PASS_WARPS = 32
 # 16-bit rows of 16385 to 32768 columns whose halves pair into aligned 32-bit words take
 # _softmax_pipelined instead: one program of PIPELINED_WARPS warps per multiprocessor, with up
 # to PIPELINED_STAGES - 1 rows in flight in shared memory. Measured on an H200 (1 GiB inputs,
-# bench/results/whole_row.json): 32768 16-bit columns ran at 0.92 to 0.94 of the copy ceiling
+# lab/results/whole_row.json): 32768 16-bit columns ran at 0.92 to 0.94 of the copy ceiling
 # with 3 or 4 stages against 0.86 for _softmax_one_pass (16 warps: 0.92; two stages, one row
 # in flight: 0.65 to 0.66, slower than no pipelining); at 16384 columns the one-pass kernel
 # stays ahead (0.97 against 0.56 to 0.95), so the pipelined kernel starts above 16384.
@@ -151,7 +151,7 @@ _LOOPED_STAGES = 1
 
 # On a GPU, rows wider than _GPU_WHOLE_ROW are cut into pieces of SPLIT_BLOCK columns, one
 # program of SPLIT_WARPS warps per piece (_softmax_split_row). Measured on an H200
-# (bench/RESULTS.md): 4 warps beat 8 (0.87 against 0.84 of the ceiling at 65536 float32
+# (lab/RESULTS.md): 4 warps beat 8 (0.87 against 0.84 of the ceiling at 65536 float32
 # columns, 0.75 against 0.68 in bfloat16), and pieces of 8192 columns beat 4096 and 16384 in
 # every dtype, 16-bit included (but for a 3 % edge of 4096 in the 16-bit backward pass at
 # 32768 columns). Two variants that were measured and dropped: reading the piece again after
@@ -163,11 +163,11 @@ _LOOPED_STAGES = 1
 _SPLIT_BLOCK = 8192
 _SPLIT_WARPS = 4
 
-# Softmax rows that the split-row plan takes go instead to triton_kernels_gluon's
+# Softmax rows that the split-row plan takes go instead to lab.gluon's
 # _softmax_split_shared where they can be copied into shared memory 16 bytes at a time
 # (_fits_shared_copies): each piece waits for the row's exchange in shared memory, in its own
 # dtype, rather than in registers as float32. Measured on an H200 (1 GiB inputs, torch 2.11,
-# Triton 3.6, 2026-12-01; bench/split_shared_probe.py, bench/results/split_shared*.json),
+# Triton 3.6, 2026-12-01; lab/probes/split_shared_probe.py, lab/results/split_shared*.json),
 # against _softmax_split_row's 0.78, 0.75 and 0.70 of the copy ceiling in bfloat16 at 65536,
 # 2**18 and 2**20 columns, and 0.92 and 0.79 in float32 at 65536 and 2**20: pieces of 16384
 # columns, copied and folded 2048 at a time by 4 warps, ran at 0.91, 0.88 and 0.82 in bfloat16
@@ -182,10 +182,10 @@ _SHARED_WIDE_PIECE = (32768, 4096, 8)  # 16-bit rows of more than _SHARED_MAX_PI
 _SHARED_MAX_PIECES = 32
 
 # On a Hopper GPU (compute capability 9.x) the rows that table serves from 16385 16-bit or 32769
-# float32 columns up to those below go instead to triton_kernels_gluon's _softmax_cluster: one
+# float32 columns up to those below go instead to lab.gluon's _softmax_cluster: one
 # thread-block cluster a row, its CTAs' partials pushed into each other's shared memory. Measured
-# on an H200 (1 GiB inputs, torch 2.11, Triton 3.6 and 3.9, 2026-12-02; bench/probe_dsmem.py:
-# bench/results/dsmem_explore.json, from which these rows were chosen, and dsmem.json and
+# on an H200 (1 GiB inputs, torch 2.11, Triton 3.6 and 3.9, 2026-12-02; lab/probes/probe_dsmem.py:
+# lab/results/dsmem_explore.json, from which these rows were chosen, and dsmem.json and
 # dsmem_triton39.json), against the kernels they replace: in 16-bit, clusters of two CTAs ran at
 # 0.97 to 0.98 of the copy ceiling at 32768 columns (the pipelined kernel 0.93 to 0.94) and 65536
 # (the split kernel 0.91); at 131072 columns sixteen CTAs of 8192 ran at 0.93 with both versions
@@ -229,7 +229,7 @@ class Plan:
     chunk: int = 0  # in_shared only: columns per copy group
     reload: bool = False  # single_block softmax_backward only: _softmax_backward_reload
     flat: bool = False  # multi_row softmax only: _softmax_flat_rows (see flat_rows)
-    cluster: int = 0  # in_shared only: CTAs a cluster of triton_kernels_gluon._softmax_cluster
+    cluster: int = 0  # in_shared only: CTAs a cluster of lab.gluon._softmax_cluster
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def _plan(
     ``itemsize`` is the bytes per element, which sets the rows per multi_row program.
     ``paired`` says that 16-bit rows can be read as aligned 32-bit words (see _pairs_of_16_bits).
     ``shared`` says that the rows can be copied into shared memory 16 bytes at a time by
-    triton_kernels_gluon (see _fits_shared_copies): softmax then splits them with that kernel.
+    lab.gluon (see _fits_shared_copies): softmax then splits them with that kernel.
     ``clusters`` says that, besides, the GPU runs thread-block clusters (_clusters_available):
     softmax then gives the rows in _CLUSTER_PLANS one cluster each.
     RMSNorm has no split-row kernel: its rows wider than it keeps whole take the looped one.
@@ -416,7 +416,7 @@ def _pipeline_stages(device: torch.device, plan: Plan) -> int:
 
 
 def _fits_shared_copies(*tensors: torch.Tensor) -> bool:
-    """True if triton_kernels_gluon's kernel can copy these (rows, cols) views 16 bytes at a
+    """True if lab.gluon's kernel can copy these (rows, cols) views 16 bytes at a
     time (_copyable_rows) on the GPU that holds them: an NVIDIA GPU with asynchronous copies
     (compute capability 8.0 on) and a Triton whose Gluon the kernel is written for. False while
     torch.compile traces (fake tensors): its graph holds only Triton kernels, which it knows
@@ -446,7 +446,7 @@ def _capability(index: int) -> tuple[int, int]:
 
 
 def _clusters_available(device: torch.device) -> bool:
-    """Whether triton_kernels_gluon._softmax_cluster runs on this GPU: a Hopper (compute
+    """Whether lab.gluon._softmax_cluster runs on this GPU: a Hopper (compute
     capability 9.x, the one with thread-block clusters that it was measured on) where Gluon
     runs. Callers ask only for tensors _fits_shared_copies accepts."""
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -455,13 +455,13 @@ def _clusters_available(device: torch.device) -> bool:
 
 @functools.cache
 def _gluon_available() -> bool:
-    """Whether triton_kernels_gluon's kernel runs here: compiled kernels, and a Triton with the
+    """Whether lab.gluon's kernel runs here: compiled kernels, and a Triton with the
     Gluon it is written for (imported on first use: the CPU never needs it)."""
     if _INTERPRETED:
         return False
-    import triton_kernels_gluon
+    from lab import gluon
 
-    return triton_kernels_gluon.AVAILABLE
+    return gluon.AVAILABLE
 
 
 def _on_device(t: torch.Tensor):
@@ -489,7 +489,7 @@ def wrap_triton(kernel, like: torch.Tensor):
 # reduction across the
 # warps of a program is a round trip through shared memory with a barrier. With 16-bit rows of
 # 16384 columns or more, one program of 32 warps fills a multiprocessor, nothing else runs
-# beside it to hide that wait, and it shows (bench/RESULTS.md). This kernel reduces once.
+# beside it to hide that wait, and it shows (lab/RESULTS.md). This kernel reduces once.
 #
 # It views the row as (BLOCK // VEC, VEC) tiles, VEC being the elements of one 16-byte load, so
 # that each tile sits in one thread. Each tile t gets its own maximum m_t and sum
@@ -552,7 +552,7 @@ def _softmax_one_pass(
 # The row is read as 32-bit words, two 16-bit values each, and unpacked in registers:
 # bfloat16 is the upper half of a float32, so a shift or a mask makes the float32; float16 is
 # converted. The same loop over plain 16-bit loads is pipelined too, but ran up to 3 % slower
-# (bench/results/whole_row.json). Words need an even n_cols, even row strides and 4-byte
+# (lab/results/whole_row.json). Words need an even n_cols, even row strides and 4-byte
 # aligned rows; the launcher checks, and otherwise takes _softmax_one_pass. The padding is a
 # word of two -inf.
 
@@ -760,7 +760,7 @@ def _softmax_backward_split_row(
 # again after the reduction. The row was read a moment before, and both first loads ask L2 to
 # keep their lines (evict_last), so the second load is served by L2, not by device memory: 108
 # to 114 registers, no spills. Measured on an H200 (1 GiB inputs, torch 2.11, 2026-12-01;
-# bench/backward_variants.py, bench/results/backward_variants*.json and the sweeps
+# lab/probes/backward_variants.py, lab/results/backward_variants*.json and the sweeps
 # softmax_backward*.json): 1.02 of the copy ceiling in bfloat16 with Triton 3.6 and 3.9, 1.03
 # to 1.05 in float16, against 1.02 (3.6) and 0.97 (3.9) for _softmax_backward. Without the hint
 # on dy it ran at 0.97 in bfloat16 with 3.9; reading both y and dy again, or keeping p beside
@@ -795,11 +795,11 @@ def _softmax_backward_reload(
 # width that the compiler knows nothing about (Triton specialises an integer argument only on
 # whether 16 divides it), so for rows narrower than 16 bytes it cannot prove that neighbouring
 # lanes are neighbours in memory: 4-column 16-bit rows were loaded 2 bytes at a time and ran at
-# 0.53 of the copy ceiling on an H200 (bench/RESULTS.md). When the rows lie one after another
+# 0.53 of the copy ceiling on an H200 (lab/RESULTS.md). When the rows lie one after another
 # (row stride = width = BLOCK), the tile is ROWS * BLOCK consecutive elements: read as one flat
 # block, whose only mask is its end, it is loaded 16 bytes at a time, then viewed as
 # (ROWS, BLOCK) for the two reductions. Measured on an H200 (1 GiB inputs, torch 2.11,
-# Triton 3.6 and 3.9, 2026-12-01; the forward sweeps, bench/RESULTS.md "Narrow 16-bit rows"):
+# Triton 3.6 and 3.9, 2026-12-01; the forward sweeps, lab/RESULTS.md "Narrow 16-bit rows"):
 # 4-column bfloat16 and float16 rows at 1.00 of the copy ceiling.
 
 
@@ -937,7 +937,7 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
             BLOCK=plan.block, VEC=min(plan.block, 16 // x.element_size()), num_warps=plan.num_warps,
         )  # fmt: skip
     elif plan.cluster:
-        import triton_kernels_gluon as gluon_kernels  # where _clusters_available() said it runs
+        from lab import gluon as gluon_kernels  # where _clusters_available() said it runs
 
         if n_rows * plan.cluster >= 2**31:
             raise ValueError(
@@ -951,7 +951,7 @@ def launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
             num_warps=plan.num_warps,
         )  # fmt: skip
     elif plan.in_shared:
-        import triton_kernels_gluon as gluon_kernels  # where _gluon_available() said it runs
+        from lab import gluon as gluon_kernels  # where _gluon_available() said it runs
 
         pieces = triton.cdiv(n_cols, plan.block)
         part, sync = _split_scratch(n_rows, pieces, 2, x.device)

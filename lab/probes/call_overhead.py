@@ -1,6 +1,6 @@
 """Microseconds of host time one triton_kernels.softmax call spends before and in its launch.
 
-    PYTHONPATH=. python3 bench/call_overhead.py > bench/results/call_overhead.txt
+    PYTHONPATH=. python3 lab/probes/call_overhead.py > lab/results/call_overhead.txt
 
 A (1, 1024) row moves 8 KiB, so the GPU finishes long before Python does: what is timed
 (calls back to back, then one synchronise) is host time. Each line is a fresh process, as
@@ -18,7 +18,8 @@ import sys
 CHILD = """
 import sys, time
 import torch
-import triton, triton_kernels as tk, triton_kernels_fast as fast
+import triton, triton_kernels as tk
+from lab import production as fast
 
 def per_call_us(fn, calls=2000):
     for _ in range(50):
@@ -34,7 +35,7 @@ x = torch.randn(1, 1024, device="cuda")
 out, x16 = torch.empty_like(x), x.bfloat16()
 mode = sys.argv[1]
 if mode == "import_gluon_first":
-    import triton_kernels_gluon  # noqa: F401
+    import lab.gluon  # noqa: F401
 if mode == "no_shared":
     fast._fits_shared_copies = lambda *tensors: False
 print(f"{mode:<19} softmax fp32 {per_call_us(lambda: tk.softmax(x)):6.1f} us, "

@@ -1,14 +1,14 @@
 """Softmax rows streamed through a ring of shared memory by persistent programs: correctness
 on awkward rows, then speed on 1 GiB inputs beside the plan's kernel.
 
-    PYTHONPATH=. python3 bench/probe_ring.py --json /tmp/ring.json   # a CUDA GPU, Triton 3.6-3.9
+    PYTHONPATH=. python3 lab/probes/probe_ring.py --json /tmp/ring.json  # a GPU, Triton 3.6-3.9
 
 The kernel keeps a program's piece of a row in shared memory while it reduces it, as
-triton_kernels_gluon._softmax_split_shared does, but a program stays resident over many rows
+lab.gluon._softmax_split_shared does, but a program stays resident over many rows
 and copies its next row into the slots its last one empties. A 16-bit row of 65536 columns
 (128 KiB) fits one multiprocessor whole, so PIECES=1 needs no exchange at all; wider rows are
 shared by PIECES programs that exchange (max, sum) through memory as the split kernel does.
-Measured on an H200 (bench/RESULTS.md, "A ring of shared memory per multiprocessor"): right
+Measured on an H200 (lab/RESULTS.md, "A ring of shared memory per multiprocessor"): right
 everywhere, slower than the shipped kernel everywhere, 0.915 of the copy ceiling at best at
 65536 bfloat16 columns even without exponentials; so it stays a probe.
 """
@@ -46,7 +46,7 @@ CONFIGS = (
 
 def kernel():
     """The ring kernel, defined on first use (Gluon: compiled kernels only)."""
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
 
     @gluon.jit
     def ring_slot_copy(front, back, slot, pointers, mask, FRONT: gl.constexpr):
@@ -252,7 +252,7 @@ def measure(ceiling: float, configs, sms: int) -> list[dict]:
     import torch
 
     import triton_kernels as tk
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     found = []
     cases = {}
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
         return 2
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/probe_ring.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/probe_ring.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
     result["rows"] = measure(result["copy_gbps"], parse_configs(args.configs), sms)
     result["copy_gbps_end"] = rowwise.copy_ceiling()

@@ -1,7 +1,7 @@
 """Probe why a 16-bit row of 32768 columns in one program stops short of the copy ceiling.
 
-    PYTHONPATH=. python3 bench/whole_row_probe.py --json bench/results/whole_row.json
-    PYTHONPATH=. python3 bench/whole_row_probe.py --smoke   # the kernels, in the interpreter
+    PYTHONPATH=. python3 lab/probes/whole_row_probe.py --json lab/results/whole_row.json
+    PYTHONPATH=. python3 lab/probes/whole_row_probe.py --smoke   # the kernels, in the interpreter
 
 triton_kernels kept a 16-bit row of up to 32768 columns whole in one program of 32 warps
 (_softmax_one_pass), and on an H200 that ran at 0.86 of the copy ceiling. The program holds
@@ -13,7 +13,7 @@ exponential altogether:
 - pipelined: a persistent program per multiprocessor whose loop the compiler software-
   pipelines, loading the next rows into shared memory while it works on this one (16-bit rows
   are read as 32-bit words, and also as they are). The word form won at 32768 columns and
-  became triton_kernels_fast._softmax_pipelined: the "shipped" plan there, beside the one-pass
+  became lab.production._softmax_pipelined: the "shipped" plan there, beside the one-pass
   kernel that rows which cannot be read as words still take;
 - packed: the row held in registers as 16-bit pairs in 32-bit words, half the registers,
   unpacked twice (a runtime zero xor-ed in between stops the compiler from keeping the
@@ -54,7 +54,7 @@ def describe(plan) -> str:
 def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, object]]:
     """(name, checked, launch(out, x) -> the compiled kernel or None) for one dtype and width;
     ``tk`` is triton_kernels, ``pk`` the probe's kernels."""
-    import triton_kernels_fast as fast  # imported by tk already, after the mode was chosen
+    from lab import production as fast  # imported by tk already, after the mode was chosen
 
     block = 1 << (width - 1).bit_length()
     vec = 16 // (4 if dname == "fp32" else 2)
@@ -226,7 +226,7 @@ def main(argv=None) -> int:
 
     import triton_kernels as tk
 
-    result = {"env": rowwise.environment(), "command": " ".join(["bench/whole_row_probe.py",
+    result = {"env": rowwise.environment(), "command": " ".join(["lab/probes/whole_row_probe.py",
                                                                   *(argv or sys.argv[1:])])}
     result["copy_gbps"] = rowwise.copy_ceiling()
     print(f"copy ceiling {result['copy_gbps']:.0f} GB/s", flush=True)

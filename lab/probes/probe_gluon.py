@@ -1,4 +1,4 @@
-"""Variants of triton_kernels_gluon._softmax_split_shared that bench/split_shared_probe.py
+"""Variants of lab.gluon._softmax_split_shared that lab/probes/split_shared_probe.py
 times to find what bounds it (GPU only). Each flag removes or changes one step; the ones that
 remove a step give wrong output and are timed only as bounds:
 
@@ -32,7 +32,7 @@ remove a step give wrong output and are timed only as bounds:
   ahead for the programs that start later; n_rows bounds the tickets;
 - stamps (a pointer, not a flag): each program writes (ticket, multiprocessor, and the global
   timer in ns after its ticket, after its last chunk landed, after the exchange and at the end)
-  to stamps[ticket], for bench/split_timeline.py.
+  to stamps[ticket], for lab/probes/split_timeline.py.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-import triton_kernels_gluon as tg
+from lab import gluon as tg
 
 _LOG2E = tg._LOG2E
 _combine = tg._combine_max_sum
@@ -325,7 +325,7 @@ def split_shared_persistent(out_ptr, in_ptr, out_row_stride, in_row_stride, n_ro
 #
 # A multiprocessor has 228 KiB of shared memory and 256 KiB of registers; the shipped kernel
 # keeps its pieces in the first only, so about six pieces of 32 KiB wait on a multiprocessor at
-# once, and a piece spends as long waiting for its row as loading (bench/split_timeline.py).
+# once, and a piece spends as long waiting for its row as loading (lab/probes/split_timeline.py).
 # Here the first 4 * CHUNK columns of a piece are loaded into registers in their own dtype,
 # two 16-bit values a register, and the rest copied into shared memory as before. The second
 # pass converts the register chunks again from their 16-bit values, after an opaque copy

@@ -1,17 +1,17 @@
 """A wide softmax row spread over the CTAs of a thread-block cluster, its reductions the compiler's.
 
-    PYTHONPATH=. python3 bench/probe_cluster.py --json /tmp/cluster.json   # Triton >= 3.8, GPU
+    PYTHONPATH=. python3 lab/probes/probe_cluster.py --json /tmp/cluster.json   # Triton >= 3.8, GPU
 
-triton_kernels_gluon._softmax_split_shared splits a wide row into programs that exchange their
+lab.gluon._softmax_split_shared splits a wide row into programs that exchange their
 partial maxima and sums through global memory, and that exchange is what bounds it
-(bench/RESULTS.md, "Wide rows"). Here one program is a cluster of CTAS CTAs (Gluon's
+(lab/RESULTS.md, "Wide rows"). Here one program is a cluster of CTAS CTAs (Gluon's
 ``num_ctas``): a layout shards the row across them, each CTA holds its part in registers, and
 the two reductions over the row become cluster barriers and loads from distributed shared
 memory, which the compiler writes. No ticket, no spin: the CTAs of a cluster are resident
 together by construction.
 
 Each configuration runs the row as float32 or, in 16-bit, kept in its own dtype with the
-exponential taken twice. Timed on an H200 with Triton 3.9 (bench/results/cluster_triton39.json,
+exponential taken twice. Timed on an H200 with Triton 3.9 (lab/results/cluster_triton39.json,
 RESULTS.md "Wide rows"): at best 0.73 of the copy ceiling in bfloat16 at 65536 columns and 0.50
 at 2**18, well below the shared-memory split kernel, so the plan does not use it. Triton 3.6 and
 3.7 refuse the reduction across CTAs, so on the H200 as installed it needs Triton 3.9 carried
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
               f"{triton.__version__}", file=sys.stderr)
         return 2
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/probe_cluster.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/probe_cluster.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
     result["rows"] = measure(result["copy_gbps"], CASES, CONFIGS)
     result["copy_gbps_end"] = rowwise.copy_ceiling()

@@ -1,15 +1,15 @@
 """Time the Gluon split-row kernel (pieces waiting in shared memory) against the one it replaced.
 
-    PYTHONPATH=. python3 bench/split_shared_probe.py --json bench/results/split_shared.json
-    PYTHONPATH=. python3 bench/split_shared_probe.py --cases bf16:65536 --configs 16384:2048:4
+    PYTHONPATH=. python3 lab/probes/split_shared_probe.py --json lab/results/split_shared.json
+    PYTHONPATH=. python3 lab/probes/split_shared_probe.py --cases bf16:65536 --configs 16384:2048:4
 
-triton_kernels_gluon._softmax_split_shared keeps each piece of a wide row in shared memory in
+lab.gluon._softmax_split_shared keeps each piece of a wide row in shared memory in
 its own dtype while the row's pieces exchange their partial maxima and sums, where
 _softmax_split_row keeps it in registers as float32. This times it for every
 (piece, chunk, warps) in --configs, on 1 GiB inputs, after checking each against float64
 (learning.bench's checks), beside the plan for rows that kernel cannot copy (_softmax_split_row,
 pieces in registers; at 32768 columns the one-program kernels). --variants adds
-bench/probe_gluon.py's variants and bounds. GPU only: Gluon has no interpreter.
+lab/probes/probe_gluon.py's variants and bounds. GPU only: Gluon has no interpreter.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ CONFIGS = ((8192, 2048, 4), (16384, 2048, 4), (16384, 4096, 4), (16384, 4096, 8)
 # How the first row of each case is named: the plan for rows that the shared-memory kernel
 # cannot copy (runs before this name was chosen called it "shipped", which it then was).
 REGISTERS = "registers"
-# bench/probe_gluon.py's flags, timed whatever their answer: no_exchange and no_exp give a wrong
-# one, no_ticket the right one only while every program fits on the GPU at once.
+# lab/probes/probe_gluon.py's flags, timed whatever their answer: no_exchange and no_exp give
+# a wrong one, no_ticket the right one only while every program fits on the GPU at once.
 # "persistent" (alone) names probe_gluon.split_shared_persistent instead, with as many programs
 # per multiprocessor as its two slots of shared memory allow ("persistentN": N of them).
 FLAGS = ("no_ticket", "no_exchange", "no_exp", "stream")
-# the flags of bench/probe_gluon.py timed without masks where the width allows, as shipped
+# the flags of lab/probes/probe_gluon.py timed without masks where the width allows, as shipped
 TUNING = ("fold", "local", "no_bar", "words", "own")
 # "sleepN" (with words): a poll waits N nanoseconds before the next
 # "prefetchN": probe_gluon's PREFETCH, N tickets ahead (no masks: widths a multiple of the piece)
@@ -47,8 +47,8 @@ TUNING = ("fold", "local", "no_bar", "words", "own")
 def shared_launch(piece: int, chunk: int, warps: int, flags: frozenset = frozenset()):
     import triton
 
-    import triton_kernels_fast as fast
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
+    from lab import production as fast
 
     def launch(out, x):
         pieces = triton.cdiv(x.shape[1], piece)
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=None, metavar="DTYPE:COLS,...")
     ap.add_argument("--configs", default=None, metavar="PIECE:CHUNK:WARPS,...")
     ap.add_argument("--variants", default=None, metavar="FLAG+FLAG,...",
-                    help="bench/probe_gluon.py's flags to time, e.g. none,no_exchange+no_exp "
+                    help="lab/probes/probe_gluon.py's flags to time, e.g. none,no_exchange+no_exp "
                          f"(flags: {', '.join(FLAGS + TUNING)}; default: none, the shipped kernel)")
     args = ap.parse_args(argv)
     import torch
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     variants = ((),) if not args.variants else tuple(
         () if item == "none" else tuple(item.split("+")) for item in args.variants.split(","))
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/split_shared_probe.py", *(argv or sys.argv[1:])])}
+              "command": " ".join(["lab/probes/split_shared_probe.py", *(argv or sys.argv[1:])])}
     result["copy_gbps"] = rowwise.copy_ceiling()
     print(f"copy ceiling {result['copy_gbps']:.0f} GB/s", flush=True)
     result["rows"] = measure(result["copy_gbps"], cases, configs, variants)

@@ -1,11 +1,11 @@
 """A wide softmax row per thread-block cluster, its pieces in shared memory, its exchange our own.
 
-    PYTHONPATH=. python3 bench/probe_cluster_shared.py --json /tmp/cs.json   # GPU, Triton 3.9
+    PYTHONPATH=. python3 lab/probes/probe_cluster_shared.py --json /tmp/cs.json   # GPU, Triton 3.9
 
-triton_kernels_gluon._softmax_split_shared gives each piece of a row its own program, and each
+lab.gluon._softmax_split_shared gives each piece of a row its own program, and each
 piece waits about as long for its row's other pieces as it takes to load its own
-(bench/split_timeline.py): a ticket, a publish, an atomic arrival and a spin, each a round trip
-to L2 under full load. bench/probe_cluster.py let the compiler reduce over a cluster, and its
+(lab/probes/split_timeline.py): a ticket, a publish, an atomic arrival and a spin, each a round trip
+to L2 under full load. lab/probes/probe_cluster.py let the compiler reduce over a cluster, and its
 cluster reductions were slower still. Here the row is one cluster of CTAS CTAs (Gluon's
 ``num_ctas``), the CTAs resident together by construction, so no ticket is needed:
 
@@ -48,7 +48,7 @@ def kernel():
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
 
     log2e = gl.constexpr(1.4426950408889634)
 
@@ -130,7 +130,7 @@ def measure(ceiling: float, configs) -> list[dict]:
     import torch
 
     import triton_kernels as tk
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     softmax_cluster_shared = kernel()
     found = []
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU: Gluon kernels have no interpreter", file=sys.stderr)
         return 2
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/probe_cluster_shared.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/probe_cluster_shared.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
     result["rows"] = measure(result["copy_gbps"], CONFIGS)
     result["copy_gbps_end"] = rowwise.copy_ceiling()

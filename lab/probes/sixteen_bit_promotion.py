@@ -3,9 +3,9 @@
 Runs lesson 08's kernel with and without the conversion on float16 and bfloat16 rows and says
 whether the outputs are bit-identical (tl.max promotes 16-bit floats to FP32 before it
 reduces), then tries tl.exp on a float16 block (Triton accepts only FP32 and FP64 there).
-``python bench/sixteen_bit_promotion.py`` compiles the kernels on a CUDA GPU; without one it
+``python lab/probes/sixteen_bit_promotion.py`` compiles the kernels on a CUDA GPU; without one it
 runs them in Triton's interpreter, float16 only (the interpreter mishandles bfloat16). Its
-outputs of 2026-12-01: bench/results/sixteen_bit_promotion.txt (an H200, Triton 3.6) and
+outputs of 2026-12-01: lab/results/sixteen_bit_promotion.txt (an H200, Triton 3.6) and
 sixteen_bit_promotion_interpreter.txt (Triton 3.9's interpreter).
 """
 
@@ -13,7 +13,7 @@ import datetime
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from learning.grader import mode as kernel_mode  # noqa: E402
 
 MODE = kernel_mode.select()  # before triton: the interpreter is chosen when kernels are defined

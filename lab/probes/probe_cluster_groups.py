@@ -1,10 +1,10 @@
 """Rows wider than one cluster: clusters that meet in distributed shared memory, then in L2.
 
-    PYTHONPATH=. python3 bench/probe_cluster_groups.py --json /tmp/groups.json   # sm_90 GPU
+    PYTHONPATH=. python3 lab/probes/probe_cluster_groups.py --json /tmp/groups.json   # sm_90 GPU
 
 At 2**20 16-bit columns the plan cuts a row into 32 pieces of 32768 columns, one program of
-triton_kernels_gluon._softmax_split_shared each, which meet through L2: every piece waits for
-the row's slowest (bench/split_timeline.py). One cluster cannot hold such a row (sixteen CTAs
+lab.gluon._softmax_split_shared each, which meet through L2: every piece waits for
+the row's slowest (lab/probes/split_timeline.py). One cluster cannot hold such a row (sixteen CTAs
 of 65536 columns ran at 0.66 of the copy ceiling), so this spans it with several clusters, a
 copy of _softmax_cluster (its load, fold, exchange and stores): the CTAs of each cluster meet
 in distributed shared memory as they do up to 2**18 columns, and each cluster's pair then meets
@@ -43,7 +43,7 @@ def kernel():
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
 
     log2e = gl.constexpr(1.4426950408889634)
 
@@ -164,8 +164,8 @@ def launch_groups(out, x, ctas: int, piece: int, chunk: int, warps: int, ticket:
     global _KERNEL
     import triton
 
-    import triton_kernels_fast as fast
-    import triton_kernels_gluon as tg
+    from lab import gluon as tg
+    from lab import production as fast
 
     if _KERNEL is None:
         _KERNEL = kernel()
@@ -182,7 +182,7 @@ def measure(ceiling: float, cases, configs) -> list[dict]:
     import torch
 
     import triton_kernels as tk
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     found = []
     for dname, width in cases:
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
     configs = CONFIGS if not args.configs else tuple(
         tuple(int(v) for v in item.split(":")) for item in args.configs.split(","))
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/probe_cluster_groups.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/probe_cluster_groups.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling()}
     result["rows"] = measure(result["copy_gbps"], cases, configs)
     result["copy_gbps_end"] = rowwise.copy_ceiling()

@@ -1,7 +1,7 @@
 """Which form of the FlashAttention forward kernel is fastest on this GPU: what was tried for
 reference_attention.py, kept so that the choice can be re-measured.
 
-    python bench/attention_variants.py [--seq 4096] [--dims 128,64] [--out DIR]
+    python lab/probes/attention_variants.py [--seq 4096] [--dims 128,64] [--out DIR]
 
 Each variant computes softmax(q k^T / sqrt(d)) v for bfloat16 (batch, heads, seq, d) tensors
 shaped as learning.bench attention shapes them (batch * seq = 16384, heads * d = 2048), is
@@ -60,7 +60,7 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import reference_attention as ra  # noqa: E402

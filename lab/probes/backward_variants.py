@@ -1,12 +1,12 @@
 """Ways to write the softmax backward pass for a whole 16-bit row of 32768 columns (GPU only).
 
-    PYTHONPATH=. python3 bench/backward_variants.py --json /tmp/backward_variants.json
+    PYTHONPATH=. python3 lab/probes/backward_variants.py --json /tmp/backward_variants.json
 
 One program per row holds y and dy (two rows) from their loads to the store of
 dx = y * (dy - sum(y * dy)). At 32768 columns and 16 warps that is 64 values of each a thread,
 128 float32 registers, the most a thread of 16 warps can have, and the compilers spill: a few
 bytes with Triton 3.6, more with 3.9, whose 16-bit rows ran at 0.96 of the copy ceiling
-against 1.02 (bench/results/backward_warps*.txt). Each variant here changes what a thread keeps
+against 1.02 (lab/results/backward_warps*.txt). Each variant here changes what a thread keeps
 across the reduction:
 
 - reference: triton_kernels._softmax_backward as it is;
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/backward_variants.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/backward_variants.py", *(argv or sys.argv[1:])]),
               "copy_gbps": rowwise.copy_ceiling(), "rows": []}
     for dname, cols in CASES:
         dtype = rowwise.torch_dtype(dname)

@@ -8,7 +8,7 @@ grader compares them: learning.exercises.attention.unnormalised), with the large
 l of the case, which the kernel's rounding of p before p @ v is relative to. A case the replay
 does not explain makes the grader drop the bug from every case (runner._drop_contradicted).
 
-    python bench/attention_unnormalised_probe.py [--json PATH]
+    python lab/probes/attention_unnormalised_probe.py [--json PATH]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Softmax for wide rows whose pieces wait in shared memory: Gluon kernels (GPU only).
 
-triton_kernels_fast._softmax_split_row cuts a wide row into pieces, one program each, and
+lab.production._softmax_split_row cuts a wide row into pieces, one program each, and
 keeps every piece in registers as float32 while the pieces exchange their partial maxima and
 sums. Registers bound the piece, and so the bytes a program carries through that exchange: a
 16-bit piece holds half the bytes of a float32 piece for the same registers. Here the piece
@@ -25,7 +25,7 @@ Each element is read from device memory once and written once, and the exponenti
 twice (steps 3 and 5) instead of being kept. Several programs share a multiprocessor, each
 with its own shared memory, so that one copies while another waits for its row.
 
-What bounds it (bench/split_shared_probe.py, bench/RESULTS.md): the shared memory a
+What bounds it (lab/probes/split_shared_probe.py, lab/RESULTS.md): the shared memory a
 multiprocessor has, divided by how long each piece holds it. Skipping the exchange of step 4
 (a wrong answer, timed only as a bound) took bfloat16 rows of 65536 columns from 0.89 to 0.96
 of the copy ceiling; removing the exponentials gained 1 to 2 %.
@@ -35,7 +35,7 @@ row are the CTAs of one thread-block cluster, which push their partials into eac
 shared memory, so that no piece goes through L2 to meet the others.
 
 Gluon has no interpreter, and its API moved between versions; the launcher
-(triton_kernels_fast) uses this kernel only where AVAILABLE, on a GPU, for tensors the copies
+(lab.production) uses this kernel only where AVAILABLE, on a GPU, for tensors the copies
 can read 16 bytes at a time, and the interpreter runs triton_kernels._softmax_looped instead.
 """
 
@@ -58,7 +58,7 @@ _barrier = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier", None)
 # The Triton versions the kernel is known to compile with (3.6 to 3.9 for sm_80, sm_89 and
 # sm_90; run on an H200 with 3.6 and 3.9: tests/test_gluon.py). Gluon's API still moves between
 # versions (3.5's lacks num_warps()), so elsewhere the plan keeps
-# triton_kernels_fast._softmax_split_row rather than fail to compile: widen the range once the
+# lab.production._softmax_split_row rather than fail to compile: widen the range once the
 # tests pass on a newer Triton.
 TESTED = ((3, 6), (3, 9))
 
@@ -174,7 +174,7 @@ if AVAILABLE:
 # straight into every peer's shared memory with st.async, which counts the bytes on the peer's
 # mbarrier. A CTA waits on its own mbarrier until all CTAS pairs have landed: one message from
 # multiprocessor to multiprocessor, and no fence at the scope of the whole GPU on the way
-# (bench/probe_dsmem.py first pulled the pairs behind a cluster barrier whose release compiles
+# (lab/probes/probe_dsmem.py first pulled the pairs behind a cluster barrier whose release compiles
 # to MEMBAR.GPU, and was no faster than the L2 exchange).
 #
 # Triton lays tensors out over a cluster's CTAs only when it is compiled for one (num_ctas),

@@ -1,8 +1,8 @@
 """Time triton_kernels.softmax on narrow float32 rows against the same launcher as it was
-before triton_kernels.py was split into the essay and triton_kernels_fast.py (commit 507e901),
+before triton_kernels.py was split into the essay and lab/production.py (commit 507e901),
 taken from git, in one process, interleaved.
 
-    python bench/multi_row_ab.py
+    python lab/probes/multi_row_ab.py
 
 Both pick the same plan (printed); a difference is the kernel's code. Needs a CUDA GPU and git.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import triton
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import triton_kernels as new  # noqa: E402

@@ -5,7 +5,7 @@ time, and prints per version: wall seconds, the part's status, the mistakes name
 slowest steps of the grader's timeline (each named by the event it starts from). On a GPU
 this is the check a learner with that mistake waits for, compiles included.
 
-    python bench/catalogue_times.py attention [--part triton] [--only NAME,...] [--json FILE]
+    python lab/probes/catalogue_times.py attention [--part triton] [--only NAME,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python bench/catalogue_times.py")
+    parser = argparse.ArgumentParser(prog="python lab/probes/catalogue_times.py")
     parser.add_argument("exercise")
     parser.add_argument("--part", default="triton")
     parser.add_argument("--only", default="", help="comma-separated version names or mistake keys")

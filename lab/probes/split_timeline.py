@@ -1,8 +1,8 @@
 """Where a piece of the Gluon split kernel spends its time: load, wait for its row, store.
 
-    PYTHONPATH=. python3 bench/split_timeline.py --json /tmp/timeline.json   # GPU only
+    PYTHONPATH=. python3 lab/probes/split_timeline.py --json /tmp/timeline.json   # GPU only
 
-bench/probe_gluon.py's split_shared_variant (the shipped kernel with EVEN, when the width is a
+lab/probes/probe_gluon.py's split_shared_variant (the shipped kernel with EVEN, when the width is a
 multiple of the piece) is launched once more, after a warm-up, with ``stamps``: every program
 writes the GPU's global timer after its ticket, after its last chunk landed and was folded,
 after the row's exchange, and after its stores were issued, and the multiprocessor it ran on.
@@ -14,7 +14,7 @@ From those this prints, per case, the median and 90th percentile of
 - skew: per row, the latest ticket time of its pieces minus the earliest;
 
 and the share of program-time spent waiting. The same kernel without the exchange (a wrong
-answer; bench/probe_gluon.py's no_exchange) is stamped beside it, and so is the exchange
+answer; lab/probes/probe_gluon.py's no_exchange) is stamped beside it, and so is the exchange
 through 64-bit words (probe_gluon's WORDS).
 """
 
@@ -46,12 +46,12 @@ def stamped(x, piece: int, chunk: int, warps: int, exchange: str) -> dict:
     import torch
     import triton
 
-    import triton_kernels_fast as fast
+    from lab import production as fast
 
     out = torch.empty_like(x)
     pieces = triton.cdiv(x.shape[1], piece)
     programs = x.shape[0] * pieces
-    flags = exchange.split("+")  # e.g. words+own+sleep128: bench/probe_gluon.py's flags
+    flags = exchange.split("+")  # e.g. words+own+sleep128: lab/probes/probe_gluon.py's flags
     sleep = [int(f[len("sleep"):]) for f in flags if f.startswith("sleep")]
 
     def launch(stamps=None):
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU: Gluon kernels have no interpreter", file=sys.stderr)
         return 2
     result = {"env": rowwise.environment(),
-              "command": " ".join(["bench/split_timeline.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["lab/probes/split_timeline.py", *(argv or sys.argv[1:])]),
               "rows": []}
     cases = CASES if not args.cases else [
         (item.split(":")[0], *(int(v) for v in item.split(":")[1:]))

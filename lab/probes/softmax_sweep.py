@@ -1,11 +1,11 @@
 """Tune triton_kernels' softmax plans: every candidate checked, then timed, on a CUDA GPU.
 
-    PYTHONPATH=. python3 bench/softmax_sweep.py --budget-s 150 --json tune.json
-    PYTHONPATH=. python3 bench/softmax_sweep.py --smoke     # the script itself, in the interpreter
+    PYTHONPATH=. python3 lab/probes/softmax_sweep.py --budget-s 150 --json tune.json
+    PYTHONPATH=. python3 lab/probes/softmax_sweep.py --smoke  # the script, in the interpreter
 
 The tables that compare the launchers with torch are ``python -m learning.bench``; this script
 times the plans the launchers could choose, by calling the kernels directly, so that the
-tables in triton_kernels_fast (warps, piece sizes, the split-row options) rest on measurements.
+tables in lab.production (warps, piece sizes, the split-row options) rest on measurements.
 It shares the measuring code (inputs of about 1 GiB, do_bench medians, the copy ceiling,
 float64 checks on sampled rows) with learning.bench.
 """
@@ -50,7 +50,7 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
               quick: bool) -> list[dict]:
     import torch
 
-    import triton_kernels_fast as fast  # imported by tk already, after the mode was chosen
+    from lab import production as fast  # imported by tk already, after the mode was chosen
 
     kernel = rowwise.KERNELS["softmax_backward" if kind == "bwd" else "softmax"]
     dtype = rowwise.torch_dtype(dname)

@@ -1,7 +1,7 @@
 """Warps for the softmax backward pass kept whole on a GPU: triton_kernels.softmax_backward with
 its plan, and with one program per row of 32, 16 or 8 warps, at 16384 to 65536 columns.
 
-    python bench/backward_warps.py
+    python lab/probes/backward_warps.py
 
 Each cell is the fraction of the copy ceiling (a clone of y, measured beside it) and the
 largest error against float32 torch; 1 GiB inputs. Needs a CUDA GPU.
@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 import triton
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import triton_kernels as tk  # noqa: E402
-import triton_kernels_fast as fast  # noqa: E402
+from lab import production as fast  # noqa: E402
 
 VARIANTS = (("plan", None, None), ("one row, 32 warps", "single_block", 32),
             ("one row, 16 warps", "single_block", 16), ("one row, 8 warps", "single_block", 8))

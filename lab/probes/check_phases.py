@@ -5,7 +5,7 @@ latency. This prints it for a finished exercise in three states of Triton's kern
 (empty, warm, and after an edit to the kernel), beside what merely starting Python with torch
 costs on the same machine, then the phases of one check from the grader's own timeline.
 
-    python bench/check_phases.py [--exercise softmax] [--repeats 3] [--out DIR]
+    python lab/probes/check_phases.py [--exercise softmax] [--repeats 3] [--out DIR]
 
 A check forks its worker from the learner's warm process (learning.grader.warm) when one is there;
 the first check starts it. The last row shows the same check with a fresh process each time.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 BASELINES = {
@@ -62,7 +62,7 @@ def edit_kernel(path: Path, generation: int):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python bench/check_phases.py")
+    parser = argparse.ArgumentParser(prog="python lab/probes/check_phases.py")
     parser.add_argument("--exercise", default="softmax")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=os.environ.get("OUT", ""))

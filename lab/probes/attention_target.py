@@ -2,7 +2,7 @@
 the reference against torch's scaled_dot_product_attention at seq 4096, d = 128, bfloat16,
 causal and not.
 
-    python bench/attention_target.py [--rounds 5] [--json PATH]
+    python lab/probes/attention_target.py [--rounds 5] [--json PATH]
 
 SDPA's time on one GPU moves by several per cent from one measurement to the next (its cuDNN
 kernel ran at 599 and 667 TFLOP/s within one run of ``python -m learning.bench attention``),
@@ -26,7 +26,7 @@ import torch
 import triton
 from triton.testing import do_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import reference_attention as ra  # noqa: E402

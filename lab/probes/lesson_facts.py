@@ -1,7 +1,7 @@
 """Measure the facts the lessons state about Triton's float32 arithmetic on a GPU.
 
-    PYTHONPATH=. python bench/lesson_facts.py --out bench/results/lesson_facts.json   # a GPU
-    PYTHONPATH=. python bench/lesson_facts.py --smoke --out /tmp/facts.json  # the interpreter
+    PYTHONPATH=. python lab/probes/lesson_facts.py --out lab/results/lesson_facts.json   # a GPU
+    PYTHONPATH=. python lab/probes/lesson_facts.py --smoke --out /tmp/facts.json  # the interpreter
 
 Three measurements, each written to one JSON file with the device, versions and date, which
 ``python -m learning.computed`` turns into the lessons' tables (learning/explainers/facts.py):
@@ -285,19 +285,19 @@ def print_table(result: dict) -> None:
 
 
 def output_path(option: str | None, environ) -> Path:
-    """--out if given, else $OUT/lesson_facts.json if OUT is set, else bench/results/."""
+    """--out if given, else $OUT/lesson_facts.json if OUT is set, else lab/results/."""
     if option:
         return Path(option)
     if environ.get("OUT"):
         return Path(environ["OUT"]) / "lesson_facts.json"
-    return Path(__file__).resolve().parent / "results" / "lesson_facts.json"
+    return Path(__file__).resolve().parents[1] / "results" / "lesson_facts.json"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None,
                         help="the JSON to write (default: $OUT/lesson_facts.json if OUT is set, "
-                             "else bench/results/lesson_facts.json)")
+                             "else lab/results/lesson_facts.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="a few values in Triton's interpreter on the CPU (for the tests)")
     args = parser.parse_args(argv)
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
     exp_step, scan_step = (2**20, 8192) if args.smoke else (1, 1)
     started = time.perf_counter()
     result = {"env": environment(mode.interpret),
-              "command": " ".join(["bench/lesson_facts.py", *(argv if argv is not None
+              "command": " ".join(["lab/probes/lesson_facts.py", *(argv if argv is not None
                                                                else sys.argv[1:])]),
               "smoke": args.smoke}
     result["exp_error"] = measure_exp_error(kernel, device, exp_step)

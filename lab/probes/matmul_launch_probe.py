@@ -1,6 +1,6 @@
 """Where the reference matmul's time goes at sizes whose kernel runs for tens of microseconds.
 
-    python bench/matmul_launch_probe.py --json bench/results/matmul_launch_probe.json
+    python lab/probes/matmul_launch_probe.py --json lab/results/matmul_launch_probe.json
 
 For each size, in one process: the reference through its autotuner timed by do_bench (as the
 bench times it), the host's time per call (200 calls, no synchronisation, so the GPU's time
@@ -85,7 +85,7 @@ def main() -> None:
             for key in keys) + " |")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as out:
-            json.dump({"env": environment(), "command": "python bench/matmul_launch_probe.py",
+            json.dump({"env": environment(), "command": "python lab/probes/matmul_launch_probe.py",
                        "rows": rows}, out, indent=1)
 
 

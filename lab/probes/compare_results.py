@@ -2,7 +2,7 @@
 both hold, the smallest and largest change in the reference's fraction of the copy ceiling
 (new - old), and whether every fresh reference output was checked correct.
 
-    python bench/compare_results.py bench/results/softmax.json /path/to/new/softmax.json
+    python lab/probes/compare_results.py lab/results/softmax.json /path/to/new/softmax.json
 """
 
 from __future__ import annotations
@@ -35,6 +35,6 @@ def main(old_path: str, new_path: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        print("usage: python bench/compare_results.py OLD.json NEW.json", file=sys.stderr)
+        print("usage: python lab/probes/compare_results.py OLD.json NEW.json", file=sys.stderr)
         raise SystemExit(2)
     raise SystemExit(main(*sys.argv[1:]))
