@@ -26,6 +26,7 @@ from tests.helpers import (
     INSTANT_SECONDS,
     dot_takes_m_and_n_below_16,
     grade_text,
+    named_in,
     solution_text,
 )
 
@@ -81,7 +82,7 @@ def test_the_accumulator_cases_overflow_float16_whatever_the_block(dtype):
         assert max(np.abs(s).max() for s in steps) < 65504
     c = a @ b
     assert np.abs(c).max() <= 2048  # a whole number that float16 holds exactly
-    replay = exercise._accumulated_in_input_dtype(*(s.stored() for s in case.make_args()), 32)
+    replay = exercise._accumulated_in(None, True)(*(s.stored() for s in case.make_args()), 32)
     assert not np.allclose(replay, c, rtol=0.01)
 
 
@@ -174,6 +175,28 @@ def test_a_float16_accumulator_that_becomes_float32_fails_only_the_gpu_compile(t
     # the likely cause reads the two types from the message and names the accumulator
     assert rejected.hint.startswith("acc starts as fp16 and the loop makes it fp32")
     assert "tl.zeros(..., dtype=tl.float32)" in rejected.hint
+
+
+# The two ways a float16 acc stays float16 through the loop, so that the GPU compiles it.
+FLOAT16_ADDITIONS = {"each product rounded": "acc += tl.dot(a, b).to(tl.float16)",
+                     "the sum rounded": "acc = (acc + tl.dot(a, b)).to(tl.float16)"}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("added", FLOAT16_ADDITIONS.values(), ids=list(FLOAT16_ADDITIONS))
+def test_a_float16_accumulator_on_float32_inputs_fails_and_is_named(tmp_path, added):
+    text = solution_text("matmul").replace(
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)").replace(
+        "acc += tl.dot(a, b)", added)
+    part = _grade_triton(tmp_path, text)
+    assert part.compile_check.ran and not part.compile_check.rejected  # a real GPU mistake
+    cases = {c.name: c for c in part.cases}
+    for name in ("K past the tile many times",):  # float32 inputs
+        assert cases[name].verdict.status == "failed", name
+        assert named_in(cases[name]) == {"acc-float16"}, name
+    cause = TRITON.bug("acc-float16").cause
+    assert "11 significant bits" in cause and "65504" in cause and "tl.float32" in cause
 
 
 def test_the_advice_on_a_loop_carried_type_reads_the_types_from_the_message():
