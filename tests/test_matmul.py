@@ -25,6 +25,7 @@ from tests.helpers import (
     COURSE_ROOT,
     dot_takes_m_and_n_below_16,
     grade_text,
+    named_in,
     solution_text,
 )
 
@@ -65,12 +66,19 @@ def test_integer_cases_are_exact_in_every_format_a_kernel_sums_in(case):
     assert np.abs(a).max() <= 256 and np.abs(b).max() <= 256  # exact in bfloat16 and TF32
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+# Each accumulator case, and the 16-bit accumulator its inputs' dtype lets a kernel get wrong
+# (None: the inputs' own dtype).
+ACCUMULATOR_CASES = {"float16": ("float16 accumulator overflow", None),
+                     "float32": ("float32 sums past 65504", "float16"),
+                     "bfloat16": ("bfloat16 accumulator", None)}
+
+
+@pytest.mark.parametrize("dtype", sorted(ACCUMULATOR_CASES))
 def test_the_accumulator_cases_overflow_float16_whatever_the_block(dtype):
     import numpy as np
 
-    case = TRITON.case("float16 accumulator overflow" if dtype == "float16"
-                       else "bfloat16 accumulator")
+    name, accumulator = ACCUMULATOR_CASES[dtype]
+    case = TRITON.case(name)
     a, b = (spec.exact() for spec in case.make_args())
     k = a.shape[1]
     running = np.cumsum(a[:, :, None] * b[None, :, :], axis=1)  # (m, k, n)
@@ -80,8 +88,11 @@ def test_the_accumulator_cases_overflow_float16_whatever_the_block(dtype):
         assert max(np.abs(s).max() for s in steps) < 65504
     c = a @ b
     assert np.abs(c).max() <= 2048  # a whole number that float16 holds exactly
-    replay = exercise._accumulated_in_input_dtype(*(s.stored() for s in case.make_args()), 32)
-    assert not np.allclose(replay, c, rtol=0.01)
+    stored = [s.stored() for s in case.make_args()]
+    for block in exercise.TILES:  # either way of adding to it, whatever the K step
+        for rounds_each_product in (True, False):
+            replay = exercise._accumulated_in(accumulator, rounds_each_product)(*stored, block)
+            assert not np.allclose(replay, c, rtol=0.01), (block, rounds_each_product)
 
 
 def test_a_transposed_spec_is_a_view_whose_memory_is_what_stored_says():
@@ -173,6 +184,56 @@ def test_a_float16_accumulator_that_becomes_float32_fails_only_the_gpu_compile(t
     # the likely cause reads the two types from the message and names the accumulator
     assert rejected.hint.startswith("acc starts as fp16 and the loop makes it fp32")
     assert "tl.zeros(..., dtype=tl.float32)" in rejected.hint
+
+
+# The two ways a float16 acc stays float16 through the loop, so that the GPU compiles it.
+FLOAT16_ADDITIONS = {"each product rounded": "acc += tl.dot(a, b).to(tl.float16)",
+                     "the sum rounded": "acc = (acc + tl.dot(a, b)).to(tl.float16)"}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("added", FLOAT16_ADDITIONS.values(), ids=list(FLOAT16_ADDITIONS))
+def test_a_float16_accumulator_on_float32_inputs_fails_and_is_named(tmp_path, added):
+    text = solution_text("matmul").replace(
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)").replace(
+        "acc += tl.dot(a, b)", added)
+    part = _grade_triton(tmp_path, text)
+    assert part.compile_check.ran and not part.compile_check.rejected  # a real GPU mistake
+    cases = {c.name: c for c in part.cases}
+    for name in ("float32 sums past 65504", "K past the tile many times"):  # float32 inputs
+        assert cases[name].verdict.status == "failed", name
+        assert named_in(cases[name]) == {"acc-float16"}, name
+    cause = TRITON.bug("acc-float16").cause
+    assert "11 significant bits" in cause and "65504" in cause and "tl.float32" in cause
+
+
+def test_tf32_fits_the_random_float32_tolerance_as_a_float16_accumulator_does():
+    """Why "float32 random" cannot catch a float16 accumulator, and a whole-number case does:
+    TF32's error there uses under a sixth of the tolerance, and a float16 accumulator with a long
+    K step errs by less than TF32, so any tolerance that passes TF32 passes it too."""
+    import numpy as np
+
+    case = TRITON.case("float32 random")
+    stored = [s.stored() for s in case.make_args()]
+    a, b = (np.asarray(s, dtype=np.float64) for s in stored)
+    want = a @ b
+
+    def tf32(x, truncated):  # float32's top 10 bits of mantissa, truncated or rounded
+        bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+        if not truncated:
+            bits = bits + 0xFFF + ((bits >> 13) & 1)
+        return (bits & 0xFFFFE000).astype(np.uint32).view(np.float32).astype(np.float64)
+
+    def worst(got):  # the largest error as a share of what the tolerance allows
+        allowed = case.tolerance.atol + case.tolerance.rtol * np.abs(want)
+        return float((np.abs(got - want) / allowed).max())
+
+    for truncated in (True, False):
+        assert worst(tf32(a, truncated) @ tf32(b, truncated)) < 1 / 6
+    tf32_error = np.abs(tf32(a, True) @ tf32(b, True) - want).max()
+    float16_error = np.abs(exercise._accumulated_in("float16", True)(*stored, 256) - want).max()
+    assert 0 < float16_error < tf32_error
 
 
 def test_the_advice_on_a_loop_carried_type_reads_the_types_from_the_message():

@@ -223,6 +223,12 @@ TRITON = (
          "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)"),
         ("acc += tl.dot(a, b)", "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")),
         interpreter_only=True),
+    # The GPU compiles it too: TF32 products of whole numbers and their float32 block sums
+    # are exact, so only the two float16 roundings the replay makes remain.
+    Version("a float16 accumulator on any inputs", "triton", "acc-float16", _kernel(
+        ("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)"),
+        ("acc += tl.dot(a, b)", "acc += tl.dot(a, b).to(tl.float16)"))),
     Version("the tutorial's float16 store", "triton", "stored-as-float16", _kernel(
         ("c = acc.to(c_ptr.dtype.element_ty)", "c = acc.to(tl.float16)"))),
     Version("a grid of whole tiles", "triton", "whole-tiles-grid",

@@ -172,7 +172,14 @@ PYTHON_CASES = (
 
 EXACT = Tolerance(atol=1e-6, rtol=1e-6)  # small integers: every correct kernel is exact
 FP16 = Tolerance(atol=1e-3, rtol=2e-3)  # random float16: C rounded once to float16
-TF32 = Tolerance(atol=3e-2, rtol=1e-2)  # random float32 in [-1, 1], K = 300, TF32 products
+# Random float32 in [-1, 1], K = 300, |C| up to 23: inputs truncated to TF32 err by up to
+# 2**-10 of themselves, and the worst element of C then errs by 0.016 (0.0055 when TF32
+# rounds to nearest), a seventh of what this allows at most; the rest is room for the order
+# in which a GPU sums. No tolerance here can catch a float16 accumulator: it keeps 11 bits,
+# as TF32 does, and errs by 0.008 (BLOCK_K = 256) to 0.019 (BLOCK_K = 16), on both sides of
+# TF32's 0.016. The whole-number case "float32 sums past 65504" catches it instead
+# (tests/test_matmul.py measures both errors).
+TF32 = Tolerance(atol=3e-2, rtol=1e-2)
 BF16 = Tolerance(atol=1e-2, rtol=8e-3)  # bfloat16 output: C rounded once to bfloat16
 _REPLAY = {"atol": 1e-6, "rtol": 1e-6}  # replays of integer cases are exact, as the kernel
 
@@ -222,18 +229,33 @@ def _last_block(a, b, block_k):
     return _stored(_last_k_block_only(np.asarray(a), np.asarray(b), block_k), _out_dtype((a,)))
 
 
-def _accumulated_in_input_dtype(a, b, block_k):
-    """acc kept in the input's dtype: each K block's float32 product rounded, then added and
-    rounded again (acc += tl.dot(a, b).to(a.dtype))."""
-    np = _np()
-    dtype = _out_dtype((a,))
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    acc = np.zeros((a.shape[0], b.shape[1]))
-    with np.errstate(all="ignore"):
-        for k0 in range(0, b.shape[0], block_k):
-            step = _stored(a[:, k0:k0 + block_k] @ b[k0:k0 + block_k], dtype)
-            acc = _stored(acc + step, dtype)
-    return acc
+def _accumulated_in(acc_dtype: str | None, rounds_each_product: bool):
+    """acc kept in ``acc_dtype`` or (None) in the inputs' own dtype, added to in one of two
+    ways: acc += tl.dot(a, b).to(...) rounds each K block's float32 product, then the sum;
+    acc = (acc + tl.dot(a, b)).to(...) rounds only the sum. A float16 acc on float16 inputs is
+    the inputs' dtype's mistake: its replay is left to that one, so the cause is named once."""
+    def form(a, b, block_k):
+        np = _np()
+        dtype = _out_dtype((a,))
+        if acc_dtype == dtype:
+            raise ValueError(f"{dtype} inputs: the replay of an accumulator in their dtype")
+        kept = acc_dtype or dtype
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        acc = np.zeros((a.shape[0], b.shape[1]))
+        with np.errstate(all="ignore"):
+            for k0 in range(0, b.shape[0], block_k):
+                step = _stored(a[:, k0:k0 + block_k] @ b[k0:k0 + block_k], "float32")
+                if rounds_each_product:
+                    step = _stored(step, kept)
+                acc = _stored(acc + step, kept)
+        return _stored(acc, dtype)
+
+    return form
+
+
+def _accumulated_in_either_way(acc_dtype: str | None):
+    return any_of(*(_per_tile(_accumulated_in(acc_dtype, rounds))
+                    for rounds in (True, False)))
 
 
 def _stored_as_float16(a, b):
@@ -307,7 +329,15 @@ TRITON_BUGS = (
     Bug("acc-input-dtype", "the accumulator is kept in the inputs' 16-bit dtype: float16 "
         "overflows past 65504 and bfloat16 keeps 8 bits, so a long sum goes wrong. Accumulate "
         "in tl.float32 (tl.zeros(..., dtype=tl.float32)) and convert once, at the store",
-        _per_tile(_accumulated_in_input_dtype), hint=4),
+        _accumulated_in_either_way(None), hint=4),
+    Bug("acc-float16", "the accumulator is float16 though the inputs are not "
+        "(tl.zeros(..., dtype=tl.float16), with tl.dot's result converted by .to(tl.float16) "
+        "before or after it is added): float16 keeps 11 significant bits (10 stored) and its "
+        "largest value is 65504, so every step of the K loop rounds the running sum to 11 bits "
+        "(past 2048 it skips whole numbers) and a sum past 65504 becomes inf, even when C itself "
+        "is small. Keep acc = tl.zeros(..., dtype=tl.float32), add tl.dot's float32 result as it "
+        "is, and convert once, at the store",
+        _accumulated_in_either_way("float16"), hint=4),
     Bug("stored-as-float16", "C was rounded to float16 before the store (acc.to(tl.float16)), "
         "whatever its dtype: convert to the output's own type, "
         "acc.to(c_ptr.dtype.element_ty)", same_as(_stored_as_float16, **_REPLAY), hint=4),
@@ -420,11 +450,16 @@ TRITON_CASES = (
     Case("K past the tile many times", "8x1000 @ 1000x8 of integers up to 20: about thirty "
          "steps of the K loop, sums in the thousands", _integers(11, 8, 1000, 8, low=-20,
                                                               high=20),
-         catches=("k-loop-short", "acc-overwritten", "stored-as-float16")),
+         catches=("k-loop-short", "acc-overwritten", "stored-as-float16", "acc-float16")),
     Case("float16 accumulator overflow", "float16 integers whose running sum passes 65504 "
          "before halfway along K = 1024 and comes back to a small C: only a float32 "
          "accumulator gets there", overflowing_halves(12, 5, 1024, 6, "float16"),
          catches=("acc-input-dtype", "wrong-dtype")),
+    Case("float32 sums past 65504", "float32 integers whose running sum passes 65504 "
+         "before halfway along K = 1024 and comes back to a small C: float32 (and TF32) holds "
+         "every partial sum exactly, a float16 accumulator overflows to inf",
+         overflowing_halves(17, 5, 1024, 6, "float32"),
+         catches=("acc-float16",)),
     Case("float16 random", "33x50 @ 50x40 random normal float16: C rounded once, to float16",
          _random(13, 33, 50, 40, "float16"), catches=("wrong-dtype",), tolerance=FP16),
     Case("float32 random", "29x300 @ 300x31 uniform in [-1, 1]: float32 with TF32's error "
