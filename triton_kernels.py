@@ -7,36 +7,42 @@ In the lessons' order: 1. ``_softmax``, one row per program (lesson 08), and
 and ``rmsnorm``; 6. the launchers as PyTorch operators (lesson 11). Every kernel loads float32,
 float16 or bfloat16, computes in float32 and stores in its output's dtype.
 
-The launchers ask ``_plan`` in lab/production.py, the production layer, which kernel
-fits the rows; on a GPU it also names kernels of its own for wide and 16-bit rows. Importing
-defines the kernels and does nothing else: whether they run in Triton's interpreter or compiled
-for the CUDA GPU is decided before the import (``learning.grader.mode.select()``).
+The launchers plan on their own (``_plan``: one row per program, several narrow rows per
+program, or a loop over chunks of a row too wide for one block) and need nothing else. Where the
+course's lab is installed beside this module, its production layer (``lab/production.py``)
+takes over the planning through one public hook, ``production_layer()``: it has kernels of its
+own for wide and 16-bit rows, tuned on an H200. ``TRITON_COURSE_PRODUCTION=0`` in the
+environment keeps this module's plans and kernels alone. Importing defines the kernels and
+does nothing else: whether they run in Triton's interpreter or compiled for the CUDA GPU is
+decided before the import (``learning.grader.mode.select()``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
+from torch._subclasses.fake_tensor import is_fake
 
-from lab import production as fast
-from lab.production import (
-    MAX_COLS,
-    MAX_GPU_SINGLE_BLOCK,
-    MAX_SINGLE_BLOCK,
-    STRATEGIES,
-    Plan,
-    _max_pieces,
-    _plan,
-    launch_softmax,
-    launch_softmax_backward,
-    wrap_triton,
-)
+try:
+    from torch.library import wrap_triton as _wrap_for_tracing  # torch >= 2.6
+except ImportError:
+    _wrap_for_tracing = None
 
-__all__ = ["MAX_COLS", "MAX_GPU_SINGLE_BLOCK", "MAX_SINGLE_BLOCK", "STRATEGIES", "Plan", "rmsnorm",
+__all__ = ["MAX_COLS", "MAX_SINGLE_BLOCK", "STRATEGIES", "Plan", "production_layer", "rmsnorm",
            "softmax", "softmax_backward"]
+
+#: Widest row one program keeps whole in registers; wider rows take the looped kernels.
+MAX_SINGLE_BLOCK = 8192
+#: Widest row the launchers accept (4 MiB of float32 per row).
+MAX_COLS = 2**20
+#: The kernels of this module, by strategy (the production layer adds its own).
+STRATEGIES = ("single_block", "multi_row", "looped")
 
 # ---------------------------------------------------------------------------------------------
 # 1. Softmax, one row per program
@@ -344,44 +350,221 @@ def _rmsnorm_looped(
 # 5. Launchers
 # ---------------------------------------------------------------------------------------------
 #
-# Each launcher checks what its kernels assume, each refusal carrying the numbers and the fix
-# (the checks all three share are in lab/production.py), views the tensor as (rows,
-# n_cols) without copying, asks _plan which kernel fits, and launches it. wrap_triton(kernel,
-# like) is the kernel itself, unless torch.compile is tracing the launch (section 6).
+# Each launcher checks what its kernels assume, each refusal carrying the numbers and the fix,
+# views the tensor as (rows, n_cols) without copying, asks for a plan (which kernel, how wide a
+# block, how many warps) and launches it. wrap_triton(kernel, like) is the kernel itself,
+# unless torch.compile is tracing the launch (section 6).
+
+# A program should hold enough bytes to keep the memory system busy: one row of 128 float32
+# columns is 512 bytes, too little for a program of 128 threads, so rows narrower than
+# _ROW_TILE_BYTES are grouped, _ROW_TILE_BYTES // (block * itemsize) rows to a program.
+_ROW_TILE_BYTES = 4096
+# (largest elements per program, num_warps): a row lives in registers from its load to its
+# store, so the warps grow with the block and each thread holds 8 to 16 values.
+_WARPS = ((2048, 4), (4096, 8), (8192, 16))
+# The looped kernels read LOOPED_BLOCK columns a step, in a persistent grid of
+# LOOPED_PROGRAMS_PER_SM programs per multiprocessor walking over the rows, so that few rows
+# are in flight and the second pass may find its row still in L2.
+_LOOPED_BLOCK = 4096
+_LOOPED_WARPS = 16
+_LOOPED_PROGRAMS_PER_SM = 2
+# The interpreter runs programs one after another; two programs still exercise the row loop.
+_INTERPRETER_PROGRAMS = 2
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# True when the kernels were defined under TRITON_INTERPRET=1 and so run on the CPU
+_INTERPRETED = not isinstance(_softmax, triton.runtime.jit.JITFunction)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one launch is shaped: which kernel, how many columns per block, rows, warps."""
+
+    strategy: str  # one of STRATEGIES
+    block: int  # columns per block: the whole row (a power of two >= n_cols) or a chunk
+    rows: int = 1  # rows per program (multi_row only)
+    num_warps: int = 4
+    programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
+    stages: int = 1  # looped only: chunks in flight per program
+
+
+def _warps_for(elements: int) -> int:
+    return next((warps for limit, warps in _WARPS if elements <= limit), _WARPS[-1][1])
+
+
+def _plan(fn: str, n_cols: int, strategy: str | None = None, block: int | None = None,
+          itemsize: int = 4) -> Plan:
+    """This module's plan for rows of ``n_cols`` columns; ``strategy`` and ``block`` override.
+    ``itemsize`` (bytes per element) sets how many narrow rows share a program."""
+    n_cols = int(n_cols)  # a plan is for one width: torch.compile specialises on it
+    if strategy is None:
+        if block is not None and block < n_cols or n_cols > MAX_SINGLE_BLOCK:
+            strategy = "looped"
+        else:
+            row_bytes = triton.next_power_of_2(n_cols) * itemsize
+            strategy = "multi_row" if 2 * row_bytes <= _ROW_TILE_BYTES else "single_block"
+    if strategy not in STRATEGIES:
+        raise ValueError(f"{fn}: unknown strategy {strategy!r}; choose one of "
+                         f"{', '.join(STRATEGIES)}")
+    if strategy == "looped":
+        if block is None:
+            return Plan("looped", _LOOPED_BLOCK, num_warps=_LOOPED_WARPS)
+        _check_block(fn, block)
+        return Plan("looped", block, num_warps=_warps_for(block))
+    whole = triton.next_power_of_2(max(n_cols, 1))
+    if block is not None:
+        _check_block(fn, block)
+        if block < n_cols:
+            raise ValueError(f"{fn}: block={block} is narrower than the {n_cols} columns a "
+                             f"{strategy} kernel keeps whole: pass block >= {whole}, or "
+                             "strategy='looped'")
+        whole = block
+    if whole > MAX_SINGLE_BLOCK:
+        raise ValueError(f"{fn}: a {strategy} block of {whole} columns is wider than "
+                         f"MAX_SINGLE_BLOCK={MAX_SINGLE_BLOCK}, the widest row kept in "
+                         "registers: use strategy='looped'")
+    if strategy == "single_block":
+        return Plan("single_block", whole, num_warps=_warps_for(whole))
+    rows = max(1, _ROW_TILE_BYTES // (whole * itemsize))
+    return Plan("multi_row", whole, rows=rows, num_warps=_warps_for(rows * whole))
+
+
+def _check_block(fn: str, block: int) -> None:
+    if not isinstance(block, int) or block < 1 or block & (block - 1):
+        hint = f": try block={triton.next_power_of_2(max(block, 1))}" \
+            if isinstance(block, int) else ""
+        raise ValueError(f"{fn}: block={block!r} must be a positive power of two (tl.arange "
+                         f"needs one){hint}")
+
+
+@functools.cache
+def production_layer():
+    """The hook: the course's production layer (``lab/production.py``) where it is installed
+    beside this module and ``TRITON_COURSE_PRODUCTION`` is not 0, else None. It answers
+    ``plan(fn, rows, out, strategy, block)`` for every launch and ``launch(fn, plan, *views)``
+    for the plans that name kernels of its own (it returns False for this module's)."""
+    if os.environ.get("TRITON_COURSE_PRODUCTION", "1") == "0":
+        return None
+    try:
+        from lab import production
+    except ImportError:
+        return None
+    return production
+
+
+def _plan_for(fn: str, rows: torch.Tensor, out: torch.Tensor | None, strategy: str | None,
+              block: int | None) -> Plan:
+    production = production_layer()
+    if production is not None:
+        return production.plan(fn, rows, out, strategy, block)
+    return _plan(fn, rows.shape[1], strategy, block, rows.element_size())
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def persistent_grid(n_rows: int, device: torch.device, plan: Plan) -> tuple[int]:
+    """The grid of a kernel whose programs loop over rows: plan.programs_per_sm programs per
+    multiprocessor on a GPU, _INTERPRETER_PROGRAMS in the interpreter; never more than rows."""
+    if device.type != "cuda":
+        return (max(1, min(n_rows, _INTERPRETER_PROGRAMS)),)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return (max(1, min(n_rows, _sm_count(index) * plan.programs_per_sm)),)
+
+
+def _on_device(t: torch.Tensor):
+    """Make ``t``'s GPU the current one for a launch (Triton launches on the current device)."""
+    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
+        return contextlib.nullcontext()  # nothing to switch: saves microseconds per launch
+    return torch.cuda.device(t.device)
+
+
+def wrap_triton(kernel, like: torch.Tensor):
+    """``kernel``, to be launched on tensors like ``like``. On real tensors, the kernel itself.
+    On the stand-ins torch.compile traces with (fake tensors, which have no memory), the kernel
+    wrapped by torch.library.wrap_triton (torch >= 2.6), so that the compiled graph holds the
+    launch. (Wrapping a launch on real tensors works too, but costs a dispatch per launch.)"""
+    if _wrap_for_tracing is None or type(like) is torch.Tensor or not is_fake(like):
+        return kernel
+    return _wrap_for_tracing(kernel)
+
+
+def _check_tensor(fn: str, name: str, t: object) -> torch.Tensor:
+    """Type, dtype and device checks shared by every launcher."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"{fn}: {name} has dtype {t.dtype}; the kernels store float32, float16 "
+                        f"or bfloat16 (and compute in float32): convert with {name}.float()")
+    if _INTERPRETED and t.device.type != "cpu":
+        raise ValueError(
+            f"{fn}: {name} is on {t.device}, but the kernels run in Triton's interpreter "
+            f"(TRITON_INTERPRET=1 was set when triton_kernels was imported), which reads CPU "
+            f"memory: pass {name}.cpu(), or import triton_kernels without TRITON_INTERPRET")
+    if not _INTERPRETED and t.device.type != "cuda":
+        raise ValueError(
+            f"{fn}: {name} is on {t.device}, but the kernels are compiled for the CUDA GPU: "
+            f"pass {name}.cuda(), or set TRITON_INTERPRET=1 before importing triton_kernels")
+    return t
+
+
+def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
+    """View ``t`` as (rows, n_cols) without copying: last dimension stride 1, one row stride."""
+    if t.dim() == 0:
+        t = t.reshape(1, 1)
+    n_cols = t.shape[-1]
+    if n_cols > MAX_COLS:
+        raise ValueError(
+            f"{fn}: {name} has {n_cols} columns, more than MAX_COLS={MAX_COLS} (2**20) that the "
+            f"looped kernel supports: split the last dimension into rows of at most {MAX_COLS}")
+    if n_cols > 1 and t.stride(-1) != 1:
+        raise ValueError(
+            f"{fn}: the last dimension of {name} has stride {t.stride(-1)}, but the kernel "
+            f"reads each row as consecutive elements (stride 1): pass {name}.contiguous()")
+    try:
+        return t.view(-1, n_cols)
+    except RuntimeError:
+        raise ValueError(
+            f"{fn}: the leading dimensions of {name} (shape {tuple(t.shape)}, strides "
+            f"{t.stride()}) cannot be flattened into rows with one row stride: pass "
+            f"{name}.contiguous()") from None
 
 
 def _launch_softmax(out: torch.Tensor, x: torch.Tensor, plan: Plan) -> None:
     """Launch the forward kernel ``plan`` names on the (rows, cols) views ``out`` and ``x``."""
+    production = production_layer()
+    if production is not None and production.launch("softmax", plan, out, x):
+        return  # a kernel of the production layer
     n_rows, n_cols = x.shape
     args = (out, x, out.stride(0), x.stride(0))
-    if fast.is_fast(plan):  # one pass, pipelined or split rows: lab/production.py
-        launch_softmax(out, x, plan)
-    elif plan.strategy == "single_block":
+    if plan.strategy == "single_block":
         wrap_triton(_softmax, x)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
                                             num_warps=plan.num_warps)
     elif plan.strategy == "multi_row":
         wrap_triton(_softmax_multi_row, x)[(triton.cdiv(n_rows, plan.rows),)](
             *args, n_rows, n_cols, ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps)
     else:
-        wrap_triton(_softmax_looped, x)[fast.persistent_grid(n_rows, x.device, plan)](
+        wrap_triton(_softmax_looped, x)[persistent_grid(n_rows, x.device, plan)](
             *args, n_rows, n_cols, BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps)
 
 
 def _launch_softmax_backward(dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
                              plan: Plan) -> None:
     """Launch the backward kernel ``plan`` names on (rows, cols) views."""
+    production = production_layer()
+    if production is not None and production.launch("softmax_backward", plan, dx, y, dy):
+        return
     n_rows, n_cols = y.shape
     args = (dx, y, dy, dx.stride(0), y.stride(0), dy.stride(0))
-    if fast.is_fast(plan):  # split rows: lab/production.py
-        launch_softmax_backward(dx, y, dy, plan)
-    elif plan.strategy == "single_block":
+    if plan.strategy == "single_block":
         wrap_triton(_softmax_backward, y)[(n_rows,)](*args, n_cols, BLOCK=plan.block,
                                                      num_warps=plan.num_warps)
     elif plan.strategy == "multi_row":
         wrap_triton(_softmax_backward_multi_row, y)[(triton.cdiv(n_rows, plan.rows),)](
             *args, n_rows, n_cols, ROWS=plan.rows, BLOCK=plan.block, num_warps=plan.num_warps)
     else:
-        wrap_triton(_softmax_backward_looped, y)[fast.persistent_grid(n_rows, y.device, plan)](
+        wrap_triton(_softmax_backward_looped, y)[persistent_grid(n_rows, y.device, plan)](
             *args, n_rows, n_cols, BLOCK=plan.block, STAGES=plan.stages, num_warps=plan.num_warps)
 
 
@@ -395,25 +578,19 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
     An empty tensor gives an empty tensor; a row that is -inf everywhere gives NaN (as torch).
 
     ``_plan`` picks the kernel: ``_softmax`` (``_softmax_multi_row`` for narrow rows) up to
-    ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that in the interpreter, a GPU's
-    kernels from lab/production.py. ``strategy`` (one of ``STRATEGIES``) forces a kernel
+    ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that; under the production layer
+    (``production_layer()``) a GPU also takes kernels of its own for wide and 16-bit rows.
+    ``strategy`` (one of ``STRATEGIES``) forces a kernel
     and ``block`` its block width; a ``block`` narrower than the row forces the looped kernel.
     Differentiable: its gradient is ``softmax_backward``.
     """
-    fast._check_tensor("softmax", "x", x)
+    _check_tensor("softmax", "x", x)
     if x.numel() == 0:
         return x.new_empty(x.shape)
-    rows = fast._rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
+    rows = _rows("softmax", "x", x)  # (n_rows, n_cols), stride (any, 1)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)  # (n_rows, n_cols)
-    # only wide rows can use the shared-memory copies: narrow rows skip the check's cost
-    shared = (strategy is not None or rows.shape[1] > fast.SHARED_FROM) and \
-        fast._fits_shared_copies(rows, out)
-    plan = _plan("softmax", rows.shape[1], strategy, block, _max_pieces(x.device),
-                 x.element_size(), fast._pairs_of_16_bits(rows, out), shared,
-                 shared and fast._clusters_available(x.device))
-    if strategy is None and block is None:
-        plan = fast.flat_rows(plan, _max_pieces(x.device), rows, out)
-    with fast._on_device(x):
+    plan = _plan_for("softmax", rows, out, strategy, block)
+    with _on_device(x):
         _launch_softmax(out, rows, plan)
     return out.view(x.shape)
 
@@ -426,8 +603,8 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, strategy: str | None = N
     ``softmax``'s ``x`` and alike in shape, dtype and device. Returns ``y``'s shape and dtype,
     computed in float32. ``strategy`` and ``block`` as in ``softmax``.
     """
-    fast._check_tensor("softmax_backward", "y", y)
-    fast._check_tensor("softmax_backward", "dy", dy)
+    _check_tensor("softmax_backward", "y", y)
+    _check_tensor("softmax_backward", "dy", dy)
     if y.shape != dy.shape:
         raise ValueError(
             f"softmax_backward: y has shape {tuple(y.shape)} but dy has shape {tuple(dy.shape)}: "
@@ -439,11 +616,10 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, strategy: str | None = N
         raise ValueError(f"softmax_backward: y is on {y.device} but dy is on {dy.device}")
     if y.numel() == 0:
         return y.new_empty(y.shape)
-    y2, dy2 = fast._rows("softmax_backward", "y", y), fast._rows("softmax_backward", "dy", dy)
-    plan = _plan("softmax_backward", y2.shape[1], strategy, block, _max_pieces(y.device),
-                 y.element_size())
+    y2, dy2 = _rows("softmax_backward", "y", y), _rows("softmax_backward", "dy", dy)
+    plan = _plan_for("softmax_backward", y2, None, strategy, block)
     dx = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
-    with fast._on_device(y):
+    with _on_device(y):
         _launch_softmax_backward(dx, y2, dy2, plan)
     return dx.view(y.shape)
 
@@ -455,11 +631,11 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     Preconditions: ``x`` as for ``softmax``; ``weight`` float32, float16 or bfloat16 of shape
     ``(x.shape[-1],)`` and stride 1, on the same device; ``eps >= 0``. Accumulates in float32,
     returns ``x.dtype``. ``_rmsnorm_multi_row`` for narrow rows, ``_rmsnorm`` up to
-    ``MAX_SINGLE_BLOCK`` columns (``MAX_GPU_SINGLE_BLOCK`` on a GPU), ``_rmsnorm_looped`` past
-    that or where ``block`` is narrower than the row.
+    ``MAX_SINGLE_BLOCK`` columns (wider on a GPU under the production layer),
+    ``_rmsnorm_looped`` past that or where ``block`` is narrower than the row.
     """
-    fast._check_tensor("rmsnorm", "x", x)
-    fast._check_tensor("rmsnorm", "weight", weight)
+    _check_tensor("rmsnorm", "x", x)
+    _check_tensor("rmsnorm", "weight", weight)
     n_cols = x.shape[-1] if x.dim() else 1
     if weight.dim() != 1 or weight.shape[0] != n_cols:
         raise ValueError(f"rmsnorm: weight has shape {tuple(weight.shape)} but x has {n_cols} "
@@ -472,12 +648,12 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
         raise ValueError(f"rmsnorm: eps={eps} must be >= 0 (it keeps a zero row finite)")
     if x.numel() == 0:
         return x.new_empty(x.shape)
-    rows = fast._rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
+    rows = _rows("rmsnorm", "x", x)  # (n_rows, n_cols), stride (any, 1)
     n_rows = rows.shape[0]
-    plan = _plan("rmsnorm", n_cols, None, block, _max_pieces(x.device), x.element_size())
+    plan = _plan_for("rmsnorm", rows, None, None, block)
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     args = (out, rows, weight, out.stride(0), rows.stride(0))
-    with fast._on_device(x):
+    with _on_device(x):
         if plan.strategy == "single_block":
             wrap_triton(_rmsnorm, x)[(n_rows,)](*args, n_cols, float(eps), BLOCK=plan.block,
                                                 num_warps=plan.num_warps)
@@ -486,7 +662,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
                 *args, n_rows, n_cols, float(eps), ROWS=plan.rows, BLOCK=plan.block,
                 num_warps=plan.num_warps)
         else:
-            wrap_triton(_rmsnorm_looped, x)[fast.persistent_grid(n_rows, x.device, plan)](
+            wrap_triton(_rmsnorm_looped, x)[persistent_grid(n_rows, x.device, plan)](
                 *args, n_rows, n_cols, float(eps), BLOCK=plan.block, num_warps=plan.num_warps)
     return out.view(x.shape)
 
@@ -506,7 +682,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
 # names go through the operator only when autograd or torch.compile must see the call.
 
 _define = getattr(torch.library, "custom_op", None)  # None before torch 2.4: plain functions
-if not fast._INTERPRETED and hasattr(torch.library, "triton_op"):
+if not _INTERPRETED and hasattr(torch.library, "triton_op"):
     _define = torch.library.triton_op
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 

@@ -2,7 +2,7 @@
 tables it reads, and the kernels that take softmax to the copy ceiling on a GPU.
 
 When it is used. Every call of ``triton_kernels.softmax``, ``softmax_backward`` and ``rmsnorm``
-asks ``_plan`` (here) which kernel fits its rows. In Triton's interpreter, and on a GPU for
+asks ``plan`` (here) which kernel fits its rows. In Triton's interpreter, and on a GPU for
 rows of up to MAX_SINGLE_BLOCK columns, the plan names a kernel of triton_kernels.py, the
 ones the lessons read. On a GPU it also names the kernels defined here:
 
@@ -31,15 +31,15 @@ sweep, lab/results/tune.json), measured on an NVIDIA H200 with lab/probes/softma
 lab/probes/whole_row_probe.py and ``python -m learning.bench``. On another GPU, re-measure before
 trusting the tables.
 
-It also holds what the three launchers share that no lesson reads: the checks on their
-tensors (``_check_tensor``, ``_rows``), the device queries, and ``wrap_triton``, which hands a
-kernel to torch.compile when it traces a launcher. Nothing here imports triton_kernels: that
-module imports this one.
+How it is reached. triton_kernels.py plans and launches on its own; where this module can be
+imported beside it, its hook ``triton_kernels.production_layer()`` returns this module, and the
+launchers then ask ``plan`` here for every launch and hand ``launch`` the plans that name a
+kernel of this module. This module builds on triton_kernels (its plan, checks and launch
+helpers); triton_kernels imports nothing from here but through that hook.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 from dataclasses import dataclass
@@ -49,25 +49,19 @@ import triton
 import triton.language as tl
 from torch._subclasses.fake_tensor import is_fake
 
-try:
-    from torch.library import wrap_triton as _wrap_for_tracing  # torch >= 2.6
-except ImportError:
-    _wrap_for_tracing = None
+import triton_kernels as tk
+from triton_kernels import MAX_COLS, MAX_SINGLE_BLOCK, persistent_grid, wrap_triton
 
 # ---------------------------------------------------------------------------------------------
 # Limits and tuning tables
 # ---------------------------------------------------------------------------------------------
 
-#: Widest row that is kept whole in one block (registers) in the interpreter, and the widest
-#: row of a multi-row tile; wider rows take the looped kernel (interpreter) or, on a GPU, one
-#: program with many warps up to MAX_GPU_SINGLE_BLOCK, the split-row kernel past that.
-MAX_SINGLE_BLOCK = 8192
 #: Widest row one program keeps whole on a GPU (32 warps, 32 float32 values a thread).
 MAX_GPU_SINGLE_BLOCK = 32768
-#: Widest row the library accepts (4 MiB of float32 per row).
-MAX_COLS = 2**20
-#: The kernels the launchers choose between, named by strategy.
-STRATEGIES = ("single_block", "multi_row", "looped", "split_row")
+#: The kernels the plan chooses between: triton_kernels' and the split-row kernels here.
+STRATEGIES = (*tk.STRATEGIES, "split_row")
+__all__ = ["MAX_COLS", "MAX_GPU_SINGLE_BLOCK", "MAX_SINGLE_BLOCK", "STRATEGIES", "Plan", "launch",
+           "plan"]
 
 # exp(z) = 2 ** (z * log2(e)). The GPU's fast exponential instruction is a power of two, so the
 # fast kernels multiply by log2(e) themselves (tl.exp does the same multiply internally).
@@ -214,15 +208,9 @@ _INTERPRETER_PROGRAMS = 2
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How one launch is shaped: which kernel, how many columns per block, rows, warps."""
+class Plan(tk.Plan):
+    """triton_kernels' plan, with the choices only this module's kernels take."""
 
-    strategy: str  # one of STRATEGIES
-    block: int  # columns per block: the whole row (a power of two >= n_cols) or a chunk
-    rows: int = 1  # rows per program (multi_row only)
-    num_warps: int = 4
-    programs_per_sm: int = _LOOPED_PROGRAMS_PER_SM  # looped only: persistent grid size
-    stages: int = _LOOPED_STAGES  # looped only: chunks in flight per program
     one_pass: bool = False  # single_block softmax only: one reduction of (max, sum) pairs
     pipelined: bool = False  # single_block softmax only: _softmax_pipelined (16-bit pairs)
     in_shared: bool = False  # split_row softmax only: the Gluon kernel, pieces in shared memory
@@ -378,25 +366,12 @@ def _check_block(fn: str, block: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def _max_pieces(device: torch.device) -> int:
     """Programs of one row that are sure to run at once: one per multiprocessor; 0 on the CPU."""
     if device.type != "cuda":
         return 0
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-def persistent_grid(n_rows: int, device: torch.device, plan: Plan) -> tuple[int]:
-    """The grid of a kernel whose programs loop over rows: plan.programs_per_sm programs per
-    multiprocessor on a GPU, _INTERPRETER_PROGRAMS in the interpreter; never more than rows."""
-    if device.type != "cuda":
-        return (max(1, min(n_rows, _INTERPRETER_PROGRAMS)),)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return (max(1, min(n_rows, _sm_count(index) * plan.programs_per_sm)),)
+    return tk._sm_count(device.index if device.index is not None else
+                        torch.cuda.current_device())
 
 
 @functools.cache
@@ -457,28 +432,11 @@ def _clusters_available(device: torch.device) -> bool:
 def _gluon_available() -> bool:
     """Whether lab.gluon's kernel runs here: compiled kernels, and a Triton with the
     Gluon it is written for (imported on first use: the CPU never needs it)."""
-    if _INTERPRETED:
+    if tk._INTERPRETED:
         return False
     from lab import gluon
 
     return gluon.AVAILABLE
-
-
-def _on_device(t: torch.Tensor):
-    """Make ``t``'s GPU the current one for a launch (Triton launches on the current device)."""
-    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
-        return contextlib.nullcontext()  # nothing to switch: saves microseconds per launch
-    return torch.cuda.device(t.device)
-
-
-def wrap_triton(kernel, like: torch.Tensor):
-    """``kernel``, to be launched on tensors like ``like``. On real tensors, the kernel itself.
-    On the stand-ins torch.compile traces with (fake tensors, which have no memory), the kernel
-    wrapped by torch.library.wrap_triton (torch >= 2.6), so that the compiled graph holds the
-    launch. (Wrapping a launch on real tensors works too, but costs a dispatch per launch.)"""
-    if _wrap_for_tracing is None or type(like) is torch.Tensor or not is_fake(like):
-        return kernel
-    return _wrap_for_tracing(kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -850,65 +808,37 @@ def _split_scratch(n_rows: int, pieces: int, per_piece: int, device: torch.devic
 
 
 # ---------------------------------------------------------------------------------------------
-# The checks every launcher of triton_kernels.py makes on its tensors
-# ---------------------------------------------------------------------------------------------
-
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# True when the kernels were defined under TRITON_INTERPRET=1 and so run on the CPU
-_INTERPRETED = not isinstance(_softmax_one_pass, triton.runtime.jit.JITFunction)
-
-
-def _check_tensor(fn: str, name: str, t: object) -> torch.Tensor:
-    """Type, dtype and device checks shared by every launcher."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in _DTYPES:
-        raise TypeError(
-            f"{fn}: {name} has dtype {t.dtype}; the kernels store float32, float16 or bfloat16 "
-            f"(and compute in float32): convert with {name}.float()"
-        )
-    if _INTERPRETED and t.device.type != "cpu":
-        raise ValueError(
-            f"{fn}: {name} is on {t.device}, but the kernels run in Triton's interpreter "
-            f"(TRITON_INTERPRET=1 was set when triton_kernels was imported), which reads CPU "
-            f"memory: pass {name}.cpu(), or import triton_kernels without TRITON_INTERPRET"
-        )
-    if not _INTERPRETED and t.device.type != "cuda":
-        raise ValueError(
-            f"{fn}: {name} is on {t.device}, but the kernels are compiled for the CUDA GPU: pass "
-            f"{name}.cuda(), or set TRITON_INTERPRET=1 before importing triton_kernels"
-        )
-    return t
-
-
-def _rows(fn: str, name: str, t: torch.Tensor) -> torch.Tensor:
-    """View ``t`` as (rows, n_cols) without copying: last dimension stride 1, one row stride."""
-    if t.dim() == 0:
-        t = t.reshape(1, 1)
-    n_cols = t.shape[-1]
-    if n_cols > MAX_COLS:
-        raise ValueError(
-            f"{fn}: {name} has {n_cols} columns, more than MAX_COLS={MAX_COLS} (2**20) that the "
-            f"looped kernel supports: split the last dimension into rows of at most {MAX_COLS}"
-        )
-    if n_cols > 1 and t.stride(-1) != 1:
-        raise ValueError(
-            f"{fn}: the last dimension of {name} has stride {t.stride(-1)}, but the kernel reads "
-            f"each row as consecutive elements (stride 1): pass {name}.contiguous()"
-        )
-    try:
-        return t.view(-1, n_cols)
-    except RuntimeError:
-        raise ValueError(
-            f"{fn}: the leading dimensions of {name} (shape {tuple(t.shape)}, strides "
-            f"{t.stride()}) cannot be flattened into rows with one row stride: pass "
-            f"{name}.contiguous()"
-        ) from None
-
-
-# ---------------------------------------------------------------------------------------------
 # Launching the kernels above: triton_kernels' launchers hand over the plans that name them
 # ---------------------------------------------------------------------------------------------
+
+
+def plan(fn: str, rows: torch.Tensor, out: torch.Tensor | None = None,
+         strategy: str | None = None, block: int | None = None) -> Plan:
+    """The hook's plan for one launch of triton_kernels' ``fn`` on (rows, cols) views: the
+    input ``rows`` and, for softmax, its output ``out``; ``strategy`` and ``block`` override."""
+    n_cols, pieces, itemsize = rows.shape[1], _max_pieces(rows.device), rows.element_size()
+    if fn != "softmax":
+        return _plan(fn, n_cols, strategy, block, pieces, itemsize)
+    # only wide rows can use the shared-memory copies: narrow rows skip the check's cost
+    shared = (strategy is not None or n_cols > SHARED_FROM) and _fits_shared_copies(rows, out)
+    found = _plan("softmax", n_cols, strategy, block, pieces, itemsize,
+                  _pairs_of_16_bits(rows, out), shared, shared and _clusters_available(rows.device))
+    if strategy is None and block is None:
+        found = flat_rows(found, pieces, rows, out)
+    return found
+
+
+def launch(fn: str, plan: tk.Plan, *views: torch.Tensor) -> bool:
+    """Launch ``plan`` if it names a kernel of this module (True); False for triton_kernels'."""
+    if not isinstance(plan, Plan) or not is_fast(plan):
+        return False
+    if fn == "softmax":
+        launch_softmax(*views, plan)
+    elif fn == "softmax_backward":
+        launch_softmax_backward(*views, plan)
+    else:
+        return False
+    return True
 
 
 def is_fast(plan: Plan) -> bool:

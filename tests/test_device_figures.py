@@ -20,6 +20,7 @@ import torch
 
 import reference_matmul as rm
 import triton_kernels as tk
+from lab import production as fast
 
 # name: (multiprocessors, shared memory one program may use in bytes, compute capability)
 FIGURES = {
@@ -31,10 +32,8 @@ CUDA = torch.device("cuda", 0)  # only described: nothing is allocated on it
 
 
 def library():
-    """The module whose functions read the device's figures: triton_kernels, or the
-    production module it imports them from."""
-    fast = sys.modules.get("lab.production")
-    return fast if fast is not None and hasattr(fast, "_sm_count") else tk
+    """The module whose tables the plans read: the production layer."""
+    return fast
 
 
 @pytest.fixture(params=list(FIGURES))
@@ -42,7 +41,7 @@ def gpu(request, monkeypatch):
     """The reference kernels' view of a GPU with these figures."""
     sms, shared, capability = FIGURES[request.param]
     lib = library()
-    monkeypatch.setattr(lib, "_sm_count", lambda index: sms)
+    monkeypatch.setattr(tk, "_sm_count", lambda index: sms)  # read by both modules
     monkeypatch.setattr(lib, "_shared_memory", lambda index: shared)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(
@@ -59,20 +58,20 @@ def persistent_programs(lib, n_rows, plan) -> int:
 
 def test_programs_that_must_run_at_once_are_one_per_multiprocessor(gpu):
     assert gpu.lib._max_pieces(CUDA) == gpu.sms
-    piece = getattr(gpu.lib, "_SPLIT_BLOCK", None) or tk._SPLIT_BLOCK
+    piece = getattr(gpu.lib, "_SPLIT_BLOCK", None) or fast._SPLIT_BLOCK
     widest = gpu.sms * piece  # every piece of a row resident at once
-    assert tk._plan("softmax", widest, max_pieces=gpu.sms).strategy == "split_row"
-    assert tk._plan("softmax", widest + 1, max_pieces=gpu.sms).strategy == "looped"
+    assert fast._plan("softmax", widest, max_pieces=gpu.sms).strategy == "split_row"
+    assert fast._plan("softmax", widest + 1, max_pieces=gpu.sms).strategy == "looped"
 
 
 def test_persistent_grids_follow_the_multiprocessors(gpu):
-    plan = tk._plan("softmax", 2**16, strategy="looped", max_pieces=gpu.sms)
+    plan = fast._plan("softmax", 2**16, strategy="looped", max_pieces=gpu.sms)
     assert persistent_programs(gpu.lib, 10**6, plan) == gpu.sms * plan.programs_per_sm
     assert persistent_programs(gpu.lib, 3, plan) == 3
 
 
 def test_rows_in_flight_fit_the_shared_memory(gpu):
-    plan = tk._plan("softmax", 32768, max_pieces=gpu.sms, itemsize=2, paired=True)
+    plan = fast._plan("softmax", 32768, max_pieces=gpu.sms, itemsize=2, paired=True)
     assert plan.pipelined
     stages = gpu.lib._pipeline_stages(CUDA, plan)
     # stages - 1 rows of 16-bit values in flight, and 4 KiB for the reductions

@@ -96,30 +96,31 @@ def test_the_kernel_compiles_copying_16_bytes_at_a_time(key, compiled):
 
 def test_the_plan_takes_the_gluon_kernel_only_for_rows_it_can_copy():
     shared = fast.Plan("split_row", 16384, num_warps=4, in_shared=True, chunk=2048)
-    assert tk._plan("softmax", 65536, max_pieces=132, itemsize=2, shared=True) == shared
-    assert tk._plan("softmax", 65536, max_pieces=132, itemsize=4, shared=True) == shared
-    assert tk._plan("softmax", 32784, max_pieces=132, itemsize=4, shared=True) == shared
-    assert tk._plan("softmax", 2**20, max_pieces=132, itemsize=4, shared=True) == shared
+    assert fast._plan("softmax", 65536, max_pieces=132, itemsize=2, shared=True) == shared
+    assert fast._plan("softmax", 65536, max_pieces=132, itemsize=4, shared=True) == shared
+    assert fast._plan("softmax", 32784, max_pieces=132, itemsize=4, shared=True) == shared
+    assert fast._plan("softmax", 2**20, max_pieces=132, itemsize=4, shared=True) == shared
     # 16-bit rows of more than 32 pieces: pieces twice as wide, 8 warps
     wide = fast.Plan("split_row", 32768, num_warps=8, in_shared=True, chunk=4096)
-    assert tk._plan("softmax", 2**20, max_pieces=132, itemsize=2, shared=True) == wide
+    assert fast._plan("softmax", 2**20, max_pieces=132, itemsize=2, shared=True) == wide
     # rows it cannot copy, rows kept whole, the backward pass, a block asked for: not this kernel
-    assert not tk._plan("softmax", 65536, max_pieces=132, itemsize=2).in_shared
-    assert not tk._plan("softmax", 32768, max_pieces=132, itemsize=2, shared=True).in_shared
-    assert not tk._plan("softmax_backward", 65536, max_pieces=132, itemsize=2,
+    assert not fast._plan("softmax", 65536, max_pieces=132, itemsize=2).in_shared
+    assert not fast._plan("softmax", 32768, max_pieces=132, itemsize=2, shared=True).in_shared
+    assert not fast._plan("softmax_backward", 65536, max_pieces=132, itemsize=2,
                         shared=True).in_shared
-    assert not tk._plan("softmax", 65536, "split_row", 8192, max_pieces=132, shared=True).in_shared
+    assert not fast._plan("softmax", 65536, "split_row", 8192, max_pieces=132,
+                          shared=True).in_shared
     # too few multiprocessors for the pieces to run at once: the looped kernel, as before; but
     # 64 pieces of 16384 fit 100 multiprocessors where 128 pieces of 8192 would not
-    assert tk._plan("softmax", 2**20, max_pieces=40, itemsize=4, shared=True).strategy == "looped"
-    assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4, shared=True) == shared
-    assert tk._plan("softmax", 2**20, max_pieces=100, itemsize=4).strategy == "looped"
-    assert tk._plan("softmax", 65536, max_pieces=0, shared=True).strategy == "looped"
+    assert fast._plan("softmax", 2**20, max_pieces=40, itemsize=4, shared=True).strategy == "looped"
+    assert fast._plan("softmax", 2**20, max_pieces=100, itemsize=4, shared=True) == shared
+    assert fast._plan("softmax", 2**20, max_pieces=100, itemsize=4).strategy == "looped"
+    assert fast._plan("softmax", 65536, max_pieces=0, shared=True).strategy == "looped"
 
 
 def test_the_plan_gives_a_row_one_cluster_only_where_clusters_were_measured_ahead():
     def plan(n_cols, itemsize=2, sms=132, fn="softmax", shared=True, clusters=True, **kw):
-        return tk._plan(fn, n_cols, max_pieces=sms, itemsize=itemsize, shared=shared,
+        return fast._plan(fn, n_cols, max_pieces=sms, itemsize=itemsize, shared=shared,
                         clusters=clusters, **kw)
 
     def cluster(ctas, piece, chunk, warps):
@@ -136,11 +137,11 @@ def test_the_plan_gives_a_row_one_cluster_only_where_clusters_were_measured_ahea
     for n_cols in (16400, 32768, 65552, 2**18):
         assert not plan(n_cols, itemsize=4).cluster, n_cols
     # narrower and wider rows keep their kernels
-    assert plan(16384) == tk._plan("softmax", 16384, max_pieces=132, itemsize=2, shared=True)
-    assert plan(2**18 + 16) == tk._plan("softmax", 2**18 + 16, max_pieces=132, itemsize=2,
+    assert plan(16384) == fast._plan("softmax", 16384, max_pieces=132, itemsize=2, shared=True)
+    assert plan(2**18 + 16) == fast._plan("softmax", 2**18 + 16, max_pieces=132, itemsize=2,
                                         shared=True)
     # sixteen CTAs only where there are as many multiprocessors as measured; two anywhere
-    assert plan(2**18, sms=114) == tk._plan("softmax", 2**18, max_pieces=114, itemsize=2,
+    assert plan(2**18, sms=114) == fast._plan("softmax", 2**18, max_pieces=114, itemsize=2,
                                             shared=True)
     assert plan(65536, sms=114) == cluster(2, 32768, 2048, 8)
     assert plan(131072, sms=114) == cluster(2, 65536, 4096, 8)
@@ -212,7 +213,7 @@ def nasty_rows(shape, dtype, device, seed):
                          ids=["piece16384", "piece32768", "piece2048"])
 def test_gpu_every_piece_and_chunk_agrees_with_torch(plan, width, dtype, device):
     piece, chunk, warps = plan
-    if -(-width // piece) > tk._max_pieces(torch.device(device)):
+    if -(-width // piece) > fast._max_pieces(torch.device(device)):
         pytest.skip("more pieces than multiprocessors: the plan never launches this")
     x = nasty_rows((7, width), dtype, device, seed=width)
     launch = fast.Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk)
@@ -231,7 +232,7 @@ def test_gpu_strided_rows_and_output_views(dtype, device):
     x = big[::2, 16:40016]
     out_big = torch.full((5, 50000), float("nan"), dtype=dtype, device=device)
     out = out_big[:, :40000]
-    plan = tk._plan("softmax", 40000, max_pieces=tk._max_pieces(x.device),
+    plan = fast._plan("softmax", 40000, max_pieces=fast._max_pieces(x.device),
                     itemsize=x.element_size(), shared=fast._fits_shared_copies(x, out))
     assert plan.in_shared
     tk._launch_softmax(out, x, plan)
@@ -246,7 +247,7 @@ def test_gpu_softmax_takes_the_kernel_for_fresh_rows_and_not_for_odd_views(dtype
     base = nasty_rows((7, 65552), dtype, device, seed=9)
     for x, in_shared in ((base[:, :65536], True), (base[:, 1:65537], False),
                          (base[:, :65544], False)):
-        plan = tk._plan("softmax", x.shape[1], max_pieces=tk._max_pieces(x.device), itemsize=2,
+        plan = fast._plan("softmax", x.shape[1], max_pieces=fast._max_pieces(x.device), itemsize=2,
                         shared=fast._fits_shared_copies(x, torch.empty_like(x)))
         assert plan.in_shared == in_shared, x.shape
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
@@ -261,7 +262,7 @@ def test_gpu_many_more_pieces_than_fit_at_once_still_agree(dtype, device):
     x = make((512, 65536), dtype, device, seed=11, scale=3.0)
     x[100] = NEG_INF
     x[300, :16384] = NEG_INF
-    plan = tk._plan("softmax", 65536, max_pieces=tk._max_pieces(x.device),
+    plan = fast._plan("softmax", 65536, max_pieces=fast._max_pieces(x.device),
                     itemsize=x.element_size(), shared=True)
     assert plan.in_shared
     out = torch.full_like(x, float("nan"))
@@ -690,7 +691,7 @@ def cluster_plans(device):
     found = []
     for itemsize, rows in fast._CLUSTER_PLANS.items():
         for past, last, ctas, piece, chunk, warps in rows:
-            if ctas > 8 and tk._max_pieces(torch.device(device)) < fast._CLUSTER_16_MIN_SMS:
+            if ctas > 8 and fast._max_pieces(torch.device(device)) < fast._CLUSTER_16_MIN_SMS:
                 continue
             plan = fast.Plan("split_row", piece, num_warps=warps, in_shared=True, chunk=chunk,
                              cluster=ctas)
@@ -730,7 +731,7 @@ def test_gpu_softmax_takes_a_cluster_for_fresh_rows_and_views_too(monkeypatch, d
     x = big[::2, 16:40016]
     out_big = torch.full((5, 50000), float("nan"), dtype=dtype, device=device)
     out = out_big[:, :40000]
-    plan = tk._plan("softmax", 40000, max_pieces=tk._max_pieces(x.device),
+    plan = fast._plan("softmax", 40000, max_pieces=fast._max_pieces(x.device),
                     itemsize=x.element_size(), shared=fast._fits_shared_copies(x, out),
                     clusters=fast._clusters_available(x.device))
     assert plan.cluster == 2

@@ -18,7 +18,6 @@ MODULES = ("triton_kernels.py", "lab/production.py", "lab/gluon.py",
 DOCUMENTS = sorted((COURSE_ROOT / "lessons").glob("*.md")) + [COURSE_ROOT / "README.md"]
 # A learner meets _softmax on the first screen of triton_kernels.py; the file stays an essay.
 FIRST_SCREEN = 80
-HALF_OF_THE_LIBRARY_IT_WAS = 1222 // 2
 
 SPAN = re.compile(r"`([^`\n]+)`")
 LINE_REFERENCE = re.compile(r"^(\w+\.py):(\d+)$")
@@ -145,8 +144,11 @@ def test_every_kernel_a_lesson_names_exists_in_the_library(document):
 def test_triton_kernels_opens_with_lesson_08s_kernel_and_stays_short():
     line = definitions("triton_kernels.py")["_softmax"]
     assert line <= FIRST_SCREEN, f"_softmax starts at line {line}, past the first {FIRST_SCREEN}"
+    # the reference plans and checks on its own; the tuning lives in the production layer, and
+    # most of the library's lines must stay there
     length = len(source("triton_kernels.py").splitlines())
-    assert length < HALF_OF_THE_LIBRARY_IT_WAS, f"triton_kernels.py has {length} lines"
+    whole = length + len(source("lab/production.py").splitlines())
+    assert length < whole / 2, f"triton_kernels.py has {length} of the library's {whole} lines"
 
 
 @pytest.mark.parametrize(

@@ -101,7 +101,7 @@ def test_softmax_writes_every_element(device):
     for strategy, block in [("single_block", None), ("multi_row", None), ("looped", 64)]:
         x = make((5, 781), torch.float32, device, seed=2)
         out = torch.full_like(x, float("nan"))
-        tk._launch_softmax(out, x, tk._plan("softmax", 781, strategy, block))
+        tk._launch_softmax(out, x, fast._plan("softmax", 781, strategy, block))
         assert_matches(out, softmax_ref(x), torch.float32)
 
 
@@ -256,7 +256,7 @@ def test_rmsnorm_matches_the_formula(width, block, dtype, device):
 @pytest.mark.parametrize("rows", [1, 5, 37])
 def test_rmsnorm_of_narrow_rows_several_to_a_program(rows, dtype, device):
     # 128 columns: 8 (float32) or 16 (bfloat16) rows per program, the last tile part empty
-    plan = tk._plan("rmsnorm", 128, itemsize=torch.tensor([], dtype=dtype).element_size())
+    plan = fast._plan("rmsnorm", 128, itemsize=torch.tensor([], dtype=dtype).element_size())
     assert plan.strategy == "multi_row" and plan.rows in (8, 16)
     x = make((rows, 128), dtype, device, seed=rows, scale=3.0)
     x[0] = 0.0  # a zero row stays zero (eps keeps it finite)
@@ -287,47 +287,48 @@ def test_rmsnorm_of_a_zero_row_is_zero(device):
 
 def test_one_block_up_to_max_single_block_then_looped_or_split():
     assert tk.MAX_SINGLE_BLOCK == 8192 and tk.MAX_COLS == 2**20
-    assert tk._plan("softmax", 8192).strategy == "single_block"
-    assert tk._plan("softmax", 128).strategy == "multi_row"
-    assert tk._plan("softmax", 100, block=16).strategy == "looped"
+    assert fast._plan("softmax", 8192).strategy == "single_block"
+    assert fast._plan("softmax", 128).strategy == "multi_row"
+    assert fast._plan("softmax", 100, block=16).strategy == "looped"
     # the interpreter (no program runs beside another) loops; a GPU splits if the pieces fit
-    assert tk._plan("softmax", 8193, max_pieces=0).strategy == "looped"
+    assert fast._plan("softmax", 8193, max_pieces=0).strategy == "looped"
     # a GPU keeps rows whole in one program of many warps up to 32768 columns; 16-bit rows
     # wider than MAX_SINGLE_BLOCK take the one-pass kernel
-    assert tk._plan("softmax", 8193, max_pieces=132) == tk.Plan("single_block", 16384, num_warps=16)
-    assert tk._plan("softmax", 32768, max_pieces=132).num_warps == 32
-    one_pass = tk.Plan("single_block", 32768, num_warps=32, one_pass=True)
-    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2) == one_pass
-    assert tk._plan("softmax", 8193, max_pieces=132, itemsize=2).one_pass
-    assert not tk._plan("softmax", 8192, max_pieces=132, itemsize=2).one_pass
-    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).one_pass
+    assert fast._plan("softmax", 8193, max_pieces=132) == \
+        fast.Plan("single_block", 16384, num_warps=16)
+    assert fast._plan("softmax", 32768, max_pieces=132).num_warps == 32
+    one_pass = fast.Plan("single_block", 32768, num_warps=32, one_pass=True)
+    assert fast._plan("softmax", 32768, max_pieces=132, itemsize=2) == one_pass
+    assert fast._plan("softmax", 8193, max_pieces=132, itemsize=2).one_pass
+    assert not fast._plan("softmax", 8192, max_pieces=132, itemsize=2).one_pass
+    assert not fast._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).one_pass
     # 16-bit rows of 16385 to 32768 columns that pair into aligned words: the pipelined kernel
-    pipelined = tk.Plan("single_block", 32768, num_warps=32, programs_per_sm=1, stages=4,
+    pipelined = fast.Plan("single_block", 32768, num_warps=32, programs_per_sm=1, stages=4,
                         pipelined=True)
-    assert tk._plan("softmax", 32768, max_pieces=132, itemsize=2, paired=True) == pipelined
-    assert tk._plan("softmax", 16386, max_pieces=132, itemsize=2, paired=True).pipelined
-    assert not tk._plan("softmax", 16384, max_pieces=132, itemsize=2, paired=True).pipelined
-    assert not tk._plan("softmax", 32768, max_pieces=0, itemsize=2, paired=True).pipelined
-    assert not tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2,
+    assert fast._plan("softmax", 32768, max_pieces=132, itemsize=2, paired=True) == pipelined
+    assert fast._plan("softmax", 16386, max_pieces=132, itemsize=2, paired=True).pipelined
+    assert not fast._plan("softmax", 16384, max_pieces=132, itemsize=2, paired=True).pipelined
+    assert not fast._plan("softmax", 32768, max_pieces=0, itemsize=2, paired=True).pipelined
+    assert not fast._plan("softmax_backward", 32768, max_pieces=132, itemsize=2,
                         paired=True).pipelined
-    assert tk._plan("softmax", 32769, max_pieces=132, itemsize=2).strategy == "split_row"
-    assert tk._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
-    assert tk._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
-    assert tk._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
+    assert fast._plan("softmax", 32769, max_pieces=132, itemsize=2).strategy == "split_row"
+    assert fast._plan("softmax", 8193, max_pieces=0, itemsize=2).strategy == "looped"
+    assert fast._plan("softmax_backward", 16384, max_pieces=132).strategy == "single_block"
+    assert fast._plan("softmax_backward", 16385, max_pieces=132).strategy == "split_row"
     # 16-bit backward rows of 16385 to 32768 columns: one program of 16 warps that reads y
     # again after the reduction (keeping it, the compiler spilled)
-    reload = tk.Plan("single_block", 32768, num_warps=16, reload=True)
-    assert tk._plan("softmax_backward", 32768, max_pieces=132, itemsize=2) == reload
-    assert tk._plan("softmax_backward", 16385, max_pieces=132, itemsize=2).reload
-    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).reload
-    assert not tk._plan("softmax_backward", 16384, max_pieces=132, itemsize=4).reload
-    assert not tk._plan("softmax", 32768, max_pieces=132, itemsize=2).reload
-    assert tk._plan("softmax_backward", 32769, max_pieces=132, itemsize=2).strategy == \
+    reload = fast.Plan("single_block", 32768, num_warps=16, reload=True)
+    assert fast._plan("softmax_backward", 32768, max_pieces=132, itemsize=2) == reload
+    assert fast._plan("softmax_backward", 16385, max_pieces=132, itemsize=2).reload
+    assert not fast._plan("softmax_backward", 16384, max_pieces=132, itemsize=2).reload
+    assert not fast._plan("softmax_backward", 16384, max_pieces=132, itemsize=4).reload
+    assert not fast._plan("softmax", 32768, max_pieces=132, itemsize=2).reload
+    assert fast._plan("softmax_backward", 32769, max_pieces=132, itemsize=2).strategy == \
         "split_row"
-    assert tk._plan("softmax_backward", 32768, max_pieces=0, itemsize=2).strategy == "looped"
-    assert tk._plan("softmax", 32769, max_pieces=132).strategy == "split_row"
-    assert tk._plan("softmax", 2**20, max_pieces=132).strategy == "split_row"
-    assert tk._plan("softmax", 2**20, max_pieces=100).strategy == "looped"
+    assert fast._plan("softmax_backward", 32768, max_pieces=0, itemsize=2).strategy == "looped"
+    assert fast._plan("softmax", 32769, max_pieces=132).strategy == "split_row"
+    assert fast._plan("softmax", 2**20, max_pieces=132).strategy == "split_row"
+    assert fast._plan("softmax", 2**20, max_pieces=100).strategy == "looped"
 
 
 @pytest.mark.parametrize("width", [1, 17, 781])
@@ -363,7 +364,7 @@ def test_one_pass_kernel_matches_torch(width, dtype, device):
     x[3] = x[3] * 100 + 1000  # exp would overflow without the maximum
     x[4, width // 3 :] -= 1000  # tiles far below the row's maximum
     x[5, 0] = float("nan")
-    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, one_pass=True)
+    plan = fast.Plan("single_block", triton_next_power_of_2(width), num_warps=4, one_pass=True)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
 
 
@@ -380,7 +381,7 @@ def test_pipelined_kernel_matches_torch(width, dtype, device):
     x[4] -= 1000  # all negative: a padding word that were not -inf would win the maximum
     x[5, 0] = float("nan")
     assert fast._pairs_of_16_bits(x)
-    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, programs_per_sm=1,
+    plan = fast.Plan("single_block", triton_next_power_of_2(width), num_warps=4, programs_per_sm=1,
                    stages=3, pipelined=True)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
 
@@ -395,7 +396,7 @@ def test_backward_reload_kernel_matches_torch(width, dtype, device):
     x[3] = x[3] * 100 + 1000
     y = tk.softmax(x)
     dy = make((6, width + 5), dtype, device, seed=width + 1, scale=3.0)[:, 2 : width + 2]
-    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=4, reload=True)
+    plan = fast.Plan("single_block", triton_next_power_of_2(width), num_warps=4, reload=True)
     assert fast.is_fast(plan)
     assert_matches(launch_plan("softmax_backward", plan, y, dy), backward_ref(y, dy), dtype)
 
@@ -409,15 +410,15 @@ def test_flat_rows_kernel_matches_torch(width, rows, dtype, device):
     x[1] = NEG_INF  # no softmax: NaN, as in PyTorch
     x[2] = x[2] * 100 + 1000  # exp would overflow without the maximum
     x[0, 0] = float("nan")
-    plan = tk.Plan("multi_row", width, rows=16, num_warps=4, flat=True)
+    plan = fast.Plan("multi_row", width, rows=16, num_warps=4, flat=True)
     assert fast.is_fast(plan)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
 
 
 def test_flat_rows_only_for_narrow_contiguous_rows_on_a_gpu(device):
     def plan(x, max_pieces=132):
-        rows = fast._rows("softmax", "x", x)
-        base = tk._plan("softmax", rows.shape[1], max_pieces=max_pieces,
+        rows = tk._rows("softmax", "x", x)
+        base = fast._plan("softmax", rows.shape[1], max_pieces=max_pieces,
                         itemsize=x.element_size())
         return fast.flat_rows(base, max_pieces, rows, torch.empty_like(rows))
 
@@ -474,7 +475,7 @@ def test_split_row_is_refused_where_its_pieces_cannot_run_together(mode, device)
         with pytest.raises(ValueError, match=r"interpreter runs one program at a time.*looped"):
             tk.softmax(x, strategy="split_row", block=32)
     with pytest.raises(ValueError, match=r"4096 pieces of 256.*only 132 "):
-        tk._plan("softmax", 2**20, "split_row", 256, max_pieces=132)
+        fast._plan("softmax", 2**20, "split_row", 256, max_pieces=132)
 
 
 def test_non_contiguous_last_dimension_is_rejected_with_the_fix(device):
@@ -711,7 +712,8 @@ def test_gpu_every_default_plan_writes_every_element(device):
     for width in (128, 1000, 4096, 8192, 20000):
         x = make((300, width), torch.float32, device, seed=width)
         out = torch.full_like(x, float("nan"))
-        tk._launch_softmax(out, x, tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device)))
+        tk._launch_softmax(out, x, fast._plan("softmax", width,
+                                              max_pieces=fast._max_pieces(x.device)))
         assert_matches(out, softmax_ref(x), torch.float32)
 
 
@@ -748,7 +750,7 @@ def test_gpu_tensor_on_a_second_gpu_or_the_first(device):
 def test_gpu_wide_single_block_matches_torch(width, warps, dtype, device):
     x = make((7, width), dtype, device, seed=width, scale=3.0)
     x[1, ::3] = NEG_INF
-    plan = tk.Plan("single_block", triton_next_power_of_2(width), num_warps=warps)
+    plan = fast.Plan("single_block", triton_next_power_of_2(width), num_warps=warps)
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
     y, dy = tk.softmax(x), make((7, width), dtype, device, seed=width + 1)
     assert_matches(launch_plan("backward", plan, y, dy), backward_ref(y, dy), dtype)
@@ -765,11 +767,12 @@ def test_gpu_default_plans_write_every_element(width, dtype, device):
     x = make((4, width), dtype, device, seed=width, scale=3.0)
     x[1, : width // 3] = NEG_INF
     size = x.element_size()
-    plan = tk._plan("softmax", width, max_pieces=tk._max_pieces(x.device), itemsize=size,
+    plan = fast._plan("softmax", width, max_pieces=fast._max_pieces(x.device), itemsize=size,
                     paired=fast._pairs_of_16_bits(x))
     assert_matches(launch_plan("softmax", plan, x), softmax_ref(x), dtype)
     y, dy = tk.softmax(x), make((4, width), dtype, device, seed=width + 1)
-    plan = tk._plan("softmax_backward", width, max_pieces=tk._max_pieces(x.device), itemsize=size)
+    plan = fast._plan("softmax_backward", width, max_pieces=fast._max_pieces(x.device),
+                      itemsize=size)
     assert_matches(launch_plan("backward", plan, y, dy), backward_ref(y, dy), dtype)
 
 
@@ -783,7 +786,42 @@ def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
     views = {"paired": base[:, :32768], "misaligned": base[:, 1:32769],
              "odd width": base[:, :32767], "paired, padded": base[:, 2:32768]}
     for name, x in views.items():
-        plan = tk._plan("softmax", x.shape[1], max_pieces=tk._max_pieces(x.device), itemsize=2,
+        plan = fast._plan("softmax", x.shape[1], max_pieces=fast._max_pieces(x.device), itemsize=2,
                         paired=fast._pairs_of_16_bits(x))
         assert plan.pipelined == name.startswith("paired"), name
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
+
+
+@pytest.mark.parametrize("how", ["switched off", "not installed"])
+def test_the_reference_plans_and_launches_alone(how):
+    """triton_kernels reads top to bottom without the lab: with its production layer switched
+    off (TRITON_COURSE_PRODUCTION=0) or absent, every launcher plans with its own kernels and
+    gives torch's answer, narrow rows, whole rows and rows wider than a block alike."""
+    import subprocess
+    import sys
+
+    from tests.helpers import COURSE_ROOT, course_pythonpath
+
+    hide = "import sys; sys.modules['lab'] = None; " if how == "not installed" else ""
+    probe = hide + """
+import torch, triton_kernels as tk
+assert tk.production_layer() is None
+for n_cols in (7, 300, 5000, 9000):
+    x = torch.randn(5, n_cols)
+    y = tk.softmax(x)
+    assert torch.allclose(y, x.softmax(-1), atol=1e-6), n_cols
+    dy = torch.randn_like(y)
+    want = y * (dy - (y * dy).sum(-1, keepdim=True))
+    assert torch.allclose(tk.softmax_backward(y, dy), want, atol=1e-6), n_cols
+    w = torch.randn(n_cols)
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    assert torch.allclose(tk.rmsnorm(x, w), want, atol=1e-5), n_cols
+print(type(tk._plan_for("softmax", torch.empty(2, 9000), None, None, None)).__module__)
+"""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=course_pythonpath())
+    if how == "switched off":
+        env["TRITON_COURSE_PRODUCTION"] = "0"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=COURSE_ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "triton_kernels"

@@ -41,7 +41,7 @@ if mode == "no_shared":
 print(f"{mode:<19} softmax fp32 {per_call_us(lambda: tk.softmax(x)):6.1f} us, "
       f"bf16 {per_call_us(lambda: tk.softmax(x16)):6.1f} us; "
       f"_fits_shared_copies {per_call_us(lambda: fast._fits_shared_copies(x, out)):5.2f} us, "
-      f"_plan {per_call_us(lambda: tk._plan('softmax', 1024, None, None, 132, 4)):5.2f} us")
+      f"_plan {per_call_us(lambda: fast._plan('softmax', 1024, None, None, 132, 4)):5.2f} us")
 """
 
 

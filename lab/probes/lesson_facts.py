@@ -172,6 +172,8 @@ def measure_underflow(kernel, tk, device: str, step: int) -> dict:
         _threshold("tl.exp2(x * log2(e))", x, exp_launch(kernel, x, True)[0]),
     ]
     # rows [0, x, -inf, ...]: the second output is exp(x) / (1 + exp(x)) = exp(x) in float32
+    from lab import production as fast  # after the mode was chosen, like tk
+
     plans = [(None, None, 2), ("single_block", None, 2), ("looped", 32, 64)]
     if device == "cuda":  # the interpreter cannot run a row's pieces at once
         plans.append(("split_row", 32, 64))
@@ -180,7 +182,7 @@ def measure_underflow(kernel, tk, device: str, step: int) -> dict:
         rows[:, 0] = 0.0
         rows[:, 1] = x
         out = tk.softmax(rows, strategy=strategy, block=block)
-        plan = tk._plan("softmax", width, strategy, block, tk._max_pieces(rows.device), 4)
+        plan = fast._plan("softmax", width, strategy, block, fast._max_pieces(rows.device), 4)
         routes.append(_threshold("triton_kernels.softmax", x, out[:, 1], _kernel_name(plan)))
         del rows, out
     return {"inputs": "every float32 in [-105, -85]" if step == 1 else
@@ -199,6 +201,8 @@ def measure_num_warps(tk, device: str, shape: tuple[int, int]) -> dict:
     """Outputs that differ in any bit from num_warps=4, for lesson 08's kernel and others."""
     import torch
 
+    from lab import production as fast  # after the mode was chosen, like tk
+
     n_rows, n_cols = shape
     torch.manual_seed(0)
     x = torch.randn(n_rows, n_cols).to(device)  # drawn on the CPU: the same input everywhere
@@ -215,12 +219,12 @@ def measure_num_warps(tk, device: str, shape: tuple[int, int]) -> dict:
     # (kernel, how it was launched, launch): the first repeats the baseline's launch
     launches = [("_softmax", f"num_warps={w}" + (", again" if w == WARPS[0] else ""),
                  lambda w=w: lesson_08(w)) for w in WARPS]
-    looped = tk._plan("softmax", n_cols, "looped", None, 0, 4)
+    looped = fast._plan("softmax", n_cols, "looped", None, 0, 4)
     launches.append(("_softmax_looped", f"chunks of {looped.block}, {looped.num_warps} warps",
                      lambda: tk.softmax(x, strategy="looped")))
     if device == "cuda":  # the interpreter cannot run a row's pieces at once
         piece = n_cols // 4
-        split = tk._plan("softmax", n_cols, "split_row", piece, tk._max_pieces(x.device), 4)
+        split = fast._plan("softmax", n_cols, "split_row", piece, fast._max_pieces(x.device), 4)
         detail = f"4 pieces of {piece}, {split.num_warps} warps"
         for again in ("", ", again"):
             launches.append(("_softmax_split_row", detail + again,

@@ -67,8 +67,8 @@ def tune_case(tk, kind: str, dname: str, width: int, ceiling: float, deadline: f
             tk._launch_softmax(out, args[0], plan)
 
     fn = "softmax_backward" if backward else "softmax"
-    max_pieces = tk._max_pieces(out.device)
-    default = tk._plan(fn, width, max_pieces=max_pieces, itemsize=dtype.itemsize,
+    max_pieces = fast._max_pieces(out.device)
+    default = fast._plan(fn, width, max_pieces=max_pieces, itemsize=dtype.itemsize,
                        paired=not backward and fast._pairs_of_16_bits(args[0], out))
     plans = candidates(tk, width, backward, dtype.itemsize, max_pieces)
     if default not in plans:

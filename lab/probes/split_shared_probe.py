@@ -98,6 +98,7 @@ def measure(ceiling: float, cases, configs, variants=((),)) -> list[dict]:
     import torch
 
     import triton_kernels as tk
+    from lab import production as fast
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     smem = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
@@ -109,7 +110,7 @@ def measure(ceiling: float, cases, configs, variants=((),)) -> list[dict]:
         x = case["args"][0]
         out = torch.empty_like(x)
         # the plan for rows the shared-memory kernel cannot copy: the kernel it replaced
-        plan = tk._plan("softmax", width, max_pieces=sms, itemsize=dtype.itemsize,
+        plan = fast._plan("softmax", width, max_pieces=sms, itemsize=dtype.itemsize,
                         paired=dtype.itemsize == 2, shared=False)
         found = [(f"{REGISTERS} ({plan.strategy}, {plan.block}, {plan.num_warps} warps)",
                   lambda o, a, p=plan: tk._launch_softmax(o, a, p))]

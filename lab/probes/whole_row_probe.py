@@ -59,8 +59,8 @@ def variants(tk, pk, dname: str, width: int, sms: int) -> list[tuple[str, bool, 
     block = 1 << (width - 1).bit_length()
     vec = 16 // (4 if dname == "fp32" else 2)
     itemsize = 4 if dname == "fp32" else 2
-    plan = tk._plan("softmax", width, max_pieces=sms, itemsize=itemsize, paired=itemsize == 2)
-    unpaired = tk._plan("softmax", width, max_pieces=sms, itemsize=itemsize)
+    plan = fast._plan("softmax", width, max_pieces=sms, itemsize=itemsize, paired=itemsize == 2)
+    unpaired = fast._plan("softmax", width, max_pieces=sms, itemsize=itemsize)
 
     def plan_launch(p):
         def launch(out, x):

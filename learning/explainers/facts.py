@@ -178,12 +178,12 @@ def plan_for(fn: str, n_cols: int, max_pieces: int, itemsize: int, fresh: bool =
         # widest row it keeps whole, 32768 columns on a GPU and MAX_SINGLE_BLOCK elsewhere
         widest = fast._GPU_WHOLE_ROW[("rmsnorm", itemsize)] if max_pieces else tk.MAX_SINGLE_BLOCK
         strategy = "looped" if n_cols > widest else None
-        return tk._plan("rmsnorm", n_cols, strategy, None, max_pieces, itemsize)
+        return fast._plan("rmsnorm", n_cols, strategy, None, max_pieces, itemsize)
     # a freshly allocated 16-bit tensor of an even width reads as aligned 32-bit words, and one
     # of a width that is a multiple of 16 is copied into shared memory 16 bytes at a time on a
     # GPU where Gluon runs (the measured one, a Hopper: thread-block clusters too)
     shared = fresh and max_pieces > 0 and n_cols % 16 == 0
-    return tk._plan(fn, n_cols, None, None, max_pieces, itemsize,
+    return fast._plan(fn, n_cols, None, None, max_pieces, itemsize,
                     paired=fresh and itemsize == 2 and n_cols % 2 == 0, shared=shared,
                     clusters=shared)
 
@@ -198,9 +198,10 @@ def routing(fn: str, widths) -> Table:
         rows.append((f"{n_cols:,}", _describe(fn, plan_for(fn, n_cols, 0, 4), n_cols),
                      _describe(fn, plan_for(fn, n_cols, sms, 4), n_cols),
                      _describe(fn, plan_for(fn, n_cols, sms, 2), n_cols)))
-    caption = (f"From `triton_kernels._plan`, which `{fn}(x)` calls to pick a kernel. The GPU "
-               f"columns are for {sms} multiprocessors, as many as the {device} the course "
-               "measured has.")
+    caption = (f"From the plan `{fn}(x)` asks for: the production layer's, reached through "
+               "`triton_kernels.production_layer()` (without the lab, `triton_kernels._plan` "
+               "gives the interpreter's column on a GPU too). The GPU columns are for "
+               f"{sms} multiprocessors, as many as the {device} the course measured has.")
     if fn == "rmsnorm":
         caption += (" The launcher first sends rows wider than it keeps whole to the looped "
                     "kernel: RMSNorm has no split-row kernel.")
