@@ -9,6 +9,7 @@ import io
 import itertools
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -582,6 +583,49 @@ def test_json_has_no_map_where_the_check_draws_none(interpreter, tmp_path, capsy
     assert drawn["learner"] is None and drawn["reference"] is None
     assert drawn["note"] == f"in Triton's interpreter your code {observed}, so there is " \
                             "nothing to map"
+
+
+# Failures a map cannot locate, as (the reference's text, the mistake, the one sentence said
+# instead): a map of either would be two pictures alike but for the program that stopped.
+NOTHING_TO_LOCATE = {
+    "a NameError in the kernel, after its load": (
+        "    maximum = tl.max(x, axis=0)\n", "    maximum = tl.max(xx, axis=0)\n",
+        "your kernel stopped on its NameError in program 0, before storing anything, having "
+        "read only what the reference reads"),
+    "values off by a little everywhere": (
+        "    output = numerator / denominator\n",
+        "    output = numerator / denominator * 1.001\n",
+        "your kernel read and wrote every element just as the reference kernel does, so only "
+        "the values differ"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(NOTHING_TO_LOCATE))
+def test_a_failure_the_map_cannot_locate_is_said_in_two_lines_not_drawn(
+        interpreter, tmp_path, capsys, monkeypatch, mistake):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    old, wrong, observed = NOTHING_TO_LOCATE[mistake]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = capsys.readouterr().out
+    sentence = f"No memory map of case 'width 3': {observed}."
+    assert f"\n  {sentence[:60]}" in out and sentence in " ".join(out.split())
+    assert len(textwrap.wrap(sentence, 80 - 2)) <= 2  # as check wraps it, two lines
+    assert "Memory map of case" not in out and "Key:" not in out
+    # Asked for by name, the map is drawn all the same, and JSON carries it.
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json",
+                "--map", "width 3"])
+    drawn = json.loads(capsys.readouterr().out)["memory_map"]
+    assert drawn["learner"] is not None and drawn["note"] is None
+
+
+def test_json_says_what_was_seen_where_no_map_is_drawn(interpreter, tmp_path, capsys):
+    old, wrong, observed = NOTHING_TO_LOCATE["values off by a little everywhere"]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json"])
+    drawn = json.loads(capsys.readouterr().out)["memory_map"]
+    assert (drawn["case"], drawn["learner"], drawn["note"]) == ("width 3", None, observed)
 
 
 @pytest.mark.parametrize("call", ["raises first", "launches no program"])

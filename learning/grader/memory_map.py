@@ -605,6 +605,64 @@ def nothing_to_map(case_map: CaseMap) -> str:
     return f"in Triton's interpreter your code {what}, so there is nothing to map"
 
 
+def nothing_to_show(memory_map: MemoryMap) -> str:
+    """What the learner's kernel was seen to do, in a sentence, when a drawing of it beside the
+    reference's would not show where it went wrong; "" when it would. A drawing helps when a
+    lane went past an edge, or when the two kernels touched some elements alike and others
+    not. It does not when they touched every element alike (the difference is in the values),
+    when the kernel stopped on an error after touching only what the reference touches, or when
+    it never touched a tensor the reference does and touched everything else alike."""
+    learner, reference = memory_map.learner, memory_map.reference
+    if learner is None or reference is None or not learner.accesses:
+        return ""
+    mine = {t.label for t in learner.tensors}
+    differ = []
+    for label in memory_map.labels():
+        for kind in ("store", "load"):
+            if label in mine and learner.strays(label, kind):
+                return ""
+            if not _alike(learner, reference, label, kind):
+                differ.append((label, kind))
+    touched = {(label, kind) for label, kind in differ
+               if label in mine and learner.touches(label, kind)}
+    if learner.stopped and all(_within(learner, reference, label, kind)
+                               for label, kind in touched):
+        raised = first_clause(learner.stopped).split(":")[0]
+        program = learner.accesses[-1].program
+        if any(a.kind == "store" for a in learner.accesses):
+            did = "having read and stored only what the reference reads and stores"
+        else:
+            did = "before storing anything, having read only what the reference reads"
+        return f"your kernel stopped on its {raised} in program {program}, {did}"
+    if not differ:
+        return ("your kernel read and wrote every element just as the reference kernel does, "
+                "so only the values differ")
+    if not touched:
+        untouched = " or ".join(f"{'stored to' if kind == 'store' else 'read'} {label}"
+                                for label, kind in differ)
+        return (f"your kernel never {untouched}; everything else it read and wrote as the "
+                "reference kernel does")
+    return ""
+
+
+def _alike(learner: CaseMap, reference: CaseMap, label: str, kind: str) -> bool:
+    """Both touched ``label`` this way alike (neither touched it at all counts too)."""
+    mine, theirs = ({t.label for t in m.tensors} for m in (learner, reference))
+    if label not in mine or label not in theirs:
+        return not (label in mine and learner.touches(label, kind)
+                    or label in theirs and reference.touches(label, kind))
+    return learner.same(reference, label, kind)
+
+
+def _within(learner: CaseMap, reference: CaseMap, label: str, kind: str) -> bool:
+    """Every element the learner touched this way, the reference touched by the same program."""
+    if label not in {t.label for t in reference.tensors}:
+        return False
+    theirs = reference.touches(label, kind)
+    return all(set(programs) <= set(theirs.get(cell, ()))
+               for cell, programs in learner.touches(label, kind).items())
+
+
 def first_clause(stopped: str) -> str:
     """The first clause of an exception's message: its type and what it says first."""
     import re
