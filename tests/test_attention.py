@@ -255,6 +255,35 @@ def test_batch_and_head_swapped_fail_the_batch_x_heads_case(tmp_path):
 
 
 @pytest.mark.interpreter
+def test_the_memory_map_of_a_batch_head_swap_labels_rows_and_draws_every_wrong_one(tmp_path):
+    """2 batches of 3 heads: program 1 writes (1, 0) where the reference's program 3 does, and
+    program 2 reads batch 2, past the end. Rows are labelled (batch, head, seq); the right head
+    (0, 0) is what is left out, never the rows where the two kernels differ."""
+    from learning.grader import map_view, runner
+
+    text = solution_text("attention")
+    for right, wrong in (("batch = pid_bh // n_heads", "batch = pid_bh % n_heads"),
+                         ("head = pid_bh % n_heads", "head = pid_bh // n_heads")):
+        text = text.replace(right, wrong)
+    (tmp_path / "attention.py").write_text(text, encoding="utf-8")
+    pair = runner.record_map(registry.find("attention"), tmp_path / "attention.py", "triton",
+                             "batch x heads")
+    lines = map_view.plain(pair, 80).splitlines()
+    output = lines[:next(i for i, line in enumerate(lines) if line.startswith("    q ("))]
+    rows = {line.split()[0]: line.split()[1:] for line in output
+            if line.strip()[:1].isdigit() and "," in line.split()[0]}
+    assert rows["1,0,0"] == rows["1,0,11"] == ["1" * 16, "3" * 16]
+    for batch, head in ((0, 1), (0, 2), (1, 1), (1, 2)):  # never written by your kernel
+        program = str(3 * batch + head)
+        assert rows[f"{batch},{head},0"] == rows[f"{batch},{head},11"] == ["." * 16, program * 16]
+    assert "0,0,5" not in rows and [line.strip() for line in output].count(":") == 1
+    q = lines[len(output):]
+    assert any(line.startswith("     2,0,0 !!!!!!!!!!!!!!!!") for line in q)  # batch 2
+    assert "192 lanes past the end of dimension 0 (index 2), by program 2" in " ".join(
+        " ".join(q).split())
+
+
+@pytest.mark.interpreter
 def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_path):
     text = solution_text("attention").replace("block_m, block_n = 16, 16",
                                               "block_m, block_n = 16, 8")

@@ -6,8 +6,10 @@ drawing: two maps side by side, aligned at 80 columns when piped.
 """
 
 import io
+import itertools
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 
 from learning import check, computed
 from learning.grader import map_view, memory_map, registry, runner, sanitizer
+from learning.grader.map_view import symbol
 from learning.grader.tensors import TensorSpec
 from tests.helpers import solution_text, write_module
 
@@ -84,10 +87,55 @@ def _kernels():
         total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
         tl.store(out_ptr + offsets, tl.maximum(total, 0.0))
 
+    @triton.jit
+    def copy_rows_one_column_more(out_ptr, in_ptr, out_stride, in_stride, n_cols,
+                                  BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * in_stride + cols, mask=cols <= n_cols, other=0.0)
+        tl.store(out_ptr + row * out_stride + cols, x, mask=cols < n_cols)
+
+    @triton.jit
+    def copy_tiles(out_ptr, in_ptr, out_stride, in_stride, n_rows, n_cols,
+                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = tl.arange(0, BLOCK_C)
+        inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(in_ptr + rows[:, None] * in_stride + cols[None, :], mask=inside, other=0.0)
+        tl.store(out_ptr + rows[:, None] * out_stride + cols[None, :], x, mask=inside)
+
+    @triton.jit
+    def copy_tiles_columns_unmasked(out_ptr, in_ptr, out_stride, in_stride, n_rows, n_cols,
+                                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+        # matmul's k loop without its mask on k: the load reads past the last column
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = tl.arange(0, BLOCK_C)
+        x = tl.load(in_ptr + rows[:, None] * in_stride + cols[None, :],
+                    mask=rows[:, None] < n_rows, other=0.0)
+        tl.store(out_ptr + rows[:, None] * out_stride + cols[None, :], x,
+                 mask=(rows[:, None] < n_rows) & (cols[None, :] < n_cols))
+
+    @triton.jit
+    def copy_heads(out_ptr, in_ptr, stride_b, stride_h, stride_s, n_heads, seq,
+                   SWAPPED: tl.constexpr, BLOCK_S: tl.constexpr, D: tl.constexpr):
+        # one program per (batch, head), as attention's program_id(1)
+        pid = tl.program_id(0)
+        batch, head = pid // n_heads, pid % n_heads
+        if SWAPPED:
+            batch, head = pid % n_heads, pid // n_heads
+        rows = tl.arange(0, BLOCK_S)
+        dims = tl.arange(0, D)
+        at = batch * stride_b + head * stride_h + rows[:, None] * stride_s + dims[None, :]
+        x = tl.load(in_ptr + at, mask=rows[:, None] < seq)
+        tl.store(out_ptr + at, x, mask=rows[:, None] < seq)
+
     return {"copy_rows": copy_rows, "copy_rows_other_style": copy_rows_other_style,
             "row_offset_from_block": row_offset_from_block, "n_cols_as_stride": n_cols_as_stride,
             "two_programs_per_row": two_programs_per_row, "add_relu": add_relu,
-            "add_relu_store_without_mask": add_relu_store_without_mask}
+            "add_relu_store_without_mask": add_relu_store_without_mask,
+            "copy_rows_one_column_more": copy_rows_one_column_more, "copy_tiles": copy_tiles,
+            "copy_tiles_columns_unmasked": copy_tiles_columns_unmasked,
+            "copy_heads": copy_heads}
 
 
 def _rows(kernel, programs=None):
@@ -100,6 +148,37 @@ def _rows(kernel, programs=None):
         grid = (programs(x.shape[0]) if programs else x.shape[0],)
         kernel[grid](out, x, out.stride(0), x.stride(0), x.shape[1],
                      BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out
+
+    return launch
+
+
+def _tiles(kernel, rows_per_program=4):
+    """A launcher of one program per ``rows_per_program`` rows, each a tile of whole rows."""
+    def launch(x):
+        import torch
+        import triton
+
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        grid = (triton.cdiv(x.shape[0], rows_per_program),)
+        kernel[grid](out, x, out.stride(0), x.stride(0), x.shape[0], x.shape[1],
+                     BLOCK_R=rows_per_program, BLOCK_C=triton.next_power_of_2(x.shape[1]))
+        return out
+
+    return launch
+
+
+def _heads(swapped: bool):
+    """A launcher of copy_heads on a (batch, heads, seq, d) tensor, one program per head."""
+    def launch(x):
+        import torch
+        import triton
+
+        out = torch.empty_like(x)
+        batch, heads, seq, d = x.shape
+        _kernels()["copy_heads"][(batch * heads,)](
+            out, x, x.stride(0), x.stride(1), x.stride(2), heads, seq, SWAPPED=swapped,
+            BLOCK_S=triton.next_power_of_2(seq), D=d)
         return out
 
     return launch
@@ -249,19 +328,130 @@ def test_the_drawing_puts_lanes_outside_where_the_tensor_would_go_on(interpreter
     assert [label for label, _ in map_view.blocks(pair)] == ["output"]  # the loads agree
 
 
+def test_a_tile_past_the_last_column_reads_the_next_rows_start_not_a_row_past_the_end(
+        interpreter):
+    # 5 x 7 in tiles of 4 rows x 8 columns, the columns unmasked: lane (r, 7) of row r < 4
+    # addresses element (r + 1, 0), still inside x; row 4's addresses the first past its end.
+    kernels = _kernels()
+    case_map = _record(_tiles(kernels["copy_tiles_columns_unmasked"]), _matrix(5, 7))
+    assert case_map.past("x", "load") == [(0, (r, 7), True) for r in range(4)] + \
+        [(1, (4, 7), False)]
+    assert case_map.outside("x", "load") == [(1, 35)]  # by address: one past the last element
+    assert case_map.programs_at("x", "load", (1, 0)) == [0, 0]  # the stray read lands there
+    assert case_map.stopped.startswith("OutOfBoundsAccess")
+    pair = memory_map.MemoryMap("matmul", "triton", "made up", case_map,
+                                _record(_tiles(kernels["copy_tiles"]), _matrix(5, 7)))
+    lines = map_view.plain(pair, 80).splitlines()
+    x = lines.index(next(line for line in lines if line.startswith("    x (5 x 7")))
+    # (4, 0): read by program 1, and by program 0's stray lane from row 3.
+    assert lines[x + 3:x + 8] == ["    0 0000000#      0000000", "    1 0000000#      0000000",
+                                  "    2 0000000#      0000000", "    3 0000000#      0000000",
+                                  "    4 *111111!      1111111"]
+    assert not lines[x + 8].startswith("    5")  # no row past the last
+    text = " ".join(" ".join(lines).split())
+    assert "5 lanes past its last column (column 7) on every row, by programs 0, 1 at line" \
+        in text
+    assert ": 4 read another element of x in its place, 1 addressed no element of x" in text
+    assert "'#' a lane past an edge of the tensor whose address fell on another of its " \
+           "elements" in text
+
+
+def test_a_row_read_one_column_too_far_is_drawn_past_that_row_not_on_a_row_past_the_end(
+        interpreter):
+    # mask cols <= n_cols: row r < 4 reads (r + 1, 0) as its eighth element, which is x's, and
+    # row 4's eighth lane is past x's end, so the interpreter refuses it.
+    kernels = _kernels()
+    case_map = _record(_rows(kernels["copy_rows_one_column_more"]), _matrix(5, 7))
+    assert case_map.programs_at("x", "load", (2, 0)) == [1, 2]
+    assert case_map.past("x", "load") == [(4, (4, 7), False)]
+    pair = memory_map.MemoryMap("softmax", "triton", "made up", case_map,
+                                _record(_rows(kernels["copy_rows"]), _matrix(5, 7)))
+    lines = map_view.plain(pair, 80).splitlines()
+    x = lines.index(next(line for line in lines if line.startswith("    x (5 x 7")))
+    assert lines[x + 7] == "    4 *444444!      4444444" and not lines[x + 8].startswith("    5")
+    assert "1 lane past its last column (column 7) on row 4, by program 4 at line" in \
+        " ".join(" ".join(lines).split())
+
+
+def test_a_matmul_k_loop_past_k_draws_columns_past_the_last_of_every_row(interpreter, tmp_path):
+    """matmul's K edge (a is 32 x 45, BLOCK_K 32) without the mask on k: every row of the tile
+    reads columns 45 to 63; rows 0 to 30 land on the next row's start, row 31 past the end."""
+    from learning.catalogue import versions
+
+    version = next(v for v in versions("matmul") if v.name == "the K edge unmasked")
+    write_module(tmp_path, "matmul", version.module_text("matmul"))
+    pair = runner.record_map(registry.find("matmul"), tmp_path / "matmul.py", "triton",
+                             "K edge")
+    assert pair.learner.past("a", "load")[0] == (0, (0, 45), True)
+    assert pair.learner.past("a", "load")[-1] == (0, (31, 63), False)
+    lines = map_view.plain(pair, 100).splitlines()
+    a = lines.index(next(line for line in lines if line.startswith("    a (32 x 45")))
+    block = lines[a:lines.index(next(line for line in lines[a:] if "your kernel: " in line))]
+    assert block[3].startswith("     0 ") and block[3].split()[1].endswith("######")
+    assert block[-1].startswith("    31 ") and block[-1].split()[1].endswith("!!!!!!")
+    assert not any(line.startswith("    32 ") for line in block)  # no phantom row past M
+    text = " ".join(" ".join(lines).split())
+    assert "608 lanes past its last column (columns 45 to 63) on every row, by program 0 at " \
+           "line" in text
+    assert "589 read another element of a in its place, 19 addressed no element of a" in text
+
+
+def test_a_four_d_map_labels_rows_by_their_indices_and_leaves_out_only_right_rows(
+        interpreter):
+    # 3 batches of 3 heads: with batch and head swapped, program 3 copies (0, 1), not (1, 0).
+    # The heads on the diagonal are right; each of the six others is wrong in all its rows.
+    args = (TensorSpec(np.arange(3 * 3 * 6 * 4, dtype=np.float64).reshape(3, 3, 6, 4)),)
+    pair = memory_map.MemoryMap("attention", "triton", "made up",
+                                _record(_heads(swapped=True), args),
+                                _record(_heads(swapped=False), args))
+    lines = map_view.plain(pair, 80).splitlines()
+    out = lines[:lines.index(next(line for line in lines if "    x (3 x 3" in line))]
+    drawn = {line.split()[0]: line.split()[1:] for line in out
+             if re.match(r"^ {4} *\d+,\d+,\d+ ", line)}
+    for batch, head in itertools.product(range(3), repeat=2):
+        mine, theirs = symbol(batch + 3 * head), symbol(3 * batch + head)
+        ends = [f"{batch},{head},0", f"{batch},{head},5"]
+        if batch != head:  # a wrong head: its first and last rows, the rest '"'
+            assert all(drawn[row] == [mine * 4, theirs * 4] for row in ends), (batch, head)
+        else:
+            assert f"{batch},{head},2" not in drawn  # right rows are what ':' leaves out
+    marks = [line.strip() for line in out if line.strip() in (":", '"')]
+    assert marks.count('"') == 6 and marks.count(":") == 3
+    key = " ".join(" ".join(lines).split())
+    assert "labelled by its other indices: row 1,0,5 is [1, 0, 5, :]" in key
+    assert "':' rows left out, drawn alike in both maps" in key
+    _assert_aligned(lines)
+
+
 @pytest.mark.parametrize("width", [80, 60, 120])
 def test_wide_and_tall_maps_are_elided_and_stay_aligned(interpreter, width):
     kernels = _kernels()
     args = _matrix(40, 60)
     pair = memory_map.MemoryMap(
         "softmax", "triton", "made up",
-        _record(_rows(kernels["row_offset_from_block"]), args),
+        _record(_rows(kernels["copy_rows"], programs=lambda rows: rows // 2), args),
         _record(_rows(kernels["copy_rows"]), args))
     lines = map_view.plain(pair, width).splitlines()
     assert all(len(line) <= width for line in lines)
     _assert_aligned(lines)
     assert any(map_view.ELIDED_COLUMN in line for line in lines)
-    assert any(line.strip().startswith(":") for line in lines)
+    # Rows 1 to 18 are right (left out); 20 to 39, never written, are every one drawn.
+    labels = [line.split()[0] for line in lines if re.match(r"^ {4} *(\d+ \S|:$)", line)]
+    assert labels.count(":") == 2 and "10" not in labels  # output's block, then x's
+    assert all(str(row) in labels for row in range(20, 40))
+
+
+def test_rows_that_differ_are_all_drawn_even_past_the_usual_sixteen(interpreter):
+    # Every row written twice by two programs where the reference writes it once: all differ,
+    # and no two rows in a row are alike (the reference's program changes each row).
+    kernels = _kernels()
+    pair = memory_map.MemoryMap(
+        "softmax", "triton", "made up",
+        _record(_rows(kernels["two_programs_per_row"]), _matrix(24, 8)),
+        _record(_rows(kernels["copy_rows"]), _matrix(24, 8)))
+    labels = [line.split()[0] for line in map_view.plain(pair, 80).splitlines()
+              if re.match(r"^ {4} *\d+ \S", line)]
+    assert labels[:24] == [str(row) for row in range(24)]
 
 
 def _assert_aligned(lines):
@@ -274,8 +464,10 @@ def _assert_aligned(lines):
         right = lines[index].index("reference")
         rows = []
         for line in lines[index + 2:]:
-            if not re.match(r"^ {4} *-?\d+ |^ {4} *: ", line):
+            if not re.match(r'^ {4} *-?\d+(,-?\d+)* |^ {4} *[:"]$', line):
                 break
+            if line.strip() in (":", '"'):
+                continue
             rows.append(line)
             assert line[left - 1] == " " and line[left - 2] != " "  # the label ends there
             # Rows past the tensor's end may hold only the learner's lanes outside it.
@@ -391,6 +583,49 @@ def test_json_has_no_map_where_the_check_draws_none(interpreter, tmp_path, capsy
     assert drawn["learner"] is None and drawn["reference"] is None
     assert drawn["note"] == f"in Triton's interpreter your code {observed}, so there is " \
                             "nothing to map"
+
+
+# Failures a map cannot locate, as (the reference's text, the mistake, the one sentence said
+# instead): a map of either would be two pictures alike but for the program that stopped.
+NOTHING_TO_LOCATE = {
+    "a NameError in the kernel, after its load": (
+        "    maximum = tl.max(x, axis=0)\n", "    maximum = tl.max(xx, axis=0)\n",
+        "your kernel stopped on its NameError in program 0, before storing anything, having "
+        "read only what the reference reads"),
+    "values off by a little everywhere": (
+        "    output = numerator / denominator\n",
+        "    output = numerator / denominator * 1.001\n",
+        "your kernel read and wrote every element just as the reference kernel does, so only "
+        "the values differ"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(NOTHING_TO_LOCATE))
+def test_a_failure_the_map_cannot_locate_is_said_in_two_lines_not_drawn(
+        interpreter, tmp_path, capsys, monkeypatch, mistake):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    old, wrong, observed = NOTHING_TO_LOCATE[mistake]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = capsys.readouterr().out
+    sentence = f"No memory map of case 'width 3': {observed}."
+    assert f"\n  {sentence[:60]}" in out and sentence in " ".join(out.split())
+    assert len(textwrap.wrap(sentence, 80 - 2)) <= 2  # as check wraps it, two lines
+    assert "Memory map of case" not in out and "Key:" not in out
+    # Asked for by name, the map is drawn all the same, and JSON carries it.
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json",
+                "--map", "width 3"])
+    drawn = json.loads(capsys.readouterr().out)["memory_map"]
+    assert drawn["learner"] is not None and drawn["note"] is None
+
+
+def test_json_says_what_was_seen_where_no_map_is_drawn(interpreter, tmp_path, capsys):
+    old, wrong, observed = NOTHING_TO_LOCATE["values off by a little everywhere"]
+    write_module(tmp_path, "softmax", _softmax_with(old, wrong))
+    check.main(["softmax", "--root", str(tmp_path), "--part", "triton", "--json"])
+    drawn = json.loads(capsys.readouterr().out)["memory_map"]
+    assert (drawn["case"], drawn["learner"], drawn["note"]) == ("width 3", None, observed)
 
 
 @pytest.mark.parametrize("call", ["raises first", "launches no program"])

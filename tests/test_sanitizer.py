@@ -73,3 +73,23 @@ def test_unmasked_store_past_the_end_raises(interpreter):
     # lane 10 addresses the first byte after y: no "0 bytes past the end"
     assert "the nearest is the first byte past the end of out_ptr, tensor argument 1" \
         in str(cause)
+
+
+def test_a_lane_past_its_tensor_is_refused_even_where_another_tensor_lies(interpreter):
+    """Two tensors back to back in memory, as the allocator may or may not place them after
+    earlier cases: a load past the end of x lands in y. Checked against x alone, the count of
+    lanes outside is the same wherever y happens to be, and says whose load it was."""
+    import numpy as np
+    import torch
+
+    copy_kernel, _ = _kernels()
+    memory = np.arange(32, dtype=np.float32)
+    x, y = torch.from_numpy(memory[:10]), torch.from_numpy(memory[10:])
+    assert y.data_ptr() == x.data_ptr() + 40  # y starts where x ends
+    with pytest.raises(Exception) as raised:
+        copy_kernel[(1,)](y, x, 16, 0, BLOCK=16)
+    cause = raised.value.__cause__ or raised.value
+    assert isinstance(cause, sanitizer.OutOfBoundsAccess)
+    assert str(cause).startswith("out-of-bounds load: 6 of 16 active lanes of program 0's "
+                                 "load address memory outside in_ptr's tensor (the nearest is "
+                                 "the first byte past the end of in_ptr, tensor argument 2)")

@@ -7,8 +7,20 @@ reference solution's module and with the learner's, while a ``Recorder`` watches
 store through ``learning.grader.sanitizer``'s hooks. Each access is kept with the program that
 made it (the interpreter's current program id), the lanes its mask switched off, and the elements it
 touched, mapped back to (row, column) of the tensor they belong to: the case's inputs, the
-returned output, or a tensor made inside the call. Lanes that address no element of that
-tensor are kept as offsets from its first element ("outside the tensor").
+returned output, or a tensor made inside the call. The tensor is the one the pointer was made
+from (``learning.grader.sanitizer.origin``), so a lane past the end of x that lands in y stays
+x's. Lanes that address no element of that tensor are kept as offsets from its first element
+("outside the tensor").
+
+A tile (a block of lanes whose address is one offset per block axis, ``rows[:, None] * stride +
+cols[None, :]``) says more: each axis steps along one dimension of the tensor, so each lane has
+the index the kernel's arithmetic gave it, even past an edge. Its lanes past an edge are kept
+by that index ("past the edge"), with whether their address still fell on an element of the
+tensor (a read of the wrong element) or outside it: a k loop running past K reads columns past
+the last of every row, not a row past the last. A 1-D block has no rows of its own (a flat
+kernel's lanes rightly run on into the next row), so only its lanes that address no element are
+kept by index: along the row where the block starts (a row kernel's mask one column too wide
+reads past that row's last column, not a row past the last).
 
 Two halves live here:
 
@@ -26,6 +38,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+
+from learning.grader import sanitizer
 
 # A case is drawn unasked when every tensor of it has at most this many elements (64 x 64).
 MAX_ELEMENTS = 64 * 64
@@ -110,9 +124,12 @@ class Recorder:
             touched = addresses[active].copy()
             # A fully masked access touches nothing; its first address tells which tensor.
             hint = int(addresses.flat[0]) if addresses.size else 0
+            tile = _tile(addresses)
+            lanes_at = np.nonzero(active) if tile is not None else None
             self.accesses.append((kind, program, len(self.launches) - 1, touched,
                                   int(addresses.size), int(addresses.size - touched.size),
-                                  _line(launch["file"]), hint))
+                                  _line(launch["file"]), hint, sanitizer.origin(ptrs), tile,
+                                  lanes_at))
         except Exception as exc:  # noqa: BLE001
             self.problem = self.problem or f"{type(exc).__name__}: {exc}"
 
@@ -126,15 +143,27 @@ class Recorder:
         subjects = _subjects(args, names, returned, self.launches)
         tables = {}
         accesses, programs = [], {}
-        for kind, program, launch, touched, lanes, masked, line, hint in self.accesses:
-            index = _owner(subjects, touched, hint)
+        for (kind, program, launch, touched, lanes, masked, line, hint, origin, tile,
+             lanes_at) in self.accesses:
+            index = _made_from(subjects, origin)
+            if index is None:
+                index = _owner(subjects, touched, hint)
             cells = outside = np.empty(0, dtype=np.int64)
+            past, landed, by_index = np.empty((0, 0), dtype=np.int64), np.empty(0, bool), False
             if index is not None and touched.size:
                 if index not in tables:
                     tables[index] = _offset_table(subjects[index])
-                cells, outside = _to_cells(subjects[index], tables[index], touched)
+                cells, outside, hit = _to_cells(subjects[index], tables[index], touched)
+                indices = _tile_indices(subjects[index], tile, lanes_at)
+                if indices is not None:
+                    beyond = ((indices < 0) | (indices >= subjects[index]["shape"])).any(axis=1)
+                    past, landed, by_index = indices[beyond], hit[beyond], True
+                elif tile is None and (run := _run_past(subjects[index], touched, hit,
+                                                         cells)) is not None:
+                    past, landed, by_index = run, np.zeros(len(run), dtype=bool), True
             accesses.append({"kind": kind, "program": program, "tensor": index,
                              "cells": cells.astype(np.int32), "outside": outside,
+                             "past": past, "landed": landed, "by_index": by_index,
                              "lanes": lanes, "masked": masked, "line": line})
             if program not in programs:
                 first = self.launches[launch]["first"]
@@ -227,6 +256,77 @@ def _overlap(a, b) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def _made_from(subjects, origin) -> int | None:
+    """The tensor whose storage the pointer was made from, when the sanitizer marked it."""
+    if not origin:
+        return None
+    return next((i for i, s in enumerate(subjects) if tuple(s["storage"]) == tuple(origin[:2])),
+                None)
+
+
+def _tile(addresses):
+    """(first address, each axis's offsets from it) when a block of two or more moving axes is
+    the sum of one offset per axis, as ``rows[:, None] * stride + cols[None, :]`` builds it;
+    else None (a 1-D block has no rows and columns of its own to tell apart)."""
+    import numpy as np
+
+    if addresses.ndim < 2 or not addresses.size:
+        return None
+    origin = (0,) * addresses.ndim
+    base = int(addresses[origin])
+    axes = []
+    for axis in range(addresses.ndim):
+        along = list(origin)
+        along[axis] = slice(None)
+        axes.append(addresses[tuple(along)] - base)
+    if sum(1 for steps in axes if steps.any()) < 2:
+        return None
+    total = np.full(addresses.shape, base, dtype=np.int64)
+    for axis, steps in enumerate(axes):
+        shape = [1] * addresses.ndim
+        shape[axis] = -1
+        total = total + steps.reshape(shape)
+    return (base, axes) if np.array_equal(total, addresses) else None
+
+
+def _tile_indices(subject: dict, tile, lanes_at):
+    """The index each active lane of a tile has by the kernel's own arithmetic, one row per lane
+    (as ``lanes_at`` lists them): the first lane's element, then each block axis's steps along
+    the one dimension whose stride they are multiples of (the largest such). None when the
+    tile's axes do not step along distinct dimensions (a wrong stride, say): then only the
+    addresses say where the lanes went."""
+    import numpy as np
+
+    shape, strides, size = subject["shape"], subject["strides"], subject["itemsize"]
+    if tile is None or len(shape) < 2 or any(s <= 0 for s in strides):
+        return None
+    base, axes = tile
+    start = base - subject["ptr"]
+    if start % size or any((steps % size).any() for steps in axes):
+        return None
+    # The first lane's index: its element offset taken apart, largest stride first.
+    index = [0] * len(shape)
+    rest = start // size
+    for dim in sorted(range(len(shape)), key=lambda d: -strides[d]):
+        index[dim], rest = divmod(rest, strides[dim])
+    if rest:
+        return None
+    indices = np.tile(np.array(index, dtype=np.int64), (len(lanes_at[0]), 1))
+    used: set[int] = set()
+    offset = len(shape) - len(axes)  # block axes line up with the tensor's trailing dimensions
+    for axis, steps in enumerate(axes):
+        steps = steps // size
+        if not steps.any():
+            continue
+        dims = [d for d in range(len(shape)) if not (steps % strides[d]).any()]
+        dims.sort(key=lambda d: (-strides[d], d in used, abs(d - axis - offset)))
+        if not dims or dims[0] in used:
+            return None
+        used.add(dims[0])
+        indices[:, dims[0]] += steps[lanes_at[axis]] // strides[dims[0]]
+    return indices
+
+
 def _owner(subjects, touched, hint) -> int | None:
     """The tensor an access belongs to: the one whose storage holds most of its lanes; else
     (every lane outside every tensor) the nearest one."""
@@ -261,9 +361,35 @@ def _offset_table(subject: dict):
     return offsets[order], order
 
 
+def _run_past(subject: dict, touched, hit, cells):
+    """A 1-D block's lanes that addressed no element, by index: the block's first lane on an
+    element, then its step along the one dimension the run moves in (the row kernel's columns).
+    Only those lanes: a 1-D block has no rows of its own, so a lane crossing into the next row
+    is a read of that element (a flat kernel's lanes do that rightly). None when every lane, or
+    none, is on an element, or the run does not move along one dimension."""
+    import numpy as np
+
+    shape, strides, size = subject["shape"], subject["strides"], subject["itemsize"]
+    if len(shape) < 2 or hit.all() or not hit.any() or any(s <= 0 for s in strides):
+        return None
+    first = int(np.argmax(hit))
+    apart = touched - touched[first]
+    if (apart % size).any():
+        return None
+    steps = apart // size
+    dims = [d for d in range(len(shape)) if not (steps % strides[d]).any()]
+    if not dims:
+        return None
+    dim = max(dims, key=lambda d: strides[d])
+    start = np.array(np.unravel_index(int(cells[0]), shape), dtype=np.int64)
+    indices = np.tile(start, (int((~hit).sum()), 1))
+    indices[:, dim] += steps[~hit] // strides[dim]
+    return indices
+
+
 def _to_cells(subject: dict, table, touched):
-    """Flat indices of the elements ``touched`` addresses, and the offsets (in elements from
-    the first) of the lanes that address none of the tensor's elements."""
+    """Flat indices of the elements ``touched`` addresses, the offsets (in elements from the
+    first) of the lanes that address none of the tensor's elements, and which lanes hit one."""
     import numpy as np
 
     sorted_offsets, order = table
@@ -271,11 +397,11 @@ def _to_cells(subject: dict, table, touched):
     aligned = relative % subject["itemsize"] == 0
     elements = relative // subject["itemsize"]
     if not sorted_offsets.size:
-        return np.empty(0, dtype=np.int64), elements
+        return np.empty(0, dtype=np.int64), elements, np.zeros(touched.shape, dtype=bool)
     position = np.searchsorted(sorted_offsets, elements)
     clipped = np.minimum(position, sorted_offsets.size - 1)
     hit = aligned & (position < sorted_offsets.size) & (sorted_offsets[clipped] == elements)
-    return order[clipped[hit]], elements[~hit]
+    return order[clipped[hit]], elements[~hit], hit
 
 
 def parameter_names(function) -> list[str]:
@@ -291,7 +417,6 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
     """Run ``function`` on the case's arguments with a Recorder watching; its data."""
     import copy
 
-    from learning.grader import sanitizer
     from learning.grader.learner_code import root_cause, safe_str
     from learning.grader.tensors import TensorSpec
 
@@ -342,6 +467,12 @@ class Access:
     lanes: int
     masked: int  # lanes the mask switched off
     line: int  # the kernel's line, 0 if unknown
+    # Lanes past an edge of the tensor, by the index the kernel gave them (a tile's, or a 1-D
+    # run's that addressed no element), and whether each one's address still fell on an
+    # element of the tensor (then it is among ``cells``).
+    past: tuple[tuple[int, ...], ...] = ()
+    landed: tuple[bool, ...] = ()
+    by_index: bool = False  # its lanes past an edge are drawn by ``past``, not by address
 
 
 @dataclass
@@ -364,7 +495,10 @@ class CaseMap:
         accesses = [Access(a["kind"], int(a["program"]), a["tensor"],
                            tuple(int(c) for c in a["cells"]),
                            tuple(int(o) for o in a["outside"]), int(a["lanes"]),
-                           int(a["masked"]), int(a["line"])) for a in data["accesses"]]
+                           int(a["masked"]), int(a["line"]),
+                           tuple(tuple(int(i) for i in index) for index in a.get("past", ())),
+                           tuple(bool(b) for b in a.get("landed", ())),
+                           bool(a.get("by_index", False))) for a in data["accesses"]]
         programs = {int(p["number"]): tuple(p["program_id"]) for p in data["programs"]}
         launches = [dict(launch) for launch in data["launches"]]
         return cls(tensors, launches, programs, accesses, data.get("stopped", ""),
@@ -409,11 +543,22 @@ class CaseMap:
         touched = self.touches(label, kind)
         return [i for i in range(self.tensor(label).size) if i not in touched]
 
-    def outside(self, label: str, kind: str) -> list[tuple[int, int]]:
-        """(program, offset in elements from the first element) of each lane outside."""
+    def outside(self, label: str, kind: str, indexed: bool = True) -> list[tuple[int, int]]:
+        """(program, offset in elements from the first element) of each lane outside; without
+        ``indexed``, only those of accesses whose lanes ``past`` does not hold by index."""
         number = self.index(label)
         return [(a.program, offset) for a in self.accesses
-                if a.tensor == number and a.kind == kind for offset in a.outside]
+                if a.tensor == number and a.kind == kind and (indexed or not a.by_index)
+                for offset in a.outside]
+
+    def past(self, label: str, kind: str) -> list[tuple[int, tuple[int, ...], bool]]:
+        """(program, index, landed) of each lane held by index past an edge of the tensor: the
+        index the kernel's arithmetic gave it, and whether its address fell on an element of
+        the tensor (a read or write of the wrong element) rather than on none."""
+        number = self.index(label)
+        return [(a.program, index, landed) for a in self.accesses
+                if a.tensor == number and a.kind == kind
+                for index, landed in zip(a.past, a.landed)]
 
     def kinds(self, label: str) -> set[str]:
         number = self.index(label)
@@ -428,12 +573,16 @@ class CaseMap:
             return False
         return {c: sorted(p) for c, p in mine.items()} == \
             {c: sorted(p) for c, p in theirs.items()} and \
-            not self.outside(label, kind) and not other.outside(label, kind)
+            not self.strays(label, kind) and not other.strays(label, kind)
+
+    def strays(self, label: str, kind: str) -> bool:
+        """Whether a lane of this kind went past an edge of the tensor or outside it."""
+        return bool(self.outside(label, kind) or self.past(label, kind))
 
     def line_of(self, program: int, kind: str, label: str) -> int:
         number = self.index(label)
         return next((a.line for a in self.accesses if a.program == program and a.kind == kind
-                     and a.tensor == number and a.outside), 0)
+                     and a.tensor == number and (a.outside or a.past)), 0)
 
 
 def nothing_to_map(case_map: CaseMap) -> str:
@@ -454,6 +603,73 @@ def nothing_to_map(case_map: CaseMap) -> str:
     else:
         what = "launched no kernel"
     return f"in Triton's interpreter your code {what}, so there is nothing to map"
+
+
+def nothing_to_show(memory_map: MemoryMap) -> str:
+    """What the learner's kernel was seen to do, in a sentence, when a drawing of it beside the
+    reference's would not show where it went wrong; "" when it would. A drawing helps when a
+    lane went past an edge, or when the two kernels touched some elements alike and others
+    not. It does not when they touched every element alike (the difference is in the values),
+    when the kernel stopped on an error after touching only what the reference touches, or when
+    it never touched a tensor the reference does and touched everything else alike."""
+    learner, reference = memory_map.learner, memory_map.reference
+    if learner is None or reference is None or not learner.accesses:
+        return ""
+    mine = {t.label for t in learner.tensors}
+    differ = []
+    for label in memory_map.labels():
+        for kind in ("store", "load"):
+            if label in mine and learner.strays(label, kind):
+                return ""
+            if not _alike(learner, reference, label, kind):
+                differ.append((label, kind))
+    touched = {(label, kind) for label, kind in differ
+               if label in mine and learner.touches(label, kind)}
+    if learner.stopped and all(_within(learner, reference, label, kind)
+                               for label, kind in touched):
+        raised = first_clause(learner.stopped).split(":")[0]
+        program = learner.accesses[-1].program
+        if any(a.kind == "store" for a in learner.accesses):
+            did = "having read and stored only what the reference reads and stores"
+        else:
+            did = "before storing anything, having read only what the reference reads"
+        return f"your kernel stopped on its {raised} in program {program}, {did}"
+    if not differ:
+        return ("your kernel read and wrote every element just as the reference kernel does, "
+                "so only the values differ")
+    if not touched:
+        untouched = " or ".join(f"{'stored to' if kind == 'store' else 'read'} {label}"
+                                for label, kind in differ)
+        return (f"your kernel never {untouched}; everything else it read and wrote as the "
+                "reference kernel does")
+    return ""
+
+
+def _alike(learner: CaseMap, reference: CaseMap, label: str, kind: str) -> bool:
+    """Both touched ``label`` this way alike (neither touched it at all counts too)."""
+    mine, theirs = ({t.label for t in m.tensors} for m in (learner, reference))
+    if label not in mine or label not in theirs:
+        return not (label in mine and learner.touches(label, kind)
+                    or label in theirs and reference.touches(label, kind))
+    return learner.same(reference, label, kind)
+
+
+def _within(learner: CaseMap, reference: CaseMap, label: str, kind: str) -> bool:
+    """Every element the learner touched this way, the reference touched by the same program."""
+    if label not in {t.label for t in reference.tensors}:
+        return False
+    theirs = reference.touches(label, kind)
+    return all(set(programs) <= set(theirs.get(cell, ()))
+               for cell, programs in learner.touches(label, kind).items())
+
+
+def first_clause(stopped: str) -> str:
+    """The first clause of an exception's message: its type and what it says first."""
+    import re
+
+    text = stopped.splitlines()[0] if stopped else ""
+    text = re.split(r" \((?![\d-])", text)[0].split(";")[0]  # "program (0, 2)" stays whole
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def grid_dims(grid) -> int:
@@ -517,9 +733,13 @@ def _case_json(case_map: CaseMap | None) -> dict | None:
                  "strides": list(tensor.strides), "dtype": tensor.dtype}
         for kind, key in (("store", "stores"), ("load", "loads")):
             outside = case_map.outside(tensor.label, kind)
+            past = case_map.past(tensor.label, kind)
             entry[key] = {"programs": case_map.grid(tensor.label, kind),
                           "outside": [list(o) for o in outside[:MAX_OUTSIDE]],
-                          "outside_count": len(outside)}
+                          "outside_count": len(outside),
+                          "past_edge": [{"program": p, "index": list(i), "landed": landed}
+                                        for p, i, landed in past[:MAX_OUTSIDE]],
+                          "past_edge_count": len(past)}
         tensors.append(entry)
     return {"stopped": case_map.stopped or None, "problem": case_map.problem or None,
             "launches": [{"kernel": launch["kernel"], "grid": list(launch["grid"]),
@@ -529,7 +749,8 @@ def _case_json(case_map: CaseMap | None) -> dict | None:
             "tensors": tensors,
             "accesses": [{"kind": a.kind, "program": a.program, "tensor": a.tensor,
                           "lanes": a.lanes, "masked": a.masked, "line": a.line,
-                          "cells": len(a.cells), "outside": len(a.outside)}
+                          "cells": len(a.cells), "outside": len(a.outside),
+                          "past_edge": len(a.past)}
                          for a in case_map.accesses]}
 
 

@@ -963,12 +963,17 @@ def map_for_check(result, wanted, case_seconds: float | None = None,
     except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=f"recording it failed ({type(exc).__name__}: {exc})")
+    asked = isinstance(wanted, str)
     if memory_map.learner is not None and not memory_map.learner.accesses:
         # Nothing of the learner's touched memory: no picture (the reference's alone would
         # pass for a comparison), only what their code did instead.
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=maps.nothing_to_map(memory_map.learner))
-    memory_map.asked = isinstance(wanted, str)
+    elif not asked and (observed := maps.nothing_to_show(memory_map)):
+        # A picture that cannot show where things went wrong costs a screen: a sentence says
+        # what was seen instead (--map CASE still draws it).
+        memory_map = maps.MemoryMap(result.exercise.name, part, case, note=observed)
+    memory_map.asked = asked
     return memory_map
 
 

@@ -4,9 +4,16 @@ touches memory, naming the kernel line that did it.
 The interpreter turns every ``tl.load``/``tl.store`` into NumPy reads and writes at raw
 addresses, without any check: a wrong row offset reads garbage or corrupts the heap and kills
 the process. This module wraps the two interpreter entry points that every load and store goes
-through, and allows only addresses inside the storage of one of the launch's tensor arguments.
+through, and allows only addresses inside the storage of the tensor the pointer was made from.
 
-It relies on interpreter internals (``GridExecutor._init_args_hst`` and
+Which tensor that is travels with the pointer: each tensor argument's pointer gets a copy of its
+pointer type marked with the tensor's storage (``origin``), and the interpreter hands a pointer's
+type on through every splat, broadcast and offset. Without the mark, a lane past the end of x that
+happened to land in y (allocated right after it, or not, as earlier cases left the heap) would be
+allowed, and the count of lanes outside would change from run to run. A pointer that lost its mark
+(made from an integer) is checked against every tensor of the launch, and its message says so.
+
+It relies on interpreter internals (``GridExecutor._init_args_hst``, ``_implicit_cvt`` and
 ``InterpreterBuilder.create_masked_load/store``), checked at install time; the test suite fails
 loudly when a Triton release changes them.
 """
@@ -24,7 +31,19 @@ observers: list = []
 
 
 class OutOfBoundsAccess(IndexError):
-    """A kernel's load or store addressed memory outside every tensor argument of its launch."""
+    """A kernel's load or store addressed memory outside the tensor its pointer was made from
+    (outside every tensor argument of its launch, for a pointer that lost its mark)."""
+
+
+# The attribute of a pointer type that names the tensor it was made from: (storage start,
+# storage end, the tensor's first element), as ``origin`` returns it.
+ORIGIN = "_grader_origin"
+
+
+def origin(ptrs) -> tuple[int, int, int] | None:
+    """The storage (start, end) and first element's address of the tensor argument ``ptrs``
+    (a pointer block, as the interpreter holds it) was made from; None when unknown."""
+    return getattr(getattr(ptrs, "dtype", None), ORIGIN, None)
 
 
 def _allowed_ranges() -> list[tuple[int, int]]:
@@ -37,6 +56,7 @@ def _record_ranges(args, names=()) -> None:
     worse than an unchecked launch."""
     ranges = []
     _state.names = []
+    _state.firsts = []
     unknown = False
 
     def visit(arg, name):
@@ -49,6 +69,7 @@ def _record_ranges(args, names=()) -> None:
             start = storage.data_ptr()
             ranges.append((start, start + storage.nbytes()))
             _state.names.append(name)
+            _state.firsts.append(arg.data_ptr())
         elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):  # descriptors
             visit(arg.base, name)
         elif hasattr(arg, "data_ptr"):  # a pointer without a size: a later Triton's stand-in
@@ -60,7 +81,7 @@ def _record_ranges(args, names=()) -> None:
     _state.ranges = None if unknown else ranges
 
 
-def _check(kind: str, ptrs, mask) -> None:
+def _check(kind: str, ptrs, mask, builder=None) -> None:
     import numpy as np
 
     if getattr(_state, "ranges", []) is None:
@@ -72,25 +93,62 @@ def _check(kind: str, ptrs, mask) -> None:
         return
     element = ptrs.get_element_ty()
     size = max(1, getattr(element, "primitive_bitwidth", 8) // 8)
+    made_from = origin(ptrs)
+    ranges = [made_from[:2]] if made_from else _allowed_ranges()
     inside = np.zeros(addresses.shape, dtype=bool)
-    for start, end in _allowed_ranges():
+    for start, end in ranges:
         inside |= (addresses >= start) & (addresses + size <= end)
     if inside.all():
         return
     outside = addresses[~inside]
-    nearest = _describe(int(outside[0]))
+    if made_from:
+        index = _argument_index(made_from)
+        where = f"{_argument_name(index)}'s tensor" if index is not None else \
+            "the tensor its pointer was made from"
+        nearest = _describe(int(outside[0]), [index] if index is not None else None)
+    else:
+        where, nearest = "every tensor of the launch", _describe(int(outside[0]))
     raise OutOfBoundsAccess(
-        f"out-of-bounds {kind}: {outside.size} of {addresses.size} active lanes address memory "
-        f"outside every tensor of the launch ({nearest}); check the offsets and the mask")
+        f"out-of-bounds {kind}: {outside.size} of {addresses.size} active lanes of "
+        f"{_program_text(builder)}'s {kind} address memory outside {where} ({nearest}); check "
+        "the offsets and the mask")
 
 
-def _describe(address: int) -> str:
+def _program_text(builder) -> str:
+    """'program 3', or 'program (1, 2)' in a grid of more than one dimension: the one whose
+    access is being checked (the counts are of that one access, whatever ran before)."""
+    try:
+        grid, index = tuple(builder.grid_dim), tuple(builder.grid_idx)
+    except (AttributeError, TypeError):
+        return "one program"
+    dims = 3
+    while dims > 1 and grid[dims - 1] == 1:
+        dims -= 1
+    return f"program {index[0]}" if dims == 1 else f"program {index[:dims]}"
+
+
+def _argument_index(made_from) -> int | None:
+    ranges, firsts = _allowed_ranges(), getattr(_state, "firsts", [])
+    found = [i for i, r in enumerate(ranges) if r == tuple(made_from[:2])]
+    exact = [i for i in found if i < len(firsts) and firsts[i] == made_from[2]]
+    return (exact or found or [None])[0]
+
+
+def _argument_name(index: int) -> str:
+    names = getattr(_state, "names", [])
+    name = names[index] if index < len(names) else ""
+    return name or f"tensor argument {index + 1}"
+
+
+def _describe(address: int, only: list[int] | None = None) -> str:
     ranges = _allowed_ranges()
     if not ranges:
         return "the launch has no tensor arguments"
     distances = []
     names = getattr(_state, "names", [])
     for index, (start, end) in enumerate(ranges):
+        if only is not None and index not in only:
+            continue
         name = names[index] if index < len(names) else ""
         what = f"{name}, tensor argument {index + 1}" if name else \
             f"tensor argument {index + 1}"
@@ -103,6 +161,23 @@ def _describe(address: int) -> str:
             distances.append((start - address, f"the nearest is {start - address} bytes "
                                                 f"before {what}"))
     return min(distances)[1]
+
+
+def _mark_origin(converted, arg):
+    """Give the pointer the interpreter made for tensor ``arg`` a pointer type of its own, marked
+    with the tensor's storage (the rest of the interpreter copies the type along)."""
+    import copy
+
+    handle = getattr(converted, "handle", None)
+    dtype = getattr(handle, "dtype", None)
+    if dtype is None or not hasattr(dtype, "element_ty") or not hasattr(arg, "untyped_storage"):
+        return converted
+    storage = arg.untyped_storage()
+    start = storage.data_ptr()
+    marked = copy.copy(dtype)
+    setattr(marked, ORIGIN, (start, start + storage.nbytes(), arg.data_ptr()))
+    handle.dtype = marked
+    return converted
 
 
 def install() -> bool:
@@ -118,11 +193,13 @@ def install() -> bool:
     executor = getattr(interpreter, "GridExecutor", None)
     hooks = ("create_masked_load", "create_masked_store")
     if builder is None or executor is None or not hasattr(executor, "_init_args_hst") or \
-            not all(hasattr(builder, name) for name in hooks):
+            not all(hasattr(builder, name) for name in hooks) or \
+            not callable(getattr(interpreter, "_implicit_cvt", None)):
         return False
     original_init = executor._init_args_hst
     original_load = builder.create_masked_load
     original_store = builder.create_masked_store
+    original_cvt = interpreter._implicit_cvt
 
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = original_init(self, args_dev, kwargs)
@@ -137,16 +214,21 @@ def install() -> bool:
     def create_masked_load(self, ptrs, mask, *rest, **kwargs):
         for observer in observers:
             observer.access("load", self, ptrs, mask)
-        _check("load", ptrs, mask)
+        _check("load", ptrs, mask, self)
         return original_load(self, ptrs, mask, *rest, **kwargs)
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kwargs):
         for observer in observers:
             observer.access("store", self, ptrs, mask)
-        _check("store", ptrs, mask)
+        _check("store", ptrs, mask, self)
         return original_store(self, ptrs, value, mask, *rest, **kwargs)
 
+    def implicit_cvt(arg):
+        converted = original_cvt(arg)
+        return _mark_origin(converted, arg) if hasattr(arg, "data_ptr") else converted
+
     executor._init_args_hst = init_args_hst
+    interpreter._implicit_cvt = implicit_cvt
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     _installed = True
