@@ -793,32 +793,37 @@ def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
 
 
 @pytest.mark.parametrize("how", ["switched off", "not installed"])
-def test_the_reference_plans_and_launches_alone(how):
+def test_the_reference_plans_and_launches_alone(how, mode):
     """triton_kernels reads top to bottom without the lab: with its production layer switched
     off (TRITON_COURSE_PRODUCTION=0) or absent, every launcher plans with its own kernels and
-    gives torch's answer, narrow rows, whole rows and rows wider than a block alike."""
+    gives torch's answer, narrow rows, whole rows and rows wider than a block alike, in this
+    machine's mode (compiled on a GPU, in the interpreter elsewhere)."""
     import subprocess
     import sys
 
     from tests.helpers import COURSE_ROOT, course_pythonpath
 
     hide = "import sys; sys.modules['lab'] = None; " if how == "not installed" else ""
-    probe = hide + """
+    probe = hide + f"""
 import torch, triton_kernels as tk
 assert tk.production_layer() is None
+torch.manual_seed(0)
 for n_cols in (7, 300, 5000, 9000):
-    x = torch.randn(5, n_cols)
+    x = torch.randn(5, n_cols, device="{mode.device}")
     y = tk.softmax(x)
     assert torch.allclose(y, x.softmax(-1), atol=1e-6), n_cols
     dy = torch.randn_like(y)
     want = y * (dy - (y * dy).sum(-1, keepdim=True))
     assert torch.allclose(tk.softmax_backward(y, dy), want, atol=1e-6), n_cols
-    w = torch.randn(n_cols)
+    w = torch.randn(n_cols, device=x.device)
     want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     assert torch.allclose(tk.rmsnorm(x, w), want, atol=1e-5), n_cols
-print(type(tk._plan_for("softmax", torch.empty(2, 9000), None, None, None)).__module__)
+print(type(tk._plan_for("softmax", x, None, None, None)).__module__)
 """
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=course_pythonpath())
+    env = dict(os.environ, PYTHONPATH=course_pythonpath())
+    env.pop("TRITON_INTERPRET", None)
+    if mode.interpret:
+        env["TRITON_INTERPRET"] = "1"
     if how == "switched off":
         env["TRITON_COURSE_PRODUCTION"] = "0"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
