@@ -655,7 +655,10 @@ WITHOUT_WATCHDOG = pytest.mark.skipif(
     reason="watchdog is not installed here (the course's install brings it; watch then polls)")
 
 
-@pytest.mark.parametrize("method", ["--poll", pytest.param(None, marks=WITHOUT_WATCHDOG)],
+# the whole command, saved to three ways, takes most of a minute: the quick run watches with
+# watchdog (what the course installs); polling's own waiter is tested on its own below
+@pytest.mark.parametrize("method", [pytest.param("--poll", marks=pytest.mark.exhaustive),
+                                    pytest.param(None, marks=WITHOUT_WATCHDOG)],
                          ids=["polling", "watchdog"])
 def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, method):
     path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
