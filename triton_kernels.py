@@ -8,20 +8,19 @@ and ``rmsnorm``; 6. the launchers as PyTorch operators (lesson 11). Every kernel
 float16 or bfloat16, computes in float32 and stores in its output's dtype.
 
 The launchers plan on their own (``_plan``: one row per program, several narrow rows per
-program, or a loop over chunks of a row too wide for one block) and need nothing else. Where the
-course's lab is installed beside this module, its production layer (``lab/production.py``)
-takes over the planning through one public hook, ``production_layer()``: it has kernels of its
-own for wide and 16-bit rows, tuned on an H200. ``TRITON_COURSE_PRODUCTION=0`` in the
-environment keeps this module's plans and kernels alone. Importing defines the kernels and
-does nothing else: whether they run in Triton's interpreter or compiled for the CUDA GPU is
-decided before the import (``learning.grader.mode.select()``).
+program, or a loop over chunks of a row too wide for one block) and need nothing else. A
+production layer can take the planning over through one public hook,
+``use_production_layer(layer)``: the course's lab installs its own (``lab/production.py``, with
+kernels for wide and 16-bit rows tuned on an H200) when it is imported, as the bench does.
+This module imports nothing from the lab. Importing it defines the kernels and does nothing
+else: whether they run in Triton's interpreter or compiled for the CUDA GPU is decided before
+the import (``learning.grader.mode.select()``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
@@ -35,7 +34,7 @@ except ImportError:
     _wrap_for_tracing = None
 
 __all__ = ["MAX_COLS", "MAX_SINGLE_BLOCK", "STRATEGIES", "Plan", "production_layer", "rmsnorm",
-           "softmax", "softmax_backward"]
+           "softmax", "softmax_backward", "use_production_layer"]
 
 #: Widest row one program keeps whole in registers; wider rows take the looped kernels.
 MAX_SINGLE_BLOCK = 8192
@@ -436,19 +435,21 @@ def _check_block(fn: str, block: int) -> None:
                          f"needs one){hint}")
 
 
-@functools.cache
+_production = None  # the production layer that plans every launch, once one is installed
+
+
+def use_production_layer(layer) -> None:
+    """The hook: hand every launch's plan to ``layer``, or with None keep this module's own.
+    A layer answers ``plan(fn, rows, out, strategy, block)`` for every launch and
+    ``launch(fn, plan, *views)`` for plans naming kernels of its own (False for this
+    module's); importing ``lab.production`` installs the course's."""
+    global _production
+    _production = layer
+
+
 def production_layer():
-    """The hook: the course's production layer (``lab/production.py``) where it is installed
-    beside this module and ``TRITON_COURSE_PRODUCTION`` is not 0, else None. It answers
-    ``plan(fn, rows, out, strategy, block)`` for every launch and ``launch(fn, plan, *views)``
-    for the plans that name kernels of its own (it returns False for this module's)."""
-    if os.environ.get("TRITON_COURSE_PRODUCTION", "1") == "0":
-        return None
-    try:
-        from lab import production
-    except ImportError:
-        return None
-    return production
+    """The production layer installed with ``use_production_layer``, or None."""
+    return _production
 
 
 def _plan_for(fn: str, rows: torch.Tensor, out: torch.Tensor | None, strategy: str | None,
@@ -578,8 +579,8 @@ def softmax(x: torch.Tensor, strategy: str | None = None,
     An empty tensor gives an empty tensor; a row that is -inf everywhere gives NaN (as torch).
 
     ``_plan`` picks the kernel: ``_softmax`` (``_softmax_multi_row`` for narrow rows) up to
-    ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that; under the production layer
-    (``production_layer()``) a GPU also takes kernels of its own for wide and 16-bit rows.
+    ``MAX_SINGLE_BLOCK`` columns, ``_softmax_looped`` past that; under a production layer
+    (``use_production_layer``) a GPU also takes kernels of its own for wide and 16-bit rows.
     ``strategy`` (one of ``STRATEGIES``) forces a kernel
     and ``block`` its block width; a ``block`` narrower than the row forces the looped kernel.
     Differentiable: its gradient is ``softmax_backward``.

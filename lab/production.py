@@ -31,17 +31,19 @@ sweep, lab/results/tune.json), measured on an NVIDIA H200 with lab/probes/softma
 lab/probes/whole_row_probe.py and ``python -m learning.bench``. On another GPU, re-measure before
 trusting the tables.
 
-How it is reached. triton_kernels.py plans and launches on its own; where this module can be
-imported beside it, its hook ``triton_kernels.production_layer()`` returns this module, and the
-launchers then ask ``plan`` here for every launch and hand ``launch`` the plans that name a
-kernel of this module. This module builds on triton_kernels (its plan, checks and launch
-helpers); triton_kernels imports nothing from here but through that hook.
+How it is reached. triton_kernels.py plans and launches on its own. Importing this module
+installs it through triton_kernels' public hook, ``use_production_layer``: the launchers then
+ask ``plan`` here for every launch and hand ``launch`` the plans that name a kernel of this
+module (``python -m learning.bench`` and the tests import it; so may anyone who wants the
+reference at full speed). This module builds on triton_kernels (its plan, checks and launch
+helpers); triton_kernels imports nothing from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -915,3 +917,7 @@ def launch_softmax_backward(dx: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
         dx, y, dy, dx.stride(0), y.stride(0), dy.stride(0), n_cols, part, sync,
         PIECES=triton.next_power_of_2(pieces), BLOCK=plan.block, num_warps=plan.num_warps,
     )  # fmt: skip
+
+
+# importing this module is what installs it (see the module's docstring)
+tk.use_production_layer(sys.modules[__name__])

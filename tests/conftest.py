@@ -16,6 +16,13 @@ if MODE.interpret:
     os.environ.setdefault("LEARNING_FORKSERVER", "1")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def production_layer():
+    """triton_kernels with the lab's production layer installed, as the bench measures it (the
+    tests of the reference alone run it in processes of their own)."""
+    import lab.production  # noqa: F401 (importing it installs the layer)
+
+
 def pytest_report_header(config):
     return f"kernels: {MODE.describe()}"
 

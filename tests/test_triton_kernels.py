@@ -792,20 +792,24 @@ def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
 
 
-@pytest.mark.parametrize("how", ["switched off", "not installed"])
+@pytest.mark.parametrize("how", ["never installed", "installed, then taken off", "no lab"])
 def test_the_reference_plans_and_launches_alone(how, mode):
-    """triton_kernels reads top to bottom without the lab: with its production layer switched
-    off (TRITON_COURSE_PRODUCTION=0) or absent, every launcher plans with its own kernels and
-    gives torch's answer, narrow rows, whole rows and rows wider than a block alike, in this
-    machine's mode (compiled on a GPU, in the interpreter elsewhere)."""
+    """triton_kernels reads top to bottom without the lab: with no production layer installed
+    (or the lab's taken off with use_production_layer(None), or no lab at all), every launcher
+    plans with its own kernels and gives torch's answer, narrow rows, whole rows and rows wider
+    than a block alike, in this machine's mode (compiled on a GPU, in the interpreter
+    elsewhere)."""
     import subprocess
     import sys
 
     from tests.helpers import COURSE_ROOT, course_pythonpath
 
-    hide = "import sys; sys.modules['lab'] = None; " if how == "not installed" else ""
-    probe = hide + f"""
+    setup = {"never installed": "",
+             "installed, then taken off": "import lab.production; tk.use_production_layer(None)",
+             "no lab": "import sys; sys.modules['lab'] = None"}[how]
+    probe = f"""
 import torch, triton_kernels as tk
+{setup}
 assert tk.production_layer() is None
 torch.manual_seed(0)
 for n_cols in (7, 300, 5000, 9000):
@@ -824,9 +828,15 @@ print(type(tk._plan_for("softmax", x, None, None, None)).__module__)
     env.pop("TRITON_INTERPRET", None)
     if mode.interpret:
         env["TRITON_INTERPRET"] = "1"
-    if how == "switched off":
-        env["TRITON_COURSE_PRODUCTION"] = "0"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           cwd=COURSE_ROOT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-1] == "triton_kernels"
+
+
+def test_importing_the_lab_installs_its_production_layer():
+    from lab import production
+
+    assert tk.production_layer() is production
+    assert isinstance(tk._plan_for("softmax", torch.empty(2, 9000), None, None, None),
+                      production.Plan)

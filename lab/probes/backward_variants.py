@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
+    import lab.production  # noqa: F401,E402 (importing it installs the production layer)
     import triton_kernels as tk
 
     if not torch.cuda.is_available():

@@ -22,6 +22,7 @@ import triton
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+import lab.production  # noqa: F401,E402 (importing it installs the production layer)
 import triton_kernels as new  # noqa: E402
 
 BEFORE = "507e901^"

@@ -305,6 +305,10 @@ def implementations(kernel: Kernel, learner) -> dict:
 
     import triton_kernels as tk
 
+    try:  # the reference as the course measures it: with the lab's production layer
+        import lab.production  # noqa: F401 (importing it installs the layer)
+    except ImportError:
+        pass
     if kernel.name == "softmax":
 
         def eager(x):

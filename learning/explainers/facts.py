@@ -198,10 +198,11 @@ def routing(fn: str, widths) -> Table:
         rows.append((f"{n_cols:,}", _describe(fn, plan_for(fn, n_cols, 0, 4), n_cols),
                      _describe(fn, plan_for(fn, n_cols, sms, 4), n_cols),
                      _describe(fn, plan_for(fn, n_cols, sms, 2), n_cols)))
-    caption = (f"From the plan `{fn}(x)` asks for: the production layer's, reached through "
-               "`triton_kernels.production_layer()` (without the lab, `triton_kernels._plan` "
-               "gives the interpreter's column on a GPU too). The GPU columns are for "
-               f"{sms} multiprocessors, as many as the {device} the course measured has.")
+    caption = (f"From the plan `{fn}(x)` asks for with the lab's production layer installed "
+               "(importing lab.production installs it, as the bench does); without it, "
+               "`triton_kernels._plan` gives the interpreter's column on a GPU too. The GPU "
+               f"columns are for {sms} multiprocessors, as many as the {device} the course "
+               "measured has.")
     if fn == "rmsnorm":
         caption += (" The launcher first sends rows wider than it keeps whole to the looped "
                     "kernel: RMSNorm has no split-row kernel.")
