@@ -717,9 +717,12 @@ def softmax_python(values):
 
 
 @linux_only
-@pytest.mark.parametrize("path", ["warm", "fresh"])
-@pytest.mark.parametrize("number", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT,
-                                    signal.SIGKILL])
+@pytest.mark.parametrize("path, number", [
+    # the quick run stops one check of each path; every other signal and path is exhaustive
+    (path, number) if (path, number) in (("warm", signal.SIGTERM), ("fresh", signal.SIGINT))
+    else pytest.param(path, number, marks=pytest.mark.exhaustive)
+    for path in ("warm", "fresh")
+    for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGKILL)])
 def test_a_check_stopped_by_a_signal_ends_its_worker(tmp_path, warm_on, path, number):
     write_module(tmp_path, "softmax", ENDLESS)
     env = dict(os.environ, PYTHONPATH=course_pythonpath(), LEARNING_FORKSERVER="0",
