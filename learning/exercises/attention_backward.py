@@ -250,7 +250,7 @@ def _common_bugs(python: bool) -> tuple[Bug, ...]:
             hint=hint(2, 3)),
         Bug("grad-scale", "dQ or dK lacks the scale: the scores are q . k / sqrt(d), so the "
             "chain rule multiplies both dS K and dS^T Q by 1 / sqrt(d)",
-            evidence(*_SCALES), hint=hint(2, 4)),
+            evidence(*_SCALES), hint=hint(3, 4)),
         Bug("causal-ignored", "the causal mask is missing: with causal set, query i sees only "
             "keys j <= i, so P (and with it dS) must be 0 for every key j > i. " + (
                 "Skip the pairs with j > i" if python else
@@ -267,7 +267,7 @@ PYTHON_BUGS = _common_bugs(python=True) + (
     Bug("missing-error", "causal attention with seq_q != seq_k is ambiguous (which keys does "
         "query i see?): raise ValueError when causal and len(q) != len(k)", hint=1),
     Bug("wrong-length", "the output is one list of Lq + 2 * Lk rows, each of d numbers: dq's "
-        "rows, then dk's, then dv's (return dq + dk + dv)", hint=1),
+        "rows, then dk's, then dv's (return dq + dk + dv)", hint=3),
     Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output),
 )
 
