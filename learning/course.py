@@ -53,6 +53,9 @@ LESSONS = (
            "autotuning", "matmul", "python", also=("triton",)),
     Lesson("13", "attention", "FlashAttention forward: softmax over key tiles, causal masks, the "
            "-inf guard", "attention", "python", also=("triton",)),
+    Lesson("14", "attention-backward", "FlashAttention backward: lesson 11's softmax backward, "
+           "tiled, with the scores recomputed", "attention_backward", "python",
+           also=("triton",)),
 )
 
 

@@ -343,12 +343,16 @@ def test_after_lesson_05_the_next_step_skips_the_triton_lessons(tmp_path, capsys
 def test_without_triton_a_python_part_passed_is_not_followed_by_its_triton_part(
         tmp_path, without_triton):
     """After attention's Python part the next step is not its Triton part, which cannot run
-    here: nothing from lesson 13 on remains, so the earliest lesson not done comes next."""
+    here: lesson 14's Python part comes next, and once it too has passed nothing from lesson 13
+    on remains, so the earliest lesson not done comes next."""
     from learning import course
     from learning.grader import report
 
     progress = _grades(tmp_path, passed=["elementwise", "attention"])
     start = course.lesson_for("attention", "python")
+    assert report.next_lesson_line(progress, start) == (
+        "Next: lessons/14-attention-backward.md, for its Python part (Triton cannot run here).")
+    progress = _grades(tmp_path, passed=["elementwise", "attention", "attention_backward"])
     assert report.next_lesson_line(progress, start) == "Next: lessons/02-traffic.md."
 
 

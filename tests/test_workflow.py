@@ -803,6 +803,9 @@ def test_the_next_step_wraps_to_an_earlier_lesson_only_when_nothing_later_remain
     saved.record("attention", "python", "passed", 1, 1)
     saved.record("attention", "triton", "passed", 1, 1)
     start = course.lesson_for("attention", "python")
+    assert report.next_lesson_line(saved, start) == "Next: lessons/14-attention-backward.md."
+    saved.record("attention_backward", "python", "passed", 1, 1)
+    saved.record("attention_backward", "triton", "passed", 1, 1)
     assert report.next_lesson_line(saved, start) == "Next: lessons/01-elementwise.md."
     matmul = course.lesson_for("matmul", "python")
     assert report.next_lesson_line(saved, matmul) == "Next: lessons/12-matmul.md."

@@ -2,6 +2,7 @@
 
 from learning.exercises import (
     attention,
+    attention_backward,
     elementwise,
     matmul,
     online_softmax,
@@ -22,4 +23,5 @@ EXERCISES = (
     online_softmax.EXERCISE,
     matmul.EXERCISE,
     attention.EXERCISE,
+    attention_backward.EXERCISE,
 )

@@ -16,6 +16,7 @@ TOPICS = {
     "online_softmax": "learning.explainers.online_softmax",
     "matmul": "learning.explainers.matmul",
     "attention": "learning.explainers.attention",
+    "attention_backward": "learning.explainers.attention_backward",
     "bench": "learning.explainers.bench",
 }
 
@@ -31,6 +32,7 @@ INPUTS = {
     "online_softmax": "a row of scores, -inf allowed (1,-inf,3)",
     "matmul": "M,N,K,block, each 1 to 8 (3,2,3,2)",
     "attention": "one query row's scores, -inf allowed (1,-inf,3,0,4)",
+    "attention_backward": "dO, 2 queries x 2 numbers (1,0,0,1)",
     "bench": "none: it reads the committed measurements",
 }
 

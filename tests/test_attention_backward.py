@@ -1,0 +1,224 @@
+"""Lesson 14's attention backward: the grader's reference is torch autograd of a float64
+attention, every blocked form of the replay without a mistake is that reference, the cases hold
+what their purposes say, the key mistakes are named, and `explain attention_backward` computes its
+tables without torch. (The reference solution, the stub and every catalogued version are graded
+by tests/test_exercises.py, like every exercise's.)"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from learning import explain
+from learning.catalogue import attention_backward as catalogue
+from learning.exercises import attention_backward as exercise
+from learning.explainers import attention_backward as page
+from learning.grader import registry
+from learning.grader.tensors import round_to_dtype
+from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, version_text
+
+# The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+PYTHON = registry.find("attention_backward").part("python")
+TRITON = registry.find("attention_backward").part("triton")
+GRADED = [c for c in TRITON.cases if not c.raises and not c.gpu_only]
+
+
+def arrays(case):
+    """The case's arguments as float64 arrays (what the kernels read), and causal."""
+    *specs, causal = case.make_args()
+    return (*(spec.exact() for spec in specs), causal)
+
+
+def autograd64(q, k, v, do, causal):
+    """dq, dk and dv from torch autograd of a float64 attention, concatenated as the exercise
+    returns them."""
+    q, k, v = (torch.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
+               for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out.backward(torch.as_tensor(np.asarray(do, dtype=np.float64)))
+    return torch.cat((q.grad, k.grad, v.grad), dim=-2).numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference and the replays.
+
+
+@pytest.mark.parametrize("case", GRADED, ids=lambda c: c.name)
+def test_the_grader_reference_is_torch_autograd_in_float64(case):
+    q, k, v, _, do, _, causal = arrays(case)
+    o, lse = exercise.forward(q, k, v, causal)  # the float64 forward, not the stored copies
+    assert np.allclose(exercise.reference(q, k, v, o, do, lse, causal),
+                       autograd64(q, k, v, do, causal), atol=1e-10, rtol=1e-9)
+
+
+@pytest.mark.parametrize("case", [c for c in PYTHON.cases if not c.raises],
+                         ids=lambda c: c.name)
+def test_the_python_cases_reference_is_torch_autograd_too(case):
+    q, k, v, o, do, lse, causal, _ = case.make_args()
+    assert np.allclose(exercise.reference(q, k, v, o, do, lse, causal),
+                       autograd64([q], [k], [v], [do], causal)[0], atol=1e-12, rtol=1e-9)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("block_m, block_n", [(1, 1), (3, 5), (16, 16), (16, 32), (64, 16)])
+def test_every_blocked_form_without_a_mistake_is_the_reference(block_m, block_n, skip):
+    args = arrays(TRITON.case("causal"))
+    assert np.allclose(exercise.simulate(*args, block_m, block_n, skip=skip),
+                       exercise.reference(*args), atol=1e-12, rtol=1e-10)
+
+
+def test_a_replay_refuses_what_the_function_must_refuse():
+    *specs, causal = TRITON.case("causal, seq_q != seq_k").make_args()
+    args = (*(s.stored() for s in specs), causal)
+    assert np.isnan(exercise.reference(*args)).all()
+    for bug in TRITON.bugs:
+        predict = getattr(bug.detect, "predicts_failure", None)
+        if predict is not None:  # no replay claims anything about a case that must raise
+            assert predict(args, exercise.reference(*args), 1e-3, 1e-3) is None, bug.key
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases hold what their purposes claim.
+
+
+def test_the_worked_example_case_is_the_one_explain_prints():
+    q, k, v, o, do, lse, causal, block = PYTHON.case("worked example").make_args()
+    assert (q, k, v, do) == page.worked()
+    assert (causal, block) == (False, page.WORKED_BLOCK)
+    steps = page.backward(q, k, v, do)
+    assert np.allclose(steps["o"], o) and np.allclose(steps["lse"], lse)
+    assert np.allclose(steps["dq"] + steps["dk"] + steps["dv"],
+                       exercise.reference(q, k, v, o, do, lse), atol=1e-15)
+
+
+def test_every_row_of_ds_in_the_worked_example_sums_to_zero():
+    ds = page.backward(*page.worked())["ds"]
+    assert all(abs(math.fsum(row)) < 1e-15 for row in ds)
+
+
+def test_the_float16_accumulator_case_fails_only_a_16_bit_sum():
+    args = arrays(TRITON.case("float16 accumulator"))
+    q, do = args[0], args[4]
+    assert not q.any() and args[1].shape[-2] == 1  # P = 1 everywhere: dV = the sum of dO's rows
+    want = exercise.reference(*args)
+    assert np.abs(want).max() < 65504 / 8  # every gradient far inside float16's range
+    tolerance = TRITON.case("float16 accumulator").tolerance
+    for block_m in (16, 32):  # the running sum passes 30,000 after a block of 16 or 32 rows
+        got = round_to_dtype(exercise.simulate(*args, block_m, 16, acc_dtype="float16"),
+                             "float16")
+        assert not np.allclose(got, want, atol=tolerance.atol, rtol=tolerance.rtol)
+    assert np.abs(np.cumsum(do[0, 0, :, 0])).max() > 30000
+
+
+def test_the_transposed_case_has_the_strides_its_purpose_names():
+    q = TRITON.case("(batch, seq, heads, d) transposed").make_args()[0]
+    tensor = q.build("cpu")
+    assert tensor.shape == (2, 2, 12, 16) and tensor.stride() == (384, 16, 32, 1)
+
+
+def test_the_case_that_must_raise_does_so_in_both_parts():
+    for part in (PYTHON, TRITON):
+        (case,) = [c for c in part.cases if c.raises]
+        assert case.raises == "ValueError" and "missing-error" in case.catches
+
+
+def test_every_mistake_the_lesson_names_is_a_declared_bug():
+    lesson = (COURSE_ROOT / "lessons" / "14-attention-backward.md").read_text(encoding="utf-8")
+    keys = {bug.key for bug in TRITON.bugs}
+    assert {"delta-wrong", "p-scale", "causal-one-pass", "causal-ignored", "not-accumulated",
+            "grad-scale", "acc-16-bit", "strides-assumed", "out-of-bounds"} <= keys
+    assert "has not been measured" in lesson and "states no figures" in lesson
+
+
+# ---------------------------------------------------------------------------------------------
+# The check names the key mistakes.
+
+
+def _version(name: str, part: str):
+    return next(v for v in catalogue.WRONG if v.name == name and v.part == part)
+
+
+@pytest.mark.parametrize("name, key", [("D as rowsum(dO)", "delta-wrong"),
+                                       ("P without the scale", "p-scale"),
+                                       ("the causal flag ignored", "causal-ignored")])
+def test_the_python_part_names_the_mistake(tmp_path, name, key):
+    version = _version(name, "python")
+    (part,) = grade_text(tmp_path, "attention_backward",
+                         version_text("attention_backward", version), ["python"]).parts
+    assert part.status == "failed" and failing_bugs(part) == {key}
+
+
+@pytest.mark.parametrize("name, key", [("dK and dV overwritten by each query block",
+                                        "not-accumulated"),
+                                       ("the causal mask in the dK, dV kernel only",
+                                        "causal-one-pass")])
+def test_the_triton_part_names_the_mistake(tmp_path, name, key):
+    version = _version(name, "triton")
+    (part,) = grade_text(tmp_path, "attention_backward",
+                         version_text("attention_backward", version), ["triton"]).parts
+    assert part.status == "failed" and key in failing_bugs(part)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference solution's kernels, on inputs that are not multiples of 1/8.
+
+
+@pytest.mark.parametrize("lq, lk, causal", [(20, 37, False), (33, 33, True)])
+def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal):
+    from learning.solutions import attention_backward as solution
+
+    g = torch.Generator().manual_seed(lq + lk)
+    q, do = (torch.randn(2, 2, lq, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    k, v = (torch.randn(2, 2, lk, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    o, lse = exercise.forward(q.numpy(), k.numpy(), v.numpy(), causal)
+    got = solution.attention_backward_triton(
+        *(x.float() for x in (q, k, v, torch.as_tensor(o), do)),
+        torch.as_tensor(lse).float(), causal)
+    assert np.allclose(got.double().numpy(), autograd64(q, k, v, do, causal), atol=2e-5,
+                       rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# explain attention_backward.
+
+
+def test_explain_attention_backward_needs_no_torch_and_is_instant():
+    probe = ("import sys; from learning import explain; "
+             "assert explain.main(['attention_backward']) == 0; "
+             "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules), "
+             "file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=COURSE_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
+
+
+def test_at_80_columns_every_line_fits():
+    done = subprocess.run([sys.executable, "-m", "learning.explain", "attention_backward"],
+                          capture_output=True, text=True, cwd=COURSE_ROOT,
+                          env={"COLUMNS": "80", "PATH": "/usr/bin"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert len(line.rstrip()) <= 80, line
+    for words in ("D = rowsum(dO·O)", "dS = P·(dP − D)", "dK = dSᵀ Q / sqrt(2)"):
+        assert words in " ".join(done.stdout.split()), words
+
+
+def test_explain_takes_your_own_do(capsys):
+    assert explain.main(["attention_backward", "--input", "0,1,1,0"]) == 0
+    out = capsys.readouterr().out
+    assert "dO = [[0.0, 1.0], [1.0, 0.0]]" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("value", ["1,2,3", "1,2,3,4,5", "a,b,c,d"])
+def test_bad_input_gets_one_line_and_status_2(value, capsys):
+    assert explain.main(["attention_backward", f"--input={value}"]) == 2
+    out = capsys.readouterr().out
+    assert "--input" in out and len(out.strip().splitlines()) == 1
