@@ -269,6 +269,8 @@ def _whole_tiles_only(a, b, block_m, block_n):
     c = _stored(reference(a, b), _out_dtype((a,)))
     out = np.full(c.shape, np.nan)
     m, n = _whole_blocks(c.shape[0], block_m), _whole_blocks(c.shape[1], block_n)
+    if not m or not n:  # nothing written, as every way of writing nothing leaves C: no evidence
+        raise ValueError("no whole tile")
     out[:m, :n] = c[:m, :n]
     return out
 
@@ -422,7 +424,7 @@ def overflowing_halves(seed: int, m: int, k: int, n: int, dtype: str):
 
 TRITON_CASES = (
     Case("1x1x1", "one number times one number: a single tile, almost all of it padding",
-         _integers(1, 1, 1, 1, low=2), catches=("whole-tiles-grid", "out-of-bounds")),
+         _integers(1, 1, 1, 1, low=2), catches=("out-of-bounds",)),
     Case("M edge", "45x32 @ 32x64: the last tile row is cut at M = 45",
          _integers(2, 45, 32, 64),
          catches=("whole-tiles-grid", "out-of-bounds")),
@@ -435,9 +437,9 @@ TRITON_CASES = (
          _integers(5, 37, 29, 43),
          catches=("whole-tiles-grid", "k-padding-not-zero", "k-loop-short", "out-of-bounds")),
     Case("tall and skinny", "200x5 @ 5x3: many tile rows and a single tile column",
-         _integers(6, 200, 5, 3), catches=("grid-axes-swapped", "whole-tiles-grid")),
+         _integers(6, 200, 5, 3), catches=("grid-axes-swapped",)),
     Case("wide and short", "3x5 @ 5x200: a single tile row and many tile columns",
-         _integers(7, 3, 5, 200), catches=("grid-axes-swapped", "whole-tiles-grid")),
+         _integers(7, 3, 5, 200), catches=("grid-axes-swapped",)),
     Case("several tiles each way", "70x8 @ 8x70: three tile rows and three tile columns "
          "(with tiles of 32), each program must find its own", _integers(8, 70, 8, 70),
          catches=("operand-offsets-swapped",)),

@@ -37,7 +37,9 @@ class Bug:
     with none of the three is never named: the grader says what it observed instead.
     ``leaves_unwritten`` says that the replay's NaN stand for outputs the bug never writes (the
     check fills outputs with NaN): only such a bug can be named where nothing was written at
-    all, since a replay that computes NaN everywhere matches that fill too.
+    all, since a replay that computes NaN everywhere matches that fill too; and never where
+    every element was written (computed NaN are no unwritten ones). A replay that writes
+    nothing at all carries no evidence: it raises ValueError instead (nothing to tell).
     """
 
     key: str
