@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from learning.explainers import matmul as worked_example
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
 
@@ -509,6 +509,17 @@ TRITON_HINTS = (
     "b.stride(0), b.stride(1), M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32); return c.",
 )
 
+def _in_tile(loops: dict, args: tuple) -> str:
+    """Where the reference was: "in the tile at C[0][2], K block from 4"."""
+    if "i0" not in loops or "j0" not in loops:
+        return ""
+    place = f"in the tile at C[{loops['i0']}][{loops['j0']}]"
+    return place + (f", K block from {loops['k0']}" if "k0" in loops else "")
+
+
+# Each tile's accumulator, the two tiles of each step of the K loop, and C.
+PYTHON_STEPS = Steps(("acc", "a_tile", "b_tile", "c"), _in_tile)
+
 EXERCISE = Exercise(
     name="matmul",
     title="Tiled matrix multiplication: derive the tiles, then write them with tl.dot",
@@ -517,7 +528,7 @@ EXERCISE = Exercise(
         Part("python", "matmul_python: C = A @ B tile by tile in plain Python", lesson="12",
              function="matmul_python", reference=reference, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS),
+             hints=PYTHON_HINTS, steps=PYTHON_STEPS),
         Part("triton", "matmul_triton: one program per tile of C, tl.dot over K", lesson="12",
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,

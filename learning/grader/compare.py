@@ -113,6 +113,9 @@ class Verdict:
     meaning_key: str = ""
     where: str = ""  # the learner's line that raised, "softmax.py, line 18 (f): code"
     observations: tuple[str, ...] = ()  # what differs, described from the data
+    # the first of the lesson's named steps whose value differs from the reference's, in
+    # words (learning.grader.first_step); "" when it was not recorded or cannot be said
+    first_step: str = ""
     expected: str = ""
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)

@@ -1,0 +1,234 @@
+"""Where the learner's computation first parts from the reference's: the first named step whose
+value differs, found by comparing two recordings of the same case (learning.grader.named_steps).
+
+Runs in the grader's process. The reference's events are walked in order, and each is matched
+with the learner's next event of the same name: the k-th value the learner's ``m`` took against
+the k-th the reference's took. A match counts only while the two run in step (the learner's
+event no more than a round of steps ahead of where the walk stands), so that the place the
+reference's loops give (query row 0, keys 2 to 3) is the learner's too; in a kernel, both events
+must also come from the same program. Where the learner did not set a name that the reference
+sets, the learner's value is what it last held. The first disagreement is said as observed,
+with the values; when the two cannot be kept in step, nothing is said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from learning.grader.named_steps import Event, Recording
+from learning.grader.numbers import close, counted
+
+SHOWN_WHOLE = 4  # a value of at most this many numbers is shown whole
+# A learner's recording with this many times the reference's events takes finer steps than
+# the lesson's (one key at a time where the lesson takes a block): its values are not the
+# lesson's steps, and nothing is said.
+FINER = 1.5
+
+
+class _NotSet:
+    pass
+
+
+NOT_SET = _NotSet()
+
+
+def merged(events: list[Event]) -> list[Event]:
+    """Consecutive events of one name as one, holding the last value and the first place."""
+    out: list[Event] = []
+    for event in events:
+        if out and out[-1].name == event.name:
+            out[-1] = Event(event.name, event.value, out[-1].loops, out[-1].line)
+        else:
+            out.append(event)
+    return out
+
+
+def first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
+                     where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
+                     rtol: float) -> str:
+    """One or two sentences on the first named step whose value differs ("" when nothing can
+    honestly be said: no name in common, a recording cut or missing, the two out of step)."""
+    if reference is None or learner is None or reference.problem or learner.problem:
+        return ""
+    common = [n for n in names if n in reference.names and n in learner.names]
+    if not common:
+        return ""
+    ours = merged([e for e in reference.events if e.name in common])
+    theirs = merged([e for e in learner.events if e.name in common])
+    window = len(common) + 1
+    if len(theirs) > FINER * len(ours) + window:
+        return ""  # steps finer than the lesson's (a key at a time, say): not comparable
+    positions = {n: [j for j, e in enumerate(theirs) if e.name == n] for n in common}
+    taken = dict.fromkeys(common, 0)
+    consumed: set[int] = set()
+    state: dict[str, object] = {}
+    matched: list[str] = []
+    at = -1  # the learner's furthest event matched so far
+    for event in ours:
+        name = event.name
+        found = positions[name]
+        k = taken[name]
+        while k < len(found) and _building(theirs[found[k]].value, event.value, atol, rtol):
+            state[name] = theirs[found[k]].value  # a list still being filled: not yet a step
+            consumed.add(found[k])
+            k += 1
+        p = found[k] if k < len(found) else None
+        near = p is not None and sum(1 for j in range(at + 1, p) if j not in consumed) < window
+        if near and not _same_program(event, theirs[p]):
+            return ""  # another program's step: a comparison of these two would mean nothing
+        place = _place(where, event, args)
+        if near:
+            got = theirs[p].value
+            taken[name] = k + 1
+            consumed.add(p)
+            at = max(at, p)
+            state[name] = got
+            verdict = _agree(got, event.value, atol, rtol)
+            if verdict is None:
+                return ""
+            if not verdict:
+                return _differs(name, place, got, event.value, matched, atol, rtol)
+        elif learner.raised and all(j in consumed for j in range(at + 1, len(theirs))):
+            return f"{_before(matched, '')}then your code raised {learner.raised}, before it " \
+                   f"set {name}{' ' + place if place else ''}"
+        else:
+            current = state.get(name, NOT_SET)
+            verdict = None if current is NOT_SET else _agree(current, event.value, atol, rtol)
+            if verdict is None and current is not NOT_SET:
+                return ""
+            if not verdict:
+                return _not_set(name, place, current, event.value, matched, atol, rtol)
+        if name not in matched:
+            matched.append(name)
+    if reference.cut or learner.cut or not matched or len(consumed) < len(theirs):
+        return ""  # steps of the learner's own that the reference does not take: unsaid
+    return f"every named step matches the reference's ({_joined(matched)}): what differs " \
+           "comes after the last of them"
+
+
+def _same_program(ours: Event, theirs: Event) -> bool:
+    """In a kernel, both steps ran in the same program (plain functions have none)."""
+    return ours.loops.get("program") == theirs.loops.get("program")
+
+
+def _place(where, event: Event, args) -> str:
+    if where is None:
+        return ""
+    try:
+        return where(event.loops, args) or ""
+    except Exception:  # noqa: BLE001 - a place the words cannot give is left out
+        return ""
+
+
+def _array(value):
+    import numpy as np
+
+    if isinstance(value, str):
+        return None
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _agree(got, want, atol: float, rtol: float) -> bool | None:
+    """Whether two recorded values agree within the tolerance (None: they cannot be compared,
+    one of them was not kept)."""
+    a, b = _array(got), _array(want)
+    if a is None or b is None:
+        return None
+    return a.shape == b.shape and bool(close(a, b, atol, rtol).all())
+
+
+def _building(got, want, atol: float, rtol: float) -> bool:
+    """A list shorter than the reference's that agrees with its start: still being filled
+    (shifted.append(...) in a loop that also fills another named list)."""
+    a, b = _array(got), _array(want)
+    if a is None or b is None or a.ndim == 0 or b.ndim == 0 or a.shape[1:] != b.shape[1:]:
+        return False
+    return a.shape[0] < b.shape[0] and bool(close(a, b[:a.shape[0]], atol, rtol).all())
+
+
+def _before(matched: list[str], place: str) -> str:
+    if not matched:
+        return ""
+    verb = "matches" if len(matched) == 1 else "match"
+    return f"{_joined(matched)} {verb} the reference's{' up to there' if place else ''}; "
+
+
+def _differs(name: str, place: str, got, want, matched: list[str], atol: float,
+             rtol: float) -> str:
+    where = f" {place}" if place else ""
+    return f"{_before(matched, place)}{name}{where} {_compared(got, want, atol, rtol)}"
+
+
+def _not_set(name: str, place: str, current, want, matched: list[str], atol: float,
+             rtol: float) -> str:
+    where = f" {place}" if place else ""
+    if current is NOT_SET:
+        return f"{_before(matched, place)}the reference sets {name}{where} to " \
+               f"{_shown(want)}; your code had not set it yet"
+    return f"{_before(matched, place)}your code does not set {name}{where}, where the " \
+           f"reference does: its {name} {_compared(current, want, atol, rtol)}"
+
+
+def _compared(got, want, atol: float, rtol: float) -> str:
+    """'is 2.5031, expected 1.5032', or for a large value where and how much it differs."""
+    import numpy as np
+
+    a, b = _array(got), _array(want)
+    if a.shape != b.shape:
+        return f"is {_shape_words(a)}, expected {_shape_words(b)}"
+    if a.size <= SHOWN_WHOLE and a.ndim <= 1:
+        digits = _digits(a, b)
+        return f"is {_shown(got, digits)}, expected {_shown(want, digits)}"
+    bad = ~close(a, b, atol, rtol)
+    index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else (0,) * a.ndim
+    digits = _digits(a[index], b[index])
+    at = "[" + "][".join(str(i) for i in index) + "]"
+    return f"differs at {at}: {_number(float(a[index]), digits)}, expected " \
+           f"{_number(float(b[index]), digits)} ({int(bad.sum())} of {a.size} values differ)"
+
+
+def _shape_words(array) -> str:
+    if array.ndim == 0:
+        return "a single number"
+    if array.ndim == 1:
+        return f"a list of {counted(array.shape[0], 'number')}"
+    return "a " + " x ".join(str(n) for n in array.shape) + " array"
+
+
+def _digits(a, b) -> int:
+    """Significant digits enough to print the two values apart (6 at least)."""
+    import numpy as np
+
+    a, b = np.ravel(a), np.ravel(b)
+    for digits in range(6, 18):
+        if any(_number(float(x), digits) != _number(float(y), digits)
+               for x, y in zip(a, b) if x != y):
+            return digits
+    return 6
+
+
+def _number(value: float, digits: int = 6) -> str:
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{digits}g}"
+
+
+def _shown(value, digits: int = 6) -> str:
+    array = _array(value)
+    if array is None:
+        return str(value)
+    if array.ndim == 0:
+        return _number(float(array), digits)
+    flat = array.ravel()
+    if array.ndim == 1 and flat.size <= SHOWN_WHOLE:
+        return "[" + ", ".join(_number(float(v), digits) for v in flat) + "]"
+    return _shape_words(array)
+
+
+def _joined(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
