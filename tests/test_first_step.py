@@ -64,12 +64,24 @@ def test_an_online_maximum_never_updated_is_found_at_the_first_lane(tmp_path):
                            "does not set m in the chunk from value 0, lane 0")
 
 
-def test_a_wrong_k_step_is_found_at_the_second_tile_of_a(tmp_path):
+def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipped(tmp_path):
     code = _replace(solution_text("matmul"), "for k0 in range(0, k, block):",
                     "for k0 in range(0, k, 2 * block):")
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
-    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; "
-                           "a_tile in the tile at C[0][0], K block from 2 differs at [0][0]")
+    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; in "
+                           "the tile at C[0][0], K block from 2, where the reference sets "
+                           "a_tile next, your code sets c: its c differs at [0][0]")
+
+
+def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
+    code = _replace(solution_text("matmul"), "b_tile = [[b[kk][j] if kk < k and j < n else 0.0 "
+                    "for j in range(j0, j0 + block)]\n                          for kk in "
+                    "range(k0, k0 + block)]", "b_tile = [[b[kk][j] if kk < k and j < n else 0.0 "
+                    "for j in range(j0, j0 + block)]\n                          for kk in "
+                    "range(k0 + 1, k0 + 1 + block)]")
+    (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
+    assert said.startswith("c, acc and a_tile match the reference's up to there; b_tile in "
+                           "the tile at C[0][0], K block from 0 differs at [0][0]")
 
 
 def test_a_loop_written_step_by_step_compares_as_the_comprehension_does(tmp_path):
@@ -103,6 +115,61 @@ def test_a_difference_after_the_last_named_step_is_said_to_come_after_them(tmp_p
     said = _steps(_graded(tmp_path, "softmax", code))
     assert said["worked example"] == "every named step matches the reference's (maximum, " \
         "shifted, numerator, denominator and output): what differs comes after the last of them"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels, in the interpreter: the same steps per program, compared program by program.
+
+
+def test_a_kernel_maximum_taken_with_min_is_found_in_the_first_program(tmp_path):
+    code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
+                    "maximum = tl.min(x, axis=0)")
+    (said,) = _steps(_graded(tmp_path, "softmax", code, "triton"), "triton").values()
+    assert said == "x matches the reference's up to there; maximum in the program of row 0 " \
+                   "is -inf, expected 3"
+
+
+def test_a_kernel_sum_over_the_wrong_axis_is_found_at_the_first_block_of_keys(tmp_path):
+    code = _replace(solution_text("attention"), "l = l * alpha + tl.sum(p, axis=1)",
+                    "l = l * alpha + tl.sum(p, axis=0)")
+    (said,) = _steps(_graded(tmp_path, "attention", code, "triton"), "triton").values()
+    assert "alpha and p match the reference's up to there; l in program (0, 0), key 0 " \
+           "differs at [0]: 16, expected 1" in said
+
+
+def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(tmp_path):
+    code = _replace(solution_text("attention"), "acc = acc * alpha[:, None] + tl.dot",
+                    "acc = acc + tl.dot")
+    (said,) = _steps(_graded(tmp_path, "attention", code, "triton"), "triton").values()
+    assert "; acc in program (0, 0), keys 16 to 24 differs at [0][0]" in said
+
+
+def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_path):
+    code = _replace(solution_text("online_softmax"), "        m = m_new\n", "")
+    (said,) = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton").values()
+    assert said.startswith("m, s, m_new and ref match the reference's up to there; your code "
+                           "does not set m in the program of row 0, the chunk from column 0")
+
+
+def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_not_take(
+        tmp_path):
+    code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",
+                    "for k0 in range(0, K, BLOCK_K // 2):")
+    (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
+    assert said.startswith("acc, a and b match the reference's up to there; in program "
+                           "(0, 0), where the reference sets c next, your code sets a: its a "
+                           "differs at [0][0]")
+
+
+def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):
+    # right tiles of 16 with a mistake in the store: its blocks have other shapes than the
+    # reference's tiles of 32, so no step of it stands for one of the reference's
+    code = _replace(solution_text("matmul"), "block_m, block_n, block_k = 32, 32, 32",
+                    "block_m, block_n, block_k = 16, 16, 16")
+    code = _replace(code, "c = acc.to(c_ptr.dtype.element_ty)",
+                    "c = (acc + 1.0).to(c_ptr.dtype.element_ty)")
+    result = _graded(tmp_path, "matmul", code, "triton")
+    assert not result.ok and not _steps(result, "triton")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -695,6 +695,23 @@ def _in_key_block(loops: dict, args: tuple) -> str:
 # The running m, l and acc of each query row, and each step of their update by a block of keys.
 PYTHON_STEPS = Steps(("m", "l", "acc", "scores", "m_new", "ref", "alpha", "p"), _in_key_block)
 
+def _in_program(loops: dict, args: tuple) -> str:
+    """Where the reference kernel was: "in program (1, 0), keys 16 to 24"."""
+    if "program" not in loops:
+        return ""
+    x, y = loops["program"][:2]
+    place = f"in program ({x}, {y})"
+    if "start" in loops:
+        # 16: the reference's BLOCK_N (another tiling is never compared)
+        first, last = loops["start"], min(loops["start"] + 16, args[1].shape[-2]) - 1
+        place += f", key {first}" if first == last else f", keys {first} to {last}"
+    return place
+
+
+# The kernel's q block, running m, l and acc, and each step of their update by a block of keys.
+TRITON_STEPS = Steps(("q", "m", "l", "acc", "s", "m_new", "ref", "alpha", "p", "out"),
+                     _in_program, function="attention_kernel")
+
 EXERCISE = Exercise(
     name="attention",
     title="FlashAttention forward: softmax over blocks of keys, then one kernel",
@@ -707,6 +724,6 @@ EXERCISE = Exercise(
         Part("triton", "attention_triton: one program per block of queries of one head",
              lesson="13", function="attention_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS),
+             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

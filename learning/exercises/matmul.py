@@ -520,6 +520,17 @@ def _in_tile(loops: dict, args: tuple) -> str:
 # Each tile's accumulator, the two tiles of each step of the K loop, and C.
 PYTHON_STEPS = Steps(("acc", "a_tile", "b_tile", "c"), _in_tile)
 
+def _in_tile_program(loops: dict, args: tuple) -> str:
+    """Where the reference kernel was: "in program (1, 0), K block from 32"."""
+    if "program" not in loops:
+        return ""
+    x, y = loops["program"][:2]
+    return f"in program ({x}, {y})" + (f", K block from {loops['k0']}" if "k0" in loops else "")
+
+
+# The kernel's accumulator, the tiles of a and b of each step of the K loop, and the tile of C.
+TRITON_STEPS = Steps(("acc", "a", "b", "c"), _in_tile_program, function="matmul_kernel")
+
 EXERCISE = Exercise(
     name="matmul",
     title="Tiled matrix multiplication: derive the tiles, then write them with tl.dot",
@@ -532,6 +543,6 @@ EXERCISE = Exercise(
         Part("triton", "matmul_triton: one program per tile of C, tl.dot over K", lesson="12",
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
-             hints=TRITON_HINTS),
+             hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

@@ -377,6 +377,18 @@ def _in_chunk(loops: dict, args: tuple) -> str:
 # The workshop's running pair per lane (m, s), each step of its update, and the combine.
 PYTHON_STEPS = Steps(("m", "s", "m_new", "ref", "row_max", "total"), _in_chunk)
 
+def _in_row_chunk(loops: dict, args: tuple) -> str:
+    """Where the reference kernel was: "in the program of row 0, the chunk from column 64"."""
+    if "program" not in loops:
+        return ""
+    chunk = f", the chunk from column {loops['start']}" if "start" in loops else ""
+    return f"in the program of row {loops['program'][0]}{chunk}"
+
+
+# The kernel's running pair per lane, each step of its update, and the combine.
+TRITON_STEPS = Steps(("m", "s", "m_new", "ref", "row_max", "total"), _in_row_chunk,
+                     function="online_softmax_kernel")
+
 EXERCISE = Exercise(
     name="online_softmax",
     title="Online softmax: rows wider than a block",
@@ -389,6 +401,7 @@ EXERCISE = Exercise(
         Part("triton", "online_softmax_triton: one program per row, BLOCK columns at a time",
              lesson="A1", function="online_softmax_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, observe=("row-sums",)),
+             needs_kernels=True, hints=TRITON_HINTS, observe=("row-sums",),
+             steps=TRITON_STEPS),
     ),
 )

@@ -332,6 +332,14 @@ TRITON_HINTS = (
 # The six steps of lesson 04, as the stub asks for them (the store is the return).
 PYTHON_STEPS = Steps(("maximum", "shifted", "numerator", "denominator", "output"))
 
+def _in_row_program(loops: dict, args: tuple) -> str:
+    return f"in the program of row {loops['program'][0]}" if "program" in loops else ""
+
+
+# The same steps in lesson 08's kernel, one program per row (x: the row as loaded, in FP32).
+TRITON_STEPS = Steps(("x", "maximum", "numerator", "denominator", "output"), _in_row_program,
+                     function="softmax_kernel")
+
 EXERCISE = Exercise(
     name="softmax",
     title="Softmax: derive the kernel, then write it",
@@ -344,6 +352,6 @@ EXERCISE = Exercise(
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
-             hints=TRITON_HINTS, observe=("row-sums",)),
+             hints=TRITON_HINTS, observe=("row-sums",), steps=TRITON_STEPS),
     ),
 )

@@ -61,10 +61,11 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     positions = {n: [j for j, e in enumerate(theirs) if e.name == n] for n in common}
     taken = dict.fromkeys(common, 0)
     consumed: set[int] = set()
-    state: dict[str, object] = {}
+    state: dict[str, object] = {}  # what each name holds in the learner's code, as walked
+    held: dict[str, object] = {}  # and in the reference's
     matched: list[str] = []
     at = -1  # the learner's furthest event matched so far
-    for event in ours:
+    for i, event in enumerate(ours):
         name = event.name
         found = positions[name]
         k = taken[name]
@@ -78,14 +79,24 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             return ""  # another program's step: a comparison of these two would mean nothing
         place = _place(where, event, args)
         if near:
+            extra = _extra_steps(ours, i, theirs, consumed, at, p, window, held, atol, rtol)
+            if extra is not None:
+                other, now, before = extra
+                if before is NOT_SET:
+                    return ""
+                where_ = f"{place}, " if place else ""
+                return f"{_before(matched, place)}{where_}where the reference sets {name} " \
+                       f"next, your code sets {other}: its {other} " \
+                       f"{_compared(now, before, atol, rtol)}"
             got = theirs[p].value
             taken[name] = k + 1
             consumed.add(p)
             at = max(at, p)
             state[name] = got
             verdict = _agree(got, event.value, atol, rtol)
-            if verdict is None:
-                return ""
+            if verdict is None or verdict is False and "program" in event.loops \
+                    and _array(got).shape != _array(event.value).shape:
+                return ""  # a kernel's blocks of another shape: another tiling, not a step
             if not verdict:
                 return _differs(name, place, got, event.value, matched, atol, rtol)
         elif learner.raised and all(j in consumed for j in range(at + 1, len(theirs))):
@@ -98,12 +109,32 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 return ""
             if not verdict:
                 return _not_set(name, place, current, event.value, matched, atol, rtol)
+        held[name] = event.value
         if name not in matched:
             matched.append(name)
     if reference.cut or learner.cut or not matched or len(consumed) < len(theirs):
         return ""  # steps of the learner's own that the reference does not take: unsaid
     return f"every named step matches the reference's ({_joined(matched)}): what differs " \
            "comes after the last of them"
+
+
+def _extra_steps(ours, i, theirs, consumed, at, p, window, held, atol, rtol):
+    """A step the learner's code took before ``theirs[p]`` that the reference does not take
+    there: (its name, the learner's value, the reference's), or None. A step the reference
+    takes in the same iteration a little later is the same step in another order, and one
+    that leaves the value as the reference holds it changes nothing."""
+    for q in range(at + 1, p):
+        other = theirs[q].name
+        if q in consumed or other == ours[i].name:
+            continue
+        if any(ours[j].name == other and ours[j].loops == ours[i].loops
+               for j in range(i + 1, min(i + window, len(ours)))):
+            continue
+        now = next(theirs[j].value for j in range(p - 1, -1, -1) if theirs[j].name == other)
+        before = held.get(other, NOT_SET)
+        if before is NOT_SET or _agree(now, before, atol, rtol) is not True:
+            return other, now, before
+    return None
 
 
 def _same_program(ours: Event, theirs: Event) -> bool:

@@ -159,9 +159,25 @@ def uses_names(source: bytes | None, function: str, watched) -> bool:
     return bool(defined) and bool(statements(defined[-1], set(watched))[1])
 
 
+def _kernel_value(value):
+    """A value of Triton's interpreter as NumPy: a block's data, a scalar's one number, a
+    constexpr's value; ``value`` itself when it is none of these."""
+    handle = getattr(value, "handle", None)
+    data = getattr(handle, "data", None)
+    if data is not None and hasattr(value, "shape"):
+        import numpy as np
+
+        data = np.asarray(data)
+        return data.reshape(()) if not list(value.shape) and data.size == 1 else data
+    if type(value).__name__ == "constexpr" and hasattr(value, "value"):
+        return value.value
+    return value
+
+
 def plain(value, budget: int):
     """A copy of ``value`` that crosses the pipe: a float, nested lists of floats, or a short
     note of what it was; and how many numbers it holds."""
+    value = _kernel_value(value)
     if isinstance(value, bool):
         return float(value), 1
     if isinstance(value, (int, float)):
@@ -170,8 +186,12 @@ def plain(value, budget: int):
         import numpy as np
     except ImportError:  # pragma: no cover - the worker has numpy
         np = None
-    if np is not None and isinstance(value, np.generic):
-        return float(value), 1
+    if np is not None and (isinstance(value, np.generic) or
+                           isinstance(value, np.ndarray) and value.ndim == 0):
+        try:
+            return float(value), 1
+        except (TypeError, ValueError):
+            return f"a {value.dtype} value", 0
     if isinstance(value, (list, tuple)) or (np is not None and isinstance(value, np.ndarray)):
         try:
             array = np.asarray(value, dtype=np.float64)
@@ -186,8 +206,10 @@ def plain(value, budget: int):
 class Recorder:
     """Records the named variables of calls of one code object while it is installed."""
 
-    def __init__(self, function, watched):
+    def __init__(self, function, watched, program=None):
         self.code = function.__code__
+        # a kernel's steps also say which program took them: () -> (x, y, z)
+        self.program = program
         self.watched = tuple(watched)
         self.recording = Recording()
         self.numbers = 0
@@ -256,12 +278,11 @@ class Recorder:
         if not statement.names:
             return
         values = frame.f_locals
-        loops = {}
+        loops = {} if self.program is None else {"program": self.program()}
         for name in statement.loops:
-            value = values.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                    and math.isfinite(value):
-                loops[name] = value
+            value, _ = plain(values.get(name), 1)
+            if isinstance(value, float) and math.isfinite(value):
+                loops[name] = int(value) if value.is_integer() else value
         for name in statement.names:
             if name not in values:
                 continue
@@ -289,10 +310,11 @@ def _count(value) -> int:
     return 0
 
 
-def record(function, args, watched, traced=None) -> Recording:
+def record(function, args, watched, traced=None, program=None) -> Recording:
     """Call ``function(*args)`` and record the named variables ``watched`` that ``traced``
-    (``function`` itself unless given: a kernel it launches) sets."""
-    recorder = Recorder(traced or function, watched)
+    (``function`` itself unless given: a kernel it launches, whose steps ``program()`` says
+    the program of) sets."""
+    recorder = Recorder(traced or function, watched, program)
     if recorder.recording.names:
         recorder.call(function, *args)
     return recorder.recording
@@ -306,9 +328,17 @@ def record_call(module, entry: str, traced: str, args_spec: tuple, watched) -> d
     from learning.grader.tensors import TensorSpec
 
     function, inner = getattr(module, entry, None), getattr(module, traced, None)
-    inner = getattr(inner, "fn", inner)  # a @triton.jit kernel: the Python function it holds
+    kernel = hasattr(inner, "fn")  # a @triton.jit kernel: the Python function it holds
+    inner = getattr(inner, "fn", inner)
     if not callable(function) or not hasattr(inner, "__code__"):
         return Recording(problem=f"no function {traced}").as_data()
     args = tuple(a.build("cpu") if isinstance(a, TensorSpec) else copy.deepcopy(a)
                  for a in args_spec)
-    return record(function, args, watched, inner).as_data()
+    return record(function, args, watched, inner, _program if kernel else None).as_data()
+
+
+def _program() -> tuple:
+    """The program Triton's interpreter is running: (x, y, z)."""
+    from triton.runtime.interpreter import interpreter_builder
+
+    return tuple(int(i) for i in interpreter_builder.grid_idx)
