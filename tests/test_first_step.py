@@ -4,7 +4,7 @@ cannot be kept in step, it says nothing."""
 
 import pytest
 
-from learning.grader import first_step, named_steps, registry
+from learning.grader import first_step, named_steps, registry, runner
 from learning.grader.named_steps import Event, Recording
 from tests.helpers import grade_text, solution_text, write_module
 
@@ -192,6 +192,36 @@ def softmax_python(values):
 def test_a_passing_part_runs_no_recording(tmp_path):
     result = _graded(tmp_path, "softmax", solution_text("softmax"))
     assert result.ok and not any("first step" in what for _, what in result.timeline)
+
+
+def test_a_recording_that_runs_long_is_given_up_within_its_bound(tmp_path):
+    # code that waits whenever it is traced: the recording run is stopped at its floor
+    # (STEPS_FLOOR_SECONDS, the case itself being quick), and the check says nothing of steps
+    import time
+
+    code = _replace(solution_text("softmax"), "    maximum = max(values)  # reduction",
+                    "    import sys, time\n    if sys.gettrace() is not None:\n"
+                    "        time.sleep(60)\n    maximum = max(values)")
+    code = _replace(code, "denominator = sum(numerator)", "denominator = sum(numerator) + 1.0")
+    start = time.monotonic()
+    result = _graded(tmp_path, "softmax", code)
+    assert not result.ok and not _steps(result)
+    assert time.monotonic() - start < runner.STEPS_FLOOR_SECONDS + 20
+
+
+def test_json_carries_the_first_step(tmp_path, capsys):
+    import json
+
+    from learning import check
+
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(numerator) + 1.0")
+    write_module(tmp_path, "softmax", code)
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "python", "--json"]) == 1
+    cases = {c["name"]: c for c in json.loads(capsys.readouterr().out)["parts"][0]["cases"]}
+    assert cases["worked example"]["first_step"].endswith("denominator is 2.50321, "
+                                                           "expected 1.50321")
+    assert cases["overflow"]["first_step"] is None
 
 
 def _events(*pairs, program=None):

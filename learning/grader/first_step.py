@@ -13,6 +13,7 @@ with the values; when the two cannot be kept in step, nothing is said.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 
 from learning.grader.named_steps import Event, Recording
@@ -74,12 +75,13 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             consumed.add(found[k])
             k += 1
         p = found[k] if k < len(found) else None
-        near = p is not None and sum(1 for j in range(at + 1, p) if j not in consumed) < window
+        near = p is not None and _pending(at, p, consumed, window) < window
         if near and not _same_program(event, theirs[p]):
             return ""  # another program's step: a comparison of these two would mean nothing
         place = _place(where, event, args)
         if near:
-            extra = _extra_steps(ours, i, theirs, consumed, at, p, window, held, atol, rtol)
+            extra = _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held,
+                                 atol, rtol)
             if extra is not None:
                 other, now, before = extra
                 if before is NOT_SET:
@@ -118,7 +120,19 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
            "comes after the last of them"
 
 
-def _extra_steps(ours, i, theirs, consumed, at, p, window, held, atol, rtol):
+def _pending(at: int, p: int, consumed: set[int], limit: int) -> int:
+    """The learner's events between the walk's furthest match and ``p`` not matched yet,
+    counted up to ``limit`` (a walk of n events then costs n times the window, not n**2)."""
+    count = 0
+    for j in range(at + 1, p):
+        if j not in consumed:
+            count += 1
+            if count >= limit:
+                break
+    return count
+
+
+def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol, rtol):
     """A step the learner's code took before ``theirs[p]`` that the reference does not take
     there: (its name, the learner's value, the reference's), or None. A step the reference
     takes in the same iteration a little later is the same step in another order, and one
@@ -130,7 +144,7 @@ def _extra_steps(ours, i, theirs, consumed, at, p, window, held, atol, rtol):
         if any(ours[j].name == other and ours[j].loops == ours[i].loops
                for j in range(i + 1, min(i + window, len(ours)))):
             continue
-        now = next(theirs[j].value for j in range(p - 1, -1, -1) if theirs[j].name == other)
+        now = theirs[positions[other][bisect.bisect_left(positions[other], p) - 1]].value
         before = held.get(other, NOT_SET)
         if before is NOT_SET or _agree(now, before, atol, rtol) is not True:
             return other, now, before

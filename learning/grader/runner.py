@@ -50,6 +50,14 @@ STARTUP_SECONDS = 120.0
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
 MAX_OUTPUT_LINES = 40
+# The run that records a failing case's named steps (first_step_for) takes the first failing
+# case that ran within STEPS_QUICK_SECONDS (else the quickest); its limit is STEPS_FACTOR times
+# the case's own time, never below a floor (a kernel's: an interpreter run, whatever the case's
+# own time on a GPU was).
+STEPS_QUICK_SECONDS = 2.0
+STEPS_FACTOR = 10.0
+STEPS_FLOOR_SECONDS = 5.0
+STEPS_KERNEL_FLOOR_SECONDS = 15.0
 # GPU faults in one check, each costing a fresh process (a fork of the warm one, usually),
 # before the rest of the part is left unrun.
 MAX_GPU_FAULTS = 24
@@ -1038,26 +1046,35 @@ def record_map(exercise, module_path: Path, part: str, case: str,
 def first_step_for(result: CheckResult, part_result: PartResult, source: bytes | None,
                    force_interpret: bool = False, case_seconds: float | None = None,
                    memory_gib: float | None = None) -> bool:
-    """Record the named steps of the part's first case whose output was wrong (else of its
-    first that raised), the learner's beside the reference's, and put where they first differ
-    on that case's verdict. Nothing runs for a part without declared steps, without a failing
+    """Record the named steps of a case of the part whose output was wrong (else of one that
+    raised), the learner's beside the reference's, and put where they first differ on that
+    case's verdict. Nothing runs for a part without declared steps, without a failing
     case, or whose function keeps none of the lesson's names; False then."""
     from learning.grader import first_step, named_steps
 
     part, steps = part_result.part, part_result.part.steps
     if steps is None or part_result.problem is not None or result.import_problem is not None:
         return False
-    # a wrong output first; else an error the case did not ask for (the steps before it)
-    failed = next((c for c in part_result.cases if c.verdict.status == "failed"
-                   and c.verdict.mismatch_count), None) or \
-        next((c for c in part_result.cases if c.verdict.status == "error"
-              and not part.case(c.name).raises), None)
+    # a wrong output (else an error the case did not ask for: the steps before it), the first
+    # that ran quickly, else the quickest
+    wrong = [c for c in part_result.cases if c.verdict.status == "failed"
+             and c.verdict.mismatch_count]
+    candidates = wrong or [c for c in part_result.cases if c.verdict.status == "error"
+                           and not part.case(c.name).raises]
+    failed = next((c for c in candidates if c.verdict.seconds <= STEPS_QUICK_SECONDS),
+                  min(candidates, key=lambda c: c.verdict.seconds, default=None))
     if failed is None or not named_steps.uses_names(source, steps.function or part.function,
                                                     steps.names):
         return False
     case = part.case(failed.name)
+    # tracing slows the learner's code some times over: a bound of its own, well under a
+    # case's, so that a failing check waits seconds for it at most
+    floor, ceiling = (STEPS_KERNEL_FLOOR_SECONDS, KERNEL_CASE_SECONDS) if part.needs_kernels \
+        else (STEPS_FLOOR_SECONDS, PYTHON_CASE_SECONDS)
+    limit = case_seconds or min(max(floor, STEPS_FACTOR * failed.verdict.seconds), ceiling)
     run = _steps_run(result.exercise, result.module_path, part, case,
-                     force_interpret or part.needs_kernels, case_seconds, memory_gib)
+                     force_interpret or part.needs_kernels, limit, memory_gib)
+    _note_repairs(result, run.repairs, result.module_path)
     ours = named_steps.Recording.from_data(run.steps.get(named_steps.REFERENCE))
     theirs = named_steps.Recording.from_data(run.steps.get(named_steps.LEARNER))
     tolerance = case.tolerance or part.tolerance
