@@ -343,3 +343,24 @@ def test_every_declared_step_name_is_set_by_the_reference(exercise):
     for name in part.steps.names:
         assert named_steps.uses_names(source, part.function, (name,)), name
 
+
+
+def test_a_kernels_steps_are_recorded_in_the_interpreter_whatever_the_checks_mode(
+        tmp_path, monkeypatch):
+    # on a GPU machine the check runs kernels compiled, whose steps are no Python to trace:
+    # the recording run asks for the interpreter, as a faulted case's re-run does
+    asked = []
+
+    def recorded_run(exercise, module_path, part, case, interpret, *rest):
+        asked.append((part.name, interpret))
+        return runner._WorkerRun(exercise, module_path, [], interpret, 1.0)
+
+    monkeypatch.setattr(runner, "_steps_run", recorded_run)
+    code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
+                    "maximum = tl.min(x, axis=0)")
+    code = _replace(code, "denominator = sum(numerator)", "denominator = sum(numerator) + 1.0")
+    write_module(tmp_path, "softmax", code)
+    result = runner.grade(registry.find("softmax"), tmp_path, compile_check=False)
+    for part_result in result.parts:
+        runner.first_step_for(result, part_result, code.encode(), force_interpret=False)
+    assert asked == [("python", False), ("triton", True)]
