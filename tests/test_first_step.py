@@ -266,8 +266,24 @@ def test_values_that_cannot_be_compared_end_the_comparison_silently():
 
 def test_nan_agrees_only_with_nan():
     nan = float("nan")
-    assert _compare(_events(("a", nan)), _events(("a", 0.0))) == "a is 0, expected nan"
-    assert _compare(_events(("a", nan)), _events(("a", nan))).startswith("every named step")
+    ours = _events(("a", nan), ("b", 1.0))
+    assert _compare(ours, _events(("a", 0.0), ("b", 1.0))) == "a is 0, expected nan"
+    assert _compare(ours, _events(("a", nan), ("b", 1.0))).startswith("every named step")
+
+
+def test_one_step_alone_is_no_step_by_step():
+    # the output built in place, the only name in common: its difference is the output's own
+    assert _compare(_events(("a", [1.0, 2.0])), _events(("a", [1.0, 3.0]))) == ""
+
+
+def test_a_step_cut_short_by_an_error_is_not_compared_whole():
+    ours = [Event("a", 1.0, {}, 1), Event("b", [2.0, 2.0], {}, 2, parts=2)]
+    learner = Recording([Event("a", 1.0, {}, 1), Event("b", [0.0, 0.0], {}, 2)], ("a", "b"),
+                        raised="IndexError")
+    said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), None,
+                                       (), 0, 0)
+    assert said == "a matches the reference's; then your code raised IndexError, before it " \
+                   "finished b"
 
 
 def test_steps_done_in_another_order_within_a_round_still_compare():

@@ -38,7 +38,8 @@ def merged(events: list[Event]) -> list[Event]:
     out: list[Event] = []
     for event in events:
         if out and out[-1].name == event.name:
-            out[-1] = Event(event.name, event.value, out[-1].loops, out[-1].line)
+            out[-1] = Event(event.name, event.value, out[-1].loops, out[-1].line,
+                            out[-1].parts + event.parts)
         else:
             out.append(event)
     return out
@@ -57,8 +58,10 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     ours = merged([e for e in reference.events if e.name in common])
     theirs = merged([e for e in learner.events if e.name in common])
     window = len(common) + 1
-    if len(theirs) > FINER * len(ours) + window:
-        return ""  # steps finer than the lesson's (a key at a time, say): not comparable
+    if len(ours) < 2 or len(theirs) > FINER * len(ours) + window:
+        # one step alone (the output built in place) is no step by step; steps finer than
+        # the lesson's (a key at a time, say) are not comparable
+        return ""
     positions = {n: [j for j, e in enumerate(theirs) if e.name == n] for n in common}
     taken = dict.fromkeys(common, 0)
     consumed: set[int] = set()
@@ -70,7 +73,8 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
         name = event.name
         found = positions[name]
         k = taken[name]
-        while k < len(found) and _building(theirs[found[k]].value, event.value, atol, rtol):
+        while k + 1 < len(found) and _building(theirs[found[k]].value, event.value, atol,
+                                               rtol):
             state[name] = theirs[found[k]].value  # a list still being filled: not yet a step
             consumed.add(found[k])
             k += 1
@@ -90,6 +94,10 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 return f"{_before(matched, place)}{where_}where the reference sets {name} " \
                        f"next, your code sets {other}: its {other} " \
                        f"{_compared(now, before, atol, rtol)}"
+            if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
+                # the learner's last step, cut short by the error: not the whole of it
+                return f"{_before(matched, '')}then your code raised {learner.raised}, " \
+                       f"before it finished {name}{' ' + place if place else ''}"
             got = theirs[p].value
             taken[name] = k + 1
             consumed.add(p)

@@ -34,6 +34,7 @@ class Event:
     value: object  # a float, a nested list of floats, or a short string saying what it was
     loops: dict  # the enclosing loops' variables (plain numbers only) when it was set
     line: int
+    parts: int = 1  # the statements it stands for, one after another (see first_step.merged)
 
 
 @dataclass
