@@ -243,6 +243,17 @@ def test_steps_in_another_program_are_never_compared():
     assert _compare(ours, same) == "a matches the reference's; b is 3, expected 2"
 
 
+def test_steps_of_another_iteration_are_never_compared():
+    # the same loop variable with another value: the learner walks the blocks in another
+    # order, and its first block is not the reference's first
+    ours = [Event("s", [1.0], {"start": 0}, 1), Event("s", [2.0], {"start": 16}, 1)]
+    theirs = [Event("s", [2.0], {"start": 16}, 1), Event("s", [1.0], {"start": 0}, 1)]
+    ours = [Event("m", 0.0, {}, 1), ours[0], Event("m", 1.0, {}, 2), ours[1]]
+    theirs = [Event("m", 0.0, {}, 1), theirs[0], Event("m", 1.0, {}, 2), theirs[1]]
+    reference, learner = Recording(ours, ("m", "s")), Recording(theirs, ("m", "s"))
+    assert first_step.first_difference(reference, learner, ("m", "s"), None, (), 0, 0) == ""
+
+
 def test_steps_finer_than_the_lessons_are_not_compared():
     ours = _events(("a", 1.0), ("b", 2.0))
     theirs = _events(*[("a", 0.5), ("b", 0.25)] * 6)
@@ -271,9 +282,14 @@ def test_nan_agrees_only_with_nan():
     assert _compare(ours, _events(("a", nan), ("b", 1.0))).startswith("every named step")
 
 
-def test_one_step_alone_is_no_step_by_step():
+def test_the_last_step_alone_is_no_step_by_step():
     # the output built in place, the only name in common: its difference is the output's own
     assert _compare(_events(("a", [1.0, 2.0])), _events(("a", [1.0, 3.0]))) == ""
+    # a first step alone still is one
+    reference = Recording(_events(("a", [1.0, 2.0]), ("b", 3.0)), ("a", "b"))
+    learner = Recording(_events(("a", [1.0, 3.0])), ("a",))
+    assert first_step.first_difference(reference, learner, ("a", "b"), None, (), 0, 0) == \
+        "a is [1, 3], expected [1, 2]"
 
 
 def test_a_step_cut_short_by_an_error_is_not_compared_whole():

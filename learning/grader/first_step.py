@@ -58,9 +58,10 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     ours = merged([e for e in reference.events if e.name in common])
     theirs = merged([e for e in learner.events if e.name in common])
     window = len(common) + 1
-    if len(ours) < 2 or len(theirs) > FINER * len(ours) + window:
-        # one step alone (the output built in place) is no step by step; steps finer than
-        # the lesson's (a key at a time, say) are not comparable
+    if len(ours) < 2 and ours and ours[0].name == reference.events[-1].name or \
+            len(theirs) > FINER * len(ours) + window:
+        # the last step alone (the output, built in place) only repeats the output; steps
+        # finer than the lesson's (a key at a time, say) are not comparable
         return ""
     positions = {n: [j for j, e in enumerate(theirs) if e.name == n] for n in common}
     taken = dict.fromkeys(common, 0)
@@ -80,8 +81,6 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             k += 1
         p = found[k] if k < len(found) else None
         near = p is not None and _pending(at, p, consumed, window) < window
-        if near and not _same_program(event, theirs[p]):
-            return ""  # another program's step: a comparison of these two would mean nothing
         place = _place(where, event, args)
         if near:
             extra = _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held,
@@ -98,6 +97,8 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 # the learner's last step, cut short by the error: not the whole of it
                 return f"{_before(matched, '')}then your code raised {learner.raised}, " \
                        f"before it finished {name}{' ' + place if place else ''}"
+            if not _same_iteration(event, theirs[p]):
+                return ""  # another program's step, or another iteration of a loop
             got = theirs[p].value
             taken[name] = k + 1
             consumed.add(p)
@@ -147,7 +148,7 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
     that leaves the value as the reference holds it changes nothing."""
     for q in range(at + 1, p):
         other = theirs[q].name
-        if q in consumed or other == ours[i].name:
+        if q in consumed or other == ours[i].name or not _same_iteration(ours[i], theirs[q]):
             continue
         if any(ours[j].name == other and ours[j].loops == ours[i].loops
                for j in range(i + 1, min(i + window, len(ours)))):
@@ -159,9 +160,14 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
     return None
 
 
-def _same_program(ours: Event, theirs: Event) -> bool:
-    """In a kernel, both steps ran in the same program (plain functions have none)."""
-    return ours.loops.get("program") == theirs.loops.get("program")
+def _same_iteration(ours: Event, theirs: Event) -> bool:
+    """Both steps ran in the same program (a kernel's; plain functions have none), and every
+    loop variable the two share by name holds the same value (blocks visited in another order
+    are not in step, whatever the count of steps says)."""
+    if ours.loops.get("program") != theirs.loops.get("program"):
+        return False
+    return all(theirs.loops[name] == value for name, value in ours.loops.items()
+               if name in theirs.loops)
 
 
 def _place(where, event: Event, args) -> str:
