@@ -68,9 +68,9 @@ def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipp
     code = _replace(solution_text("matmul"), "for k0 in range(0, k, block):",
                     "for k0 in range(0, k, 2 * block):")
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
-    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; in "
-                           "the tile at C[0][0], K block from 2, where the reference sets "
-                           "a_tile next, your code sets c: its c differs at [0][0]")
+    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; "
+                           "where the reference goes on to set a_tile in the tile at C[0][0], "
+                           "K block from 2, your code sets c first: its c differs at [0][0]")
 
 
 def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
@@ -82,6 +82,16 @@ def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
     assert said.startswith("c, acc and a_tile match the reference's up to there; b_tile in "
                            "the tile at C[0][0], K block from 0 differs at [0][0]")
+
+
+def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(
+        tmp_path):
+    code = _replace(solution_text("attention"), "            m = m_new\n",
+                    "            m = m_new\n            acc = [a / l for a in acc]\n")
+    code = _replace(code, "out.append([a / l for a in acc])", "out.append(acc)")
+    (said,) = _steps(_graded(tmp_path, "attention", code)).values()
+    assert "; where the reference goes on to set scores for query row 0, keys 2 to 3, your " \
+           "code sets acc first: its acc is [" in said
 
 
 def test_a_loop_written_step_by_step_compares_as_the_comprehension_does(tmp_path):
@@ -147,8 +157,9 @@ def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(
 def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_path):
     code = _replace(solution_text("online_softmax"), "        m = m_new\n", "")
     (said,) = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton").values()
-    assert said.startswith("m, s, m_new and ref match the reference's up to there; your code "
-                           "does not set m in the program of row 0, the chunk from column 0")
+    assert said.startswith("m, s, offsets, m_new and ref match the reference's up to there; "
+                           "your code does not set m in the program of row 0, the chunk from "
+                           "column 0")
 
 
 def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_not_take(
@@ -156,9 +167,9 @@ def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_n
     code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",
                     "for k0 in range(0, K, BLOCK_K // 2):")
     (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
-    assert said.startswith("acc, a and b match the reference's up to there; in program "
-                           "(0, 0), where the reference sets c next, your code sets a: its a "
-                           "differs at [0][0]")
+    assert said.startswith("rows, cols, acc, ks, a and b match the reference's up to there; "
+                           "where the reference goes on to set c in program (0, 0), your code "
+                           "sets ks first: its ks differs at [0]: 16, expected 0")
 
 
 def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):

@@ -708,9 +708,10 @@ def _in_program(loops: dict, args: tuple) -> str:
     return place
 
 
-# The kernel's q block, running m, l and acc, and each step of their update by a block of keys.
-TRITON_STEPS = Steps(("q", "m", "l", "acc", "s", "m_new", "ref", "alpha", "p", "out"),
-                     _in_program, function="attention_kernel")
+# The kernel's query rows and q block, running m, l and acc, and each step of their update by
+# a block of keys (its columns first: a block of other keys is told apart before its values).
+TRITON_STEPS = Steps(("rows", "q", "m", "l", "acc", "cols", "s", "m_new", "ref", "alpha", "p",
+                      "out"), _in_program, function="attention_kernel")
 
 EXERCISE = Exercise(
     name="attention",

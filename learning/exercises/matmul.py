@@ -528,8 +528,10 @@ def _in_tile_program(loops: dict, args: tuple) -> str:
     return f"in program ({x}, {y})" + (f", K block from {loops['k0']}" if "k0" in loops else "")
 
 
-# The kernel's accumulator, the tiles of a and b of each step of the K loop, and the tile of C.
-TRITON_STEPS = Steps(("acc", "a", "b", "c"), _in_tile_program, function="matmul_kernel")
+# The kernel's rows and columns of C, its accumulator, the ks and the tiles of a and b of each
+# step of the K loop, and the tile of C.
+TRITON_STEPS = Steps(("rows", "cols", "acc", "ks", "a", "b", "c"), _in_tile_program,
+                     function="matmul_kernel")
 
 EXERCISE = Exercise(
     name="matmul",

@@ -385,8 +385,9 @@ def _in_row_chunk(loops: dict, args: tuple) -> str:
     return f"in the program of row {loops['program'][0]}{chunk}"
 
 
-# The kernel's running pair per lane, each step of its update, and the combine.
-TRITON_STEPS = Steps(("m", "s", "m_new", "ref", "row_max", "total"), _in_row_chunk,
+# The kernel's running pair per lane, each chunk's offsets and each step of the pair's update,
+# and the combine.
+TRITON_STEPS = Steps(("m", "s", "offsets", "m_new", "ref", "row_max", "total"), _in_row_chunk,
                      function="online_softmax_kernel")
 
 EXERCISE = Exercise(

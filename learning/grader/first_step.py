@@ -89,9 +89,9 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 other, now, before = extra
                 if before is NOT_SET:
                     return ""
-                where_ = f"{place}, " if place else ""
-                return f"{_before(matched, place)}{where_}where the reference sets {name} " \
-                       f"next, your code sets {other}: its {other} " \
+                where_ = f" {place}" if place else ""
+                return f"{_before(matched, place)}where the reference goes on to set " \
+                       f"{name}{where_}, your code sets {other} first: its {other} " \
                        f"{_compared(now, before, atol, rtol)}"
             if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
                 # the learner's last step, cut short by the error: not the whole of it
@@ -148,9 +148,10 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
     that leaves the value as the reference holds it changes nothing."""
     for q in range(at + 1, p):
         other = theirs[q].name
-        if q in consumed or other == ours[i].name or not _same_iteration(ours[i], theirs[q]):
+        if q in consumed or other == ours[i].name:
             continue
         if any(ours[j].name == other and ours[j].loops == ours[i].loops
+               and _same_iteration(ours[j], theirs[q])
                for j in range(i + 1, min(i + window, len(ours)))):
             continue
         now = theirs[positions[other][bisect.bisect_left(positions[other], p) - 1]].value

@@ -193,7 +193,8 @@ def plain(value, budget: int):
             return float(value), 1
         except (TypeError, ValueError):
             return f"a {value.dtype} value", 0
-    if isinstance(value, (list, tuple)) or (np is not None and isinstance(value, np.ndarray)):
+    if isinstance(value, (list, tuple, range)) or (np is not None and
+                                                   isinstance(value, np.ndarray)):
         try:
             array = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError):
