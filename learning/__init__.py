@@ -45,6 +45,8 @@ keeps this list, the folder and the imports (no circles) in step.
             gpu_compile.py   compile the interpreted kernels for a GPU target, without a GPU
             memory_map.py    record which program read and wrote which element
             map_view.py      draw memory maps, the learner's beside the reference's
+            named_steps.py   record the values a function gives the lesson's named steps
+            first_step.py    the first named step whose value differs from the reference's
             forkserver.py    a warm process that forks workers (the test suite's, learners')
             warm.py          the learner's warm server: started by a check, reused by the next
             report.py        how a check's results look: rich text, or one JSON document

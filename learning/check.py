@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             continue  # every part asked for needs Triton, which is missing here
         result = runner.grade(exercise, root, graded[exercise.name], options.interpret,
                               options.timeout,
-                              memory_gib=options.memory, memory_map=wanted_map)
+                              memory_gib=options.memory, memory_map=wanted_map,
+                              first_steps=True)
         if result.environment_problem:  # found by the worker: as above, not the learner's
             return _refuse(console, result.environment_problem, options.json)
         progress, saved_now = _record(root, result, None if saved else progress)

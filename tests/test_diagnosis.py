@@ -957,3 +957,95 @@ def test_a_tl_dot_of_blocks_that_do_not_fit_names_both_shapes(tmp_path):
     summaries = {v.summary for v in _cases(result).values() if v.status == "error"}
     assert summaries and all("tl.dot was given blocks of shape (32, 16) and (32, 16)" in s
                              for s in summaries), summaries
+
+
+# ---------------------------------------------------------------------------------------------
+# Symptom rules held to the replay standard: each fed a pattern that once drew a false cause.
+
+
+def test_outputs_that_are_rows_of_v_are_not_called_rounded(tmp_path):
+    # m never updated: with large scores each output row is one of v's rows, six decimals as
+    # the case's v has, which equals the reference rounded to 6 places; the worked example of
+    # the same run returns values no rounding gives
+    code = _replace(solution_text("attention"), "            m = m_new\n", "")
+    cases = _cases(grade_text(tmp_path, "attention", code, ["python"]))
+    assert not any(v.causes for v in cases.values())
+    said = [o for v in cases.values() for o in v.observations]
+    assert not any("rounded" in o or "float32 rounding" in o for o in said), said
+    assert "every row of the output is one of v's rows, unchanged" in " ".join(
+        cases["large logits"].observations)
+
+
+def test_rounding_is_ruled_out_by_another_case_that_no_rounding_explains():
+    from learning.grader.replays import contradicted, rounded
+
+    want = np.array([[0.1234567891, 0.8765432109]])
+    bug = type("B", (), {"detect": rounded(), "raises": None})()
+    rounded_case = (np.round(want, 6), (), want, 1e-12, 1e-9)
+    assert bug.detect(*rounded_case[:3])
+    assert not contradicted(bug, [], [rounded_case])
+    unrounded = (want * 1.5, (), want, 1e-12, 1e-9)  # full precision, and wrong
+    assert contradicted(bug, [], [unrounded])
+    # a case that rounding to any number of places would fail, passed: ruled out too
+    small = np.array([[1e-4 / 3, 1 - 1e-4 / 3]])  # 11 places leave 3e-12 off its first value
+    assert contradicted(bug, [((), small, 1e-12, 1e-9)])
+    assert not contradicted(bug, [((), want, 1e-12, 1e-9)])  # 10 places would pass this one
+
+
+def test_rows_stored_with_another_tensors_stride_do_not_name_the_grid(tmp_path):
+    # C stored with A's row stride: rows squeezed together, the bottom ones never written,
+    # and the grid right. Whole rows unwritten name the grid only where what was written is
+    # right, which it is not here.
+    code = _replace(solution_text("matmul"), "tl.store(c_ptr + rows[:, None] * stride_cm",
+                    "tl.store(c_ptr + rows[:, None] * stride_am")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"], compile_check=False))
+    assert not any("grid-too-small" in _causes(v) for v in cases.values())
+    edge = cases["M edge"]
+    assert "whole rows of 45" in edge.summary and "elements written differ" in edge.summary
+    assert _causes(edge) == {"unwritten"}
+
+
+def test_whole_rows_unwritten_with_the_rest_right_still_name_the_grid():
+    from learning.grader import compare, registry
+    from learning.grader.returned import Returned
+
+    part = registry.find("softmax").part("triton")
+    case = part.case("many rows")
+    want = np.full((4, 3), 1 / 3)
+    values = want.copy()
+    values[2:] = np.nan
+    unwritten = np.zeros((4, 3), dtype=bool)
+    unwritten[2:] = True
+    outcome = Returned("Tensor", values, shape=(4, 3), dtype="float32", device="cpu")
+    outcome.unwritten = unwritten
+    verdict = compare.judge(part, case, outcome, (), want, {"dtype": "float32"})
+    assert _causes(verdict) == {"grid-too-small"}
+    values[0, 0] = 0.5  # one written element wrong: the grid is no longer told apart
+    verdict = compare.judge(part, case, outcome, (), want, {"dtype": "float32"})
+    assert _causes(verdict) == {"unwritten"}
+    assert "1 of the 6 elements written differs from the reference" in verdict.summary
+
+
+def test_another_row_is_never_matched_through_nan():
+    want = np.array([[0.5, 0.5], [math.nan, math.nan], [0.25, 0.75]])
+    got = want.copy()
+    got[0] = math.nan  # NaN where row 1 of the reference is NaN: no row was read there
+    said = observe.describe_values(got, want, 1e-9, 1e-9)
+    assert not any("of the output is the reference's row" in s for s in said), said
+
+
+def test_a_replay_that_writes_nothing_is_no_evidence(tmp_path):
+    # a float16 accumulator given to tl.dot as acc on float32 inputs: the interpreter returns
+    # NaN everywhere, which the replay of a grid of whole tiles (writing nothing on these
+    # sizes) matched in every case
+    code = _replace(solution_text("matmul"),
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)")
+    code = _replace(code, "acc += tl.dot(a, b)", "acc = tl.dot(a, b, acc)")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"], compile_check=False))
+    assert not any("whole-tiles-grid" in _causes(v) for v in cases.values()), \
+        {n: _causes(v) for n, v in cases.items()}
+    from learning.exercises.matmul import _whole_tiles_only
+
+    with pytest.raises(ValueError):  # M below every tile: nothing written, nothing to tell
+        _whole_tiles_only(np.ones((3, 2)), np.ones((2, 5)), 16, 16)

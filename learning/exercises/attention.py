@@ -13,7 +13,7 @@ import math
 from functools import partial
 
 from learning.explainers import attention as worked_example
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rounded_output, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
 
@@ -680,6 +680,39 @@ TRITON_HINTS = (
     "HEAD_DIM=d, BLOCK_M=16, BLOCK_N=16; return out.",
 )
 
+def _in_key_block(loops: dict, args: tuple) -> str:
+    """Where the reference was: "for query row 0, keys 2 to 3" (the row alone before its
+    first block of keys)."""
+    if "i" not in loops:
+        return ""
+    place = f"for query row {loops['i']}"
+    if "start" in loops:
+        first, last = loops["start"], min(loops["start"] + args[4], len(args[1])) - 1
+        place += f", key {first}" if first == last else f", keys {first} to {last}"
+    return place
+
+
+# The running m, l and acc of each query row, and each step of their update by a block of keys.
+PYTHON_STEPS = Steps(("m", "l", "acc", "scores", "m_new", "ref", "alpha", "p"), _in_key_block)
+
+def _in_program(loops: dict, args: tuple) -> str:
+    """Where the reference kernel was: "in program (1, 0), keys 16 to 24"."""
+    if "program" not in loops:
+        return ""
+    x, y = loops["program"][:2]
+    place = f"in program ({x}, {y})"
+    if "start" in loops:
+        # 16: the reference's BLOCK_N (another tiling is never compared)
+        first, last = loops["start"], min(loops["start"] + 16, args[1].shape[-2]) - 1
+        place += f", key {first}" if first == last else f", keys {first} to {last}"
+    return place
+
+
+# The kernel's query rows and q block, running m, l and acc, and each step of their update by
+# a block of keys (its columns first: a block of other keys is told apart before its values).
+TRITON_STEPS = Steps(("rows", "q", "m", "l", "acc", "cols", "s", "m_new", "ref", "alpha", "p",
+                      "out"), _in_program, function="attention_kernel")
+
 EXERCISE = Exercise(
     name="attention",
     title="FlashAttention forward: softmax over blocks of keys, then one kernel",
@@ -688,10 +721,10 @@ EXERCISE = Exercise(
         Part("python", "attention_python: one head, blocks of keys, a running (max, sum, acc)",
              lesson="13", function="attention_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9),
-             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS),
+             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS, steps=PYTHON_STEPS),
         Part("triton", "attention_triton: one program per block of queries of one head",
              lesson="13", function="attention_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS),
+             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

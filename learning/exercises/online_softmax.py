@@ -10,7 +10,7 @@ import math
 from functools import partial
 
 from learning.exercises.softmax import reference_rows
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import (
     any_of,
     raises_like,
@@ -366,6 +366,30 @@ TRITON_HINTS = (
     "axis=0), S = tl.sum(s * tl.exp(m - M), axis=0); a second loop stores tl.exp(x - M) / S.",
 )
 
+def _in_chunk(loops: dict, args: tuple) -> str:
+    """Where the reference was: "in the chunk from value 8, lane 1" (nothing after the loop)."""
+    if "start" not in loops:
+        return ""
+    lane = f", lane {loops['lane']}" if "lane" in loops else ""
+    return f"in the chunk from value {loops['start']}{lane}"
+
+
+# The workshop's running pair per lane (m, s), each step of its update, and the combine.
+PYTHON_STEPS = Steps(("m", "s", "m_new", "ref", "row_max", "total"), _in_chunk)
+
+def _in_row_chunk(loops: dict, args: tuple) -> str:
+    """Where the reference kernel was: "in the program of row 0, the chunk from column 64"."""
+    if "program" not in loops:
+        return ""
+    chunk = f", the chunk from column {loops['start']}" if "start" in loops else ""
+    return f"in the program of row {loops['program'][0]}{chunk}"
+
+
+# The kernel's running pair per lane, each chunk's offsets and each step of the pair's update,
+# and the combine.
+TRITON_STEPS = Steps(("m", "s", "offsets", "m_new", "ref", "row_max", "total"), _in_row_chunk,
+                     function="online_softmax_kernel")
+
 EXERCISE = Exercise(
     name="online_softmax",
     title="Online softmax: rows wider than a block",
@@ -374,10 +398,11 @@ EXERCISE = Exercise(
         Part("python", "online_softmax_python: the recurrence on a list, chunk by chunk",
              lesson="A1", function="online_softmax_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
-             returns="list", hints=PYTHON_HINTS, observe=("row-sums",)),
+             returns="list", hints=PYTHON_HINTS, observe=("row-sums",), steps=PYTHON_STEPS),
         Part("triton", "online_softmax_triton: one program per row, BLOCK columns at a time",
              lesson="A1", function="online_softmax_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, observe=("row-sums",)),
+             needs_kernels=True, hints=TRITON_HINTS, observe=("row-sums",),
+             steps=TRITON_STEPS),
     ),
 )

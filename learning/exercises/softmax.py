@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import (
     any_of,
     raises_like,
@@ -329,6 +329,17 @@ TRITON_HINTS = (
     "softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols, BLOCK=BLOCK).",
 )
 
+# The six steps of lesson 04, as the stub asks for them (the store is the return).
+PYTHON_STEPS = Steps(("maximum", "shifted", "numerator", "denominator", "output"))
+
+def _in_row_program(loops: dict, args: tuple) -> str:
+    return f"in the program of row {loops['program'][0]}" if "program" in loops else ""
+
+
+# The same steps in lesson 08's kernel, one program per row (x: the row as loaded, in FP32).
+TRITON_STEPS = Steps(("x", "maximum", "numerator", "denominator", "output"), _in_row_program,
+                     function="softmax_kernel")
+
 EXERCISE = Exercise(
     name="softmax",
     title="Softmax: derive the kernel, then write it",
@@ -337,10 +348,10 @@ EXERCISE = Exercise(
         Part("python", "softmax_python: one row in plain Python", lesson="04",
              function="softmax_python", reference=reference_rows, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS, observe=("row-sums",)),
+             hints=PYTHON_HINTS, observe=("row-sums",), steps=PYTHON_STEPS),
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
-             hints=TRITON_HINTS, observe=("row-sums",)),
+             hints=TRITON_HINTS, observe=("row-sums",), steps=TRITON_STEPS),
     ),
 )

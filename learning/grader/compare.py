@@ -113,6 +113,9 @@ class Verdict:
     meaning_key: str = ""
     where: str = ""  # the learner's line that raised, "softmax.py, line 18 (f): code"
     observations: tuple[str, ...] = ()  # what differs, described from the data
+    # the first of the lesson's named steps whose value differs from the reference's, in
+    # words (learning.grader.first_step); "" when it was not recorded or cannot be said
+    first_step: str = ""
     expected: str = ""
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -163,6 +166,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         return verdict
     verdict = _judge_structure(part, outcome, want, expect)
     if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
+        _check_what_was_written(verdict, outcome, want, case.tolerance or part.tolerance)
         # A known bug's exact signature (unwritten elements included) names it better than
         # the generic pattern of what was left unwritten. Where nothing at all was written,
         # the output is the check's own NaN fill, which a replay that computes NaN everywhere
@@ -180,6 +184,30 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
 
 
 _UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one-mask")
+
+
+def _check_what_was_written(verdict: Verdict, outcome, want, tolerance) -> None:
+    """Whole rows never written name the grid only where every element that was written is
+    right: a store to the wrong address (another tensor's row stride, a wrong row offset)
+    leaves rows unwritten too, and writes wrong values where it does store, while a program
+    that never ran changes no other row. (The end of each row left unwritten is another
+    matter: a block or mask that stops short also leaves the row's reductions short, so wrong
+    values there tell nothing apart.)"""
+    import numpy as np
+
+    if verdict.bug.key != "grid-too-small" or outcome.unwritten is None:
+        return
+    values = np.asarray(outcome.values, dtype=np.float64)
+    written = ~np.asarray(outcome.unwritten, dtype=bool)
+    if values.shape != np.shape(want) or values.shape != written.shape:
+        return
+    wrong = written & ~close(values, want, tolerance.atol, tolerance.rtol)
+    count = int(wrong.sum())
+    if not count:
+        return
+    verdict.summary += f"; and {count} of the {int(written.sum())} elements written " \
+                       f"{verb(count, 'differs', 'differ')} from the reference"
+    verdict.causes = (COMMON_BUGS["unwritten"],)
 
 
 def _wrote_any(outcome) -> bool:
@@ -488,6 +516,10 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
                            float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
+    if part.returns == "tensor" and case.fill_outputs_with_nan:
+        # every element was written (NaN included): a mistake whose replay leaves some
+        # unwritten is not this one, however its NaN compare with the learner's
+        causes = tuple(bug for bug in causes if not bug.leaves_unwritten)
     # an output with no finite value where the reference has some: any mistake that ends in
     # an overflow or 0 / 0 gives it, so it is weak evidence for the bugs it matches
     no_finite = got.size > 1 and not np.isfinite(got).any() and bool(np.isfinite(want).any())
@@ -499,11 +531,14 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
         summary += f"; {special}"
     if problems and len(bad):
         summary += f"; {problems[0]}"
-    inputs = tuple(a for a in args if not isinstance(a, (int, float, str, bool)))
+    kept = [i for i, a in enumerate(args) if not isinstance(a, (int, float, str, bool))]
+    inputs = tuple(args[i] for i in kept)
+    parameters = _parameters(part.function)
+    names = tuple(parameters[i] if i < len(parameters) else f"argument {i + 1}" for i in kept)
     dtype = next((getattr(a, "stored_dtype", "") for a in args
                   if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
-                             inputs, part.observe, dtype)
+                             inputs, part.observe, dtype, names)
     # as many decimals as it takes for the differing values shown to print differently
     decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,

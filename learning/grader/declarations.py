@@ -37,7 +37,9 @@ class Bug:
     with none of the three is never named: the grader says what it observed instead.
     ``leaves_unwritten`` says that the replay's NaN stand for outputs the bug never writes (the
     check fills outputs with NaN): only such a bug can be named where nothing was written at
-    all, since a replay that computes NaN everywhere matches that fill too.
+    all, since a replay that computes NaN everywhere matches that fill too; and never where
+    every element was written (computed NaN are no unwritten ones). A replay that writes
+    nothing at all carries no evidence: it raises ValueError instead (nothing to tell).
     """
 
     key: str
@@ -83,6 +85,19 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Steps:
+    """The named steps of a part's function, as its lesson and stub name them: where a wrong
+    output first parts from the reference's is said in their terms
+    (``learning.grader.first_step``). ``where(loops, args)`` puts into words where the
+    reference was when it set a value, from its loop variables (and "program", in a kernel)
+    and the case's arguments: "for query row 0, keys 2 to 3"."""
+
+    names: tuple[str, ...]
+    where: Callable[[dict, tuple], str] | None = None
+    function: str = ""  # the function whose steps these are, when not the part's own (a kernel)
+
+
+@dataclass(frozen=True)
 class Part:
     """One function of an exercise module that a lesson asks the learner to write."""
 
@@ -105,6 +120,7 @@ class Part:
     # Facts about a wrong output worth stating for this part (learning.grader.observe): "row-sums"
     # for outputs whose rows are probabilities.
     observe: tuple[str, ...] = ()
+    steps: Steps | None = None  # the lesson's named steps, recorded when a case fails
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

@@ -29,9 +29,10 @@ MAX_ROWS_COMPARED = 256  # rows searched for "this row is another row of the ref
 
 
 def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(),
-                    dtype: str = "float64") -> list[str]:
+                    dtype: str = "float64", names=()) -> list[str]:
     """Sentences about how ``got`` differs from ``want`` (float64 arrays of one shape);
-    ``dtype`` is what the case's tensors are stored in (float64 for Python lists)."""
+    ``dtype`` is what the case's tensors are stored in (float64 for Python lists); ``names``
+    are the parameter names of ``inputs``, where known."""
     import numpy as np
 
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -41,10 +42,13 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     if not bad.any():
         return []
     scaled = _scaled(got, want, bad)
-    rounded = _rounded(got, want)
+    copied = _same_as_input(got, inputs) or _rows_of_input(got, inputs, names)
+    # values an input holds already carry its digits: no sign of rounding, to decimal places
+    # or to a format's precision
+    rounded = "" if copied else _rounded(got, want)
     said = [s for s in (_where(bad), rounded or _size(got, want, bad, dtype,
-                                                      systematic=bool(scaled)),
-                        scaled, _same_as_input(got, inputs),
+                                                      systematic=bool(scaled or copied)),
+                        scaled, copied,
                         _other_rows(got, want, bad, atol, rtol),
                         _all_zero(got)) if s]
     if "row-sums" in properties:
@@ -206,6 +210,33 @@ def _same_as_input(got, inputs) -> str:
     return ""
 
 
+def _rows_of_input(got, inputs, names=()) -> str:
+    """Every row of the output is, exactly, a row of one input (not the input itself)."""
+    import numpy as np
+
+    if got.ndim != 2 or got.shape[0] < 2 or got.shape[0] > MAX_ROWS_COMPARED \
+            or not np.isfinite(got).all():
+        return ""
+    for position, value in enumerate(inputs):
+        rows = np.asarray(value, dtype=np.float64) if _numeric(value) else None
+        if rows is None or rows.ndim != 2 or rows.shape[1] != got.shape[1] \
+                or rows.shape[0] > MAX_ROWS_COMPARED:
+            continue
+        found = []
+        for row in got:
+            match = np.flatnonzero((rows == row).all(axis=1))
+            if match.size == 0:
+                break
+            found.append(int(match[0]))
+        else:
+            if found == list(range(len(found))) and rows.shape[0] == len(found):
+                continue  # the input whole, said by _same_as_input
+            name = names[position] if position < len(names) else f"argument {position + 1}"
+            first = f"row 0 is {name}'s row {found[0]}"
+            return f"every row of the output is one of {name}'s rows, unchanged ({first})"
+    return ""
+
+
 def _numeric(value) -> bool:
     import numpy as np
 
@@ -226,8 +257,11 @@ def _other_rows(got, want, bad, atol: float, rtol: float) -> str:
     if got.ndim != 2 or got.shape[0] < 2 or got.shape[0] > MAX_ROWS_COMPARED:
         return ""
     found = []
+    finite = np.isfinite(want).all(axis=1)
     for r in np.flatnonzero(bad.any(axis=1)):
-        match = next((other for other in range(got.shape[0]) if other != r
+        if not np.isfinite(got[r]).all():
+            return ""  # NaN agrees with NaN: no sign of which row was read
+        match = next((other for other in range(got.shape[0]) if other != r and finite[other]
                       and close(got[r], want[other], atol, rtol).all()), None)
         if match is None:
             return ""

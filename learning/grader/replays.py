@@ -16,18 +16,55 @@ from learning.grader.declarations import Bug
 from learning.grader.numbers import close
 from learning.grader.tensors import rows_read_at
 
+ROUNDING_PLACES = range(1, 12)  # the decimal places a result rounded for display may keep
 
-def rounded_output(got, args, want) -> bool:
-    """A ``Bug.detect``: every value is the reference rounded to 1 to 11 decimal places (a
-    result rounded for display, round(v, 6)). An output of all zeros is no rounding."""
-    import numpy as np
 
-    if got.shape != want.shape or np.allclose(got, want, rtol=1e-9, atol=1e-12):
-        return False
-    if not np.any(got):  # all zeros is no rounding (floor division gives it too)
-        return False
-    return any(np.allclose(got, np.round(want, digits), rtol=0, atol=1e-13)
-               for digits in range(1, 12))
+class rounded:  # noqa: N801 - used like a function: Bug(..., rounded())
+    """A ``Bug.detect`` for a result rounded for display, round(v, 6): every value is the
+    reference rounded to 1 to 11 decimal places (an output of zeros is none: floor division
+    gives it too). One case alone cannot tell it from other ways to get such values (a row of
+    inputs of six decimals, copied where the reference is nearly that row), so it is checked
+    against every case the learner ran: a case that rounding would fail, passed, or a wrong
+    output no rounding gives, rules it out (``contradicted``)."""
+
+    def __call__(self, got, args, want) -> bool:
+        import numpy as np
+
+        if got.shape != want.shape or np.allclose(got, want, rtol=1e-9, atol=1e-12):
+            return False
+        if not np.any(got):  # all zeros is no rounding (floor division gives it too)
+            return False
+        return self._is_rounding(got, want)
+
+    @staticmethod
+    def _is_rounding(got, want) -> bool:
+        import numpy as np
+
+        return any(np.allclose(got, np.round(want, places), rtol=0, atol=1e-13)
+                   for places in ROUNDING_PLACES)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        """True when rounding to any number of places fails the case; None otherwise (the
+        places the learner kept are not known)."""
+        import numpy as np
+
+        want = np.asarray(want, dtype=np.float64)
+        if want.dtype == object or not np.isfinite(want).all():
+            return None
+        passes = [bool(close(np.round(want, places), want, atol, rtol).all())
+                  for places in ROUNDING_PLACES]
+        return True if not any(passes) else None
+
+    def explains(self, got, args, want, atol: float, rtol: float) -> bool | None:
+        """False for a wrong output that is no rounding of the reference."""
+        import numpy as np
+
+        if np.shape(got) != np.shape(want) or not np.isfinite(want).all():
+            return None
+        return self._is_rounding(got, want)
+
+
+rounded_output = rounded()  # the one every rounding bug uses
 
 
 class same_as:  # noqa: N801 - used like a function: Bug(..., same_as(formula))

@@ -259,6 +259,8 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
              style="yellow")
         for observation in verdict.observations:
             _say(console, f"- {observation}", CASE_INDENT + 2, hang=2)
+    if verdict.first_step:  # observed, as the lines above: the learner's values beside ours
+        _say(console, verdict.first_step, label="step by step:", style="yellow")
     if hint:
         _say(console, hint, style="cyan")
     if verdict.traceback:  # escaped first: a \x85 or \u2028 in a message is no line break
@@ -443,6 +445,7 @@ def _case_json(case_result: runner.CaseResult) -> dict:
         "error_meaning": verdict.meaning or None,
         "where": verdict.where or None,
         "observations": list(verdict.observations),
+        "first_step": verdict.first_step or None,
         "expected": verdict.expected,
         "got": verdict.got,
         "mismatches": [{"index": list(m.index), "expected": _number(m.want),

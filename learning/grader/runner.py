@@ -50,6 +50,14 @@ STARTUP_SECONDS = 120.0
 IMPORT_FLOOR_SECONDS = 30.0
 IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
 MAX_OUTPUT_LINES = 40
+# The run that records a failing case's named steps (first_step_for) takes the first failing
+# case that ran within STEPS_QUICK_SECONDS (else the quickest); its limit is STEPS_FACTOR times
+# the case's own time, never below a floor (a kernel's: an interpreter run, whatever the case's
+# own time on a GPU was).
+STEPS_QUICK_SECONDS = 2.0
+STEPS_FACTOR = 10.0
+STEPS_FLOOR_SECONDS = 5.0
+STEPS_KERNEL_FLOOR_SECONDS = 15.0
 # GPU faults in one check, each costing a fresh process (a fork of the warm one, usually),
 # before the rest of the part is left unrun.
 MAX_GPU_FAULTS = 24
@@ -170,14 +178,18 @@ def import_limit(case_seconds: float) -> float:
 def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None = None,
           force_interpret: bool = False, case_seconds: float | None = None,
           import_seconds: float | None = None, compile_check: bool = True,
-          memory_gib: float | None = None, memory_map: bool | str = False) -> CheckResult:
+          memory_gib: float | None = None, memory_map: bool | str = False,
+          first_steps: bool = False) -> CheckResult:
     """Run the learner's ``<root>/<exercise>.py`` against the chosen parts' cases.
 
     ``case_seconds`` limits each case, ``import_seconds`` the learner's import (default:
     ``import_limit(case_seconds)``). With ``compile_check``, kernels that ran in the
     interpreter are also compiled for a GPU target, and what the compiler rejects fails the part.
     ``memory_map`` (True, or a case's name) records a memory map of the first failing kernel
-    case small enough to draw, or of that case (``learning.grader.memory_map``).
+    case small enough to draw, or of that case (``learning.grader.memory_map``). With
+    ``first_steps``, a part whose output is wrong and whose code keeps the lesson's names has
+    its first failing case run once more with those values recorded, beside the reference's,
+    and the case says the first named step whose value differs (``first_step_for``).
     """
     start = time.perf_counter()
     # Judging needs numpy: imported before the learner's code runs, which could change the
@@ -212,6 +224,12 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         _run_parts(result, exercise, module_path, force_interpret, case_seconds,
                    import_seconds, compiler, output_chunks, list(result.parts), launches,
                    memory_gib, start)
+        if first_steps:
+            for part_result in result.parts:
+                if first_step_for(result, part_result, text_before, force_interpret,
+                                  case_seconds, memory_gib):
+                    result.timeline.append((time.perf_counter() - start,
+                                            f"first step: {part_result.part.name} recorded"))
         if memory_map:
             result.memory_map = map_for_check(result, memory_map, case_seconds, memory_gib)
             result.timeline.append((time.perf_counter() - start, "memory map: recorded"))
@@ -644,6 +662,7 @@ class _WorkerRun:
         self.output = ""
         self.extra_args: list[str] = []  # more worker arguments: --map (learning.grader.memory_map)
         self.maps: dict[str, object] = {}  # what a --map worker recorded, by whose kernel
+        self.steps: dict[str, object] = {}  # what a --steps worker recorded, by whose code
         self.borrowed: list[str] = []  # the course's reference modules the learner's code loaded
         self.learner_pid = 0  # the process under the guard that runs the learner's code
         self.repairs = integrity.Repairs()  # what its code did to the course's files, undone
@@ -833,6 +852,8 @@ class _WorkerRun:
             self.abandoned = (event[1], event[2])
         elif kind == "map":
             self.maps[event[1]] = event[2]
+        elif kind == "steps":
+            self.steps[event[1]] = event[2]
         elif kind == "borrowed":
             self.borrowed = [str(name) for name in event[1]]
         elif kind == "finished":
@@ -1016,3 +1037,71 @@ def record_map(exercise, module_path: Path, part: str, case: str,
         problem = (run.maps.get(maps.REFERENCE) or {}).get("problem", "")
         memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
     return memory_map
+
+
+# ---------------------------------------------------------------------------------------------
+# The first named step that differs (learning.grader.first_step): one more worker run.
+
+
+def first_step_for(result: CheckResult, part_result: PartResult, source: bytes | None,
+                   force_interpret: bool = False, case_seconds: float | None = None,
+                   memory_gib: float | None = None) -> bool:
+    """Record the named steps of a case of the part whose output was wrong (else of one that
+    raised), the learner's beside the reference's, and put where they first differ on that
+    case's verdict. Nothing runs for a part without declared steps, without a failing
+    case, or whose function keeps none of the lesson's names; False then."""
+    from learning.grader import first_step, named_steps
+
+    part, steps = part_result.part, part_result.part.steps
+    if steps is None or part_result.problem is not None or result.import_problem is not None:
+        return False
+    # a wrong output (else an error the case did not ask for: the steps before it), the first
+    # that ran quickly, else the quickest
+    wrong = [c for c in part_result.cases if c.verdict.status == "failed"
+             and c.verdict.mismatch_count]
+    candidates = wrong or [c for c in part_result.cases if c.verdict.status == "error"
+                           and not part.case(c.name).raises]
+    failed = next((c for c in candidates if c.verdict.seconds <= STEPS_QUICK_SECONDS),
+                  min(candidates, key=lambda c: c.verdict.seconds, default=None))
+    if failed is None or not named_steps.uses_names(source, steps.function or part.function,
+                                                    steps.names):
+        return False
+    case = part.case(failed.name)
+    # tracing slows the learner's code some times over: a bound of its own, well under a
+    # case's, so that a failing check waits seconds for it at most
+    floor, ceiling = (STEPS_KERNEL_FLOOR_SECONDS, KERNEL_CASE_SECONDS) if part.needs_kernels \
+        else (STEPS_FLOOR_SECONDS, PYTHON_CASE_SECONDS)
+    limit = case_seconds or min(max(floor, STEPS_FACTOR * failed.verdict.seconds), ceiling)
+    run = _steps_run(result.exercise, result.module_path, part, case,
+                     force_interpret or part.needs_kernels, limit, memory_gib)
+    _note_repairs(result, run.repairs, result.module_path)
+    ours = named_steps.Recording.from_data(run.steps.get(named_steps.REFERENCE))
+    theirs = named_steps.Recording.from_data(run.steps.get(named_steps.LEARNER))
+    tolerance = case.tolerance or part.tolerance
+    args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
+    try:
+        failed.verdict.first_step = first_step.first_difference(
+            ours, theirs, steps.names, steps.where, args, tolerance.atol, tolerance.rtol)
+    except Exception:  # noqa: BLE001 - an extra: the verdict stands without it
+        failed.verdict.first_step = ""
+    return True
+
+
+def _steps_run(exercise, module_path: Path, part, case, interpret: bool, case_seconds,
+               memory_gib):
+    """The worker run that records one case's named steps (worker --steps): a kernel's in the
+    interpreter whatever the machine (a compiled kernel's steps are not Python to trace), a
+    Python part's in the check's own mode (the warm process the check used forks it)."""
+    from learning.solutions import solution_path
+
+    parts = [PartResult(part)]
+    run = _WorkerRun(exercise, Path(module_path), parts, interpret, case_seconds, None, None,
+                     memory_gib, {part.name: [case.name]})
+    run.extra_args = ["--steps", json.dumps({"part": part.name, "case": case.name,
+                                             "reference": str(solution_path(exercise.name)),
+                                             "interpret": interpret})]
+    try:
+        run.execute()
+    except Exception:  # noqa: BLE001 - the steps are an extra: they never end a check
+        pass
+    return run

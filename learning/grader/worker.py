@@ -708,6 +708,52 @@ def run_map(exercise_name: str, module_path: str, request: dict, channel: Channe
     return 0
 
 
+def run_steps(exercise_name: str, module_path: str, request: dict, channel: Channel,
+              memory_gib: float = 0.0, lock_down=None) -> int:
+    """``python -m learning.grader.worker --steps``: one case with its named steps recorded
+    (learning.grader.named_steps), kernels in the interpreter (where their steps are Python):
+    the reference's first, sent before the learner's module is imported (so that nothing it
+    does can change them), then the learner's."""
+    from learning.grader import named_steps
+
+    part = registry.find(exercise_name).part(request["part"])
+    if part.needs_kernels or request.get("interpret"):
+        selected = kernel_mode.select(True)
+        channel.send("mode", True, selected.reason)
+        from learning.grader import sanitizer
+
+        sanitizer.install()  # a load out of bounds raises, as in the check, and ends the steps
+    case = part.case(request["case"])
+    traced = part.steps.function or part.function
+    args_spec = case.make_args()
+    channel.send("importing")
+    module, problem = import_learner_module(request["reference"])
+    reference = named_steps.record_call(module, part.function, traced, args_spec,
+                                        part.steps.names) if module is not None else \
+        {"problem": problem.message if problem else "the reference did not import"}
+    channel.send("steps", named_steps.REFERENCE, reference)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+    warm_up(module_path)
+    if lock_down is not None:
+        lock_down(memory_gib, "cpu")
+    elif memory_gib > 0:
+        cap_memory(memory_gib)
+    module, problem = import_learner_module(module_path)
+    channel.send("import", problem)
+    if problem:
+        return 0
+    channel.send("start", part.name, case.name)
+    learner = named_steps.record_call(module, part.function, traced, args_spec,
+                                      part.steps.names)
+    channel.send("steps", named_steps.LEARNER, learner)
+    channel.send("done", part.name, case.name, Skipped("recorded for its named steps"))
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    channel.send("finished")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m learning.grader.worker")
     parser.add_argument("--exercise", required=True)
@@ -721,6 +767,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's memory map "
                         "(learning.grader.memory_map) instead of grading")
+    parser.add_argument("--steps", type=json.loads, default=None,
+                        help="JSON {part, case, reference}: record that case's named steps "
+                        "(learning.grader.named_steps) instead of grading")
     parser.add_argument("--stack-file", default="",
                         help="write the stack here on SIGUSR1 (learning.grader.stuck)")
     parser.add_argument("--grader-pid", type=int, default=0,
@@ -745,6 +794,9 @@ def _work(options) -> int:
     if options.map is not None:
         return run_map(options.exercise, options.module_path, options.map, channel,
                        options.memory_gib, locked)
+    if options.steps is not None:
+        return run_steps(options.exercise, options.module_path, options.steps, channel,
+                         options.memory_gib, locked)
     parts = [p for p in options.parts.split(",") if p]
     return run(options.exercise, options.module_path, parts, options.interpret, channel,
                options.memory_gib, options.cases, locked)

@@ -1,0 +1,294 @@
+"""Where the learner's computation first parts from the reference's: the first named step whose
+value differs, found by comparing two recordings of the same case (learning.grader.named_steps).
+
+Runs in the grader's process. The reference's events are walked in order, and each is matched
+with the learner's next event of the same name: the k-th value the learner's ``m`` took against
+the k-th the reference's took. A match counts only while the two run in step (the learner's
+event no more than a round of steps ahead of where the walk stands), so that the place the
+reference's loops give (query row 0, keys 2 to 3) is the learner's too; in a kernel, both events
+must also come from the same program. Where the learner did not set a name that the reference
+sets, the learner's value is what it last held. The first disagreement is said as observed,
+with the values; when the two cannot be kept in step, nothing is said.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+from learning.grader.named_steps import Event, Recording
+from learning.grader.numbers import close, counted
+
+SHOWN_WHOLE = 4  # a value of at most this many numbers is shown whole
+# A learner's recording with this many times the reference's events takes finer steps than
+# the lesson's (one key at a time where the lesson takes a block): its values are not the
+# lesson's steps, and nothing is said.
+FINER = 1.5
+
+
+class _NotSet:
+    pass
+
+
+NOT_SET = _NotSet()
+
+
+def merged(events: list[Event]) -> list[Event]:
+    """Consecutive events of one name as one, holding the last value and the first place."""
+    out: list[Event] = []
+    for event in events:
+        if out and out[-1].name == event.name:
+            out[-1] = Event(event.name, event.value, out[-1].loops, out[-1].line,
+                            out[-1].parts + event.parts)
+        else:
+            out.append(event)
+    return out
+
+
+def first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
+                     where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
+                     rtol: float) -> str:
+    """One or two sentences on the first named step whose value differs ("" when nothing can
+    honestly be said: no name in common, a recording cut or missing, the two out of step)."""
+    if reference is None or learner is None or reference.problem or learner.problem:
+        return ""
+    common = [n for n in names if n in reference.names and n in learner.names]
+    if not common:
+        return ""
+    ours = merged([e for e in reference.events if e.name in common])
+    theirs = merged([e for e in learner.events if e.name in common])
+    window = len(common) + 1
+    if len(ours) < 2 and ours and ours[0].name == reference.events[-1].name or \
+            len(theirs) > FINER * len(ours) + window:
+        # the last step alone (the output, built in place) only repeats the output; steps
+        # finer than the lesson's (a key at a time, say) are not comparable
+        return ""
+    positions = {n: [j for j, e in enumerate(theirs) if e.name == n] for n in common}
+    taken = dict.fromkeys(common, 0)
+    consumed: set[int] = set()
+    state: dict[str, object] = {}  # what each name holds in the learner's code, as walked
+    held: dict[str, object] = {}  # and in the reference's
+    matched: list[str] = []
+    at = -1  # the learner's furthest event matched so far
+    for i, event in enumerate(ours):
+        name = event.name
+        found = positions[name]
+        k = taken[name]
+        while k + 1 < len(found) and _building(theirs[found[k]].value, event.value, atol,
+                                               rtol):
+            state[name] = theirs[found[k]].value  # a list still being filled: not yet a step
+            consumed.add(found[k])
+            k += 1
+        p = found[k] if k < len(found) else None
+        near = p is not None and _pending(at, p, consumed, window) < window
+        place = _place(where, event, args)
+        if near:
+            extra = _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held,
+                                 atol, rtol)
+            if extra is not None:
+                other, now, before = extra
+                if before is NOT_SET:
+                    return ""
+                where_ = f" {place}" if place else ""
+                return f"{_before(matched, place)}where the reference goes on to set " \
+                       f"{name}{where_}, your code sets {other} first: its {other} " \
+                       f"{_compared(now, before, atol, rtol)}"
+            if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
+                # the learner's last step, cut short by the error: not the whole of it
+                return f"{_before(matched, '')}then your code raised {learner.raised}, " \
+                       f"before it finished {name}{' ' + place if place else ''}"
+            if not _same_iteration(event, theirs[p]):
+                return ""  # another program's step, or another iteration of a loop
+            got = theirs[p].value
+            taken[name] = k + 1
+            consumed.add(p)
+            at = max(at, p)
+            state[name] = got
+            verdict = _agree(got, event.value, atol, rtol)
+            if verdict is None or verdict is False and "program" in event.loops \
+                    and _array(got).shape != _array(event.value).shape:
+                return ""  # a kernel's blocks of another shape: another tiling, not a step
+            if not verdict:
+                return _differs(name, place, got, event.value, matched, atol, rtol)
+        elif learner.raised and all(j in consumed for j in range(at + 1, len(theirs))):
+            return f"{_before(matched, '')}then your code raised {learner.raised}, before it " \
+                   f"set {name}{' ' + place if place else ''}"
+        else:
+            current = state.get(name, NOT_SET)
+            verdict = None if current is NOT_SET else _agree(current, event.value, atol, rtol)
+            if verdict is None and current is not NOT_SET:
+                return ""
+            if not verdict:
+                return _not_set(name, place, current, event.value, matched, atol, rtol)
+        held[name] = event.value
+        if name not in matched:
+            matched.append(name)
+    if reference.cut or learner.cut or not matched or len(consumed) < len(theirs):
+        return ""  # steps of the learner's own that the reference does not take: unsaid
+    return f"every named step matches the reference's ({_joined(matched)}): what differs " \
+           "comes after the last of them"
+
+
+def _pending(at: int, p: int, consumed: set[int], limit: int) -> int:
+    """The learner's events between the walk's furthest match and ``p`` not matched yet,
+    counted up to ``limit`` (a walk of n events then costs n times the window, not n**2)."""
+    count = 0
+    for j in range(at + 1, p):
+        if j not in consumed:
+            count += 1
+            if count >= limit:
+                break
+    return count
+
+
+def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol, rtol):
+    """A step the learner's code took before ``theirs[p]`` that the reference does not take
+    there: (its name, the learner's value, the reference's), or None. A step the reference
+    takes in the same iteration a little later is the same step in another order, and one
+    that leaves the value as the reference holds it changes nothing."""
+    for q in range(at + 1, p):
+        other = theirs[q].name
+        if q in consumed or other == ours[i].name:
+            continue
+        if any(ours[j].name == other and ours[j].loops == ours[i].loops
+               and _same_iteration(ours[j], theirs[q])
+               for j in range(i + 1, min(i + window, len(ours)))):
+            continue
+        now = theirs[positions[other][bisect.bisect_left(positions[other], p) - 1]].value
+        before = held.get(other, NOT_SET)
+        if before is NOT_SET or _agree(now, before, atol, rtol) is not True:
+            return other, now, before
+    return None
+
+
+def _same_iteration(ours: Event, theirs: Event) -> bool:
+    """Both steps ran in the same program (a kernel's; plain functions have none), and every
+    loop variable the two share by name holds the same value (blocks visited in another order
+    are not in step, whatever the count of steps says)."""
+    if ours.loops.get("program") != theirs.loops.get("program"):
+        return False
+    return all(theirs.loops[name] == value for name, value in ours.loops.items()
+               if name in theirs.loops)
+
+
+def _place(where, event: Event, args) -> str:
+    if where is None:
+        return ""
+    try:
+        return where(event.loops, args) or ""
+    except Exception:  # noqa: BLE001 - a place the words cannot give is left out
+        return ""
+
+
+def _array(value):
+    import numpy as np
+
+    if isinstance(value, str):
+        return None
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _agree(got, want, atol: float, rtol: float) -> bool | None:
+    """Whether two recorded values agree within the tolerance (None: they cannot be compared,
+    one of them was not kept)."""
+    a, b = _array(got), _array(want)
+    if a is None or b is None:
+        return None
+    return a.shape == b.shape and bool(close(a, b, atol, rtol).all())
+
+
+def _building(got, want, atol: float, rtol: float) -> bool:
+    """A list shorter than the reference's that agrees with its start: still being filled
+    (shifted.append(...) in a loop that also fills another named list)."""
+    a, b = _array(got), _array(want)
+    if a is None or b is None or a.ndim == 0 or b.ndim == 0 or a.shape[1:] != b.shape[1:]:
+        return False
+    return a.shape[0] < b.shape[0] and bool(close(a, b[:a.shape[0]], atol, rtol).all())
+
+
+def _before(matched: list[str], place: str) -> str:
+    if not matched:
+        return ""
+    verb = "matches" if len(matched) == 1 else "match"
+    return f"{_joined(matched)} {verb} the reference's{' up to there' if place else ''}; "
+
+
+def _differs(name: str, place: str, got, want, matched: list[str], atol: float,
+             rtol: float) -> str:
+    where = f" {place}" if place else ""
+    return f"{_before(matched, place)}{name}{where} {_compared(got, want, atol, rtol)}"
+
+
+def _not_set(name: str, place: str, current, want, matched: list[str], atol: float,
+             rtol: float) -> str:
+    where = f" {place}" if place else ""
+    if current is NOT_SET:
+        return f"{_before(matched, place)}the reference sets {name}{where} to " \
+               f"{_shown(want)}; your code had not set it yet"
+    return f"{_before(matched, place)}your code does not set {name}{where}, where the " \
+           f"reference does: its {name} {_compared(current, want, atol, rtol)}"
+
+
+def _compared(got, want, atol: float, rtol: float) -> str:
+    """'is 2.5031, expected 1.5032', or for a large value where and how much it differs."""
+    import numpy as np
+
+    a, b = _array(got), _array(want)
+    if a.shape != b.shape:
+        return f"is {_shape_words(a)}, expected {_shape_words(b)}"
+    if a.size <= SHOWN_WHOLE and a.ndim <= 1:
+        digits = _digits(a, b)
+        return f"is {_shown(got, digits)}, expected {_shown(want, digits)}"
+    bad = ~close(a, b, atol, rtol)
+    index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else (0,) * a.ndim
+    digits = _digits(a[index], b[index])
+    at = "[" + "][".join(str(i) for i in index) + "]"
+    return f"differs at {at}: {_number(float(a[index]), digits)}, expected " \
+           f"{_number(float(b[index]), digits)} ({int(bad.sum())} of {a.size} values differ)"
+
+
+def _shape_words(array) -> str:
+    if array.ndim == 0:
+        return "a single number"
+    if array.ndim == 1:
+        return f"a list of {counted(array.shape[0], 'number')}"
+    return "a " + " x ".join(str(n) for n in array.shape) + " array"
+
+
+def _digits(a, b) -> int:
+    """Significant digits enough to print the two values apart (6 at least)."""
+    import numpy as np
+
+    a, b = np.ravel(a), np.ravel(b)
+    for digits in range(6, 18):
+        if any(_number(float(x), digits) != _number(float(y), digits)
+               for x, y in zip(a, b) if x != y):
+            return digits
+    return 6
+
+
+def _number(value: float, digits: int = 6) -> str:
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{digits}g}"
+
+
+def _shown(value, digits: int = 6) -> str:
+    array = _array(value)
+    if array is None:
+        return str(value)
+    if array.ndim == 0:
+        return _number(float(array), digits)
+    flat = array.ravel()
+    if array.ndim == 1 and flat.size <= SHOWN_WHOLE:
+        return "[" + ", ".join(_number(float(v), digits) for v in flat) + "]"
+    return _shape_words(array)
+
+
+def _joined(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"

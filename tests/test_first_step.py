@@ -1,0 +1,409 @@
+"""The first named step whose value differs: fed wrong versions whose first wrong step is known,
+it names that step and no other; where the names are not the lesson's, or the two computations
+cannot be kept in step, it says nothing."""
+
+import pytest
+
+from learning.grader import first_step, named_steps, registry, runner
+from learning.grader.named_steps import Event, Recording
+from tests.helpers import grade_text, solution_text, write_module
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+def _steps(result, part="python") -> dict[str, str]:
+    (part_result,) = [p for p in result.parts if p.part.name == part]
+    return {c.name: c.verdict.first_step for c in part_result.cases if c.verdict.first_step}
+
+
+def _graded(tmp_path, exercise, text, part="python"):
+    return grade_text(tmp_path, exercise, text, [part], first_steps=True, compile_check=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrong versions whose first wrong step is known.
+
+
+def test_a_wrong_denominator_is_named_after_the_three_steps_that_match(tmp_path):
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(numerator) + 1.0")
+    said = _steps(_graded(tmp_path, "softmax", code))
+    assert said == {"worked example": "maximum, shifted and numerator match the reference's; "
+                                      "denominator is 2.50321, expected 1.50321"}
+
+
+def test_a_wrong_maximum_is_the_first_step_even_where_the_case_raised(tmp_path):
+    # softmax does not change under any finite shift: only cases that overflow fail, raising
+    code = _replace(solution_text("softmax"), "maximum = max(values)", "maximum = min(values)")
+    said = _steps(_graded(tmp_path, "softmax", code))
+    assert list(said.values()) == ["maximum is -1000, expected 1000"]
+
+
+def test_a_running_maximum_never_updated_is_found_after_the_first_key_block(tmp_path):
+    code = _replace(solution_text("attention"), "            m = m_new\n", "")
+    (said,) = _steps(_graded(tmp_path, "attention", code)).values()
+    assert said.endswith("your code does not set m for query row 0, keys 0 to 1, where the "
+                         "reference does: its m is -inf, expected 0.5")
+    assert "acc" in said.split(";")[0]  # the steps before it matched, acc among them
+
+
+def test_an_accumulator_not_rescaled_is_found_at_the_second_key_block(tmp_path):
+    code = _replace(solution_text("attention"), "acc = [a * alpha + sum", "acc = [a + sum")
+    (said,) = _steps(_graded(tmp_path, "attention", code)).values()
+    assert "; acc for query row 0, keys 2 to 3 is [" in said
+    assert "alpha and p match the reference's up to there" in said
+
+
+def test_an_online_maximum_never_updated_is_found_at_the_first_lane(tmp_path):
+    code = _replace(solution_text("online_softmax"), "            m[lane] = m_new\n", "")
+    (said,) = _steps(_graded(tmp_path, "online_softmax", code)).values()
+    assert said.startswith("m, s, m_new and ref match the reference's up to there; your code "
+                           "does not set m in the chunk from value 0, lane 0")
+
+
+def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipped(tmp_path):
+    code = _replace(solution_text("matmul"), "for k0 in range(0, k, block):",
+                    "for k0 in range(0, k, 2 * block):")
+    (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
+    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; "
+                           "where the reference goes on to set a_tile in the tile at C[0][0], "
+                           "K block from 2, your code sets c first: its c differs at [0][0]")
+
+
+def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
+    code = _replace(solution_text("matmul"), "b_tile = [[b[kk][j] if kk < k and j < n else 0.0 "
+                    "for j in range(j0, j0 + block)]\n                          for kk in "
+                    "range(k0, k0 + block)]", "b_tile = [[b[kk][j] if kk < k and j < n else 0.0 "
+                    "for j in range(j0, j0 + block)]\n                          for kk in "
+                    "range(k0 + 1, k0 + 1 + block)]")
+    (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
+    assert said.startswith("c, acc and a_tile match the reference's up to there; b_tile in "
+                           "the tile at C[0][0], K block from 0 differs at [0][0]")
+
+
+def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(
+        tmp_path):
+    code = _replace(solution_text("attention"), "            m = m_new\n",
+                    "            m = m_new\n            acc = [a / l for a in acc]\n")
+    code = _replace(code, "out.append([a / l for a in acc])", "out.append(acc)")
+    (said,) = _steps(_graded(tmp_path, "attention", code)).values()
+    assert "; where the reference goes on to set scores for query row 0, keys 2 to 3, your " \
+           "code sets acc first: its acc is [" in said
+
+
+def test_a_loop_written_step_by_step_compares_as_the_comprehension_does(tmp_path):
+    code = solution_text("softmax") + '''
+
+def softmax_python(values):
+    maximum = values[0]
+    for value in values:
+        if value > maximum:
+            maximum = value
+    shifted, numerator = [], []
+    for value in values:
+        shifted.append(value - maximum)
+        numerator.append(math.exp(value - maximum))
+    denominator = 0.0
+    for n in numerator:
+        denominator += n
+    output = []
+    for n in numerator:
+        output.append(n / (2 * denominator))
+    return output
+'''
+    said = _steps(_graded(tmp_path, "softmax", code))
+    assert said["worked example"].startswith("maximum, shifted, numerator and denominator "
+                                             "match the reference's; output is [0.0450153")
+
+
+def test_a_difference_after_the_last_named_step_is_said_to_come_after_them(tmp_path):
+    code = _replace(solution_text("softmax"), "    return output  # store",
+                    "    return [o * 2 for o in output]")
+    said = _steps(_graded(tmp_path, "softmax", code))
+    assert said["worked example"] == "every named step matches the reference's (maximum, " \
+        "shifted, numerator, denominator and output): what differs comes after the last of them"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels, in the interpreter: the same steps per program, compared program by program.
+
+
+def test_a_kernel_maximum_taken_with_min_is_found_in_the_first_program(tmp_path):
+    code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
+                    "maximum = tl.min(x, axis=0)")
+    (said,) = _steps(_graded(tmp_path, "softmax", code, "triton"), "triton").values()
+    assert said == "x matches the reference's up to there; maximum in the program of row 0 " \
+                   "is -inf, expected 3"
+
+
+def test_a_kernel_sum_over_the_wrong_axis_is_found_at_the_first_block_of_keys(tmp_path):
+    code = _replace(solution_text("attention"), "l = l * alpha + tl.sum(p, axis=1)",
+                    "l = l * alpha + tl.sum(p, axis=0)")
+    (said,) = _steps(_graded(tmp_path, "attention", code, "triton"), "triton").values()
+    assert "alpha and p match the reference's up to there; l in program (0, 0), key 0 " \
+           "differs at [0]: 16, expected 1" in said
+
+
+def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(tmp_path):
+    code = _replace(solution_text("attention"), "acc = acc * alpha[:, None] + tl.dot",
+                    "acc = acc + tl.dot")
+    (said,) = _steps(_graded(tmp_path, "attention", code, "triton"), "triton").values()
+    assert "; acc in program (0, 0), keys 16 to 24 differs at [0][0]" in said
+
+
+def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_path):
+    code = _replace(solution_text("online_softmax"), "        m = m_new\n", "")
+    (said,) = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton").values()
+    assert said.startswith("m, s, offsets, m_new and ref match the reference's up to there; "
+                           "your code does not set m in the program of row 0, the chunk from "
+                           "column 0")
+
+
+def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_not_take(
+        tmp_path):
+    code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",
+                    "for k0 in range(0, K, BLOCK_K // 2):")
+    (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
+    assert said.startswith("rows, cols, acc, ks, a and b match the reference's up to there; "
+                           "where the reference goes on to set c in program (0, 0), your code "
+                           "sets ks first: its ks differs at [0]: 16, expected 0")
+
+
+def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):
+    # right tiles of 16 with a mistake in the store: its blocks have other shapes than the
+    # reference's tiles of 32, so no step of it stands for one of the reference's
+    code = _replace(solution_text("matmul"), "block_m, block_n, block_k = 32, 32, 32",
+                    "block_m, block_n, block_k = 16, 16, 16")
+    code = _replace(code, "c = acc.to(c_ptr.dtype.element_ty)",
+                    "c = (acc + 1.0).to(c_ptr.dtype.element_ty)")
+    result = _graded(tmp_path, "matmul", code, "triton")
+    assert not result.ok and not _steps(result, "triton")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where nothing can honestly be said, nothing is.
+
+
+def test_a_function_without_the_lessons_names_gets_no_steps_and_no_extra_run(tmp_path):
+    code = solution_text("softmax") + '''
+
+def softmax_python(values):
+    top = max(values)
+    e = [math.exp(v - top) for v in values]
+    return [x / (sum(e) + 1.0) for x in e]
+'''
+    result = _graded(tmp_path, "softmax", code)
+    assert not _steps(result)
+    assert not any("first step" in what for _, what in result.timeline)
+
+
+def test_a_passing_part_runs_no_recording(tmp_path):
+    result = _graded(tmp_path, "softmax", solution_text("softmax"))
+    assert result.ok and not any("first step" in what for _, what in result.timeline)
+
+
+def test_a_recording_that_runs_long_is_given_up_within_its_bound(tmp_path):
+    # code that waits whenever it is traced: the recording run is stopped at its floor
+    # (STEPS_FLOOR_SECONDS, the case itself being quick), and the check says nothing of steps
+    import time
+
+    code = _replace(solution_text("softmax"), "    maximum = max(values)  # reduction",
+                    "    import sys, time\n    if sys.gettrace() is not None:\n"
+                    "        time.sleep(60)\n    maximum = max(values)")
+    code = _replace(code, "denominator = sum(numerator)", "denominator = sum(numerator) + 1.0")
+    start = time.monotonic()
+    result = _graded(tmp_path, "softmax", code)
+    assert not result.ok and not _steps(result)
+    assert time.monotonic() - start < runner.STEPS_FLOOR_SECONDS + 20
+
+
+def test_json_carries_the_first_step(tmp_path, capsys):
+    import json
+
+    from learning import check
+
+    code = _replace(solution_text("softmax"), "denominator = sum(numerator)",
+                    "denominator = sum(numerator) + 1.0")
+    write_module(tmp_path, "softmax", code)
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "python", "--json"]) == 1
+    cases = {c["name"]: c for c in json.loads(capsys.readouterr().out)["parts"][0]["cases"]}
+    assert cases["worked example"]["first_step"].endswith("denominator is 2.50321, "
+                                                           "expected 1.50321")
+    assert cases["overflow"]["first_step"] is None
+
+
+def _events(*pairs, program=None):
+    return [Event(name, value, {} if program is None else {"program": program}, 1)
+            for name, value in pairs]
+
+
+def _compare(ours, theirs, names=("a", "b", "c")):
+    reference = Recording(ours, tuple(names))
+    learner = Recording(theirs, tuple(n for n in names if any(e.name == n for e in theirs)))
+    return first_step.first_difference(reference, learner, names, None, (), 1e-9, 1e-9)
+
+
+def test_steps_in_another_program_are_never_compared():
+    ours = _events(("a", 1.0), ("b", 2.0), program=(0, 0, 0))
+    theirs = _events(("a", 1.0), program=(0, 0, 0)) + _events(("b", 3.0), program=(1, 0, 0))
+    assert _compare(ours, theirs) == ""
+    same = _events(("a", 1.0), ("b", 3.0), program=(0, 0, 0))
+    assert _compare(ours, same) == "a matches the reference's; b is 3, expected 2"
+
+
+def test_steps_of_another_iteration_are_never_compared():
+    # the same loop variable with another value: the learner walks the blocks in another
+    # order, and its first block is not the reference's first
+    ours = [Event("s", [1.0], {"start": 0}, 1), Event("s", [2.0], {"start": 16}, 1)]
+    theirs = [Event("s", [2.0], {"start": 16}, 1), Event("s", [1.0], {"start": 0}, 1)]
+    ours = [Event("m", 0.0, {}, 1), ours[0], Event("m", 1.0, {}, 2), ours[1]]
+    theirs = [Event("m", 0.0, {}, 1), theirs[0], Event("m", 1.0, {}, 2), theirs[1]]
+    reference, learner = Recording(ours, ("m", "s")), Recording(theirs, ("m", "s"))
+    assert first_step.first_difference(reference, learner, ("m", "s"), None, (), 0, 0) == ""
+
+
+def test_steps_finer_than_the_lessons_are_not_compared():
+    ours = _events(("a", 1.0), ("b", 2.0))
+    theirs = _events(*[("a", 0.5), ("b", 0.25)] * 6)
+    assert _compare(ours, theirs) == ""
+
+
+def test_a_cut_recording_claims_no_agreement_but_still_shows_a_difference_before_the_cut():
+    ours = _events(("a", 1.0), ("b", 2.0))
+    reference = Recording(ours, ("a", "b"))
+    learner = Recording(_events(("a", 1.0), ("b", 2.0)), ("a", "b"), cut=True)
+    assert first_step.first_difference(reference, learner, ("a", "b"), None, (), 0, 0) == ""
+    learner = Recording(_events(("a", 5.0)), ("a", "b"), cut=True)
+    assert first_step.first_difference(reference, learner, ("a", "b"), None, (), 0, 0) == \
+        "a is 5, expected 1"
+
+
+def test_values_that_cannot_be_compared_end_the_comparison_silently():
+    ours = _events(("a", [1.0, 2.0]))
+    assert _compare(ours, _events(("a", "a generator"))) == ""
+
+
+def test_nan_agrees_only_with_nan():
+    nan = float("nan")
+    ours = _events(("a", nan), ("b", 1.0))
+    assert _compare(ours, _events(("a", 0.0), ("b", 1.0))) == "a is 0, expected nan"
+    assert _compare(ours, _events(("a", nan), ("b", 1.0))).startswith("every named step")
+
+
+def test_the_last_step_alone_is_no_step_by_step():
+    # the output built in place, the only name in common: its difference is the output's own
+    assert _compare(_events(("a", [1.0, 2.0])), _events(("a", [1.0, 3.0]))) == ""
+    # a first step alone still is one
+    reference = Recording(_events(("a", [1.0, 2.0]), ("b", 3.0)), ("a", "b"))
+    learner = Recording(_events(("a", [1.0, 3.0])), ("a",))
+    assert first_step.first_difference(reference, learner, ("a", "b"), None, (), 0, 0) == \
+        "a is [1, 3], expected [1, 2]"
+
+
+def test_a_step_cut_short_by_an_error_is_not_compared_whole():
+    ours = [Event("a", 1.0, {}, 1), Event("b", [2.0, 2.0], {}, 2, parts=2)]
+    learner = Recording([Event("a", 1.0, {}, 1), Event("b", [0.0, 0.0], {}, 2)], ("a", "b"),
+                        raised="IndexError")
+    said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), None,
+                                       (), 0, 0)
+    assert said == "a matches the reference's; then your code raised IndexError, before it " \
+                   "finished b"
+
+
+def test_steps_done_in_another_order_within_a_round_still_compare():
+    ours = _events(("a", 1.0), ("b", 2.0), ("c", 3.0), ("a", 4.0), ("b", 5.0), ("c", 6.0))
+    theirs = _events(("a", 1.0), ("c", 3.0), ("b", 2.0), ("a", 4.0), ("c", 6.0), ("b", 7.0))
+    assert _compare(ours, theirs) == "a, b and c match the reference's; b is 7, expected 5"
+
+
+# ---------------------------------------------------------------------------------------------
+# The recorder: bounded, and alike for a loop and a comprehension.
+
+
+def _recorded(source: str, tmp_path, name="f", args=([1.0, 2.0, 3.0],), watched=("x", "y")):
+    path = tmp_path / f"module_{name}.py"
+    path.write_text(source, encoding="utf-8")
+    namespace = {}
+    exec(compile(source, str(path), "exec"), namespace)  # noqa: S102 - the test's own code
+    return named_steps.record(namespace[name], args, watched)
+
+
+def test_a_list_built_by_appends_is_one_step_holding_its_last_value(tmp_path):
+    recording = _recorded("def f(v):\n    x = []\n    for e in v:\n        x.append(e * 2)\n"
+                          "    y = sum(x)\n    return y\n", tmp_path)
+    assert [(e.name, e.value) for e in recording.events] == [("x", [2.0, 4.0, 6.0]),
+                                                            ("y", 12.0)]
+
+
+def test_a_recording_stops_at_its_bound_and_says_it_was_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(named_steps, "MAX_EVENTS", 5)
+    recording = _recorded("def f(v):\n    for i in range(100):\n        x = i\n        y = i\n"
+                          "    return v\n", tmp_path)
+    assert recording.cut and len(recording.events) == 5
+
+
+def test_a_statement_that_raises_records_nothing_for_it(tmp_path):
+    recording = _recorded("def f(v):\n    x = 1.0\n    y = 1 / 0\n    return y\n", tmp_path)
+    assert [e.name for e in recording.events] == ["x"] and recording.raised == \
+        "ZeroDivisionError"
+
+
+def test_the_lessons_names_are_found_in_the_text_alone():
+    source = b"def softmax_python(values):\n    maximum = max(values)\n    return values\n"
+    assert named_steps.uses_names(source, "softmax_python", ("maximum",))
+    assert not named_steps.uses_names(source, "softmax_python", ("denominator",))
+    assert not named_steps.uses_names(b"def softmax_python(:", "softmax_python", ("maximum",))
+    redefined = source + b"\ndef softmax_python(values):\n    return values\n"
+    assert not named_steps.uses_names(redefined, "softmax_python", ("maximum",))
+
+
+# ---------------------------------------------------------------------------------------------
+# What the learner reads.
+
+
+def test_check_says_the_first_wrong_step_within_80_columns(tmp_path, capsys):
+    from learning import check
+
+    code = _replace(solution_text("attention"), "            m = m_new\n", "")
+    write_module(tmp_path, "attention", code)
+    check.main(["attention", "--root", str(tmp_path), "--part", "python"])
+    out = capsys.readouterr().out
+    assert "step by step:" in out
+    assert "where the reference does: its m is -inf, expected 0.5" in " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("exercise", ["softmax", "online_softmax", "attention", "matmul"])
+def test_every_declared_step_name_is_set_by_the_reference(exercise):
+    from learning.solutions import solution_path
+
+    part = registry.find(exercise).part("python")
+    assert part.steps is not None
+    source = solution_path(exercise).read_bytes()
+    for name in part.steps.names:
+        assert named_steps.uses_names(source, part.function, (name,)), name
+
+
+
+def test_a_kernels_steps_are_recorded_in_the_interpreter_whatever_the_checks_mode(
+        tmp_path, monkeypatch):
+    # on a GPU machine the check runs kernels compiled, whose steps are no Python to trace:
+    # the recording run asks for the interpreter, as a faulted case's re-run does
+    asked = []
+
+    def recorded_run(exercise, module_path, part, case, interpret, *rest):
+        asked.append((part.name, interpret))
+        return runner._WorkerRun(exercise, module_path, [], interpret, 1.0)
+
+    monkeypatch.setattr(runner, "_steps_run", recorded_run)
+    code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
+                    "maximum = tl.min(x, axis=0)")
+    code = _replace(code, "denominator = sum(numerator)", "denominator = sum(numerator) + 1.0")
+    write_module(tmp_path, "softmax", code)
+    result = runner.grade(registry.find("softmax"), tmp_path, compile_check=False)
+    for part_result in result.parts:
+        runner.first_step_for(result, part_result, code.encode(), force_interpret=False)
+    assert asked == [("python", False), ("triton", True)]
