@@ -16,21 +16,34 @@ fast:
 1. ``_matmul``: the kernel. Programs are numbered in *grouped* order: GROUP_M tile rows at a
    time, column by column, so that the programs running together share row panels of A and
    column panels of B in the L2 cache instead of each fetching its own. Rows past M and
-   columns past N wrap around to real ones (``% M``, ``% N``), so the loads need no mask in
-   those directions; the store's mask drops what the wrapped lanes compute. The K edge is
-   masked with 0 on both operands, and not masked at all when K is a multiple of BLOCK_K
-   (``EVEN_K``, decided before the launch).
-2. ``CONFIGS``: the tile shapes the autotuner times for each new (M, N, K, dtype), each with
-   the reason it is in the table.
-3. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message),
-   allocates C, and launches: through the autotuner on a GPU, with one fixed configuration in
-   Triton's interpreter (which cannot time anything).
+   columns past N wrap around to real ones (``% M``, ``% b_cols``), so the loads need no mask
+   in those directions; the store's mask drops what the wrapped lanes compute. The K loop
+   runs its whole steps with no mask at all; only a last, partial step (when K is not a
+   multiple of BLOCK_K, ``EVEN_K`` false) is masked, once, after the loop. Where the
+   launcher knows every row of A and B starts on a 16-byte boundary (``ALIGNED``), the kernel
+   says so with ``tl.multiple_of``, so that the compiler moves 16 bytes per load.
+2. ``CONFIGS`` and ``SKINNY_CONFIGS``: the tile shapes timed the first time a product is
+   seen, each with the reason it is in the table. Products of a few rows (a language model
+   decoding a few tokens: M of 16 or fewer) read a large B once and do little arithmetic on
+   it, so their tiles are narrow, and some split K between programs (``SPLIT_K``) so that
+   every multiprocessor streams a share of B; ``_sum_splits`` then adds the shares.
+3. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
+   launches. The first call for a product (its shapes, strides, dtype, device and the
+   alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
+   remembers the fastest in a ``_Plan``, with the kernel that Triton compiled for it. Every
+   later call for that product skips the checks, the choice and Triton's own launch path
+   (which binds, specializes and looks the kernel up again on every call): it launches the
+   compiled kernel directly (``_direct_launcher``). An operand whose rows do not start on
+   16-byte boundaries (4097 columns of 2 bytes) is first copied into one whose rows do
+   (``_aligned_copy``), where the product is large enough for the copy to pay.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
-dtype. The sum is float32. On NVIDIA GPUs ``tl.dot`` multiplies float32 inputs as TF32 (10
-bits of mantissa; Triton's docstring warns they may be truncated, not rounded), as torch does
-only when asked (``allow_tf32``, off by default); 16-bit inputs are multiplied exactly.
-Importing this module defines the kernel and does nothing else.
+dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
+``tl.dot`` multiplies float32 inputs as TF32 (10 bits of mantissa; Triton's docstring warns
+they may be truncated, not rounded), as torch does only when asked (``allow_tf32``, off by
+default); 16-bit inputs are multiplied exactly. In Triton's interpreter, which cannot time
+anything, ``matmul`` runs one fixed configuration and launches through Triton's usual path.
+Importing this module defines the kernels and does nothing else.
 """
 
 from __future__ import annotations
@@ -42,16 +55,27 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["CONFIGS", "INTERPRETER_CONFIG", "MAX_OFFSET", "TileConfig", "matmul"]
+__all__ = ["CONFIGS", "INTERPRETER_CONFIG", "INTERPRETER_SKINNY", "MAX_OFFSET", "SKINNY_CONFIGS",
+           "SKINNY_M", "TileConfig", "chosen_config", "forget_choices", "matmul"]
 
 #: Largest element offset the kernel computes in 32-bit integers: (rows - 1) * row stride +
-#: (columns - 1) * column stride of every operand must stay below it.
+#: (columns - 1) * column stride of every operand, and M * N for C, must stay below it.
 MAX_OFFSET = 2**31 - 1
+#: Products with at most this many rows take the skinny table.
+SKINNY_M = 16
+#: Rows of an operand copied for alignment are this many elements wide (a multiple of 16
+#: bytes in every dtype, and of the widest BLOCK_N's 128 bytes in 16-bit).
+PAD_TO = 64
+#: The copy reads and writes the operand once; it pays where the product does at least this
+#: many multiply-adds (645 cubed): below it the unaligned kernel runs for a few microseconds,
+#: about what launching the copy costs the host.
+PAD_MIN_MACS = 2**28
 
 
 @dataclass(frozen=True)
 class TileConfig:
-    """One row of the tuning table: the tile of C, the K step, the grouping, the launch."""
+    """One row of a tuning table: the tile of C, the K step, the grouping, the launch, and how
+    many programs share one tile's K (``split_k``; 1: each program sums all of K)."""
 
     block_m: int
     block_n: int
@@ -59,11 +83,7 @@ class TileConfig:
     group_m: int
     num_warps: int
     num_stages: int
-
-    def config(self) -> triton.Config:
-        return triton.Config({"BLOCK_M": self.block_m, "BLOCK_N": self.block_n,
-                              "BLOCK_K": self.block_k, "GROUP_M": self.group_m},
-                             num_warps=self.num_warps, num_stages=self.num_stages)
+    split_k: int = 1
 
     def shared_bytes(self, element_bytes: int) -> int:
         """Shared memory the software pipeline holds: num_stages tiles of A and of B."""
@@ -71,13 +91,14 @@ class TileConfig:
 
     @property
     def label(self) -> str:
+        split = f", K split in {self.split_k}" if self.split_k > 1 else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} group {self.group_m}, "
-                f"{self.num_warps} warps, {self.num_stages} stages")
+                f"{self.num_warps} warps, {self.num_stages} stages{split}")
 
 
-# The autotuning table: the autotuner times every row that fits in shared memory the first time
-# it meets an (M, N, K, dtype) and keeps the fastest for the next calls. Few rows, each there
-# for a reason: every row costs a compile and a timing run per new shape.
+# The tuning table: the first call for a product times every row that fits in shared memory
+# and keeps the fastest for the next calls. Few rows, each there for a reason: every row costs
+# a compile and a timing run per new product.
 CONFIGS = (
     # Large 16-bit products: the widest tile that fits three pipeline stages (2 bytes *
     # (128 + 256) * 64 * 3 = 144 KiB); 8 warps make two warpgroups on Hopper's tensor cores.
@@ -97,29 +118,58 @@ CONFIGS = (
     TileConfig(64, 64, 64, 8, 4, 3),
 )
 
-#: The configuration the interpreter runs (it times nothing, so there is nothing to tune).
+# The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
+# product is a copy of B through the tensor cores: what counts is that all of an H200's 132
+# multiprocessors stream B at once, with many bytes in flight each. One tile row of 16
+# (tl.dot's smallest M on every Triton the course runs); the tile's columns and the K split
+# decide how many programs share B. For N = 4096:
+SKINNY_CONFIGS = (
+    # 128 programs, each a 32-column strip of B, K in steps of 256, 4 deep: 96 KiB in flight.
+    TileConfig(16, 32, 256, 1, 4, 4),
+    # The same strips with a shorter step, 6 deep.
+    TileConfig(16, 32, 128, 1, 4, 6),
+    # 256 programs of 16 columns: two per multiprocessor, each half as wide.
+    TileConfig(16, 16, 256, 1, 4, 4),
+    # 64 strips of 64 columns, K split in 4: 256 programs, then a pass that adds the four.
+    TileConfig(16, 64, 128, 1, 4, 4, split_k=4),
+    # 32 strips of 128 columns, K split in 8: 256 programs with 256-byte rows of B.
+    TileConfig(16, 128, 128, 1, 4, 4, split_k=8),
+)
+
+#: The configurations the interpreter runs (it times nothing, so there is nothing to tune);
+#: the skinny one splits K so that its second pass runs in the interpreter's tests too.
 INTERPRETER_CONFIG = TileConfig(32, 32, 32, 4, 4, 1)
+INTERPRETER_SKINNY = TileConfig(16, 32, 32, 1, 4, 1, split_k=2)
 
 
 @triton.jit
 def _matmul(
-    c_ptr,  # the output C, (M, N), in the inputs' dtype
+    c_ptr,  # the output C, (M, N), in the inputs' dtype; or float32 partial sums, (SPLIT_K, M, N)
     a_ptr,  # A, (M, K)
     b_ptr,  # B, (K, N)
+    stride_cs,  # elements between two programs' partial sums of one tile (SPLIT_K > 1)
     stride_cm, stride_cn,  # elements between neighbours down a column and along a row of C
     stride_am, stride_ak,  # the same for A
     stride_bk, stride_bn,  # the same for B
     M, N, K,  # C is M x N; the sum runs over K
+    b_cols,  # columns of B the loads may read: N, or the width of B's aligned copy
+    k_split,  # K elements each of the SPLIT_K programs of a tile sums (a multiple of BLOCK_K)
     BLOCK_M: tl.constexpr,  # rows of C per program
     BLOCK_N: tl.constexpr,  # columns of C per program
     BLOCK_K: tl.constexpr,  # the K step: one tile of A is BLOCK_M x BLOCK_K
     GROUP_M: tl.constexpr,  # tile rows visited together before moving on (L2 reuse)
-    EVEN_K: tl.constexpr,  # K % BLOCK_K == 0: no step needs the K mask
+    SPLIT_K: tl.constexpr,  # programs per tile of C, each summing k_split of K
+    EVEN_K: tl.constexpr,  # every program's share of K is whole steps: no step needs a mask
+    ALIGNED: tl.constexpr,  # A and B row-major, their rows and b_cols multiples of VEC
+    VEC: tl.constexpr,  # elements in 16 bytes: 8 in 16-bit, 4 in float32
 ):
-    """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B.
+    """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B, or with SPLIT_K > 1 the
+    part of it that one share of K contributes.
 
     Preconditions: every BLOCK a power of two, at least 16 (tl.dot's K on a GPU, and its M
-    and N too before Triton 3.5); M and N at least 1; every offset below 2**31. Any strides.
+    and N too before Triton 3.5); M and N at least 1; every offset below 2**31; k_split a
+    multiple of BLOCK_K and every program's share of K non-empty. Any strides; ALIGNED only
+    where the launcher checked what it claims.
     """
     # Which tile: programs come in groups of GROUP_M tile rows; inside a group they go down a
     # column of tiles before moving right, so neighbours in time share panels of A and B.
@@ -135,51 +185,73 @@ def _matmul(
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
     steps = tl.arange(0, BLOCK_K)  # (BLOCK_K,)
-    # Rows past M read row r % M, a real one, so the loads need no M or N mask; the store
-    # below is masked, so what those rows compute is never written.
-    a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + steps[None, :] * stride_ak
-    b_ptrs = b_ptr + steps[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
+    # Rows past M read row r % M, a real one, and columns past b_cols wrap likewise, so the
+    # loads need no M or N mask; the store below is masked, so what they compute is never
+    # written.
+    rows_a = rows % M
+    cols_b = cols % b_cols
+
+    # This program's share of the sum: K elements from k_start, k_len of them.
+    if SPLIT_K == 1:
+        k_start = 0
+        k_len = K
+    else:
+        k_start = tl.program_id(1) * tl.multiple_of(k_split, BLOCK_K)
+        k_len = min(k_split, K - k_start)
+    ks = k_start + steps  # (BLOCK_K,)
+    a_rows = rows_a[:, None] * stride_am  # (BLOCK_M, 1): where the tile's rows of A start
+    b_rows = ks[:, None] * stride_bk  # (BLOCK_K, 1): the same for B
+    if ALIGNED:
+        # Promises the compiler cannot prove on its own when a row is, say, 1000 elements
+        # long (Triton notices only multiples of 16 in its arguments): every row of A and B
+        # starts on a 16-byte boundary, and the columns of B come in runs of VEC that start
+        # on one. With them each thread loads 16 bytes at a time instead of one element.
+        a_rows = tl.multiple_of(a_rows, [VEC, 1])
+        b_rows = tl.multiple_of(b_rows, [VEC, 1])
+        cols_b = tl.max_contiguous(tl.multiple_of(cols_b, VEC), VEC)
+    a_ptrs = a_ptr + a_rows + ks[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + b_rows + cols_b[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        if EVEN_K:
-            a = tl.load(a_ptrs)  # (BLOCK_M, BLOCK_K)
-            b = tl.load(b_ptrs)  # (BLOCK_K, BLOCK_N)
-        else:  # the last step pads K with 0 in both tiles: 0 * anything adds nothing
-            a = tl.load(a_ptrs, mask=steps[None, :] < K - k0, other=0.0)
-            b = tl.load(b_ptrs, mask=steps[:, None] < K - k0, other=0.0)
+    for _ in range(0, k_len // BLOCK_K):  # the whole steps, with no mask
+        a = tl.load(a_ptrs)  # (BLOCK_M, BLOCK_K)
+        b = tl.load(b_ptrs)  # (BLOCK_K, BLOCK_N)
         acc = tl.dot(a, b, acc)  # acc += a @ b on the tensor cores, summed in float32
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    if not EVEN_K:
+        # The last, partial step, peeled off the loop: its first k_len % BLOCK_K columns of A
+        # and rows of B are real, the rest read 0 on both operands (0 * anything adds nothing).
+        rest = k_len % BLOCK_K
+        a = tl.load(a_ptrs, mask=steps[None, :] < rest, other=0.0)
+        b = tl.load(b_ptrs, mask=steps[:, None] < rest, other=0.0)
+        acc = tl.dot(a, b, acc)
 
-    c = acc.to(c_ptr.dtype.element_ty)  # one rounding, at the end
+    c = acc.to(c_ptr.dtype.element_ty)  # one rounding, at the end (none into float32 partials)
+    if SPLIT_K > 1:
+        c_ptr += tl.program_id(1) * stride_cs
     c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
-# EVEN_K follows from K and the configuration's BLOCK_K; the autotuner passes BLOCK_K first.
-_matmul_even_k = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})(
-    _matmul)
+@triton.jit
+def _sum_splits(
+    c_ptr,  # C, contiguous, in the inputs' dtype
+    partial_ptr,  # the SPLIT_K partial sums of C, float32, (SPLIT_K, M, N) contiguous
+    size,  # M * N
+    SPLIT_K: tl.constexpr,
+    BLOCK: tl.constexpr,  # elements of C per program
+):
+    """C = the sum of the partial products, in float32, rounded once to C's dtype."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < size
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        total += tl.load(partial_ptr + s * size + offsets, mask=mask, other=0.0)
+    tl.store(c_ptr + offsets, total.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def _fits_in_shared_memory(configs, named_args, **kwargs):
-    """Drop the rows whose pipeline would not fit the GPU's shared memory for this dtype."""
-    a = named_args["a_ptr"]
-    limit = getattr(torch.cuda.get_device_properties(a.device), "shared_memory_per_block_optin",
-                    0)
-    if not limit:
-        return configs
-    rows = [row for row in CONFIGS if row.shared_bytes(a.element_size()) <= limit]
-    kept = [c for c in configs if any(c.kwargs == row.config().kwargs and
-                                      c.num_stages == row.num_stages and
-                                      c.num_warps == row.num_warps for row in rows)]
-    return kept or configs[-1:]
-
-
-_matmul_tuned = triton.autotune(
-    configs=[row.config() for row in CONFIGS], key=["M", "N", "K"],
-    prune_configs_by={"early_config_prune": _fits_in_shared_memory})(_matmul_even_k)
-
+SUM_BLOCK = 1024  # elements of C per program of _sum_splits
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -190,7 +262,7 @@ def _interpreted() -> bool:
 
 def _on_device(t: torch.Tensor):
     """Make ``t``'s GPU the current one for the launch (Triton launches on the current one)."""
-    if t.device.index in (None, torch.cuda.current_device()):
+    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
         return contextlib.nullcontext()
     return torch.cuda.device(t.device)
 
@@ -225,60 +297,211 @@ def _check(a: object, b: object) -> None:
                          f"{a.shape[1]} columns must equal b's {b.shape[0]} rows")
     if a.device != b.device:
         raise ValueError(f"matmul: a is on {a.device} and b on {b.device}: put both on one")
+    if a.shape[0] * b.shape[1] > MAX_OFFSET:
+        raise ValueError(f"matmul: C would have {a.shape[0] * b.shape[1]} elements, more than "
+                         f"the kernel's 32-bit offsets reach ({MAX_OFFSET + 1}): split the "
+                         "product into smaller ones")
+
+
+# ---------------------------------------------------------------------------------------------
+# Launching: what the first call of a product works out, and what the next calls reuse.
+
+
+def _direct_launcher(compiled, grid: tuple[int, int, int]):
+    """The compiled kernel's own launcher for this grid, ``compiled[grid]``: it takes the
+    kernel's arguments in order (constexprs included, as Triton's launch path passes them)
+    and goes straight to the driver, without the binding, specialization and cache lookup
+    that ``kernel[grid](...)`` repeats on every call. None where there is no compiled kernel
+    (the interpreter) or this Triton's compiled kernels launch some other way."""
+    if compiled is None or not hasattr(compiled, "function"):
+        return None
+    try:
+        return compiled[grid]
+    except Exception:  # noqa: BLE001 (any failure means: keep Triton's usual launch)
+        return None
+
+
+class _Launch:
+    """One kernel with its grid, trailing arguments and options fixed: the first call goes
+    through Triton's usual launch (compiling if need be) and keeps the compiled kernel's own
+    launcher; later calls use that launcher."""
+
+    def __init__(self, kernel, grid: tuple[int, int, int], fixed: tuple, options: dict):
+        self.kernel, self.grid, self.fixed, self.options = kernel, grid, fixed, options
+        self.direct = None
+
+    def __call__(self, *tensors) -> None:
+        if self.direct is not None:
+            self.direct(*tensors, *self.fixed)
+            return
+        compiled = self.kernel[self.grid](*tensors, *self.fixed, **self.options)
+        self.direct = _direct_launcher(compiled, self.grid)
+
+
+def _row_major_aligned(t: torch.Tensor) -> bool:
+    """Rows of ``t`` start on 16-byte boundaries and its elements along a row are adjacent."""
+    vec = 16 // t.element_size()
+    return (t.stride(1) == 1 or t.shape[1] == 1) and \
+        (t.stride(0) % vec == 0 or t.shape[0] == 1) and t.data_ptr() % 16 == 0
+
+
+def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
+    """``t`` copied into a row-major buffer whose rows are a multiple of PAD_TO elements
+    wide: a view of the same shape whose rows start on 16-byte boundaries. The columns past
+    ``t``'s own are never written: the kernel reads them only into C's columns past N (for
+    B) or under the K mask (for A), and stores neither."""
+    rows, cols = t.shape
+    buffer = torch.empty((rows, triton.cdiv(cols, PAD_TO) * PAD_TO), dtype=t.dtype,
+                         device=t.device)
+    view = buffer[:, :cols]
+    view.copy_(t)
+    return view
+
+
+class _Plan:
+    """How one product is computed, worked out on its first call: the configuration, which
+    operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
+    the launches."""
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig):
+        m, k = a.shape
+        n = b.shape[1]
+        self.config, self.shape, self.dtype = config, (m, n), a.dtype
+        vec = 16 // a.element_size()
+        large = m * n * k >= PAD_MIN_MACS
+        self.copy_a = large and not _row_major_aligned(a)
+        self.copy_b = large and not (_row_major_aligned(b) and n % vec == 0)
+        # The strides the kernel will see: those of the copies where there are copies.
+        a_strides = (triton.cdiv(k, PAD_TO) * PAD_TO, 1) if self.copy_a else a.stride()
+        b_strides = (triton.cdiv(n, PAD_TO) * PAD_TO, 1) if self.copy_b else b.stride()
+        b_cols = b_strides[0] if self.copy_b else n
+        aligned = (self.copy_a or _row_major_aligned(a)) and b_cols % vec == 0 and \
+            (self.copy_b or _row_major_aligned(b))
+        # K's shares: whole steps each, none of them empty.
+        k_split = triton.cdiv(triton.cdiv(k, config.split_k), config.block_k) * config.block_k
+        self.splits = triton.cdiv(k, k_split)
+        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), self.splits, 1)
+        options = {} if _interpreted() else {"num_warps": config.num_warps,
+                                             "num_stages": config.num_stages}
+        c_strides = (m * n, n, 1)  # C contiguous, or the partial sums (splits, M, N)
+        self.matmul = _Launch(_matmul, grid, (
+            *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split,
+            config.block_m, config.block_n, config.block_k, config.group_m, self.splits,
+            k % config.block_k == 0, aligned, vec), options)
+        self.sum_splits = _Launch(_sum_splits, (triton.cdiv(m * n, SUM_BLOCK), 1, 1),
+                                  (m * n, self.splits, SUM_BLOCK),
+                                  {} if _interpreted() else {"num_warps": 4})
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty(self.shape, dtype=self.dtype, device=a.device)
+        if self.copy_a:
+            a = _aligned_copy(a)
+        if self.copy_b:
+            b = _aligned_copy(b)
+        if self.splits == 1:
+            self.matmul(c, a, b)
+            return c
+        partial = torch.empty((self.splits, *self.shape), dtype=torch.float32, device=a.device)
+        self.matmul(partial, a, b)
+        self.sum_splits(c, partial)
+        return c
+
+    @property
+    def direct(self) -> bool:
+        """Whether the next call launches the compiled kernels directly."""
+        return self.matmul.direct is not None and \
+            (self.splits == 1 or self.sum_splits.direct is not None)
+
+
+def _key(a: torch.Tensor, b: torch.Tensor) -> tuple:
+    """What a plan holds for: the compiled kernel is specialized on the sizes, the strides
+    and whether each pointer is a multiple of 16 bytes, and launched on one device."""
+    return (a.dtype, b.dtype, a.device, b.device, a.shape, b.shape, a.stride(), b.stride(),
+            a.data_ptr() % 16, b.data_ptr() % 16)
+
+
+_PLANS: dict[tuple, _Plan] = {}
+
+
+def _fitting(table, element_bytes: int, device) -> tuple[TileConfig, ...]:
+    """The rows of ``table`` whose pipeline fits the GPU's shared memory for this dtype (the
+    smallest row if none does)."""
+    if device.type != "cuda":
+        return tuple(table)
+    limit = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin",
+                    0)
+    if not limit:
+        return tuple(table)
+    kept = tuple(row for row in table if row.shared_bytes(element_bytes) <= limit)
+    return kept or (min(table, key=lambda row: row.shared_bytes(element_bytes)),)
+
+
+def _candidates(a: torch.Tensor, b: torch.Tensor) -> tuple[TileConfig, ...]:
+    """The rows the first call of a product times: the skinny table for a few rows."""
+    skinny = a.shape[0] <= SKINNY_M
+    if _interpreted():
+        return (INTERPRETER_SKINNY if skinny else INTERPRETER_CONFIG,)
+    return _fitting(SKINNY_CONFIGS if skinny else CONFIGS, a.element_size(), a.device)
+
+
+def _time_ms(fn) -> float:
+    """Median milliseconds of fn() on the GPU (after a warm-up that also compiles)."""
+    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+
+
+def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
+    """Time a plan for every candidate row and keep the fastest, as triton.autotune would; a
+    row that does not fit the GPU (too much shared memory, too many registers) is skipped."""
+    plans = [_Plan(a, b, row) for row in _candidates(a, b)]
+    if len(plans) == 1:
+        return plans[0]
+    times = {}
+    for plan in plans:
+        try:
+            times[plan] = _time_ms(lambda plan=plan: plan(a, b))
+        except triton.runtime.errors.OutOfResources:
+            continue
+    if not times:
+        raise RuntimeError("matmul: no row of the tuning table runs on this GPU")
+    return min(times, key=times.get)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None) -> torch.Tensor:
     """C = A @ B for 2-D float tensors of one dtype and any strides; C has their dtype.
 
-    On a GPU the tile shape comes from the autotuner (``CONFIGS``) unless ``config`` names
-    one; in the interpreter ``config`` defaults to ``INTERPRETER_CONFIG``.
+    The first call for a product (shapes, strides, dtype, device, pointers' alignment) checks
+    the arguments and picks a row of ``CONFIGS`` (``SKINNY_CONFIGS`` for M <= SKINNY_M) by
+    timing them; later calls for it launch the remembered choice directly. ``config`` runs
+    that row instead, every time through the whole path. In the interpreter the row is
+    ``INTERPRETER_CONFIG`` (``INTERPRETER_SKINNY``).
     """
+    if config is None:
+        try:
+            plan = _PLANS.get(_key(a, b))
+        except (AttributeError, TypeError):  # not tensors: the checks below say what is wrong
+            plan = None
+        if plan is not None:
+            with _on_device(a):
+                return plan(a, b)
     _check(a, b)
     m, k = a.shape
     n = b.shape[1]
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    if m == 0 or n == 0:
-        return c
-    if k == 0:
-        return c.zero_()  # an empty sum is 0
-    args = (c, a, b, c.stride(0), c.stride(1), a.stride(0), a.stride(1), b.stride(0),
-            b.stride(1), m, n, k)
-    if config is None and not _interpreted():
-        def grid(meta):
-            return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-
-        with _on_device(a):
-            _matmul_tuned[grid](*args)
-        return c
-    config = config or INTERPRETER_CONFIG
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-    launch = _matmul_even_k[grid]
-    if _interpreted():
-        launch(*args, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-               GROUP_M=config.group_m)
-        return c
+    if m == 0 or n == 0 or k == 0:  # nothing to launch; an empty sum is 0
+        return torch.zeros((m, n), dtype=a.dtype, device=a.device)
     with _on_device(a):
-        launch(*args, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-               GROUP_M=config.group_m, num_warps=config.num_warps, num_stages=config.num_stages)
-    return c
+        if config is not None:
+            return _Plan(a, b, config)(a, b)
+        plan = _choose(a, b)
+        _PLANS[_key(a, b)] = plan
+        return plan(a, b)
 
 
 def forget_choices() -> None:
-    """Forget the autotuner's picks: the next call of each product times the table again.
-    The bench does this between rounds, so each round's figure includes the autotuner's own
-    choice, which varies from run to run where several rows time within noise of each other."""
-    getattr(_matmul_tuned, "cache", {}).clear()
+    """Forget every product's plan: the next call of each times the table again."""
+    _PLANS.clear()
 
 
 def chosen_config(a: torch.Tensor, b: torch.Tensor) -> TileConfig | None:
-    """The row of ``CONFIGS`` the autotuner picked for this product, once it has run."""
-    cached = getattr(_matmul_tuned, "cache", {})
-    m, k = a.shape
-    n = b.shape[1]
-    for key, config in cached.items():
-        if tuple(key[:3]) == (m, n, k) and str(a.dtype) in key:
-            for row in CONFIGS:
-                if config.kwargs == row.config().kwargs and config.num_warps == row.num_warps \
-                        and config.num_stages == row.num_stages:
-                    return row
-    return None
+    """The row the first call of this product chose, once there has been one."""
+    plan = _PLANS.get(_key(a, b))
+    return plan.config if plan is not None else None

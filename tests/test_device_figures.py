@@ -80,35 +80,35 @@ def test_rows_in_flight_fit_the_shared_memory(gpu):
     assert stages == expected
 
 
+@pytest.mark.parametrize("table", ["CONFIGS", "SKINNY_CONFIGS"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_the_matmul_table_is_pruned_to_the_shared_memory(gpu, dtype):
-    configs = [row.config() for row in rm.CONFIGS]
-    kept = rm._fits_in_shared_memory(configs, {"a_ptr": torch.empty(0, dtype=dtype)})
-    assert kept
-    rows = [row for row in rm.CONFIGS for c in kept if c.kwargs == row.config().kwargs
-            and c.num_stages == row.num_stages and c.num_warps == row.num_warps]
+def test_the_matmul_table_is_pruned_to_the_shared_memory(gpu, dtype, table):
+    rows = getattr(rm, table)
+    kept = rm._fitting(rows, dtype.itemsize, CUDA)
+    assert kept and set(kept) <= set(rows)
     fits = [row for row in rows if row.shared_bytes(dtype.itemsize) <= gpu.shared]
     if fits:
-        assert fits == rows
+        assert list(kept) == fits
     else:  # nothing fits by the table's estimate: the smallest row is kept
-        assert rows == [rm.CONFIGS[-1]]
+        assert kept == (min(rows, key=lambda row: row.shared_bytes(dtype.itemsize)),)
         assert (gpu.name, dtype) == ("Tesla T4", torch.float32)
 
 
-def test_the_row_a_t4_keeps_for_float32_compiles_within_its_shared_memory():
+@pytest.mark.parametrize("table", ["CONFIGS", "SKINNY_CONFIGS"])
+def test_the_row_a_t4_keeps_for_float32_compiles_within_its_shared_memory(table):
     """The estimate (every stage of A and B held) is above what Triton allocates on sm_75,
     which pipelines no loads: the one row kept for float32 must really fit 64 KiB."""
-    row = rm.CONFIGS[-1]
+    row = min(getattr(rm, table), key=lambda row: row.shared_bytes(4))  # what _fitting keeps
     script = textwrap.dedent(f"""
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
         import reference_matmul as rm
         fn = rm._matmul
-        types = ["*fp32"] * 3 + ["i32"] * 9 + ["constexpr"] * 5
+        types = ["*fp32"] * 3 + ["i32"] * 12 + ["constexpr"] * 8
         source = ASTSource(fn, dict(zip(fn.arg_names, types)), dict(
             BLOCK_M={row.block_m}, BLOCK_N={row.block_n}, BLOCK_K={row.block_k},
-            GROUP_M={row.group_m}, EVEN_K=False))
+            GROUP_M={row.group_m}, SPLIT_K=1, EVEN_K=False, ALIGNED=False, VEC=4))
         kernel = triton.compile(source, target=GPUTarget("cuda", 75, 32),
                                 options=dict(num_warps={row.num_warps},
                                              num_stages={row.num_stages}))
