@@ -340,9 +340,8 @@ class _Launch:
 
 def _row_major_aligned(t: torch.Tensor) -> bool:
     """Rows of ``t`` start on 16-byte boundaries and its elements along a row are adjacent."""
-    vec = 16 // t.element_size()
-    return (t.stride(1) == 1 or t.shape[1] == 1) and \
-        (t.stride(0) % vec == 0 or t.shape[0] == 1) and t.data_ptr() % 16 == 0
+    return t.stride(1) == 1 and t.stride(0) % (16 // t.element_size()) == 0 and \
+        t.data_ptr() % 16 == 0
 
 
 def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
@@ -361,22 +360,25 @@ def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
 class _Plan:
     """How one product is computed, worked out on its first call: the configuration, which
     operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
-    the launches."""
+    the launches. ``copies`` and ``aligned`` left None follow the layout; False turns the
+    copies or the alignment promises off (lab/probes/matmul_edges_probe.py measures what
+    each buys)."""
 
-    def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig):
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig, *,
+                 copies: bool | None = None, aligned: bool | None = None):
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype = config, (m, n), a.dtype
         vec = 16 // a.element_size()
-        large = m * n * k >= PAD_MIN_MACS
-        self.copy_a = large and not _row_major_aligned(a)
-        self.copy_b = large and not (_row_major_aligned(b) and n % vec == 0)
+        copies = m * n * k >= PAD_MIN_MACS if copies is None else copies
+        self.copy_a = copies and not _row_major_aligned(a)
+        self.copy_b = copies and not (_row_major_aligned(b) and n % vec == 0)
         # The strides the kernel will see: those of the copies where there are copies.
         a_strides = (triton.cdiv(k, PAD_TO) * PAD_TO, 1) if self.copy_a else a.stride()
         b_strides = (triton.cdiv(n, PAD_TO) * PAD_TO, 1) if self.copy_b else b.stride()
         b_cols = b_strides[0] if self.copy_b else n
-        aligned = (self.copy_a or _row_major_aligned(a)) and b_cols % vec == 0 and \
-            (self.copy_b or _row_major_aligned(b))
+        self.aligned = aligned is not False and b_cols % vec == 0 and \
+            (self.copy_a or _row_major_aligned(a)) and (self.copy_b or _row_major_aligned(b))
         # K's shares: whole steps each, none of them empty.
         k_split = triton.cdiv(triton.cdiv(k, config.split_k), config.block_k) * config.block_k
         self.splits = triton.cdiv(k, k_split)
@@ -387,7 +389,7 @@ class _Plan:
         self.matmul = _Launch(_matmul, grid, (
             *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split,
             config.block_m, config.block_n, config.block_k, config.group_m, self.splits,
-            k % config.block_k == 0, aligned, vec), options)
+            k % config.block_k == 0, self.aligned, vec), options)
         self.sum_splits = _Launch(_sum_splits, (triton.cdiv(m * n, SUM_BLOCK), 1, 1),
                                   (m * n, self.splits, SUM_BLOCK),
                                   {} if _interpreted() else {"num_warps": 4})

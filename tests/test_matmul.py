@@ -262,22 +262,168 @@ def test_a_finished_kernel_passes_and_compiles(tmp_path):
 SHAPES = [(1, 1, 1), (37, 43, 29), (64, 64, 64), (70, 33, 100), (5, 130, 3), (130, 5, 70)]
 
 
+@pytest.fixture
+def fresh_plans():
+    """No plan from another test: each product here is seen for the first time."""
+    rm.forget_choices()
+    yield
+    rm.forget_choices()
+
+
+def exact(a, b, c) -> bool:
+    return torch.equal(c.double(), a.double() @ b.double())
+
+
 @pytest.mark.parametrize("m, n, k", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_reference_is_exact_on_whole_numbers(m, n, k, dtype, device):
     a, b = integers((m, k), dtype, device, 1), integers((k, n), dtype, device, 2)
     c = rm.matmul(a, b)
     assert c.dtype == dtype and c.shape == (m, n) and c.device == a.device
-    assert torch.equal(c.double(), a.double() @ b.double())
+    assert c.is_contiguous() and exact(a, b, c)
 
 
-@pytest.mark.parametrize("row", rm.CONFIGS, ids=lambda row: row.label)
-def test_every_row_of_the_tuning_table_is_right(row, device):
-    # edges in every direction, several tiles of the smaller rows, and K steps of both kinds
-    for (m, n, k) in [(70, 90, 64 + 40), (130, 20, 128)]:
+@pytest.mark.parametrize("row", rm.CONFIGS + rm.SKINNY_CONFIGS, ids=lambda row: row.label)
+def test_every_row_of_the_tuning_tables_is_right(row, device):
+    # edges in every direction, several tiles of the smaller rows, K steps of both kinds, and
+    # (for the rows that split K) shares of K that end inside a step and on one
+    for (m, n, k) in [(70, 90, 64 + 40), (130, 20, 128), (9, 33, 3 * 256 + 8)]:
         a = integers((m, k), torch.float16, device, 3)
         b = integers((k, n), torch.float16, device, 4)
-        assert torch.equal(rm.matmul(a, b, config=row).double(), a.double() @ b.double())
+        assert exact(a, b, rm.matmul(a, b, config=row)), (m, n, k)
+
+
+# Off-tile shapes for the interpreter's tiles (K steps of 32): K one past, one short of and a
+# few whole steps, M from 1 to 17 (the skinny table up to 16, split K in 2), N odd.
+OFF_TILE = [(m, n, k) for m in (1, 2, 7, 8, 15, 16, 17) for (n, k) in ((31, 33), (1, 96))] + \
+    [(33, 45, 31), (40, 97, 65), (64, 33, 64), (17, 3, 1)]
+
+
+@pytest.mark.parametrize("m, n, k", OFF_TILE)
+def test_the_peeled_k_step_and_the_edges_are_exact(m, n, k, device, fresh_plans):
+    a, b = integers((m, k), torch.float16, device, m), integers((k, n), torch.float16, device, n)
+    assert exact(a, b, rm.matmul(a, b))
+    plan = rm._PLANS[rm._key(a, b)]
+    assert plan.config == (rm._candidates(a, b)[0])
+    assert plan.config.split_k > 1 if m <= rm.SKINNY_M else plan.config.split_k == 1
+
+
+@pytest.mark.parametrize("k, splits", [(20, 1), (64, 2), (70, 2), (200, 2)])
+def test_a_split_k_adds_every_share_once(k, splits, device):
+    # INTERPRETER_SKINNY splits K in 2 whole steps of 32 each where K allows: 20 fits one step
+    # (no second pass), 70 ends inside the second share's last step
+    row = rm.INTERPRETER_SKINNY
+    a, b = integers((8, k), torch.float16, device, 11), integers((k, 40), torch.float16, device, 12)
+    plan = rm._Plan(a, b, row)
+    assert plan.splits == splits
+    assert exact(a, b, plan(a, b))
+
+
+def test_split_k_sums_in_float32_and_rounds_once(device):
+    # Two shares of 32: the first sums to 1000.25, halfway between two float16 values, the
+    # second to 0.25. Their float32 total, 1000.5, is a float16 value; shares rounded to
+    # float16 first would give 1000.0 (1000.25 rounds to even), then 1000.0 again.
+    b = torch.zeros(64, 1)
+    b[:31], b[31], b[32] = 32.0, 8.25, 0.25
+    a = torch.ones(1, 64, dtype=torch.float16, device=device)
+    b = b.half().to(device)
+    plan = rm._Plan(a, b, rm.INTERPRETER_SKINNY)
+    assert plan.splits == 2
+    assert float(plan(a, b)) == 1000.5
+
+
+def test_the_alignment_promises_are_made_only_where_they_hold(device):
+    row = rm.INTERPRETER_CONFIG
+    cases = {  # a, b -> whether the kernel is told every row starts on 16 bytes
+        "rows of 1000 half floats": ((40, 1000), (1000, 1000), True),
+        "rows of 1001": ((40, 1001), (1001, 1001), False),
+        "N of 1001 on rows of 1000": ((40, 1000), (1000, 1001), False),
+    }
+    for name, (a_shape, b_shape, promised) in cases.items():
+        a = torch.zeros(a_shape, dtype=torch.float16, device=device)
+        b = torch.zeros(b_shape, dtype=torch.float16, device=device)
+        assert rm._Plan(a, b, row, copies=False).aligned is promised, name
+    a = torch.zeros((40, 1000), dtype=torch.float16, device=device)
+    b = torch.zeros((1000, 1000), dtype=torch.float16, device=device)
+    assert not rm._Plan(a.T.contiguous().T, b, row, copies=False).aligned  # A column-major
+    assert not rm._Plan(a[:, 1:], b[1:], row, copies=False).aligned  # starts 2 bytes in
+    assert not rm._Plan(a, b, row, aligned=False).aligned
+
+
+def test_unaligned_operands_of_a_large_product_are_copied_into_aligned_rows(device,
+                                                                             monkeypatch):
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 0)  # every product counts as large
+    a = integers((40, 61), torch.float16, device, 6)[:, :51]  # rows of 61: 122 bytes apart
+    b = integers((33, 51), torch.float16, device, 7).T  # column-major
+    plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
+    assert plan.copy_a and plan.copy_b and plan.aligned
+    assert exact(a, b, plan(a, b))
+    copy = rm._aligned_copy(a)
+    assert copy.shape == a.shape and copy.stride() == (rm.PAD_TO, 1)
+    assert torch.equal(copy, a)
+    wide = integers((40, 64), torch.float16, device, 6)[:, :51]  # rows 128 bytes apart
+    plan = rm._Plan(wide, b.contiguous(), rm.INTERPRETER_CONFIG)
+    assert not plan.copy_a and plan.copy_b  # B row-major, but 33 columns are not runs of 8
+    assert exact(wide, b, plan(wide, b.contiguous()))
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 2**28)
+    plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
+    assert not (plan.copy_a or plan.copy_b or plan.aligned)  # too small to repay a copy
+    assert exact(a, b, plan(a, b))
+
+
+def test_the_first_call_chooses_and_the_next_ones_reuse_the_choice(device, fresh_plans,
+                                                                   monkeypatch):
+    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
+    timed = []
+
+    def fake_time_ms(fn):  # runs the candidate once, and says the second row is faster
+        fn()
+        timed.append(fn)
+        return (2.0, 1.0)[(len(timed) - 1) % 2]
+
+    monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
+    monkeypatch.setattr(rm, "_time_ms", fake_time_ms)
+    a = integers((40, 50), torch.float16, device, 8)
+    b = integers((50, 30), torch.float16, device, 9)
+    assert rm.chosen_config(a, b) is None
+    assert exact(a, b, rm.matmul(a, b))
+    assert len(timed) == 2 and rm.chosen_config(a, b) == rows[1]
+    for _ in range(3):  # the same product, new tensors of it: no timing, the same plan
+        a2, b2 = a.clone(), b.clone()
+        assert exact(a2, b2, rm.matmul(a2, b2))
+    assert len(timed) == 2
+    # another layout of the same shapes is another product: chosen for, and right
+    bt = b.T.contiguous().T
+    assert exact(a, bt, rm.matmul(a, bt)) and len(timed) == 4
+    assert rm._key(a, bt) != rm._key(a, b) and len(rm._PLANS) == 2
+    # a view that starts 2 bytes in is another product too: the kernel assumed alignment
+    a_off = integers((40, 51), torch.float16, device, 10)[:, 1:]
+    assert exact(a_off, b, rm.matmul(a_off, b)) and len(timed) == 6
+    # config= runs that row, every time through the whole path, and remembers nothing
+    assert exact(a, b, rm.matmul(a, b, config=rows[0])) and len(timed) == 6
+    rm.forget_choices()
+    assert rm.chosen_config(a, b) is None
+    rm.matmul(a, b)
+    assert len(timed) == 8
+
+
+def test_a_remembered_product_still_refuses_bad_arguments(device, fresh_plans):
+    a = integers((20, 30), torch.float16, device, 1)
+    b = integers((30, 10), torch.float16, device, 2)
+    rm.matmul(a, b)
+    with pytest.raises(TypeError, match="a is torch.float16 and b is torch.float32"):
+        rm.matmul(a, b.float())
+    with pytest.raises(ValueError, match="a's 30 columns must equal b's 31"):
+        rm.matmul(a, torch.zeros(31, 10, dtype=torch.float16, device=device))
+    with pytest.raises(TypeError, match="a must be a torch.Tensor, got list"):
+        rm.matmul(a.tolist(), b)
+
+
+def test_a_product_larger_than_32_bit_offsets_is_refused_before_allocating(device):
+    a = torch.zeros(2**16, 1, dtype=torch.float16, device=device)
+    b = torch.zeros(1, 2**15 + 1, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="C would have 2147549184 elements"):
+        rm.matmul(a, b)
 
 
 def test_reference_rounds_random_float16_once(device):
@@ -291,7 +437,7 @@ def test_reference_rounds_random_float16_once(device):
 def test_reference_reads_views_through_their_strides(device):
     a = integers((40, 60), torch.float32, device, 6)[:, :50]  # row stride 60
     b = integers((30, 50), torch.float32, device, 7).T  # strides (1, 50)
-    assert torch.equal(rm.matmul(a, b).double(), a.double() @ b.double())
+    assert exact(a, b, rm.matmul(a, b))
 
 
 def test_empty_products(device):
@@ -322,21 +468,76 @@ def test_grouped_order_visits_every_tile_once():
         assert seen == {(r, c) for r in range(tiles_m) for c in range(tiles_n)}
 
 
-def test_the_table_fits_an_h200s_shared_memory_in_16_bit():
-    # the rows are sized for Hopper (227 KiB a block); float32 rows the autotuner prunes
-    assert all(row.shared_bytes(2) <= 227 * 1024 for row in rm.CONFIGS)
+def test_the_tables_fit_an_h200s_shared_memory_in_16_bit():
+    # the rows are sized for Hopper (227 KiB a block); float32 rows the first call prunes
+    assert all(row.shared_bytes(2) <= 227 * 1024 for row in rm.CONFIGS + rm.SKINNY_CONFIGS)
+    assert all(row.block_m >= 16 and row.block_k >= 16 for row in rm.SKINNY_CONFIGS)
+
+
+# The issue's products: square ones, one past a tile (4097), one not a multiple of 16 (1000),
+# a short K (512) and the decode of 8 tokens against a 4096 x 4096 weight.
+GPU_SHAPES = [(1000, 1000, 1000), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+              (8192, 8192, 8192), (4096, 4096, 512), (4097, 4097, 4097), (8, 4096, 4096),
+              (512, 384, 1000), (16, 4096, 4096)]
+GPU_RTOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def close_on_sampled_rows(a, b, c, rtol) -> bool:
+    rows = torch.unique(torch.linspace(0, a.shape[0] - 1, 64, device=a.device).long())
+    want = a[rows].double() @ b.double()
+    return float((c[rows].double() - want).norm() / want.norm()) < rtol
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, rtol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
-@pytest.mark.parametrize("m, n, k", [(512, 384, 1000), (1000, 1000, 1000), (16, 4096, 4096)])
-def test_the_autotuned_reference_matches_float64_on_a_gpu(m, n, k, dtype, rtol):
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("m, n, k", GPU_SHAPES, ids=lambda v: str(v))
+def test_the_chosen_plan_matches_float64_and_launches_directly_on_a_gpu(m, n, k, dtype,
+                                                                        monkeypatch):
+    timed = []
+    monkeypatch.setattr(rm, "_time_ms", lambda fn, real=rm._time_ms: timed.append(1) or real(fn))
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
-    c = rm.matmul(a, b)
-    want = a.double() @ b.double()
-    assert float((c.double() - want).norm() / want.norm()) < rtol
-    assert rm.chosen_config(a, b) is not None
+    first = rm.matmul(a, b)
+    assert close_on_sampled_rows(a, b, first, GPU_RTOL[dtype])
+    chosen = len(timed)
+    plan = rm._PLANS[rm._key(a, b)]
+    assert rm.chosen_config(a, b) == plan.config
+    assert plan.config in (rm.SKINNY_CONFIGS if m <= rm.SKINNY_M else rm.CONFIGS)
+    assert plan.direct, "this Triton's compiled kernel has no launcher of its own"
+    if k % 16 or n % 16:  # 4097: copied into aligned rows, then promised aligned
+        assert plan.copy_a and plan.copy_b and plan.aligned
+    else:
+        assert not (plan.copy_a or plan.copy_b) and plan.aligned
+    again = rm.matmul(a, b)  # launched directly: no timing, the same bits
+    assert len(timed) == chosen and torch.equal(again, first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(8, 4096, 4096), (1000, 1000, 1000), (4097, 4097, 4097)],
+                         ids=lambda v: str(v))
+def test_direct_launches_record_into_a_cuda_graph(m, n, k):
+    a = torch.randn(m, k, device="cuda").half()
+    b = torch.randn(k, n, device="cuda").half()
+    want = rm.matmul(a, b)  # chosen and compiled before the capture
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        rm.matmul(a, b)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = rm.matmul(a, b)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_every_skinny_row_is_right_on_the_decode_shape():
+    a = torch.randn(8, 4096, device="cuda").bfloat16()
+    b = torch.randn(4096, 4096, device="cuda").bfloat16()
+    for row in rm.SKINNY_CONFIGS:
+        assert close_on_sampled_rows(a, b, rm.matmul(a, b, config=row), 1.6e-2), row.label
 
 
 # ---------------------------------------------------------------------------------------------
