@@ -728,12 +728,26 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.solutions import matmul as solution
 
     monkeypatch.setattr(bench_matmul, "DEVICE", "cpu")
+    timed = []
+
+    def fake_device_us(function, inputs, quick):
+        timed.append(len(inputs))
+        return [function(a, b) for a, b in inputs] and 2000.0
+
+    monkeypatch.setattr(bench_matmul, "device_us", fake_device_us)
+    monkeypatch.setattr(bench_matmul, "call_us", lambda function, a, b, quick: 10.0)
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     assert bench_matmul.try_small(solution.matmul_triton) == ""
+    # an L2 cache of 20 KB: two pairs of 70 x 40 and 40 x 50 half floats (9600 bytes) are
+    # not enough to be twice it, five are
     rows = bench_matmul.measure_size(70, 50, 40, "fp16", False, solution.matmul_triton,
-                                     lambda row: None)
+                                     lambda row: None, l2_bytes=20_000, ceiling_gbps=1.0)
     assert [r["impl"] for r in rows] == ["yours", "reference", "torch"]
+    assert timed == [5, 5, 5] and all(r["input_copies"] == 5 for r in rows)
     assert all(r["correct"] and r["tflops"] == 2 * 70 * 50 * 40 / 2e-3 / 1e12 for r in rows)
+    assert all(r["device_us"] == 2000.0 and r["call_us"] == 10.0 for r in rows)
+    assert "copy_fraction" not in rows[1]  # 70 rows: judged by FLOPs, not bytes
+    assert rows[1]["config"] == rm.INTERPRETER_CONFIG.label
     assert "| fp16 | 70 x 50 x 40 |" in "\n".join(bench_matmul.table_lines(rows))
 
     def drops_a_row(a, b):
@@ -743,10 +757,44 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
 
     rows = bench_matmul.measure_size(70, 50, 40, "fp16", False, drops_a_row, lambda row: None)
     assert not rows[0]["correct"] and "not timed" in rows[0]["note"] and "ms" not in rows[0]
+    skinny = bench_matmul.measure_size(8, 50, 40, "fp16", False, None, lambda row: None,
+                                       ceiling_gbps=1.0)
+    moved = (8 * 40 + 40 * 50 + 8 * 50) * 2
+    assert skinny[0]["copy_fraction"] == pytest.approx(moved / 2000.0 / 1e3)
     monkeypatch.setattr(rm, "CONFIGS", rm.CONFIGS[-2:])
-    timed = bench_matmul.measure_configs("fp16", False, lambda row: None, size=(64, 48, 80))
-    assert [r["config"] for r in timed] == [row.label for row in rm.CONFIGS]
-    assert all("tflops" in r for r in timed)
+    timed_rows = bench_matmul.measure_configs("fp16", False, lambda row: None, size=(64, 48, 80))
+    assert [r["config"] for r in timed_rows] == [row.label for row in rm.CONFIGS]
+    assert all("tflops" in r and r["device_us"] == 2000.0 for r in timed_rows)
+
+
+def test_the_bench_table_gives_medians_ratios_and_the_goal():
+    from learning.bench import matmul as bench_matmul
+
+    def pair(round_, m, ours, theirs, our_call, their_call, **extra):
+        size = {"dtype": "bf16", "M": m, "N": 4096, "K": 4096, "round": round_}
+        return [dict(size, impl="reference", device_us=ours, call_us=our_call, config="A",
+                     **extra),
+                dict(size, impl="torch", device_us=theirs, call_us=their_call)]
+
+    results = pair(0, 4096, 200.0, 190.0, 12.0, 20.0) + pair(1, 4096, 210.0, 200.0, 14.0, 20.0) \
+        + pair(2, 4096, 190.0, 200.0, 40.0, 20.0) \
+        + pair(0, 8, 9.0, 10.0, 12.0, 20.0, copy_fraction=0.8) \
+        + pair(1, 8, 11.0, 10.0, 12.0, 20.0, copy_fraction=0.7)
+    shapes = bench_matmul.summarise(results)
+    big = shapes[("bf16", 4096, 4096, 4096)]
+    assert big["device_ratios"] == [190 / 200, 200 / 210, 200 / 190]
+    assert big["call_ratios"] == [0.6, 0.7, 2.0]
+    assert bench_matmul.goal(4096, big) == "met"  # medians 0.95 and 0.7; one round's 2.0 aside
+    decode = shapes[("bf16", 8, 4096, 4096)]
+    # median device ratio (10/11 + 10/9) / 2 = 1.01, copy share (0.8 + 0.7) / 2 = 0.75
+    assert bench_matmul.goal(8, decode) == "met"
+    slow = bench_matmul.summarise(pair(0, 8, 12.0, 10.0, 40.0, 20.0, copy_fraction=0.6))
+    assert bench_matmul.goal(8, slow[("bf16", 8, 4096, 4096)]) == \
+        "not met: device 0.83 < 1.00, call 2.00 > 1.50, copy 0.60 < 0.75"
+    lines = bench_matmul.table_lines(results)
+    assert lines[2].startswith("| bf16 | 4096 x 4096 x 4096 | 200.0 | 200.0 | 0.95 (0.95 to 1.05)")
+    assert "| 0.70 (0.60 to 2.00) |" in lines[2] and lines[2].endswith("| A | met |")
+    assert "| 0.75 (0.70 to 0.80) |" in lines[3]
 
 
 @pytest.mark.interpreter
