@@ -474,6 +474,78 @@ def test_the_tables_fit_an_h200s_shared_memory_in_16_bit():
     assert all(row.block_m >= 16 and row.block_k >= 16 for row in rm.SKINNY_CONFIGS)
 
 
+# What the compiler makes of the kernel for an H200 (sm_90), compiled here without a GPU: the
+# arguments specialized as Triton's launch specializes them (ints of 1 become constants,
+# multiples of 16 and pointers are marked divisible by 16).
+HOPPER_COMPILE = """
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import reference_matmul as rm
+
+def compile_(m, n, k, row, aligned):
+    ints = dict(stride_cs=m * n, stride_cm=n, stride_cn=1, stride_am=k, stride_ak=1,
+                stride_bk=n, stride_bn=1, M=m, N=n, K=k, b_cols=n, k_split=k)
+    constants = dict(BLOCK_M=row.block_m, BLOCK_N=row.block_n, BLOCK_K=row.block_k,
+                     GROUP_M=row.group_m, SPLIT_K=1, EVEN_K=k % row.block_k == 0,
+                     ALIGNED=aligned, VEC=8)
+    signature, attrs = {}, {}
+    for i, name in enumerate(rm._matmul.arg_names):
+        if i < 3:
+            signature[name], attrs[(i,)] = "*bf16", [["tt.divisibility", 16]]
+        elif name in constants or ints[name] == 1:
+            signature[name] = "constexpr"
+            constants.setdefault(name, ints.get(name))
+        else:
+            signature[name] = "i32"
+            if ints[name] % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    compiled = triton.compile(ASTSource(rm._matmul, signature, constants, attrs),
+                              target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=row.num_warps, num_stages=row.num_stages))
+    ptx = compiled.asm["ptx"]
+    return {"copies16": len(re.findall(r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], "
+                                       r"[[][^]]*[]], 0x10", ptx)),
+            "scalar_loads": len(re.findall(r"ld[.]global[.]b16", ptx)),
+            "loads": len(re.findall(r"ld[.]global", ptx))}
+
+row = rm.CONFIGS[-1]
+print(json.dumps({"1000 promised": compile_(1000, 1000, 1000, row, True),
+                  "1000 not promised": compile_(1000, 1000, 1000, row, False),
+                  "4096": compile_(4096, 4096, 4096, row, True),
+                  "4096 x 4096 x 4064": compile_(4096, 4096, 4064, row, True)}))
+"""
+
+
+def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", HOPPER_COMPILE], env=env, cwd=COURSE_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    # K a multiple of the step: every load is an asynchronous 16-byte copy, none by threads
+    assert found["4096"]["copies16"] > 0 and found["4096"]["loads"] == 0
+    # rows of 1000 elements: Triton sees no multiple of 16, and loads element by element
+    # (2 bytes) unless the kernel is told that the rows start on 16-byte boundaries
+    assert found["1000 not promised"]["copies16"] == 0
+    assert found["1000 not promised"]["scalar_loads"] > 0
+    assert found["1000 promised"]["copies16"] > 0
+    # with the promise, what is left element by element is the peeled last step's tile of A:
+    # its mask ends at K % 64 = 40, no multiple of 8 that Triton can see (64 x 64 elements
+    # over 4 warps of 32 threads: 32 loads a thread)
+    row = rm.CONFIGS[-1]
+    assert found["1000 promised"]["scalar_loads"] == \
+        row.block_m * row.block_k // (row.num_warps * 32)
+    # a K of 4064 (63 and a half steps) on aligned rows: the last step loads by threads, but
+    # 16 bytes at a time, as its mask ends on a multiple of 16
+    assert found["4096 x 4096 x 4064"]["loads"] > 0
+    assert found["4096 x 4096 x 4064"]["scalar_loads"] == 0
+
+
 # The issue's products: square ones, one past a tile (4097), one not a multiple of 16 (1000),
 # a short K (512) and the decode of 8 tokens against a 4096 x 4096 weight.
 GPU_SHAPES = [(1000, 1000, 1000), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),

@@ -2,11 +2,15 @@
 
     PYTHONPATH=. python lab/probes/matmul_host_probe.py --json lab/results/matmul_host_probe.json
 
-One bfloat16 product of 1024 cubed (its kernel runs for about 6 us on an H200, far less than
-any launch costs), each piece called 2000 times without synchronising, the host's time per call
-reported: the argument checks, allocating C, the launch through the autotuner, through the
-heuristics wrapper with one tile shape, straight to the kernel with every constexpr given, the
-whole reference call, and torch.matmul.
+For each product (1024 cubed and the decode step 8 x 4096 x 4096 by default, both dtypes'
+first: bfloat16), after its first call has chosen: each piece called CALLS times back to back
+without synchronising, the host's time per call reported (the GPU is never the bottleneck:
+these kernels run for 6 to 20 us, less than any launch costs, and the clock stops before the
+final synchronize). The pieces: the plan's key and lookup, allocating C, the compiled kernel's
+own launcher (what a remembered product runs), Triton's usual launch of the same kernel with
+every argument given (what the first call runs, and what every call ran before plans), the
+whole reference call, the whole call with ``config=`` (checks and a new plan every time), and
+torch.matmul. Three rounds; the median and the range.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ import json
 import time
 
 import torch
-import triton
 
 import reference_matmul as rm
 from learning.bench.rowwise import environment
 
 CALLS = 2000
+SIZES = ((1024, 1024, 1024), (8, 4096, 4096))
 
 
 def host_us(fn) -> float:
@@ -36,53 +40,54 @@ def host_us(fn) -> float:
     return elapsed / CALLS * 1e6
 
 
+def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(k, n, device="cuda").to(dtype)
+    rm.matmul(a, b)  # the first call chooses
+    plan = rm._PLANS[rm._key(a, b)]
+    c = torch.empty((m, n), dtype=dtype, device="cuda")
+    out = c if plan.splits == 1 else torch.empty((plan.splits, m, n), dtype=torch.float32,
+                                                 device="cuda")
+    launch = plan.matmul
+    assert launch.direct is not None, "this Triton's compiled kernel has no launcher of its own"
+    return plan.config.label, [
+        ("the plan's key and lookup", lambda: rm._PLANS.get(rm._key(a, b))),
+        ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
+        ("the compiled kernel's own launcher", lambda: launch.direct(out, a, b, *launch.fixed)),
+        ("Triton's usual launch, every argument given",
+         lambda: launch.kernel[launch.grid](out, a, b, *launch.fixed, **launch.options)),
+        ("the whole reference call", lambda: rm.matmul(a, b)),
+        ("the whole call with config= (checks and a new plan each time)",
+         lambda: rm.matmul(a, b, config=plan.config)),
+        ("torch.matmul", lambda: torch.matmul(a, b)),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     options = parser.parse_args()
-    m = n = k = 1024
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    rm.matmul(a, b)  # the autotuner chooses once
-    config = rm.chosen_config(a, b)
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    args = (c, a, b, c.stride(0), c.stride(1), a.stride(0), a.stride(1), b.stride(0),
-            b.stride(1), m, n, k)
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-    tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                 GROUP_M=config.group_m, num_warps=config.num_warps,
-                 num_stages=config.num_stages)
-
-    def tuned_grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-
-    pieces = [
-        ("the argument checks (_check)", lambda: rm._check(a, b)),
-        ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=a.dtype,
-                                                            device=a.device)),
-        ("launch through the autotuner", lambda: rm._matmul_tuned[tuned_grid](*args)),
-        ("launch through the heuristics, one tile shape",
-         lambda: rm._matmul_even_k[grid](*args, **tiles)),
-        ("launch of the kernel, every constexpr given",
-         lambda: rm._matmul[grid](*args, EVEN_K=k % config.block_k == 0, **tiles)),
-        ("the whole reference call, autotuned", lambda: rm.matmul(a, b)),
-        ("the whole reference call, one tile shape", lambda: rm.matmul(a, b, config=config)),
-        ("torch.matmul", lambda: torch.matmul(a, b)),
-    ]
-    rows = []
-    for round_ in range(3):
-        for name, fn in pieces:
-            rows.append({"round": round_, "piece": name, "host_us": host_us(fn)})
+    dtype = getattr(torch, options.dtype)
+    rows, configs = [], {}
+    for m, n, k in SIZES:
+        label, named = pieces(m, n, k, dtype)
+        configs[f"{m}x{n}x{k}"] = label
+        for round_ in range(3):
+            for name, fn in named:
+                rows.append({"round": round_, "M": m, "N": n, "K": k, "piece": name,
+                             "host_us": host_us(fn)})
+    print("| M x N x K | piece | host us per call, median of 3 rounds | lowest to highest |")
+    print("|---:|---:|---:|---:|")
     by_piece: dict = {}
     for r in rows:
-        by_piece.setdefault(r["piece"], []).append(r["host_us"])
-    print("| piece | host us per call, median of 3 rounds | lowest to highest |")
-    for name, values in by_piece.items():
+        by_piece.setdefault((f"{r['M']}x{r['N']}x{r['K']}", r["piece"]), []).append(r["host_us"])
+    for (size, name), values in by_piece.items():
         values.sort()
-        print(f"| {name} | {values[1]:.1f} | {values[0]:.1f} to {values[-1]:.1f} |")
+        print(f"| {size} | {name} | {values[1]:.1f} | {values[0]:.1f} to {values[-1]:.1f} |")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as out:
-            json.dump({"env": environment(), "config": config.label,
+            json.dump({"env": environment(), "dtype": options.dtype, "configs": configs,
                        "command": "python lab/probes/matmul_host_probe.py", "rows": rows},
                       out, indent=1)
 
