@@ -22,12 +22,17 @@ fast:
    multiple of BLOCK_K, ``EVEN_K`` false) is masked, once, after the loop. Where the
    launcher knows every row of A and B starts on a 16-byte boundary (``ALIGNED``), the kernel
    says so with ``tl.multiple_of``, so that the compiler moves 16 bytes per load.
-2. ``CONFIGS`` and ``SKINNY_CONFIGS``: the tile shapes timed the first time a product is
+2. ``_matmul_tma``: the same product with its tiles of A and B moved by tensor descriptors
+   (Hopper's TMA, Triton 3.4 and later): the copy is bounded by each operand's shape, so the
+   edges read zeros with no mask, wrap or peeled step at all. It needs rows on 16-byte
+   boundaries; the table's rows marked ``tma`` run it where they can, and are timed beside
+   the others.
+3. ``CONFIGS`` and ``SKINNY_CONFIGS``: the tile shapes timed the first time a product is
    seen, each with the reason it is in the table. Products of a few rows (a language model
    decoding a few tokens: M of 16 or fewer) read a large B once and do little arithmetic on
    it, so their tiles are narrow, and some split K between programs (``SPLIT_K``) so that
    every multiprocessor streams a share of B; ``_sum_splits`` then adds the shares.
-3. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
+4. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
    launches. The first call for a product (its shapes, strides, dtype, device and the
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
    remembers the fastest in a ``_Plan``, with the kernel that Triton compiled for it. Every
@@ -84,6 +89,7 @@ class TileConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1
+    tma: bool = False  # tiles moved by tensor descriptors (_matmul_tma) instead of pointers
 
     def shared_bytes(self, element_bytes: int) -> int:
         """Shared memory the software pipeline holds: num_stages tiles of A and of B."""
@@ -92,8 +98,9 @@ class TileConfig:
     @property
     def label(self) -> str:
         split = f", K split in {self.split_k}" if self.split_k > 1 else ""
+        tma = ", tensor descriptors" if self.tma else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} group {self.group_m}, "
-                f"{self.num_warps} warps, {self.num_stages} stages{split}")
+                f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}")
 
 
 # The tuning table: the first call for a product times every row that fits in shared memory
@@ -116,6 +123,11 @@ CONFIGS = (
     TileConfig(128, 64, 64, 8, 4, 4),
     TileConfig(64, 128, 64, 8, 4, 4),
     TileConfig(64, 64, 64, 8, 4, 3),
+    # The large tiles again with tensor descriptors (Hopper's TMA: one copy instruction per
+    # tile, the edges filled with zeros by the hardware), where the GPU and the rows allow.
+    TileConfig(128, 256, 64, 8, 8, 3, tma=True),
+    TileConfig(128, 256, 64, 8, 8, 4, tma=True),
+    TileConfig(128, 128, 64, 8, 4, 4, tma=True),
 )
 
 # The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
@@ -134,12 +146,34 @@ SKINNY_CONFIGS = (
     TileConfig(16, 64, 128, 1, 4, 4, split_k=4),
     # 32 strips of 128 columns, K split in 8: 256 programs with 256-byte rows of B.
     TileConfig(16, 128, 128, 1, 4, 4, split_k=8),
+    # 64 strips of 64 columns, K split in 2: 128 programs, each twice the bytes in flight.
+    TileConfig(16, 64, 256, 1, 4, 4, split_k=2),
+    # The 32-column strips and the split in 4 with tensor descriptors: a few threads issue
+    # each tile's copy, the rest wait on it.
+    TileConfig(16, 32, 256, 1, 4, 4, tma=True),
+    TileConfig(16, 64, 128, 1, 4, 4, split_k=4, tma=True),
 )
 
 #: The configurations the interpreter runs (it times nothing, so there is nothing to tune);
 #: the skinny one splits K so that its second pass runs in the interpreter's tests too.
 INTERPRETER_CONFIG = TileConfig(32, 32, 32, 4, 4, 1)
 INTERPRETER_SKINNY = TileConfig(16, 32, 32, 1, 4, 1, split_k=2)
+
+
+@triton.jit
+def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Which tile of C this program computes: programs come in groups of GROUP_M tile rows;
+    inside a group they go down a column of tiles before moving right, so neighbours in time
+    share panels of A and B."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    height = min(tiles_m - first_m, GROUP_M)  # the last group may have fewer tile rows
+    pid_m = first_m + (pid % per_group) % height
+    pid_n = (pid % per_group) // height
+    return pid_m, pid_n
 
 
 @triton.jit
@@ -171,17 +205,7 @@ def _matmul(
     multiple of BLOCK_K and every program's share of K non-empty. Any strides; ALIGNED only
     where the launcher checked what it claims.
     """
-    # Which tile: programs come in groups of GROUP_M tile rows; inside a group they go down a
-    # column of tiles before moving right, so neighbours in time share panels of A and B.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    height = min(tiles_m - first_m, GROUP_M)  # the last group may have fewer tile rows
-    pid_m = first_m + (pid % per_group) % height
-    pid_n = (pid % per_group) // height
-
+    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
     steps = tl.arange(0, BLOCK_K)  # (BLOCK_K,)
@@ -232,6 +256,48 @@ def _matmul(
         c_ptr += tl.program_id(1) * stride_cs
     c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def _matmul_tma(
+    c_ptr,  # as in _matmul
+    a_tiles,  # a tensor descriptor of A, (M, K), in blocks of BLOCK_M x BLOCK_K
+    b_tiles,  # a tensor descriptor of B, (K, N), in blocks of BLOCK_K x BLOCK_N
+    stride_cs, stride_cm, stride_cn,  # as in _matmul
+    M, N, K, k_split,  # as in _matmul
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
+):
+    """``_matmul`` with its tiles of A and B moved by tensor descriptors. The launcher makes
+    one per operand on the host, with the operand's own shape and strides: a load names the
+    tile's first row and column, and on Hopper and later it is one TMA copy, which the
+    compiler pipelines. The copy is bounded by the operand's shape in both dimensions: rows
+    past M, columns past N and steps past K read as zeros, so no load needs a mask, a wrap or
+    a peeled step. Shares of K are whole steps, so a share never reads into the next one.
+
+    Preconditions as ``_matmul``, and A and B row-major with rows that start on 16-byte
+    boundaries (``_Plan`` copies them where they do not).
+    """
+    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    if SPLIT_K == 1:
+        k_start = 0
+        k_end = K
+    else:
+        k_start = tl.program_id(1) * k_split
+        k_end = min(k_start + k_split, K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        a = a_tiles.load([pid_m * BLOCK_M, k0])  # (BLOCK_M, BLOCK_K)
+        b = b_tiles.load([k0, pid_n * BLOCK_N])  # (BLOCK_K, BLOCK_N)
+        acc = tl.dot(a, b, acc)
+
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if SPLIT_K > 1:
+        c_ptr += tl.program_id(1) * stride_cs
+    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
 @triton.jit
@@ -357,6 +423,39 @@ def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
     return view
 
 
+def _copies(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, bool]:
+    """Which operands to copy into aligned rows: those whose rows do not start on 16-byte
+    boundaries (or, for B, whose columns do not come in runs of 16 bytes), where the product
+    is large enough for the copy to pay (PAD_MIN_MACS)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m * n * k < PAD_MIN_MACS:
+        return False, False
+    return (not _row_major_aligned(a),
+            not (_row_major_aligned(b) and n % (16 // b.element_size()) == 0))
+
+
+def _descriptor_class():
+    """Triton's host-side tensor descriptor, or None where this Triton has none (before 3.4)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
+
+
+def _descriptors_fit(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``_matmul_tma`` can run this product: a Triton with host-side tensor
+    descriptors, a GPU with TMA (compute capability 9.0 or later; any in the interpreter),
+    and A and B row-major with rows on 16-byte boundaries once ``_copies`` has copied them."""
+    if _descriptor_class() is None:
+        return False
+    if a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    copy_a, copy_b = _copies(a, b)
+    return (copy_a or _row_major_aligned(a)) and (copy_b or _row_major_aligned(b))
+
+
 class _Plan:
     """How one product is computed, worked out on its first call: the configuration, which
     operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
@@ -370,15 +469,14 @@ class _Plan:
         n = b.shape[1]
         self.config, self.shape, self.dtype = config, (m, n), a.dtype
         vec = 16 // a.element_size()
-        copies = m * n * k >= PAD_MIN_MACS if copies is None else copies
-        self.copy_a = copies and not _row_major_aligned(a)
-        self.copy_b = copies and not (_row_major_aligned(b) and n % vec == 0)
+        self.copy_a, self.copy_b = _copies(a, b) if copies is not False else (False, False)
         # The strides the kernel will see: those of the copies where there are copies.
         a_strides = (triton.cdiv(k, PAD_TO) * PAD_TO, 1) if self.copy_a else a.stride()
         b_strides = (triton.cdiv(n, PAD_TO) * PAD_TO, 1) if self.copy_b else b.stride()
         b_cols = b_strides[0] if self.copy_b else n
-        self.aligned = aligned is not False and b_cols % vec == 0 and \
-            (self.copy_a or _row_major_aligned(a)) and (self.copy_b or _row_major_aligned(b))
+        rows_aligned = (self.copy_a or _row_major_aligned(a)) and \
+            (self.copy_b or _row_major_aligned(b))
+        self.aligned = aligned is not False and rows_aligned and b_cols % vec == 0
         # K's shares: whole steps each, none of them empty.
         k_split = triton.cdiv(triton.cdiv(k, config.split_k), config.block_k) * config.block_k
         self.splits = triton.cdiv(k, k_split)
@@ -386,10 +484,24 @@ class _Plan:
         options = {} if _interpreted() else {"num_warps": config.num_warps,
                                              "num_stages": config.num_stages}
         c_strides = (m * n, n, 1)  # C contiguous, or the partial sums (splits, M, N)
-        self.matmul = _Launch(_matmul, grid, (
-            *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split,
-            config.block_m, config.block_n, config.block_k, config.group_m, self.splits,
-            k % config.block_k == 0, self.aligned, vec), options)
+        tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
+        self.descriptors = None
+        if config.tma:
+            if not rows_aligned or _descriptor_class() is None:
+                raise ValueError(f"matmul: {config.label} moves tiles by tensor descriptors, "
+                                 "which need Triton 3.4 or later and A and B row-major with "
+                                 "rows that start on 16-byte boundaries; a has strides "
+                                 f"{a.stride()} and b {b.stride()}, of {a.element_size()}-byte "
+                                 "elements: pick a row without tma, or leave config out")
+            # (shape, strides, block) of each operand's descriptor; only the base changes
+            self.descriptors = (([m, k], list(a_strides), [config.block_m, config.block_k]),
+                                ([k, n], list(b_strides), [config.block_k, config.block_n]))
+            self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles),
+                                  options)
+        else:
+            self.matmul = _Launch(_matmul, grid, (
+                *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
+                k % config.block_k == 0, self.aligned, vec), options)
         self.sum_splits = _Launch(_sum_splits, (triton.cdiv(m * n, SUM_BLOCK), 1, 1),
                                   (m * n, self.splits, SUM_BLOCK),
                                   {} if _interpreted() else {"num_warps": 4})
@@ -400,10 +512,13 @@ class _Plan:
             a = _aligned_copy(a)
         if self.copy_b:
             b = _aligned_copy(b)
+        if self.descriptors is not None:
+            make = _descriptor_class()
+            a, b = (make(t, *described) for t, described in zip((a, b), self.descriptors))
         if self.splits == 1:
             self.matmul(c, a, b)
             return c
-        partial = torch.empty((self.splits, *self.shape), dtype=torch.float32, device=a.device)
+        partial = torch.empty((self.splits, *self.shape), dtype=torch.float32, device=c.device)
         self.matmul(partial, a, b)
         self.sum_splits(c, partial)
         return c
@@ -439,11 +554,15 @@ def _fitting(table, element_bytes: int, device) -> tuple[TileConfig, ...]:
 
 
 def _candidates(a: torch.Tensor, b: torch.Tensor) -> tuple[TileConfig, ...]:
-    """The rows the first call of a product times: the skinny table for a few rows."""
+    """The rows the first call of a product times: the skinny table for a few rows, and the
+    rows with tensor descriptors only where they can run."""
     skinny = a.shape[0] <= SKINNY_M
     if _interpreted():
         return (INTERPRETER_SKINNY if skinny else INTERPRETER_CONFIG,)
-    return _fitting(SKINNY_CONFIGS if skinny else CONFIGS, a.element_size(), a.device)
+    table = SKINNY_CONFIGS if skinny else CONFIGS
+    if not _descriptors_fit(a, b):
+        table = tuple(row for row in table if not row.tma)
+    return _fitting(table, a.element_size(), a.device)
 
 
 def _time_ms(fn) -> float:

@@ -283,14 +283,48 @@ def test_reference_is_exact_on_whole_numbers(m, n, k, dtype, device):
     assert c.is_contiguous() and exact(a, b, c)
 
 
-@pytest.mark.parametrize("row", rm.CONFIGS + rm.SKINNY_CONFIGS, ids=lambda row: row.label)
+needs_descriptors = pytest.mark.skipif(rm._descriptor_class() is None,
+                                       reason="this Triton has no host-side tensor descriptors "
+                                              "(triton.tools.tensor_descriptor)")
+ROWS = [pytest.param(row, id=row.label, marks=[needs_descriptors] if row.tma else [])
+        for row in rm.CONFIGS + rm.SKINNY_CONFIGS]
+
+
+@pytest.mark.parametrize("row", ROWS)
 def test_every_row_of_the_tuning_tables_is_right(row, device):
     # edges in every direction, several tiles of the smaller rows, K steps of both kinds, and
-    # (for the rows that split K) shares of K that end inside a step and on one
+    # (for the rows that split K) shares of K that end inside a step and on one; N a multiple
+    # of 8 for the rows with tensor descriptors, whose rows must start on 16 bytes
     for (m, n, k) in [(70, 90, 64 + 40), (130, 20, 128), (9, 33, 3 * 256 + 8)]:
+        n = n + (-n % 8 if row.tma else 0)
         a = integers((m, k), torch.float16, device, 3)
         b = integers((k, n), torch.float16, device, 4)
         assert exact(a, b, rm.matmul(a, b, config=row)), (m, n, k)
+
+
+TMA_ROWS = (rm.TileConfig(32, 32, 32, 4, 4, 1, tma=True),
+            rm.TileConfig(16, 32, 32, 1, 4, 1, split_k=2, tma=True))
+
+
+@needs_descriptors
+@pytest.mark.parametrize("row", TMA_ROWS, ids=lambda row: row.label)
+@pytest.mark.parametrize("m, n, k", [(1, 8, 8), (17, 24, 72), (37, 48, 40), (70, 40, 104),
+                                     (8, 56, 72), (16, 8, 200)])
+def test_tensor_descriptors_read_zeros_past_every_edge(row, m, n, k, device):
+    # no mask, no wrap, no peeled step: the descriptor bounds each copy by the operand's shape
+    a = integers((m, k), torch.float16, device, m + k)
+    b = integers((k, n), torch.float16, device, n + k)
+    assert exact(a, b, rm.matmul(a, b, config=row))
+
+
+@needs_descriptors
+def test_tensor_descriptors_are_refused_where_rows_are_not_on_16_bytes(device):
+    a = integers((10, 33), torch.float16, device, 1)  # rows of 66 bytes
+    b = integers((33, 8), torch.float16, device, 2)
+    with pytest.raises(ValueError, match=r"a has strides \(33, 1\) and b \(8, 1\), of 2-byte"):
+        rm.matmul(a, b, config=TMA_ROWS[0])
+    assert not rm._descriptors_fit(a, b)
+    assert rm._descriptors_fit(integers((10, 32), torch.float16, device, 1), b[:32])
 
 
 # Off-tile shapes for the interpreter's tiles (K steps of 32): K one past, one short of and a
@@ -505,13 +539,31 @@ def compile_(m, n, k, row, aligned):
                               target=GPUTarget("cuda", 90, 32),
                               options=dict(num_warps=row.num_warps, num_stages=row.num_stages))
     ptx = compiled.asm["ptx"]
-    return {"copies16": len(re.findall(r"cp[.]async[.]cg[.]shared[.]global [[][^]]*[]], "
-                                       r"[[][^]]*[]], 0x10", ptx)),
+    return {"copies16": len(re.findall(r"cp[.]async[.]cg[.]shared[.]global \\[[^]]*\\], "
+                                       r"\\[[^]]*\\], 0x10", ptx)),
             "scalar_loads": len(re.findall(r"ld[.]global[.]b16", ptx)),
             "loads": len(re.findall(r"ld[.]global", ptx))}
 
-row = rm.CONFIGS[-1]
-print(json.dumps({"1000 promised": compile_(1000, 1000, 1000, row, True),
+def compile_tma(row):
+    signature = {"c_ptr": "*bf16", "a_tiles": f"tensordesc<bf16[{row.block_m}, {row.block_k}]>",
+                 "b_tiles": f"tensordesc<bf16[{row.block_k}, {row.block_n}]>",
+                 "stride_cs": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "M": "i32",
+                 "N": "i32", "K": "i32", "k_split": "i32"}
+    constants = dict(stride_cn=1, BLOCK_M=row.block_m, BLOCK_N=row.block_n,
+                     BLOCK_K=row.block_k, GROUP_M=row.group_m, SPLIT_K=1)
+    signature.update({name: "constexpr" for name in constants if name not in signature})
+    compiled = triton.compile(ASTSource(rm._matmul_tma, signature, constants,
+                                        {(0,): [["tt.divisibility", 16]]}),
+                              target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=row.num_warps, num_stages=row.num_stages))
+    ptx = compiled.asm["ptx"]
+    return {"tma_copies": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d", ptx)),
+            "loads": len(re.findall(r"ld[.]global", ptx))}
+
+row = rm.TileConfig(64, 64, 64, 8, 4, 3)
+tma = {"tma": compile_tma(rm.TileConfig(128, 128, 64, 8, 4, 4, tma=True))} \
+    if rm._descriptor_class() else {}
+print(json.dumps({**tma, "1000 promised": compile_(1000, 1000, 1000, row, True),
                   "1000 not promised": compile_(1000, 1000, 1000, row, False),
                   "4096": compile_(4096, 4096, 4096, row, True),
                   "4096 x 4096 x 4064": compile_(4096, 4096, 4064, row, True)}))
@@ -537,13 +589,15 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     # with the promise, what is left element by element is the peeled last step's tile of A:
     # its mask ends at K % 64 = 40, no multiple of 8 that Triton can see (64 x 64 elements
     # over 4 warps of 32 threads: 32 loads a thread)
-    row = rm.CONFIGS[-1]
+    row = rm.TileConfig(64, 64, 64, 8, 4, 3)  # the tiles compiled
     assert found["1000 promised"]["scalar_loads"] == \
         row.block_m * row.block_k // (row.num_warps * 32)
     # a K of 4064 (63 and a half steps) on aligned rows: the last step loads by threads, but
     # 16 bytes at a time, as its mask ends on a multiple of 16
     assert found["4096 x 4096 x 4064"]["loads"] > 0
     assert found["4096 x 4096 x 4064"]["scalar_loads"] == 0
+    if "tma" in found:  # tensor descriptors: TMA copies, and no load by the threads at all
+        assert found["tma"]["tma_copies"] > 0 and found["tma"]["loads"] == 0, found["tma"]
 
 
 # The products: square ones, one past a tile (4097), one not a multiple of 16 (1000),
