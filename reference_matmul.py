@@ -468,6 +468,7 @@ class _Plan:
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype = config, (m, n), a.dtype
+        self.skipped: dict[str, str] = {}  # rows the choice skipped, and why (_choose)
         vec = 16 // a.element_size()
         self.copy_a, self.copy_b = _copies(a, b) if copies is not False else (False, False)
         # The strides the kernel will see: those of the copies where there are copies.
@@ -571,20 +572,23 @@ def _time_ms(fn) -> float:
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
-    """Time a plan for every candidate row and keep the fastest, as triton.autotune would; a
-    row that does not fit the GPU (too much shared memory, too many registers) is skipped."""
+    """Time a plan for every candidate row and keep the fastest, as triton.autotune would. A
+    row that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and
+    the chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
     if len(plans) == 1:
         return plans[0]
-    times = {}
+    times, skipped = {}, {}
     for plan in plans:
         try:
             times[plan] = _time_ms(lambda plan=plan: plan(a, b))
-        except triton.runtime.errors.OutOfResources:
-            continue
+        except Exception as error:  # noqa: BLE001 (any failure rules the row out)
+            skipped[plan.config] = error
     if not times:
-        raise RuntimeError("matmul: no row of the tuning table runs on this GPU")
-    return min(times, key=times.get)
+        raise next(iter(skipped.values()))
+    best = min(times, key=times.get)
+    best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
+    return best
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None) -> torch.Tensor:

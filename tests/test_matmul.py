@@ -441,6 +441,36 @@ def test_the_first_call_chooses_and_the_next_ones_reuse_the_choice(device, fresh
     assert len(timed) == 8
 
 
+def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
+    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
+
+    def fails_on_the_first_row(fn):
+        fn()
+        if len(calls) == 0:
+            calls.append("first")
+            raise RuntimeError("out of resources: shared memory, Required: 300000")
+        calls.append("second")
+        return 1.0
+
+    calls = []
+    monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
+    monkeypatch.setattr(rm, "_time_ms", fails_on_the_first_row)
+    a = integers((40, 50), torch.float16, device, 8)
+    b = integers((50, 30), torch.float16, device, 9)
+    assert exact(a, b, rm.matmul(a, b))
+    plan = rm._PLANS[rm._key(a, b)]
+    assert plan.config == rows[1]
+    assert plan.skipped == {rows[0].label: "RuntimeError: out of resources: shared memory, "
+                                           "Required: 300000"}
+
+    def always_fails(fn):
+        raise RuntimeError("no kernel")
+
+    monkeypatch.setattr(rm, "_time_ms", always_fails)
+    with pytest.raises(RuntimeError, match="no kernel"):
+        rm.matmul(a[:, :40], b[:40])
+
+
 def test_a_remembered_product_still_refuses_bad_arguments(device, fresh_plans):
     a = integers((20, 30), torch.float16, device, 1)
     b = integers((30, 10), torch.float16, device, 2)
@@ -630,7 +660,8 @@ def test_the_chosen_plan_matches_float64_and_launches_directly_on_a_gpu(m, n, k,
     assert rm.chosen_config(a, b) == plan.config
     assert plan.config in (rm.SKINNY_CONFIGS if m <= rm.SKINNY_M else rm.CONFIGS)
     assert plan.direct, "this Triton's compiled kernel has no launcher of its own"
-    if k % 16 or n % 16:  # 4097: copied into aligned rows, then promised aligned
+    assert not plan.skipped, plan.skipped  # every row of the table ran on this GPU
+    if k % 8 or n % 8:  # 4097: copied into aligned rows, then promised aligned
         assert plan.copy_a and plan.copy_b and plan.aligned
     else:
         assert not (plan.copy_a or plan.copy_b) and plan.aligned
