@@ -2,18 +2,20 @@
 
     PYTHONPATH=. python lab/probes/matmul_edges_probe.py --json lab/results/matmul_edges.json
 
-Each product is first called once through ``reference_matmul.matmul``, which chooses its tiles;
-every variant of it then runs those same tiles, so that only the remedy differs. Device time
+Every variant of a product runs the same tiles (``WIDE`` for the large products, ``SMALL``
+for 1000 cubed: rows of the reference's table), so that only the remedy differs. Device time
 as ``python -m learning.bench matmul`` measures it (``learning.bench.matmul.device_us``: a CUDA
 graph of back-to-back calls over inputs too large together for the L2 cache), TFLOP/s from
-it, medians of ROUNDS rounds with the range. The remedies:
+it, medians of --rounds rounds (3) with the range. The remedies:
 
 - the K edge: a K of 4064 (63.5 steps of 64) with the last step peeled off the loop and
   masked alone (the reference), against the same tiles masking every step (``_masked``, the
   reference's loop before the peeling); K = 4096 beside them for scale;
 - alignment promises: rows of 1000 and of 4104 elements (multiples of 8, not of 16, so Triton
   cannot see that they start on 16-byte boundaries) with and without ``ALIGNED``;
-- copies into aligned rows: 4097 cubed with and without ``_aligned_copy`` of A and B.
+- copies into aligned rows: 4097 cubed with and without ``_aligned_copy`` of A and B;
+- tensor descriptors (``_matmul_tma``, the same tiles), where the hardware fills every edge
+  with zeros: beside the K of 4064, 4096 and the copies of 4097.
 
 torch.matmul is timed beside each product.
 """
@@ -21,6 +23,7 @@ torch.matmul is timed beside each product.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import torch
@@ -31,7 +34,8 @@ import reference_matmul as rm
 from learning.bench import matmul as bench
 from learning.bench.rowwise import environment
 
-ROUNDS = 3
+WIDE = rm.TileConfig(128, 256, 64, 8, 8, 3)
+SMALL = rm.TileConfig(64, 128, 64, 8, 4, 4)
 
 
 @triton.jit
@@ -91,17 +95,26 @@ def plan(config, **switches):
     return run
 
 
-# product -> [(variant, how to build it from the chosen config)]
+def descriptors(config):
+    return plan(dataclasses.replace(config, tma=True))
+
+
+# product -> (tiles, [(variant, how to build it from the tiles)])
 PRODUCTS = {
-    (4096, 4096, 4064): [("last K step peeled and masked (reference)", lambda c: plan(c)),
-                         ("K mask on every step", masked)],
-    (4096, 4096, 4096): [("whole steps only (reference)", lambda c: plan(c))],
-    (1000, 1000, 1000): [("alignment promised (reference)", lambda c: plan(c, copies=False)),
-                         ("no promise", lambda c: plan(c, copies=False, aligned=False))],
-    (4104, 4104, 4104): [("alignment promised (reference)", lambda c: plan(c, copies=False)),
-                         ("no promise", lambda c: plan(c, copies=False, aligned=False))],
-    (4097, 4097, 4097): [("A and B copied into aligned rows (reference)", lambda c: plan(c)),
-                         ("no copies", lambda c: plan(c, copies=False))],
+    (4096, 4096, 4064): (WIDE, [("last K step peeled and masked (reference)", plan),
+                                ("K mask on every step", masked),
+                                ("tensor descriptors", descriptors)]),
+    (4096, 4096, 4096): (WIDE, [("whole steps only (reference)", plan),
+                                ("tensor descriptors", descriptors)]),
+    (1000, 1000, 1000): (SMALL, [("alignment promised (reference)",
+                                  lambda c: plan(c, copies=False)),
+                                 ("no promise", lambda c: plan(c, copies=False, aligned=False))]),
+    (4104, 4104, 4104): (WIDE, [("alignment promised (reference)",
+                                 lambda c: plan(c, copies=False)),
+                                ("no promise", lambda c: plan(c, copies=False, aligned=False))]),
+    (4097, 4097, 4097): (WIDE, [("A and B copied into aligned rows (reference)", plan),
+                                ("no copies", lambda c: plan(c, copies=False)),
+                                ("copies, then tensor descriptors", descriptors)]),
 }
 
 
@@ -109,21 +122,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
     env = environment()
     rows = []
-    for (m, n, k), variants in PRODUCTS.items():
+    for (m, n, k), (config, variants) in PRODUCTS.items():
         case = bench.make_case(m, n, k, options.dtype)
         a, b = case["args"]
-        rm.matmul(a, b)
-        config = rm.chosen_config(a, b)
         inputs = bench.input_copies(a, b, env.get("l2_bytes"))
         named = [(name, build(config)) for name, build in variants] + \
             [("torch.matmul", torch.matmul)]
         for name, run in named:
             error = bench.relative_error(run(a, b)[case["picked"]], case["ref"])
             assert error <= bench.NORM_TOLERANCES[options.dtype], (m, n, k, name, error)
-            for round_ in range(ROUNDS):
+            for round_ in range(options.rounds):
                 us = bench.device_us(run, inputs, quick=False)
                 rows.append({"M": m, "N": n, "K": k, "variant": name, "config": config.label,
                              "round": round_, "device_us": us,

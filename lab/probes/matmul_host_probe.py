@@ -50,12 +50,23 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
                                                  device="cuda")
     launch = plan.matmul
     assert launch.direct is not None, "this Triton's compiled kernel has no launcher of its own"
+    operands, extra = (a, b), []
+    if plan.descriptors is not None:  # the kernel takes tensor descriptors of A and B
+        make = rm._descriptor_class()
+
+        def described():
+            return tuple(make(t, *d) for t, d in zip((a, b), plan.descriptors))
+
+        operands = described()
+        extra = [("making the two tensor descriptors", described)]
     return plan.config.label, [
         ("the plan's key and lookup", lambda: rm._PLANS.get(rm._key(a, b))),
         ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
-        ("the compiled kernel's own launcher", lambda: launch.direct(out, a, b, *launch.fixed)),
+        *extra,
+        ("the compiled kernel's own launcher",
+         lambda: launch.direct(out, *operands, *launch.fixed)),
         ("Triton's usual launch, every argument given",
-         lambda: launch.kernel[launch.grid](out, a, b, *launch.fixed, **launch.options)),
+         lambda: launch.kernel[launch.grid](out, *operands, *launch.fixed, **launch.options)),
         ("the whole reference call", lambda: rm.matmul(a, b)),
         ("the whole call with config= (checks and a new plan each time)",
          lambda: rm.matmul(a, b, config=plan.config)),

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 36's measurement of the reference matmul on one GPU, in under 8 minutes: the matmul
+# GPU tests, the two probes, then the bench over the issue's products, its table printed last.
+#
+#     OUT=/some/folder bash lab/probes/matmul_gpu_run.sh
+#
+# Everything goes under $OUT: pytest-gpu-matmul.log, matmul_host_probe.{json,txt},
+# matmul_edges.{json,txt}, bench-matmul.log and matmul.json (the bench's every measurement).
+# Each step has a time limit (their sum is 470 s), and a step that fails or runs out says so
+# and lets the next one run.
+set -u
+OUT=${OUT:?set OUT to the folder for the logs}
+mkdir -p "$OUT"
+export PYTHONPATH=.
+SIZES=4096,8192,2048,4096x4096x512,4097,1024,1000,8x4096x4096
+
+step() {  # step SECONDS LOG COMMAND...: run it with a limit, say how it ended
+    local limit=$1 log=$2
+    shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$log" 2>&1
+    local status=$?
+    echo "## $* -> exit $status after $((SECONDS - start)) s (limit $limit s)" | tee -a "$log"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+} 2>&1 | tee "$OUT/versions.txt"
+
+step 170 "$OUT/pytest-gpu-matmul.log" \
+    python -m pytest -n 8 -q tests/test_matmul.py tests/test_device_figures.py
+tail -n 25 "$OUT/pytest-gpu-matmul.log"
+
+step 30 "$OUT/matmul_host_probe.txt" \
+    python lab/probes/matmul_host_probe.py --json "$OUT/matmul_host_probe.json"
+step 60 "$OUT/matmul_edges.txt" \
+    python lab/probes/matmul_edges_probe.py --rounds 2 --json "$OUT/matmul_edges.json"
+step 210 "$OUT/bench-matmul.log" \
+    python -m learning.bench matmul --sizes "$SIZES" --dtypes fp16,bf16 --rounds 5 \
+    --no-configs --budget-s 160 --json "$OUT/matmul.json"
+
+echo
+echo "== host time per call, piece by piece (lab/probes/matmul_host_probe.py)"
+tail -n 22 "$OUT/matmul_host_probe.txt"
+echo
+echo "== off-tile remedies, device time (lab/probes/matmul_edges_probe.py)"
+tail -n 20 "$OUT/matmul_edges.txt"
+echo
+echo "== tests: $(grep -E '(passed|failed)' "$OUT/pytest-gpu-matmul.log" | tail -n 1)"
+echo "== bench (python -m learning.bench matmul, 5 rounds)"
+tail -n 22 "$OUT/bench-matmul.log"
