@@ -648,7 +648,7 @@ def close_on_sampled_rows(a, b, c, rtol) -> bool:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("m, n, k", GPU_SHAPES, ids=lambda v: str(v))
 def test_the_chosen_plan_matches_float64_and_launches_directly_on_a_gpu(m, n, k, dtype,
-                                                                        monkeypatch):
+                                                                        monkeypatch, fresh_plans):
     timed = []
     monkeypatch.setattr(rm, "_time_ms", lambda fn, real=rm._time_ms: timed.append(1) or real(fn))
     a = torch.randn(m, k, device="cuda").to(dtype)
