@@ -138,8 +138,11 @@ CONFIGS = (
 SKINNY_CONFIGS = (
     # 128 programs, each a 32-column strip of B, K in steps of 256, 4 deep: 96 KiB in flight.
     TileConfig(16, 32, 256, 1, 4, 4),
-    # The same strips with a shorter step, 6 deep.
+    # The same strips with a shorter step, 6 deep; or a long step, 6 or 3 deep (up to 80 KiB
+    # of B in flight: a multiprocessor streams at full speed only with many bytes in flight).
     TileConfig(16, 32, 128, 1, 4, 6),
+    TileConfig(16, 32, 256, 1, 4, 6),
+    TileConfig(16, 32, 512, 1, 4, 3),
     # 256 programs of 16 columns: two per multiprocessor, each half as wide.
     TileConfig(16, 16, 256, 1, 4, 4),
     # 64 strips of 64 columns, K split in 4: 256 programs, then a pass that adds the four.
@@ -467,7 +470,7 @@ class _Plan:
                  copies: bool | None = None, aligned: bool | None = None):
         m, k = a.shape
         n = b.shape[1]
-        self.config, self.shape, self.dtype = config, (m, n), a.dtype
+        self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
         self.skipped: dict[str, str] = {}  # rows the choice skipped, and why (_choose)
         vec = 16 // a.element_size()
         self.copy_a, self.copy_b = _copies(a, b) if copies is not False else (False, False)
@@ -508,7 +511,7 @@ class _Plan:
                                   {} if _interpreted() else {"num_warps": 4})
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        c = torch.empty(self.shape, dtype=self.dtype, device=a.device)
+        c = torch.empty(self.shape, dtype=self.dtype, device=self.device)
         if self.copy_a:
             a = _aligned_copy(a)
         if self.copy_b:
