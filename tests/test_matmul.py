@@ -471,6 +471,58 @@ def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
         rm.matmul(a[:, :40], b[:40])
 
 
+class FakeCompiled:
+    """What Triton's launch returns: a compiled kernel whose [grid] is its own launcher."""
+
+    function = object()
+
+    def __init__(self, calls, refuse=False):
+        self.calls, self.refuse = calls, refuse
+
+    def __getitem__(self, grid):
+        if self.refuse:
+            raise TypeError("this Triton launches compiled kernels some other way")
+        return lambda *args: self.calls.append(("direct", grid, args))
+
+
+class FakeKernel:
+    """A JIT function: kernel[grid](*args, **options) launches and returns the compiled one."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def __getitem__(self, grid):
+        def launch(*args, **options):
+            self.compiled.calls.append(("triton", grid, args, options))
+            return self.compiled
+        return launch
+
+
+def test_a_launch_goes_through_triton_once_then_straight_to_the_compiled_kernel():
+    calls = []
+    launch = rm._Launch(FakeKernel(FakeCompiled(calls)), (4, 2, 1), (7, 8, True), {"num_warps": 4})
+    launch("c", "a", "b")
+    launch("c2", "a2", "b2")
+    launch("c3", "a3", "b3")
+    assert calls == [("triton", (4, 2, 1), ("c", "a", "b", 7, 8, True), {"num_warps": 4}),
+                     ("direct", (4, 2, 1), ("c2", "a2", "b2", 7, 8, True)),
+                     ("direct", (4, 2, 1), ("c3", "a3", "b3", 7, 8, True))]
+    # where the compiled kernel has no launcher of its own, every call goes through Triton's
+    calls = []
+    launch = rm._Launch(FakeKernel(FakeCompiled(calls, refuse=True)), (1, 1, 1), (), {})
+    launch("c", "a", "b")
+    launch("c", "a", "b")
+    assert launch.direct is None and [call[0] for call in calls] == ["triton", "triton"]
+
+
+def test_in_the_interpreter_every_launch_is_tritons_own(device, fresh_plans):
+    a = integers((20, 30), torch.float16, device, 1)
+    b = integers((30, 10), torch.float16, device, 2)
+    rm.matmul(a, b)
+    rm.matmul(a, b)
+    assert rm._PLANS[rm._key(a, b)].direct is (device == "cuda")
+
+
 def test_a_remembered_product_still_refuses_bad_arguments(device, fresh_plans):
     a = integers((20, 30), torch.float16, device, 1)
     b = integers((30, 10), torch.float16, device, 2)
