@@ -223,7 +223,7 @@ def _matmul(
         k_start = 0
         k_len = K
     else:
-        k_start = tl.program_id(1) * tl.multiple_of(k_split, BLOCK_K)
+        k_start = tl.program_id(1) * k_split
         k_len = min(k_split, K - k_start)
     ks = k_start + steps  # (BLOCK_K,)
     a_rows = rows_a[:, None] * stride_am  # (BLOCK_M, 1): where the tile's rows of A start
