@@ -948,7 +948,7 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
         return [function(a, b) for a, b in inputs] and 2000.0
 
     monkeypatch.setattr(bench_matmul, "device_us", fake_device_us)
-    monkeypatch.setattr(bench_matmul, "call_us", lambda function, a, b, quick: 10.0)
+    monkeypatch.setattr(bench_matmul, "call_us", lambda function, a, b, quick, us: 10.0)
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     assert bench_matmul.try_small(solution.matmul_triton) == ""
     # an L2 cache of 20 KB: two pairs of 70 x 40 and 40 x 50 half floats (9600 bytes) are

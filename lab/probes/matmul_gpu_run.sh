@@ -27,17 +27,17 @@ step() {  # step SECONDS LOG COMMAND...: run it with a limit, say how it ended
   python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } 2>&1 | tee "$OUT/versions.txt"
 
-step 170 "$OUT/pytest-gpu-matmul.log" \
+step 210 "$OUT/pytest-gpu-matmul.log" \
     python -m pytest -n 8 -q tests/test_matmul.py tests/test_device_figures.py
 tail -n 25 "$OUT/pytest-gpu-matmul.log"
 
-step 30 "$OUT/matmul_host_probe.txt" \
+step 25 "$OUT/matmul_host_probe.txt" \
     python lab/probes/matmul_host_probe.py --json "$OUT/matmul_host_probe.json"
-step 60 "$OUT/matmul_edges.txt" \
+step 55 "$OUT/matmul_edges.txt" \
     python lab/probes/matmul_edges_probe.py --rounds 2 --json "$OUT/matmul_edges.json"
-step 210 "$OUT/bench-matmul.log" \
+step 180 "$OUT/bench-matmul.log" \
     python -m learning.bench matmul --sizes "$SIZES" --dtypes fp16,bf16 --rounds 5 \
-    --no-configs --budget-s 160 --json "$OUT/matmul.json"
+    --no-configs --budget-s 130 --json "$OUT/matmul.json"
 
 echo
 echo "== host time per call, piece by piece (lab/probes/matmul_host_probe.py)"

@@ -227,11 +227,13 @@ def device_us(function, inputs: list[tuple], quick: bool) -> float:
     return ms * 1e3 / len(calls)
 
 
-def call_us(function, a, b, quick: bool) -> float:
-    """The host's microseconds per call (TIMING["call"])."""
+def call_us(function, a, b, quick: bool, device_us: float = 0.0) -> float:
+    """The host's microseconds per call (TIMING["call"]): 200 calls (50 with --quick), fewer
+    where the GPU needs more than 20 ms for them (the host's figure is the same; only the wait
+    at the end grows), 20 at least."""
     import torch
 
-    calls = 50 if quick else 200
+    calls = max(20, min(50 if quick else 200, int(20_000 / max(device_us, 1.0))))
     function(a, b)
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -271,7 +273,8 @@ def measure_size(m: int, n: int, k: int, dname: str, quick: bool, learner, say,
                            device_timing="events",
                            note=f"no CUDA graph ({type(exc).__name__}): device time from "
                                 "events around each call, host time included")
-            row.update(call_us=call_us(function, a, b, quick), input_copies=len(inputs))
+            row.update(call_us=call_us(function, a, b, quick, row["device_us"]),
+                       input_copies=len(inputs))
             row.update(ms=row["device_us"] / 1e3, tflops=tflops(m, n, k, row["device_us"] / 1e3),
                        gbps=product_bytes(m, n, k, dname) / row["device_us"] / 1e3)
             if ceiling_gbps and m <= SKINNY_M:
