@@ -118,6 +118,13 @@ PRODUCTS = {
 }
 
 
+def write(path: str, env: dict, dtype: str, rows: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump({"env": env, "dtype": dtype, "timing": bench.TIMING["device"],
+                   "command": "python lab/probes/matmul_edges_probe.py", "rows": rows},
+                  out, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
@@ -140,7 +147,10 @@ def main() -> None:
                 rows.append({"M": m, "N": n, "K": k, "variant": name, "config": config.label,
                              "round": round_, "device_us": us,
                              "tflops": bench.tflops(m, n, k, us / 1e3)})
+                print(f"{m}x{n}x{k} {name}: {us:.1f} us", flush=True)
         torch.cuda.empty_cache()
+        if options.json:  # what is measured so far, should the run be cut short
+            write(options.json, env, options.dtype, rows)
     print("| M x N x K | variant | device us | TFLOP/s | lowest to highest TFLOP/s | tiles |")
     print("|---:|---:|---:|---:|---:|---:|")
     grouped: dict = {}
@@ -151,11 +161,6 @@ def main() -> None:
         speeds = [r["tflops"] for r in runs]
         print(f"| {m} x {n} x {k} | {name} | {us:.1f} | {bench._median(speeds):.0f} | "
               f"{bench._spread(speeds, 0)} | {config} |")
-    if options.json:
-        with open(options.json, "w", encoding="utf-8") as out:
-            json.dump({"env": env, "dtype": options.dtype, "timing": bench.TIMING["device"],
-                       "command": "python lab/probes/matmul_edges_probe.py", "rows": rows},
-                      out, indent=1)
 
 
 if __name__ == "__main__":

@@ -499,6 +499,10 @@ def main(argv: list[str]) -> int:
                                         env.get("l2_bytes"), ceiling)
                     result["results"] += [dict(row, round=round_) for row in rows]
                     torch.cuda.empty_cache()
+                    if options.json:  # what is measured so far, should the run be cut short
+                        result["seconds"] = round(time.monotonic() - start, 1)
+                        Path(options.json).write_text(json.dumps(result, indent=1),
+                                                      encoding="utf-8")
             if not options.no_configs:
                 for dname in options.dtypes:
                     if dname != "fp32":
