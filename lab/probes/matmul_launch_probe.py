@@ -8,6 +8,11 @@ is hidden unless the host outruns it), the same through one fixed tile shape (no
 and the GPU's own time per call from a CUDA graph of 20 calls (no host work at all). Then the
 autotuner's picks are forgotten, it chooses again, and the same is measured: the bench's later
 rounds do this. torch.matmul is timed beside each.
+
+Its committed results (lab/results/matmul_launch_probe.json) are of the reference before
+issue 36, whose autotuner ran on every call. Run now, "tuned" is the reference's remembered
+plan, launched directly, and "fixed" is ``config=``: the checks, a new plan and Triton's own
+launch on every call. lab/probes/matmul_host_probe.py takes the call apart piece by piece.
 """
 
 from __future__ import annotations
