@@ -623,7 +623,7 @@ def compile_(m, n, k, row, aligned):
     ptx = compiled.asm["ptx"]
     return {"copies16": len(re.findall(r"cp[.]async[.]cg[.]shared[.]global \\[[^]]*\\], "
                                        r"\\[[^]]*\\], 0x10", ptx)),
-            "scalar_loads": len(re.findall(r"ld[.]global[.]b16", ptx)),
+            "scalar_loads": len(re.findall(r"ld[.]global[.:\\w]*[.]b16 ", ptx)),
             "loads": len(re.findall(r"ld[.]global", ptx))}
 
 def compile_tma(row):
@@ -668,12 +668,12 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     assert found["1000 not promised"]["copies16"] == 0
     assert found["1000 not promised"]["scalar_loads"] > 0
     assert found["1000 promised"]["copies16"] > 0
-    # with the promise, what is left element by element is the peeled last step's tile of A:
-    # its mask ends at K % 64 = 40, no multiple of 8 that Triton can see (64 x 64 elements
-    # over 4 warps of 32 threads: 32 loads a thread)
-    row = rm.TileConfig(64, 64, 64, 8, 4, 3)  # the tiles compiled
-    assert found["1000 promised"]["scalar_loads"] == \
-        row.block_m * row.block_k // (row.num_warps * 32)
+    # with the promise, what is left element by element is the peeled last step's tile of A
+    # (its mask ends at K % 64 = 40, no multiple of 8 that Triton can see): a quarter of the
+    # loads without it (the loop's tiles of A and B, and the last step's of both)
+    promised, not_promised = (found[name]["scalar_loads"]
+                              for name in ("1000 promised", "1000 not promised"))
+    assert 0 < promised <= not_promised // 4
     # a K of 4064 (63 and a half steps) on aligned rows: the last step loads by threads, but
     # 16 bytes at a time, as its mask ends on a multiple of 16
     assert found["4096 x 4096 x 4064"]["loads"] > 0
