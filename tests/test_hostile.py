@@ -171,6 +171,9 @@ def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_
     assert time.monotonic() - started < 60
     assert again.ok, rendered(again)
     assert any("the warm process" in note and "replaced" in note for note in again.notes)
+    # seen stopped in /proc at once, not given up after the fork's whole wait
+    assert any("was stopped" in note for note in stopped.notes + again.notes), \
+        stopped.notes + again.notes
     assert "the warm process" in " ".join(rendered(again).split())
     assert gone_within(server, 10), "the stopped server was left behind"
     later_checks_are_honest(tmp_path)
