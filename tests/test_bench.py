@@ -190,6 +190,7 @@ def test_results_md_tables_are_current():
 
 
 @pytest.mark.interpreter
+@pytest.mark.exhaustive  # the lab's probe kernels, not the course's
 def test_the_whole_row_probe_kernels_are_right_in_the_interpreter():
     # lab/probes/whole_row_probe.py times these variants on a GPU (checking each first); here each
     # checked one runs on small rows (a masked run, a +1000 shift, an all-negative row) against

@@ -670,7 +670,9 @@ def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, met
         # inside watch, saving is what checks the file again
         flat = " ".join(first.split())
         assert "and save it, and watch checks it again" in flat and "then run" not in flat
-        time.sleep(10)  # idle: the check reading the file must not look like a save
+        # idle: the check reading the file must not look like a save (a read taken for one
+        # would start a check within SETTLE_SECONDS, or a poll, of the first one's end)
+        time.sleep(2 * QUIET_SECONDS)
         assert watch.count(CHECK_HEADER) == 1, watch.text()
 
         saves = [(_save_plainly, solution_text("softmax"), "Grade: Python 11/11"),
