@@ -172,6 +172,39 @@ def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_n
                            "sets ks first: its ks differs at [0]: 16, expected 0")
 
 
+def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_path):
+    code = _replace(solution_text("rmsnorm"),
+                    "rms = math.sqrt(mean_square + eps / largest / largest)",
+                    "rms = math.sqrt(mean_square + eps)")
+    said = _steps(_graded(tmp_path, "rmsnorm", code))
+    assert said["worked example"] == "largest, scaled and mean_square match the reference's; " \
+                                     "rms is 0.625001, expected 0.625"
+
+
+def test_a_kernel_mean_over_the_block_not_the_row_is_found_at_mean_square(tmp_path):
+    code = _replace(solution_text("rmsnorm"), "mean_square = tl.sum(x * x, axis=0) / n_cols",
+                    "mean_square = tl.sum(x * x, axis=0) / BLOCK")
+    said = _steps(_graded(tmp_path, "rmsnorm", code, "triton"), "triton")
+    assert said["width 3"] == "x matches the reference's up to there; mean_square in the " \
+                              "program of row 0 is 3.5, expected 4.66667"
+
+
+def test_a_kernel_dot_product_of_the_wrong_rows_is_found_at_dot(tmp_path):
+    code = _replace(solution_text("softmax_backward"), "dot = tl.sum(y * dy, axis=0)",
+                    "dot = tl.sum(y * y, axis=0)")
+    said = _steps(_graded(tmp_path, "softmax_backward", code, "triton"), "triton")
+    assert said["worked row"] == "y and dy match the reference's up to there; dot in the " \
+                                 "program of row 0 is 0.510543, expected 1.17578"
+
+
+def test_a_first_kernel_that_subtracts_is_found_at_out_after_its_loads(tmp_path):
+    code = _replace(solution_text("elementwise"), "out = tl.maximum(x + y, 0.0)",
+                    "out = tl.maximum(x - y, 0.0)")
+    said = _steps(_graded(tmp_path, "elementwise", code, "triton"), "triton")
+    assert said["n = 10"].startswith("offsets, mask, x and y match the reference's up to "
+                                     "there; out in program 0 differs at [0]")
+
+
 def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):
     # right tiles of 16 with a mistake in the store: its blocks have other shapes than the
     # reference's tiles of 32, so no step of it stands for one of the reference's

@@ -3,7 +3,7 @@ mask, first by hand in Python, then as a Triton kernel."""
 
 from __future__ import annotations
 
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, same_as
 from learning.grader.tensors import TensorSpec
 
@@ -241,6 +241,15 @@ TRITON_HINTS = (
     "The launch: add_relu_kernel[(triton.cdiv(n, BLOCK),)](out, x, y, n, BLOCK=BLOCK).",
 )
 
+def _in_program(loops: dict, args: tuple) -> str:
+    return f"in program {loops['program'][0]}" if "program" in loops else ""
+
+
+# Lesson 06's kernel: this program's lanes, which of them hold an element, the two inputs as
+# loaded, the sum through relu.
+TRITON_STEPS = Steps(("offsets", "mask", "x", "y", "out"), _in_program,
+                     function="add_relu_kernel")
+
 EXERCISE = Exercise(
     name="elementwise",
     title="Elementwise work: relu(x + y) in blocks of lanes",
@@ -253,6 +262,6 @@ EXERCISE = Exercise(
         Part("triton", "add_relu_triton: your first kernel", lesson="06",
              function="add_relu_triton", reference=reference, cases=TRITON_CASES,
              tolerance=Tolerance(atol=1e-6, rtol=1e-6), bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS),
+             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rounded_output, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec
 
@@ -409,6 +409,18 @@ TRITON_HINTS = (
     "launch grid (n_rows,) with BLOCK = triton.next_power_of_2(n_cols).",
 )
 
+# The steps of lesson 05's table, as the stub asks for them (the zero row returns early).
+PYTHON_STEPS = Steps(("largest", "scaled", "mean_square", "rms", "output"))
+
+
+def _in_row_program(loops: dict, args: tuple) -> str:
+    return f"in the program of row {loops['program'][0]}" if "program" in loops else ""
+
+
+# Lesson 09's kernel, one program per row (x: the row as loaded, in FP32; w: the weights).
+TRITON_STEPS = Steps(("x", "mean_square", "inverse_rms", "w", "output"), _in_row_program,
+                     function="rmsnorm_kernel")
+
 EXERCISE = Exercise(
     name="rmsnorm",
     title="RMSNorm: derive it, then write the kernel",
@@ -417,10 +429,10 @@ EXERCISE = Exercise(
         Part("python", "rmsnorm_python: one row in plain Python", lesson="05",
              function="rmsnorm_python", reference=reference_rows, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS),
+             hints=PYTHON_HINTS, steps=PYTHON_STEPS),
         Part("triton", "rmsnorm_triton: one program per row", lesson="09",
              function="rmsnorm_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
-             hints=TRITON_HINTS),
+             hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

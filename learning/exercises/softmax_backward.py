@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, rows_at_n_cols, rows_with_stride_of, same_as
 from learning.grader.tensors import TensorSpec
 
@@ -476,6 +476,15 @@ AUTOGRAD_HINTS = (
     "SoftmaxFunction.apply(leaf).backward(dy); return leaf.grad.",
 )
 
+def _in_row_program(loops: dict, args: tuple) -> str:
+    return f"in the program of row {loops['program'][0]}" if "program" in loops else ""
+
+
+# Lesson 11's kernel, one program per row: the two rows as loaded (in FP32), their dot
+# product, the gradient.
+TRITON_STEPS = Steps(("y", "dy", "dot", "dx"), _in_row_program,
+                     function="softmax_backward_kernel")
+
 EXERCISE = Exercise(
     name="softmax_backward",
     title="The softmax backward pass: derive it, write the kernel, wire it to autograd",
@@ -488,7 +497,7 @@ EXERCISE = Exercise(
         Part("triton", "softmax_backward_triton: one program per row", lesson="11",
              function="softmax_backward_triton", reference=reference_backward,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS),
+             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
         Part("autograd", "softmax_gradient: SoftmaxFunction's gradient through .backward()",
              lesson="11", function="softmax_gradient", reference=reference_gradient,
              cases=AUTOGRAD_CASES, tolerance=FP32, bugs=AUTOGRAD_BUGS, returns="tensor",
