@@ -171,7 +171,7 @@ def test_the_triton_part_names_the_mistake(tmp_path, name, key):
 
 
 @pytest.mark.parametrize("lq, lk, causal", [(20, 37, False), (33, 33, True)])
-def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal):
+def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal, mode, device):
     from learning.solutions import attention_backward as solution
 
     g = torch.Generator().manual_seed(lq + lk)
@@ -179,10 +179,13 @@ def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal):
     k, v = (torch.randn(2, 2, lk, 16, generator=g, dtype=torch.float64) for _ in range(2))
     o, lse = exercise.forward(q.numpy(), k.numpy(), v.numpy(), causal)
     got = solution.attention_backward_triton(
-        *(x.float() for x in (q, k, v, torch.as_tensor(o), do)),
-        torch.as_tensor(lse).float(), causal)
-    assert np.allclose(got.double().numpy(), autograd64(q, k, v, do, causal), atol=2e-5,
-                       rtol=1e-4)
+        *(x.float().to(device) for x in (q, k, v, torch.as_tensor(o), do)),
+        torch.as_tensor(lse).float().to(device), causal)
+    # compiled, tl.dot rounds float32 operands to TF32 (10 bits): dP and dS carry it into
+    # sums over 37 keys of normal values; the interpreter multiplies in float32
+    atol, rtol = (2e-5, 1e-4) if mode.interpret else (2e-2, 1e-2)
+    assert np.allclose(got.double().cpu().numpy(), autograd64(q, k, v, do, causal), atol=atol,
+                       rtol=rtol)
 
 
 # ---------------------------------------------------------------------------------------------
