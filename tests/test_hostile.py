@@ -984,10 +984,12 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
                for name in result.borrowed), result.borrowed
 
 
-def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tmp_path):
+def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tmp_path,
+                                                                             monkeypatch):
     # too large to keep a copy of (torch, numpy, rich): a change sets the file aside, so that
     # the next process fails to import it instead of running what the learner's code planted
     installed = tmp_path / "site" / "rich" / "__init__.py"
+    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{tmp_path / 'site'}/",))
     installed.parent.mkdir(parents=True)
     installed.write_text("VERSION = 1\n", encoding="utf-8")
     guard = integrity.Guard(tmp_path, module_files=(str(installed),))
@@ -997,3 +999,26 @@ def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tm
     repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
     assert not installed.exists() and repairs.installed == [str(installed)]
     assert "reinstall its package" in repairs.note("aside")
+
+
+def test_another_checkouts_files_are_never_watched_or_set_aside(tmp_path, monkeypatch):
+    # A warm process of another checkout of the course (or another version of it) lists its
+    # own course files: a check of this one must neither watch them nor move them away, even
+    # when they change while the learner's code runs (a maintainer's edit, say).
+    other = tmp_path / "other-checkout" / "learning" / "exercises" / "elementwise.py"
+    other.parent.mkdir(parents=True)
+    other.write_text("EXERCISE = 1\n", encoding="utf-8")
+    guard = integrity.Guard(tmp_path, module_files=(str(other),))
+    other.write_text("EXERCISE = 2\n", encoding="utf-8")
+    repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
+    assert other.read_text(encoding="utf-8") == "EXERCISE = 2\n" and not repairs.installed
+    # and only this course's servers' lists are read at all
+    monkeypatch.setenv(warm_process.SWITCH, "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    where = warm_process.folder()
+    ours = where / f"{warm_process.key(True)}.sock{forkserver.MODULES_SUFFIX}"
+    ours.write_text("/ours/torch/__init__.py\n", encoding="utf-8")
+    (where / f"0123456789abcdef0123.sock{forkserver.MODULES_SUFFIX}").write_text(
+        f"{other}\n", encoding="utf-8")
+    assert warm_process.module_files() == ("/ours/torch/__init__.py",)

@@ -135,7 +135,9 @@ class Guard:
         # The installed code the grader's processes run (this one's modules, and
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
-        self.installed = _stamps(_loaded_files() | set(module_files))
+        prefixes = _installed_prefixes()
+        self.installed = _stamps(_loaded_files() |
+                                 {f for f in module_files if _installed(f, prefixes)})
         self.kept: dict[Path, bytes] = {}  # file: its bytes, put back if they change
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             with contextlib.suppress(OSError):
@@ -192,16 +194,25 @@ class Guard:
         return repairs
 
 
+def _installed_prefixes() -> tuple[str, ...]:
+    return tuple(os.path.join(os.path.abspath(p), "") for p in
+                 {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
+
+
+def _installed(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
+    """Whether ``path`` is installed code of this Python: its own library or site-packages (the
+    course's files are kept whole elsewhere; a test's, a learner's or another checkout's module
+    is not this check's installed code)."""
+    return os.path.abspath(path).startswith(prefixes or _installed_prefixes())
+
+
 def _loaded_files() -> set[str]:
-    """The files of the installed modules this process has loaded: Python's own library and
-    site-packages (the course's files are kept whole elsewhere; a test's or a learner's
-    module is not installed code)."""
-    installed = tuple(os.path.join(os.path.abspath(p), "") for p in
-                      {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
+    """The files of the installed modules this process has loaded."""
+    prefixes = _installed_prefixes()
     found = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.abspath(path).startswith(installed):
+        if isinstance(path, str) and _installed(path, prefixes):
             found.add(path)
     return found
 
