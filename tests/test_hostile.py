@@ -1013,12 +1013,16 @@ def test_another_checkouts_files_are_never_watched_or_set_aside(tmp_path, monkey
     repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
     assert other.read_text(encoding="utf-8") == "EXERCISE = 2\n" and not repairs.installed
     # and only this course's servers' lists are read at all
+    sockets = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # a socket path is short
     monkeypatch.setenv(warm_process.SWITCH, "1")
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(sockets))
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
     where = warm_process.folder()
     ours = where / f"{warm_process.key(True)}.sock{forkserver.MODULES_SUFFIX}"
     ours.write_text("/ours/torch/__init__.py\n", encoding="utf-8")
     (where / f"0123456789abcdef0123.sock{forkserver.MODULES_SUFFIX}").write_text(
         f"{other}\n", encoding="utf-8")
-    assert warm_process.module_files() == ("/ours/torch/__init__.py",)
+    try:
+        assert warm_process.module_files() == ("/ours/torch/__init__.py",)
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
