@@ -205,6 +205,15 @@ def test_a_first_kernel_that_subtracts_is_found_at_out_after_its_loads(tmp_path)
                                      "there; out in program 0 differs at [0]")
 
 
+def test_a_store_past_the_output_in_a_later_pass_is_not_blamed_on_that_pass_s_offsets(tmp_path):
+    # The second pass sets only offsets, so its chunks merge into one step; a run stopped by
+    # an error in its first chunk must not be compared with the reference's last chunk.
+    code = _replace(solution_text("online_softmax"), "y_row = output_ptr + row * output_row_stride",
+                    "y_row = output_ptr + row * input_row_stride")
+    said = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton")
+    assert not any("offsets" in text and "differs" in text for text in said.values()), said
+
+
 def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):
     # right tiles of 16 with a mistake in the store: its blocks have other shapes than the
     # reference's tiles of 32, so no step of it stands for one of the reference's
