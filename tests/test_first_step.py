@@ -355,6 +355,21 @@ def test_a_step_cut_short_by_an_error_is_not_compared_whole():
                    "finished b"
 
 
+def test_an_error_after_a_programs_last_step_is_placed_after_that_step():
+    # program 3 set every step and then raised (its store): that is where it stopped, not in
+    # program 4, which never ran
+    def where(loops, args):
+        return f"in program {loops['program'][0]}"
+
+    ours = [Event("a", 1.0, {"program": (3,)}, 1), Event("b", 2.0, {"program": (3,)}, 2),
+            Event("a", 5.0, {"program": (4,)}, 1), Event("b", 6.0, {"program": (4,)}, 2)]
+    learner = Recording(ours[:2], ("a", "b"), raised="IndexError")
+    said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), where,
+                                       (), 0, 0)
+    assert said == "a and b match the reference's; then your code raised IndexError after b " \
+                   "in program 3, and never set a in program 4"
+
+
 def test_steps_done_in_another_order_within_a_round_still_compare():
     ours = _events(("a", 1.0), ("b", 2.0), ("c", 3.0), ("a", 4.0), ("b", 5.0), ("c", 6.0))
     theirs = _events(("a", 1.0), ("c", 3.0), ("b", 2.0), ("a", 4.0), ("c", 6.0), ("b", 7.0))
