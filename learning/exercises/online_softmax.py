@@ -94,8 +94,8 @@ def _bugs(padded: bool, tolerance: dict) -> tuple[Bug, ...]:
     lanes = ({"per_lane": True, "padded": padded},)
     return (
         Bug("no-guard", "a lane (or a row) that has seen only -inf computes exp((-inf) - (-inf)) "
-            "= NaN when it rescales: measure from 0 while the maximum is still -inf, "
-            "ref = where(m_new == -inf, 0, m_new)",
+            "= NaN, in the rescale factor or in the new terms: measure both from ref = "
+            "where(m_new == -inf, 0, m_new), which is 0 while the maximum is still -inf",
             _any_of([dict(v, guard=False) for v in both], **tolerance)),
         Bug("no-rescale", "when the running maximum grows, the sum so far is measured from the "
             "old maximum: multiply it by exp(m_old - m_new) before adding the new terms",

@@ -312,7 +312,8 @@ TRITON_BUGS = FORMULA_BUGS + (
         "which is larger than n_cols: pass each tensor's row stride to the kernel",
         same_as(rows_at_n_cols(reference_backward, (0, 1)), **_LOOSE)),
     Bug("shared-stride", "y, dy and dx each have their own row stride (here dy is a slice of a "
-        "wider tensor): pass all three, y.stride(0), dy.stride(0) and dx.stride(0)",
+        "wider tensor), and dy's rows were read at y's: pass all three, y.stride(0), "
+        "dy.stride(0) and dx.stride(0), and step each tensor's rows by its own",
         same_as(rows_with_stride_of(reference_backward, 0, (1,)), **_LOOSE)),
     Bug("fp16-dot", "the dot product was held in float16 (summed in it, or rounded to it "
         "before the subtraction): when dy is nearly constant along a row, dy - dot cancels to "
