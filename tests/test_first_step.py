@@ -214,6 +214,23 @@ def test_a_store_past_the_output_in_a_later_pass_is_not_blamed_on_that_pass_s_of
     assert not any("offsets" in text and "differs" in text for text in said.values()), said
 
 
+def test_a_backward_p_without_the_scale_is_found_at_the_first_pair(tmp_path):
+    code = _replace(solution_text("attention_backward"),
+                    "p = math.exp(scale * sum(a * b for a, b in zip(q[i], k[j])) - lse[i])",
+                    "p = math.exp(sum(a * b for a, b in zip(q[i], k[j])) - lse[i])")
+    said = _steps(_graded(tmp_path, "attention_backward", code))
+    assert said["worked example"] == "delta matches the reference's up to there; p for query 0 " \
+                                     "and key 0 is 0.380639, expected 0.283995"
+
+
+def test_a_backward_ds_without_d_is_found_after_p_and_dp_match(tmp_path):
+    code = _replace(solution_text("attention_backward"), "ds = p * (dp - delta[i])",
+                    "ds = p * dp")
+    said = _steps(_graded(tmp_path, "attention_backward", code))
+    assert said["worked example"] == "delta, p and dp match the reference's up to there; ds " \
+                                     "for query 0 and key 0 is 0.283995, expected -0.123807"
+
+
 def test_a_kernel_with_other_tiles_than_the_references_is_not_compared(tmp_path):
     # right tiles of 16 with a mistake in the store: its blocks have other shapes than the
     # reference's tiles of 32, so no step of it stands for one of the reference's

@@ -13,7 +13,7 @@ from functools import partial
 
 from learning.exercises.attention import _REPLAY_TOLERANCE, _out_dtype, replay
 from learning.explainers import attention_backward as worked_example
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, rounded_output
 from learning.grader.tensors import TensorSpec, round_to_dtype
 
@@ -457,6 +457,16 @@ TRITON_HINTS = (
     "seq_q, seq_k, 1 / math.sqrt(d); return torch.cat((dq, dk, dv), dim=2).",
 )
 
+def _for_pair(loops: dict, args: tuple) -> str:
+    if "i" in loops and "j" in loops:
+        return f"for query {loops['i']} and key {loops['j']}"
+    return ""
+
+
+# The lesson's steps for one head: D once per query, then for each pair of a query and a key
+# that sees it, P recomputed, dP, dS (the accumulations into dV, dK and dQ are the output).
+PYTHON_STEPS = Steps(("delta", "p", "dp", "ds"), _for_pair)
+
 EXERCISE = Exercise(
     name="attention_backward",
     title="FlashAttention backward: the softmax backward over blocks, P recomputed",
@@ -465,7 +475,7 @@ EXERCISE = Exercise(
         Part("python", "attention_backward_python: one head, blocks of keys and queries",
              lesson="14", function="attention_backward_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9),
-             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS),
+             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS, steps=PYTHON_STEPS),
         Part("triton", "attention_backward_triton: a dK, dV kernel and a dQ kernel",
              lesson="14", function="attention_backward_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
