@@ -20,7 +20,7 @@ import torch
 import reference_attention as ra
 from learning import bench, explain
 from learning.bench import rowwise
-from learning.exercises import attention as exercise
+from learning.exercises.attention import exercise
 from learning.explainers import attention as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
@@ -738,7 +738,7 @@ def test_an_output_never_divided_by_l_is_judged_divided_by_each_rows_l():
     missed 2 of the 18 failing cases by 9 %, and the bug was then ruled out everywhere)."""
     import numpy as np
 
-    from learning.exercises import attention as declared
+    from learning.exercises.attention import exercise as declared
     from learning.grader.tensors import TensorSpec
 
     part = registry.find("attention").part("triton")

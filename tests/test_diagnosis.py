@@ -1045,7 +1045,7 @@ def test_a_replay_that_writes_nothing_is_no_evidence(tmp_path):
     cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"], compile_check=False))
     assert not any("whole-tiles-grid" in _causes(v) for v in cases.values()), \
         {n: _causes(v) for n, v in cases.items()}
-    from learning.exercises.matmul import _whole_tiles_only
+    from learning.exercises.matmul.exercise import _whole_tiles_only
 
     with pytest.raises(ValueError):  # M below every tile: nothing written, nothing to tell
         _whole_tiles_only(np.ones((3, 2)), np.ones((2, 5)), 16, 16)

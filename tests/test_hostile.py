@@ -602,13 +602,13 @@ def test_a_check_refuses_to_grade_with_the_courses_files_changed(tmp_path):
     folder = tmp_path / "learner"
     folder.mkdir()
     write_module(folder, "softmax", WRONG)
-    reference = root / "learning" / "exercises" / "softmax.py"
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     reference.write_text(reference.read_text(encoding="utf-8") + "\n# changed\n",
                          encoding="utf-8")
     done = run_check(root, folder)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and "(learning/exercises/softmax.py)" in lines[0], done.stdout
+    assert len(lines) == 1 and "(learning/exercises/softmax/exercise.py)" in lines[0], done.stdout
     assert "nothing was graded" in lines[0] and "git checkout -- learning" in lines[0]
 
 
@@ -616,7 +616,7 @@ def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
     root = course_copy(tmp_path)
     folder = tmp_path / "learner"
     folder.mkdir()
-    reference = root / "learning" / "exercises" / "softmax.py"
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     original = reference.read_bytes()
     write_module(folder, "softmax", solution_text("softmax") + f'''
 
@@ -631,8 +631,8 @@ _tamper()
 ''')
     done = run_check(root, folder)
     text = " ".join(done.stdout.split())
-    assert "the course's own files changed (learning/exercises/softmax.py) and were put back" \
-        in text, done.stdout
+    assert "the course's own files changed (learning/exercises/softmax/exercise.py) and were put " \
+        "back" in text, done.stdout
     assert "json.py appeared where Python would import it" in text
     assert reference.read_bytes() == original
     assert not (root / "json.py").exists()

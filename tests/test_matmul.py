@@ -17,7 +17,7 @@ import torch
 import reference_matmul as rm
 from learning import bench, explain
 from learning.bench import rowwise
-from learning.exercises import matmul as exercise
+from learning.exercises.matmul import exercise
 from learning.explainers import matmul as page
 from learning.grader import registry
 from learning.grader.tensors import TensorSpec

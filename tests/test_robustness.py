@@ -398,7 +398,7 @@ import numpy
 import torch
 
 import learning.grader.compare
-import learning.exercises.softmax as exercise
+import learning.exercises.softmax.exercise as exercise
 
 math.exp = lambda v: 1.0
 numpy.exp = lambda v: numpy.ones_like(v)

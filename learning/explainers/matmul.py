@@ -17,8 +17,8 @@ from learning.course import COURSE_ROOT
 from learning.explainers.page import Heading, Page, Table, Text
 from learning.explainers.traffic import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
 
-# The worked example: A is M x K, B is K x N, tiles of BLOCK (learning.exercises.matmul grades
-# matmul_python on these same matrices).
+# The worked example: A is M x K, B is K x N, tiles of BLOCK (matmul's declaration,
+# learning.exercises.matmul.exercise, grades matmul_python on these same matrices).
 DEFAULT = (3, 2, 3, 2)  # M, N, K, block
 MAX_SIZE = 8  # --input keeps each of M, N, K and block at most this, so the tables stay readable
 # An example GPU's dense 16-bit tensor-core rate, a round figure of the order of a current

@@ -1,7 +1,8 @@
 """The traffic worked example: eager softmax (five kernels) against fused, counted byte by byte.
 
 The counting model lives here, in plain Python: the explain page and the traffic exercise's
-grader (``learning.exercises.traffic``) both use it, so the lesson's numbers and the grade agree.
+grader (``learning.exercises.traffic.exercise``) both use it, so the lesson's numbers and the
+grade agree.
 A kernel is ``{"name", "reads", "writes", "flops"}``; ``arrays`` maps a name to its elements.
 """
 

@@ -1,6 +1,6 @@
 """The exercise registry: every exercise of the course, found by name.
 
-The exercises are declared in ``learning/exercises`` (one module each, named once in its
+The exercises are declared in ``learning/exercises`` (one folder each, named once in its
 ``__init__``) with the types of ``learning.grader.declarations``.
 """
 
@@ -30,7 +30,7 @@ def all_exercises() -> tuple[Exercise, ...]:
     """Every exercise, in lesson order. Imported when first asked so commands start fast."""
     from learning.exercises import NAMES
 
-    return tuple(importlib.import_module(f"learning.exercises.{name}").EXERCISE
+    return tuple(importlib.import_module(f"learning.exercises.{name}.exercise").EXERCISE
                  for name in NAMES)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.exercises.attention import _REPLAY_TOLERANCE, _out_dtype, replay
+from learning.exercises.attention.exercise import _REPLAY_TOLERANCE, _out_dtype, replay
 from learning.explainers import attention_backward as worked_example
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import any_of, rounded_output

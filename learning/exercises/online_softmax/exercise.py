@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.exercises.softmax import reference_rows
+from learning.exercises.softmax.exercise import reference_rows
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import (
     any_of,
