@@ -1,11 +1,19 @@
 """Every exercise of the course, in lesson order: one folder each, named once here.
 
-``learning/exercises/NAME/`` holds ``exercise.py``, the declaration (its parts, cases, known bugs
-and named steps, as ``EXERCISE``), and an ``__init__.py`` of one line that imports nothing.
+``learning/exercises/NAME/`` holds the same files for every exercise:
+
+    __init__.py     one line saying which exercise it is; it imports nothing
+    exercise.py     the declaration: its parts, cases, known bugs and named steps (``EXERCISE``)
+    stub.py         the exercise module as a learner first receives it, NAME.py at the top;
+                    ``python -m learning.reset NAME`` restores it, the tests check the two match
 
 Nothing is imported here: ``learning.grader.registry`` imports the declarations when it is
 first asked, so a command that reads one exercise's files does not import all of them.
 """
+
+from pathlib import Path
+
+FOLDER = Path(__file__).resolve().parent
 
 NAMES = (
     "elementwise",
@@ -19,3 +27,12 @@ NAMES = (
     "attention",
     "attention_backward",
 )
+
+
+def path(name: str, file: str) -> Path:
+    """One of the files in the folder of the exercise ``name``: ``path("softmax", "stub.py")``."""
+    return FOLDER / name / file
+
+
+def stub_path(name: str) -> Path:
+    return path(name, "stub.py")
