@@ -52,11 +52,11 @@ keeps this list, the folder and the imports (no circles) in step.
             report.py        how a check's results look: rich text, or one JSON document
             state.py         the last grades, the hints shown, modules that did not import
         exercises/       every exercise in a folder of its own: its declaration (parts, cases,
-                         known bugs) and its stub, the module as a learner first receives it
+                         known bugs), its stub (the module as a learner first receives it) and
+                         its reference solution
         explainers/      the worked examples, one module per topic, and:
             page.py          the blocks a worked example is made of, for a terminal or Markdown
             facts.py         facts the lessons state about the reference kernels
-        solutions/       the reference solution of every exercise
         catalogue/       other versions of every exercise: known-wrong ones and other styles
 """
 

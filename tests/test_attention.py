@@ -660,7 +660,7 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.bench import attention as ba
-    from learning.solutions import attention as solution
+    from learning.exercises.attention import solution
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])

@@ -172,7 +172,7 @@ def test_the_triton_part_names_the_mistake(tmp_path, name, key):
 
 @pytest.mark.parametrize("lq, lk, causal", [(20, 37, False), (33, 33, True)])
 def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal):
-    from learning.solutions import attention_backward as solution
+    from learning.exercises.attention_backward import solution
 
     g = torch.Generator().manual_seed(lq + lk)
     q, do = (torch.randn(2, 2, lq, 16, generator=g, dtype=torch.float64) for _ in range(2))

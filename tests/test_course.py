@@ -53,7 +53,7 @@ def test_every_exercise_has_its_module_stub_solution_and_lessons():
         assert shipped == stub_path(exercise.name).read_text(encoding="utf-8"), (
             f"{exercise.filename} differs from learning/exercises/{exercise.name}/stub.py: the "
             "course must ship the stub, and reset restores that copy")
-        assert (COURSE_ROOT / "learning" / "solutions" / exercise.filename).exists()
+        assert (COURSE_ROOT / "learning" / "exercises" / exercise.name / "solution.py").exists()
         for part in exercise.parts:
             lesson = course.lesson_for(exercise.name, part.name)
             assert lesson is not None and lesson.number == part.lesson

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from learning import check, progress, solution
+from learning.exercises import solution_path
 from learning.grader import containment, forkserver, integrity, registry, report, state
 from learning.grader import warm as warm_process
 from tests.helpers import (
@@ -554,13 +555,13 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
                   f"{str(copy)!r})\n_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
                   "softmax_python = _m.softmax_python\n",
         "exec": f"exec(open({str(copy)!r}).read())\n",
-        "forgotten": "import sys\nimport learning.solutions.softmax as _s\n"
+        "forgotten": "import sys\nimport learning.exercises.softmax.solution as _s\n"
                      "softmax_python = _s.softmax_python\n"
-                     "del sys.modules['learning.solutions.softmax']\n",
+                     "del sys.modules['learning.exercises.softmax.solution']\n",
     }[route]
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok
-    assert any("learning.solutions.softmax" in name for name in result.borrowed), \
+    assert any("learning.exercises.softmax.solution" in name for name in result.borrowed), \
         result.borrowed
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
 
@@ -811,7 +812,7 @@ def test_the_reference_compiled_into_functions_without_exec_is_noted(tmp_path):
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], "/tmp/notes.py", "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -819,7 +820,7 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 
@@ -969,7 +970,7 @@ def test_the_reference_compiled_under_the_courses_own_file_name_is_noted(tmp_pat
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], {str(COURSE_ROOT / "learning" / "notes.py")!r}, "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -977,7 +978,7 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 

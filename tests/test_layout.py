@@ -27,7 +27,7 @@ SHARED = {
               "grader and the explainers all read",
 }
 # The subpackages: the grader's machinery, and the course's data.
-SUBPACKAGES = {"grader", "exercises", "explainers", "solutions", "catalogue"}
+SUBPACKAGES = {"grader", "exercises", "explainers", "catalogue"}
 
 
 def _modules() -> dict[str, Path]:

@@ -24,7 +24,7 @@ def test_importing_the_stub_and_the_solution_runs_nothing():
              "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
              "print('ok')")
     done = subprocess.run([sys.executable, "-c", probe, str(COURSE_ROOT / "rmsnorm.py"),
-                           str(COURSE_ROOT / "learning" / "solutions" / "rmsnorm.py")],
+                           str(COURSE_ROOT / "learning" / "exercises" / "rmsnorm" / "solution.py")],
                           capture_output=True, text=True, timeout=120,
                           env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"})
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ import importlib
 import textwrap
 from dataclasses import dataclass
 
-from learning.solutions import solution_path
+from learning.exercises import solution_path
 
 # Diagnoses a wrong version may need that are not a bug's name: the case limit ran out (and no
 # cause is claimed), or no known mistake matches (and the grader says what differs instead).

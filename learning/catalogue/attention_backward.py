@@ -5,7 +5,7 @@ import ast
 from functools import cache
 
 from learning.catalogue import Version
-from learning.solutions import solution_path
+from learning.exercises import solution_path
 
 
 @cache

@@ -6,6 +6,8 @@
     exercise.py     the declaration: its parts, cases, known bugs and named steps (``EXERCISE``)
     stub.py         the exercise module as a learner first receives it, NAME.py at the top;
                     ``python -m learning.reset NAME`` restores it, the tests check the two match
+    solution.py     the reference solution: the stub's names, every body written, so copied
+                    over NAME.py it passes every case (the tests do exactly that)
 
 Nothing is imported here: ``learning.grader.registry`` imports the declarations when it is
 first asked, so a command that reads one exercise's files does not import all of them.
@@ -36,3 +38,7 @@ def path(name: str, file: str) -> Path:
 
 def stub_path(name: str) -> Path:
     return path(name, "stub.py")
+
+
+def solution_path(name: str) -> Path:
+    return path(name, "solution.py")

@@ -24,9 +24,11 @@ import types
 
 from learning.grader.childproc import COURSE_ROOT
 
-# The course's answers: the reference solutions, the catalogued versions, and the reference
-# kernels the lessons read.
-REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
+# The course's answers: each exercise's reference solution (this file in each folder under
+# EXERCISES), the catalogued versions, and the reference kernels the lessons read.
+EXERCISES = "learning/exercises"
+ANSWERS = ("solution.py",)
+REFERENCE_FOLDERS = ("learning/catalogue",)
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
@@ -35,15 +37,16 @@ MIN_CODE_BYTES = 64
 
 
 def reference_name(path: str) -> str:
-    """The course's reference file at ``path`` as a module name ("learning.solutions.softmax"),
-    or "" when it is not one."""
+    """The course's reference file at ``path`` as a module name
+    ("learning.exercises.softmax.solution"), or "" when it is not one."""
     path = os.path.abspath(path)
     relative = os.path.relpath(path, COURSE_ROOT)
     if relative.startswith(".."):
         return ""
     relative = relative.replace(os.sep, "/")
-    if relative in REFERENCE_FILES or \
-            any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
+    folder, _, file = relative.rpartition("/")
+    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES) \
+            or any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
         if os.path.basename(relative) == "__init__.py":
             return ""
         return relative.removesuffix(".py").replace("/", ".")
@@ -159,8 +162,8 @@ class Watch:
 
     @property
     def found(self) -> set[str]:
-        """What was seen, one name each: "learning.solutions.softmax", or, for a copy,
-        "learning.solutions.softmax (softmax_python), copied into mine.py"."""
+        """What was seen, one name each: "learning.exercises.softmax.solution", or, for a copy,
+        "learning.exercises.softmax.solution (softmax_python), copied into mine.py"."""
         return self.by_path | {f"{module} ({', '.join(sorted(names))}), copied into {where}"
                                for (module, where), names in self.copies.items()}
 
@@ -196,7 +199,6 @@ def _is_file_text(path: str, source) -> bool:
 def _reference_paths() -> list[str]:
     """The reference solutions and kernels (the catalogue's versions are mostly wrong on
     purpose: a copy of one is the learner's mistake to own)."""
-    folder = COURSE_ROOT / "learning" / "solutions"
-    paths = sorted(str(p) for p in folder.glob("*.py") if p.name != "__init__.py")
+    paths = sorted(str(p) for p in (COURSE_ROOT / EXERCISES).glob("*/solution.py"))
     return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
                     if (COURSE_ROOT / name).exists()]
