@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from learning import explain
-from learning.catalogue import attention_backward as catalogue
-from learning.exercises.attention_backward import exercise
+from learning.exercises.attention_backward import catalogue, exercise
 from learning.explainers import attention_backward as page
 from learning.grader import registry
 from learning.grader.tensors import round_to_dtype

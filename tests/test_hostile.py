@@ -566,6 +566,35 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
 
 
+def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
+    """The catalogue's right versions pass every case: a module that loads one is told so, like
+    one that loads the solution."""
+    module = ("import learning.exercises.softmax.catalogue as _c\n"
+              "import math\n\n"
+              "def softmax_python(values):\n"
+              "    top = max(values)\n"
+              "    exps = [math.exp(v - top) for v in values]\n"
+              "    return [e / sum(exps) for e in exps]\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok
+    assert result.borrowed == ["learning.exercises.softmax.catalogue"], result.borrowed
+    assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_the_answers_are_each_exercises_solution_and_catalogue_and_nothing_else_there():
+    from learning import exercises
+    from learning.grader import borrowed
+
+    for name in exercises.NAMES:
+        for file in exercises.FILES:
+            found = borrowed.reference_name(str(exercises.path(name, file)))
+            if file in ("solution.py", "catalogue.py"):
+                assert found == f"learning.exercises.{name}.{file.removesuffix('.py')}", found
+            else:  # the declaration, the stub, the worked example: no answer in them
+                assert found == "", (name, file, found)
+    assert borrowed.reference_name(str(exercises.FOLDER / "__init__.py")) == ""
+
+
 def test_a_function_of_the_learners_own_is_not_taken_for_the_reference(tmp_path):
     helper = tmp_path / "helpers_of_mine.py"
     helper.write_text("import math\n\ndef stable(values):\n    top = max(values)\n"

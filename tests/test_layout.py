@@ -27,7 +27,7 @@ SHARED = {
               "grader and the explainers all read",
 }
 # The subpackages: the grader's machinery, and the course's data.
-SUBPACKAGES = {"grader", "exercises", "explainers", "catalogue"}
+SUBPACKAGES = {"grader", "exercises", "explainers"}
 
 
 def _modules() -> dict[str, Path]:

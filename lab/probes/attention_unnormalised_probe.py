@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from learning.catalogue import versions
 from learning.exercises.attention import exercise as declared
 from learning.grader import registry, runner
+from learning.grader.catalogue import versions
 from learning.grader.numbers import close
 from learning.grader.tensors import TensorSpec
 

@@ -8,6 +8,9 @@
                     ``python -m learning.reset NAME`` restores it, the tests check the two match
     solution.py     the reference solution: the stub's names, every body written, so copied
                     over NAME.py it passes every case (the tests do exactly that)
+    catalogue.py    other versions (``WRONG``, ``RIGHT``): known-wrong ones with the diagnosis
+                    the check must give, correct ones in other styles; each is the whole source
+                    of the definitions it puts in place of the solution's
 
 Nothing is imported here: ``learning.grader.registry`` imports the declarations when it is
 first asked, so a command that reads one exercise's files does not import all of them.
@@ -16,6 +19,8 @@ first asked, so a command that reads one exercise's files does not import all of
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parent
+# The files every exercise's folder holds, and nothing else.
+FILES = ("__init__.py", "exercise.py", "stub.py", "solution.py", "catalogue.py")
 
 NAMES = (
     "elementwise",

@@ -24,11 +24,10 @@ import types
 
 from learning.grader.childproc import COURSE_ROOT
 
-# The course's answers: each exercise's reference solution (this file in each folder under
-# EXERCISES), the catalogued versions, and the reference kernels the lessons read.
+# The course's answers: each exercise's reference solution and catalogued versions (the files
+# of these names in each folder under EXERCISES), and the reference kernels the lessons read.
 EXERCISES = "learning/exercises"
-ANSWERS = ("solution.py",)
-REFERENCE_FOLDERS = ("learning/catalogue",)
+ANSWERS = ("solution.py", "catalogue.py")
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
@@ -45,10 +44,7 @@ def reference_name(path: str) -> str:
         return ""
     relative = relative.replace(os.sep, "/")
     folder, _, file = relative.rpartition("/")
-    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES) \
-            or any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
-        if os.path.basename(relative) == "__init__.py":
-            return ""
+    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
 

@@ -1,8 +1,9 @@
 """Other versions of each exercise: known-wrong ones with the diagnosis the grader must give,
 and correct ones in other styles that must get full marks.
 
-A version is the reference solution with some definitions replaced (later definitions in a
-module win). The test suite grades every one and asserts its verdict.
+Each exercise's catalogue (``learning/exercises/NAME/catalogue.py``) lists them as ``WRONG`` and
+``RIGHT``. A version is the reference solution with some definitions replaced (later
+definitions in a module win). The test suite grades every one and asserts its verdict.
 """
 
 from __future__ import annotations
@@ -39,11 +40,8 @@ class Version:
 
 
 def versions(exercise: str) -> tuple[Version, ...]:
-    """Every catalogued version of ``exercise``, wrong and right (empty if it has none yet)."""
-    try:
-        module = importlib.import_module(f"learning.catalogue.{exercise}")
-    except ModuleNotFoundError:
-        return ()
+    """Every catalogued version of ``exercise``, wrong and right."""
+    module = importlib.import_module(f"learning.exercises.{exercise}.catalogue")
     return module.WRONG + module.RIGHT
 
 

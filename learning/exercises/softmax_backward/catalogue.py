@@ -1,7 +1,7 @@
 """Other softmax backward passes: the mistakes lesson 11 warns about, and correct ones in other
 styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 PYTHON = (
     Version("forgets the y factor", "python", "no-y-factor", '''

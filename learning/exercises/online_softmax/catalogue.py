@@ -1,7 +1,7 @@
 """Other online softmaxes: the mistakes workshop A1 warns about, and correct ones in other
 styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 PYTHON = (
     Version("no rescaling when the maximum grows", "python", "no-rescale", '''

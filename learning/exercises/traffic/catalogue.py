@@ -1,6 +1,6 @@
 """Other traffic counters: the mistakes lesson 02 warns about, and correct ones in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 WRONG = (
     Version("each array counted once", "python", "counted-once", '''

@@ -1,6 +1,6 @@
 """Other RMSNorms: the mistakes lessons 05 and 09 warn about, and correct ones in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 PYTHON = (
     Version("eps outside the square root", "python", "eps-outside", '''

@@ -1,6 +1,6 @@
 """Other matrix products: the mistakes lesson 12 warns about, and correct ones in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 # The Triton versions replace matmul_kernel; this is the reference's body with one change each.
 _KERNEL = '''

@@ -1,6 +1,6 @@
 """Other softmaxes: the mistakes lessons 04 and 08 warn about, and correct ones in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 PYTHON = (
     Version("no max subtraction", "python", "no-max-shift", '''

@@ -1,7 +1,7 @@
 """Other elementwise versions: the indexing mistakes lessons 01 and 06 warn about, and correct
 versions in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 PYTHON = (
     Version("no mask", "python", "no-mask", '''

@@ -1,6 +1,6 @@
 """Other attentions: the mistakes lesson 13 warns about, and correct ones in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 # The Python versions replace attention_python; this is the reference's body, to edit.
 _PYTHON = '''

@@ -1,7 +1,7 @@
 """Other reductions: the padding and shape mistakes lessons 03 and 07 warn about, and correct
 versions in other styles."""
 
-from learning.catalogue import Version
+from learning.grader.catalogue import Version
 
 _TREE = '''
         def tree_reduce(values, op):

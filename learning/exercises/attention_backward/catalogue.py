@@ -4,8 +4,8 @@ styles."""
 import ast
 from functools import cache
 
-from learning.catalogue import Version
 from learning.exercises import solution_path
+from learning.grader.catalogue import Version
 
 
 @cache
