@@ -52,11 +52,12 @@ keeps this list, the folder and the imports (no circles) in step.
             warm.py          the learner's warm server: started by a check, reused by the next
             report.py        how a check's results look: rich text, or one JSON document
             state.py         the last grades, the hints shown, modules that did not import
-        exercises/       every exercise in a folder of its own: its declaration (parts, cases,
-                         known bugs), its stub (the module as a learner first receives it), its
-                         reference solution, and its catalogue of other versions: known-wrong
-                         ones and other styles
-        explainers/      the worked examples, one module per topic, and:
+        exercises/       every exercise in a folder of its own, the same files in each: its
+                         declaration (parts, cases, known bugs), its stub (the module as a
+                         learner first receives it), its reference solution, its catalogue of
+                         other versions (known-wrong ones and other styles), its worked example
+        explainers/      what the worked examples share, and the topic that is no exercise:
+            bench.py         the course's measured figures, drawn from lab/results
             page.py          the blocks a worked example is made of, for a terminal or Markdown
             facts.py         facts the lessons state about the reference kernels
 """

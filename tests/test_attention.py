@@ -21,7 +21,7 @@ import reference_attention as ra
 from learning import bench, explain
 from learning.bench import rowwise
 from learning.exercises.attention import exercise
-from learning.explainers import attention as page
+from learning.exercises.attention import explainer as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import (

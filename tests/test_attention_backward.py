@@ -16,7 +16,7 @@ import torch
 
 from learning import explain
 from learning.exercises.attention_backward import catalogue, exercise
-from learning.explainers import attention_backward as page
+from learning.exercises.attention_backward import explainer as page
 from learning.grader import registry
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, version_text

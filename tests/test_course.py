@@ -148,7 +148,7 @@ def test_the_rmsnorm_overflow_section_is_what_torch_and_the_kernel_do(device):
     import torch
 
     import triton_kernels as tk
-    from learning.explainers import rmsnorm as page
+    from learning.exercises.rmsnorm import explainer as page
 
     lesson = (COURSE_ROOT / "lessons" / "09-rmsnorm-triton.md").read_text(encoding="utf-8")
     assert f"rmsnorm overflow_dtypes 4096,1e18,{tk.MAX_COLS} -->" in lesson

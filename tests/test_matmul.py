@@ -18,7 +18,7 @@ import reference_matmul as rm
 from learning import bench, explain
 from learning.bench import rowwise
 from learning.exercises.matmul import exercise
-from learning.explainers import matmul as page
+from learning.exercises.matmul import explainer as page
 from learning.grader import registry
 from learning.grader.tensors import TensorSpec
 from tests.helpers import (

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from learning import explain
+from learning.exercises.rmsnorm import explainer as rmsnorm_page
 from learning.exercises.rmsnorm.exercise import reference_rows
-from learning.explainers import rmsnorm as rmsnorm_page
 from tests.helpers import (
     COURSE_ROOT,
     grade_text,

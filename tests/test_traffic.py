@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from learning import explain
-from learning.explainers import traffic as model
-from learning.explainers import traffic as traffic_page
+from learning.exercises.traffic import explainer as model
+from learning.exercises.traffic import explainer as traffic_page
 from tests.helpers import COURSE_ROOT
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@
     catalogue.py    other versions (``WRONG``, ``RIGHT``): known-wrong ones with the diagnosis
                     the check must give, correct ones in other styles; each is the whole source
                     of the definitions it puts in place of the solution's
+    explainer.py    the worked example of ``python -m learning.explain NAME``, computed as it
+                    runs; it imports neither torch nor a declaration, so it starts at once
 
 Nothing is imported here: ``learning.grader.registry`` imports the declarations when it is
 first asked, so a command that reads one exercise's files does not import all of them.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parent
 # The files every exercise's folder holds, and nothing else.
-FILES = ("__init__.py", "exercise.py", "stub.py", "solution.py", "catalogue.py")
+FILES = ("__init__.py", "exercise.py", "stub.py", "solution.py", "catalogue.py", "explainer.py")
 
 NAMES = (
     "elementwise",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from learning.explainers import attention as worked_example
+from learning.exercises.attention import explainer as worked_example
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rounded_output, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype

@@ -12,7 +12,7 @@ import math
 from functools import partial
 
 from learning.exercises.attention.exercise import _REPLAY_TOLERANCE, _out_dtype, replay
-from learning.explainers import attention_backward as worked_example
+from learning.exercises.attention_backward import explainer as worked_example
 from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
 from learning.grader.replays import any_of, rounded_output
 from learning.grader.tensors import TensorSpec, round_to_dtype

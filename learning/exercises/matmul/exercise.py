@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from learning.explainers import matmul as worked_example
+from learning.exercises.matmul import explainer as worked_example
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype

@@ -1,6 +1,6 @@
 """The traffic exercise (lesson 02): count the bytes a sequence of kernels moves, its arithmetic
 intensity, and which roof of the roofline limits it. The counting model itself lives in
-``learning.explainers.traffic``, which the explain page and this grader share.
+``learning.exercises.traffic.explainer``, which the explain page and this grader share.
 
 A kernel is plain data: ``{"name": str, "reads": [array names], "writes": [array names],
 "flops": int}``. ``arrays`` maps each array name to its number of elements. Every kernel reads
@@ -10,7 +10,7 @@ so an array used by two kernels is moved twice: that is logical traffic, the mod
 
 from __future__ import annotations
 
-from learning.explainers.traffic import (  # the counting model, shared with the explainer
+from learning.exercises.traffic.explainer import (  # the counting model, shared with the explainer
     COMPUTE_BOUND,
     EXAMPLE_BANDWIDTH,
     EXAMPLE_PEAK_FLOPS,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from learning.cli import ArgumentError
 from learning.explainers.page import Heading, Page, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "n,BLOCK (10,4)"
 DEFAULT = (10, 4)
 MAX_LANES = 64  # lanes the lane-by-lane table will draw
 

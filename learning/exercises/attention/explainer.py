@@ -14,11 +14,13 @@ from pathlib import Path
 
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
-from learning.explainers.matmul import EXAMPLE_TENSOR_FLOPS
+from learning.exercises.matmul.explainer import EXAMPLE_TENSOR_FLOPS
+from learning.exercises.softmax.explainer import HUGE, number
+from learning.exercises.traffic.explainer import EXAMPLE_BANDWIDTH
 from learning.explainers.page import Heading, Page, Table, Text
-from learning.explainers.softmax import HUGE, number
-from learning.explainers.traffic import EXAMPLE_BANDWIDTH
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "one query row's scores, -inf allowed (1,-inf,3,0,4)"
 WORKED_BLOCK = 2  # keys per block in the worked example (the Python case uses the same)
 TRACED_ROW = 0  # the query row the page follows block by block
 CAUSAL_LENGTH = 8  # queries and keys in the causal picture

@@ -9,6 +9,8 @@ import sys
 from learning.cli import ArgumentError
 from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "a row of values (1,2,2,4)"
 DEFAULT_ROW = (1.0, 2.0, 2.0, 4.0)
 DEFAULT_WEIGHT = (1.0, 0.5, 2.0, 1.0)
 EPS = 1e-6

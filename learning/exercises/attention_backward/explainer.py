@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 from learning.cli import ArgumentError
+from learning.exercises.softmax.explainer import fixed
 from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
-from learning.explainers.softmax import fixed
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "dO, 2 queries x 2 numbers (1,0,0,1)"
 WORKED_Q = ((1.0, 0.0), (0.0, 2.0))
 WORKED_K = ((1.0, 1.0), (0.0, 1.0), (2.0, 0.0))
 WORKED_V = ((1.0, 2.0), (0.0, 1.0), (2.0, 0.0))

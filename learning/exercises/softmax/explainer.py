@@ -7,6 +7,8 @@ import sys
 
 from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "a row of scores (4,5,6)"
 DEFAULT_ROW = (1.0, 2.0, 3.0)
 DECIMALS = 9
 HUGE = 1e15  # from here on a number is written with an exponent, not hundreds of digits

@@ -13,6 +13,8 @@ import math
 from learning.cli import ArgumentError
 from learning.explainers.page import Heading, Page, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "rows,cols[,element_bytes] (4096,4096,4)"
 KEYS = ("bytes", "flops", "intensity", "bound")
 MEMORY_BOUND = "memory-bound"
 COMPUTE_BOUND = "compute-bound"

@@ -7,6 +7,8 @@ import math
 
 from learning.explainers.page import Heading, Page, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "a row of values (-3,-1,-4)"
 DEFAULT_ROW = (-3.0, -1.0, -4.0, -1.0, -5.0)
 IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf, "product": 1.0}
 COMBINE = {"sum": lambda a, b: a + b, "max": max, "min": min, "product": lambda a, b: a * b}

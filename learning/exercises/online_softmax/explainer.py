@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+from learning.exercises.softmax.explainer import fixed, number, stable_softmax
 from learning.explainers.page import Heading, Page, Table, Text
-from learning.explainers.softmax import fixed, number, stable_softmax
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "a row of scores, -inf allowed (1,-inf,3)"
 DEFAULT_ROW = (1.0, -math.inf, 3.0, 0.0, 4.0, -math.inf, 2.0, 6.0, 5.0, 1.0)
 DEFAULT_BLOCK = 4
 

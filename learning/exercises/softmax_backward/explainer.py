@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+from learning.exercises.softmax.explainer import fixed, number, stable_softmax
 from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
-from learning.explainers.softmax import fixed, number, stable_softmax
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "a row of scores (1,2,3)"
 DEFAULT_SCORES = (1.0, 2.0, 3.0)
 DEFAULT_DY = (1.0, -1.0, 2.0)  # repeated to the row's length for a learner's own scores
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
+from learning.exercises.traffic.explainer import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
 from learning.explainers.page import Heading, Page, Table, Text
-from learning.explainers.traffic import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "M,N,K,block, each 1 to 8 (3,2,3,2)"
 # The worked example: A is M x K, B is K x N, tiles of BLOCK (matmul's declaration,
 # learning.exercises.matmul.exercise, grades matmul_python on these same matrices).
 DEFAULT = (3, 2, 3, 2)  # M, N, K, block
