@@ -37,6 +37,7 @@ keeps this list, the folder and the imports (no circles) in step.
             tensors.py       tensor arguments as data, built alike in both processes
             numbers.py       agreement within a tolerance, and numbers as text
             declarations.py  how an exercise is declared: its parts, cases, bugs, tolerances
+            catalogue.py     how an exercise's other versions are declared, and each one's text
             registry.py      every exercise, found by name
             allocations.py   new tensors filled with NaN, and guard bands around them on a GPU
             sanitizer.py     bounds checking for Triton's interpreter
@@ -51,13 +52,14 @@ keeps this list, the folder and the imports (no circles) in step.
             warm.py          the learner's warm server: started by a check, reused by the next
             report.py        how a check's results look: rich text, or one JSON document
             state.py         the last grades, the hints shown, modules that did not import
-        exercises/       every exercise as data: its parts, cases and known bugs
-        explainers/      the worked examples, one module per topic, and:
+        exercises/       every exercise in a folder of its own, the same files in each: its
+                         declaration (parts, cases, known bugs), its stub (the module as a
+                         learner first receives it), its reference solution, its catalogue of
+                         other versions (known-wrong ones and other styles), its worked example
+        explainers/      what the worked examples share, and the topic that is no exercise:
+            bench.py         the course's measured figures, drawn from lab/results
             page.py          the blocks a worked example is made of, for a terminal or Markdown
             facts.py         facts the lessons state about the reference kernels
-        solutions/       the reference solution of every exercise
-        stubs/           the exercise modules as a learner first receives them
-        catalogue/       other versions of every exercise: known-wrong ones and other styles
 """
 
 import os

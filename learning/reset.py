@@ -16,9 +16,9 @@ from rich.markup import escape
 from learning import cli, solution
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.exercises import stub_path
 from learning.grader import registry, state
 from learning.grader.state import STATE_DIR
-from learning.stubs import stub_path
 
 
 def build_parser() -> CommandParser:

@@ -20,8 +20,8 @@ import torch
 import reference_attention as ra
 from learning import bench, explain
 from learning.bench import rowwise
-from learning.exercises import attention as exercise
-from learning.explainers import attention as page
+from learning.exercises.attention import exercise
+from learning.exercises.attention import explainer as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import (
@@ -660,7 +660,7 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.bench import attention as ba
-    from learning.solutions import attention as solution
+    from learning.exercises.attention import solution
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
@@ -738,7 +738,7 @@ def test_an_output_never_divided_by_l_is_judged_divided_by_each_rows_l():
     missed 2 of the 18 failing cases by 9 %, and the bug was then ruled out everywhere)."""
     import numpy as np
 
-    from learning.exercises import attention as declared
+    from learning.exercises.attention import exercise as declared
     from learning.grader.tensors import TensorSpec
 
     part = registry.find("attention").part("triton")

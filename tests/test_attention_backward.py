@@ -15,9 +15,8 @@ import pytest
 import torch
 
 from learning import explain
-from learning.catalogue import attention_backward as catalogue
-from learning.exercises import attention_backward as exercise
-from learning.explainers import attention_backward as page
+from learning.exercises.attention_backward import catalogue, exercise
+from learning.exercises.attention_backward import explainer as page
 from learning.grader import registry
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, version_text
@@ -172,7 +171,7 @@ def test_the_triton_part_names_the_mistake(tmp_path, name, key):
 
 @pytest.mark.parametrize("lq, lk, causal", [(20, 37, False), (33, 33, True)])
 def test_the_solution_matches_autograd_on_normal_inputs(lq, lk, causal, mode, device):
-    from learning.solutions import attention_backward as solution
+    from learning.exercises.attention_backward import solution
 
     g = torch.Generator().manual_seed(lq + lk)
     q, do = (torch.randn(2, 2, lq, 16, generator=g, dtype=torch.float64) for _ in range(2))

@@ -39,7 +39,7 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
 def test_measuring_code_checks_then_times_every_implementation(monkeypatch, mode):
     if not mode.interpret:
         pytest.skip("runs the measuring code in the interpreter")
-    from learning.solutions import softmax as solution
+    from learning.exercises.softmax import solution
 
     monkeypatch.setattr(rowwise, "DEVICE", "cpu")
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from learning.catalogue import DIAGNOSES, versions
 from learning.grader import registry, stuck
+from learning.grader.catalogue import DIAGNOSES, versions
 from learning.grader.compare import COMMON_BUGS
 from learning.grader.errors import MEANINGS
 from tests.helpers import (

@@ -452,7 +452,7 @@ def test_check_says_the_first_wrong_step_within_80_columns(tmp_path, capsys):
 
 @pytest.mark.parametrize("exercise", ["softmax", "online_softmax", "attention", "matmul"])
 def test_every_declared_step_name_is_set_by_the_reference(exercise):
-    from learning.solutions import solution_path
+    from learning.exercises import solution_path
 
     part = registry.find(exercise).part("python")
     assert part.steps is not None

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from learning import check, progress, solution
+from learning.exercises import solution_path
 from learning.grader import containment, forkserver, integrity, registry, report, state
 from learning.grader import warm as warm_process
 from tests.helpers import (
@@ -557,15 +558,44 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
                   f"{str(copy)!r})\n_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
                   "softmax_python = _m.softmax_python\n",
         "exec": f"exec(open({str(copy)!r}).read())\n",
-        "forgotten": "import sys\nimport learning.solutions.softmax as _s\n"
+        "forgotten": "import sys\nimport learning.exercises.softmax.solution as _s\n"
                      "softmax_python = _s.softmax_python\n"
-                     "del sys.modules['learning.solutions.softmax']\n",
+                     "del sys.modules['learning.exercises.softmax.solution']\n",
     }[route]
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok
-    assert any("learning.solutions.softmax" in name for name in result.borrowed), \
+    assert any("learning.exercises.softmax.solution" in name for name in result.borrowed), \
         result.borrowed
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
+    """The catalogue's right versions pass every case: a module that loads one is told so, like
+    one that loads the solution."""
+    module = ("import learning.exercises.softmax.catalogue as _c\n"
+              "import math\n\n"
+              "def softmax_python(values):\n"
+              "    top = max(values)\n"
+              "    exps = [math.exp(v - top) for v in values]\n"
+              "    return [e / sum(exps) for e in exps]\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok
+    assert result.borrowed == ["learning.exercises.softmax.catalogue"], result.borrowed
+    assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_the_answers_are_each_exercises_solution_and_catalogue_and_nothing_else_there():
+    from learning import exercises
+    from learning.grader import borrowed
+
+    for name in exercises.NAMES:
+        for file in exercises.FILES:
+            found = borrowed.reference_name(str(exercises.path(name, file)))
+            if file in ("solution.py", "catalogue.py"):
+                assert found == f"learning.exercises.{name}.{file.removesuffix('.py')}", found
+            else:  # the declaration, the stub, the worked example: no answer in them
+                assert found == "", (name, file, found)
+    assert borrowed.reference_name(str(exercises.FOLDER / "__init__.py")) == ""
 
 
 def test_a_function_of_the_learners_own_is_not_taken_for_the_reference(tmp_path):
@@ -605,13 +635,13 @@ def test_a_check_refuses_to_grade_with_the_courses_files_changed(tmp_path):
     folder = tmp_path / "learner"
     folder.mkdir()
     write_module(folder, "softmax", WRONG)
-    reference = root / "learning" / "exercises" / "softmax.py"
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     reference.write_text(reference.read_text(encoding="utf-8") + "\n# changed\n",
                          encoding="utf-8")
     done = run_check(root, folder)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and "(learning/exercises/softmax.py)" in lines[0], done.stdout
+    assert len(lines) == 1 and "(learning/exercises/softmax/exercise.py)" in lines[0], done.stdout
     assert "nothing was graded" in lines[0] and "git checkout -- learning" in lines[0]
 
 
@@ -619,7 +649,7 @@ def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
     root = course_copy(tmp_path)
     folder = tmp_path / "learner"
     folder.mkdir()
-    reference = root / "learning" / "exercises" / "softmax.py"
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     original = reference.read_bytes()
     write_module(folder, "softmax", solution_text("softmax") + f'''
 
@@ -634,8 +664,8 @@ _tamper()
 ''')
     done = run_check(root, folder)
     text = " ".join(done.stdout.split())
-    assert "the course's own files changed (learning/exercises/softmax.py) and were put back" \
-        in text, done.stdout
+    assert "the course's own files changed (learning/exercises/softmax/exercise.py) and were put " \
+        "back" in text, done.stdout
     assert "json.py appeared where Python would import it" in text
     assert reference.read_bytes() == original
     assert not (root / "json.py").exists()
@@ -814,7 +844,7 @@ def test_the_reference_compiled_into_functions_without_exec_is_noted(tmp_path):
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], "/tmp/notes.py", "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -822,7 +852,7 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 
@@ -972,7 +1002,7 @@ def test_the_reference_compiled_under_the_courses_own_file_name_is_noted(tmp_pat
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], {str(COURSE_ROOT / "learning" / "notes.py")!r}, "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -980,7 +1010,7 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 

@@ -27,7 +27,7 @@ SHARED = {
               "grader and the explainers all read",
 }
 # The subpackages: the grader's machinery, and the course's data.
-SUBPACKAGES = {"grader", "exercises", "explainers", "solutions", "stubs", "catalogue"}
+SUBPACKAGES = {"grader", "exercises", "explainers"}
 
 
 def _modules() -> dict[str, Path]:
@@ -179,6 +179,66 @@ def test_the_layout_in_the_package_docstring_names_every_module_and_only_real_on
     assert expected <= listed, f"not in learning/__init__.py's layout: {sorted(expected - listed)}"
     missing = sorted(path for path in listed if not (PACKAGE / path).exists())
     assert not missing, f"learning/__init__.py's layout names what is not there: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The exercises: one folder each, the same files in every one, each named once.
+
+def _entries(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.name != "__pycache__"}
+
+
+def test_every_exercise_folder_holds_the_same_files_and_nothing_else():
+    from learning import exercises
+
+    folders = {p.name for p in exercises.FOLDER.iterdir() if p.is_dir()} - {"__pycache__"}
+    assert _entries(exercises.FOLDER) == folders | {"__init__.py"}, (
+        "learning/exercises holds the exercises' folders and its own __init__.py, nothing else")
+    for name in sorted(folders):
+        assert _entries(exercises.FOLDER / name) == set(exercises.FILES), (
+            f"learning/exercises/{name}/ holds {sorted(_entries(exercises.FOLDER / name))}; every "
+            f"exercise's folder holds exactly {list(exercises.FILES)}")
+
+
+def test_every_exercise_folder_is_named_once_and_declares_the_exercise_of_its_name():
+    from learning import exercises
+    from learning.grader import registry
+
+    folders = {p.name for p in exercises.FOLDER.iterdir() if p.is_dir()} - {"__pycache__"}
+    assert len(set(exercises.NAMES)) == len(exercises.NAMES), "an exercise is named twice"
+    assert set(exercises.NAMES) == folders, (
+        f"named but no folder: {sorted(set(exercises.NAMES) - folders)}; a folder not named in "
+        f"learning/exercises/__init__.py: {sorted(folders - set(exercises.NAMES))}")
+    assert [e.name for e in registry.all_exercises()] == list(exercises.NAMES)
+    for name in exercises.NAMES:
+        assert (COURSE_ROOT / f"{name}.py").exists(), f"{name}.py, the learner's module, is missing"
+
+
+def test_an_exercise_folders_init_is_one_line_and_imports_nothing():
+    """Importing one file of an exercise (its worked example, say) runs its package's __init__:
+    a line that imports nothing keeps that import as light as the file itself."""
+    from learning import exercises
+
+    for name in exercises.NAMES:
+        text = exercises.path(name, "__init__.py").read_text(encoding="utf-8")
+        body = ast.parse(text).body
+        assert len(text.strip().splitlines()) == 1 and len(body) == 1 and \
+            isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), (
+            f"learning/exercises/{name}/__init__.py: one docstring line, nothing else")
+
+
+def test_the_folders_an_exercise_was_once_spread_over_are_gone():
+    from learning import exercises, explainers
+
+    for old in ("stubs", "solutions", "catalogue"):  # a checkout may keep an old __pycache__
+        assert not list((PACKAGE / old).glob("*.py")), (
+            f"learning/{old}/: its files now live in each exercise's folder")
+    shared = {"__init__.py", "page.py", "facts.py"}
+    topics = {f"{topic}.py" for topic in explainers.OTHER_TOPICS}
+    assert _entries(PACKAGE / "explainers") == shared | topics, (
+        "learning/explainers holds what the worked examples share and the topics that are no "
+        "exercise; an exercise's worked example is its folder's explainer.py")
+    assert list(explainers.TOPICS) == [*exercises.NAMES, *explainers.OTHER_TOPICS]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -376,7 +376,7 @@ def test_a_row_read_one_column_too_far_is_drawn_past_that_row_not_on_a_row_past_
 def test_a_matmul_k_loop_past_k_draws_columns_past_the_last_of_every_row(interpreter, tmp_path):
     """matmul's K edge (a is 32 x 45, BLOCK_K 32) without the mask on k: every row of the tile
     reads columns 45 to 63; rows 0 to 30 land on the next row's start, row 31 past the end."""
-    from learning.catalogue import versions
+    from learning.grader.catalogue import versions
 
     version = next(v for v in versions("matmul") if v.name == "the K edge unmasked")
     write_module(tmp_path, "matmul", version.module_text("matmul"))

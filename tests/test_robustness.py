@@ -398,7 +398,7 @@ import numpy
 import torch
 
 import learning.grader.compare
-import learning.exercises.softmax as exercise
+import learning.exercises.softmax.exercise as exercise
 
 math.exp = lambda v: 1.0
 numpy.exp = lambda v: numpy.ones_like(v)
@@ -441,10 +441,10 @@ def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_
 
 
 def test_a_pass_computed_by_the_reference_solution_is_said_to_be_so(tmp_path):
-    result, _ = grade(tmp_path, "from learning.solutions.softmax import softmax_python as _ref\n\n"
-                      "def softmax_python(values):\n    return _ref(values)\n")
-    assert result.borrowed == ["learning.solutions.softmax"]
-    assert "your code loaded the course's reference code (learning.solutions.softmax)" in \
+    result, _ = grade(tmp_path, "from learning.exercises.softmax.solution import softmax_python "
+                      "as _ref\n\ndef softmax_python(values):\n    return _ref(values)\n")
+    assert result.borrowed == ["learning.exercises.softmax.solution"]
+    assert "your code loaded the course's reference code (learning.exercises.softmax.solution)" in \
         rendered(result)
 
 

@@ -4,9 +4,10 @@ Grades the catalogued version (the reference kernel ending with ``out = acc``) o
 worker, and prints for every case: the verdict and the causes named, and, where the output is
 wrong, how far it is from the bug's float64 replay, as a multiple of the replay's tolerance for
 the case's dtype (1 or less: within it), plainly and with both divided by each row's l (as the
-grader compares them: learning.exercises.attention.unnormalised), with the largest running sum
-l of the case, which the kernel's rounding of p before p @ v is relative to. A case the replay
-does not explain makes the grader drop the bug from every case (runner._drop_contradicted).
+grader compares them: learning.exercises.attention.exercise.unnormalised), with the largest
+running sum l of the case, which the kernel's rounding of p before p @ v is relative to. A case
+the replay does not explain makes the grader drop the bug from every case
+(runner._drop_contradicted).
 
     python lab/probes/attention_unnormalised_probe.py [--json PATH]
 """
@@ -21,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from learning.catalogue import versions
-from learning.exercises import attention as declared
+from learning.exercises.attention import exercise as declared
 from learning.grader import registry, runner
+from learning.grader.catalogue import versions
 from learning.grader.numbers import close
 from learning.grader.tensors import TensorSpec
 

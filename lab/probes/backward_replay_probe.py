@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from learning.catalogue import versions
-from learning.exercises.attention import _REPLAY_TOLERANCE, _out_dtype
+from learning.exercises.attention.exercise import _REPLAY_TOLERANCE, _out_dtype
 from learning.grader import registry
+from learning.grader.catalogue import versions
 from learning.grader.tensors import TensorSpec
 
 

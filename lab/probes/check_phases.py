@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     exercise = registry.find(options.exercise)
     work = Path(tempfile.mkdtemp(prefix="check-phases-"))
     module = work / exercise.filename
-    shutil.copy(ROOT / "learning" / "solutions" / exercise.filename, module)
+    shutil.copy(ROOT / "learning" / "exercises" / exercise.name / "solution.py", module)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(work / "triton-cache"))
 
     rows = []

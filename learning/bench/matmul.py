@@ -258,7 +258,7 @@ def try_small(function) -> str:
 
 def table_lines(results: list[dict]) -> list[str]:
     """The run as a Markdown table: medians over its rounds, the ratio's median and range."""
-    from learning.explainers.matmul import _median, _spread, summarise
+    from learning.exercises.matmul.explainer import _median, _spread, summarise
 
     shapes = summarise(results)
     present = [name for name in ("yours", "reference", "torch")

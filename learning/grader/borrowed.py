@@ -24,9 +24,10 @@ import types
 
 from learning.grader.childproc import COURSE_ROOT
 
-# The course's answers: the reference solutions, the catalogued versions, and the reference
-# kernels the lessons read.
-REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
+# The course's answers: each exercise's reference solution and catalogued versions (the files
+# of these names in each folder under EXERCISES), and the reference kernels the lessons read.
+EXERCISES = "learning/exercises"
+ANSWERS = ("solution.py", "catalogue.py")
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
@@ -35,17 +36,15 @@ MIN_CODE_BYTES = 64
 
 
 def reference_name(path: str) -> str:
-    """The course's reference file at ``path`` as a module name ("learning.solutions.softmax"),
-    or "" when it is not one."""
+    """The course's reference file at ``path`` as a module name
+    ("learning.exercises.softmax.solution"), or "" when it is not one."""
     path = os.path.abspath(path)
     relative = os.path.relpath(path, COURSE_ROOT)
     if relative.startswith(".."):
         return ""
     relative = relative.replace(os.sep, "/")
-    if relative in REFERENCE_FILES or \
-            any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
-        if os.path.basename(relative) == "__init__.py":
-            return ""
+    folder, _, file = relative.rpartition("/")
+    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
 
@@ -159,8 +158,8 @@ class Watch:
 
     @property
     def found(self) -> set[str]:
-        """What was seen, one name each: "learning.solutions.softmax", or, for a copy,
-        "learning.solutions.softmax (softmax_python), copied into mine.py"."""
+        """What was seen, one name each: "learning.exercises.softmax.solution", or, for a copy,
+        "learning.exercises.softmax.solution (softmax_python), copied into mine.py"."""
         return self.by_path | {f"{module} ({', '.join(sorted(names))}), copied into {where}"
                                for (module, where), names in self.copies.items()}
 
@@ -196,7 +195,6 @@ def _is_file_text(path: str, source) -> bool:
 def _reference_paths() -> list[str]:
     """The reference solutions and kernels (the catalogue's versions are mostly wrong on
     purpose: a copy of one is the learner's mistake to own)."""
-    folder = COURSE_ROOT / "learning" / "solutions"
-    paths = sorted(str(p) for p in folder.glob("*.py") if p.name != "__init__.py")
+    paths = sorted(str(p) for p in (COURSE_ROOT / EXERCISES).glob("*/solution.py"))
     return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
                     if (COURSE_ROOT / name).exists()]

@@ -355,7 +355,7 @@ def _parameters(function: str) -> tuple[str, ...]:
     import ast
     from pathlib import Path
 
-    for path in sorted((Path(__file__).resolve().parents[1] / "stubs").glob("*.py")):
+    for path in sorted((Path(__file__).resolve().parents[1] / "exercises").glob("*/stub.py")):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):

@@ -1,7 +1,7 @@
 """How an exercise is declared: its parts, cases, known bugs and tolerances, as data.
 
 Nothing here runs a learner's code. The runner reads these declarations; adding an exercise means
-adding a module under ``learning/exercises`` and listing it there, never a branch in the runner.
+adding its folder under ``learning/exercises`` and naming it there, never a branch in the runner.
 ``learning.grader.registry`` finds an exercise by name.
 """
 

@@ -663,8 +663,8 @@ def lesson_block(block: str, args: list) -> str:
     import tempfile
     from pathlib import Path
 
+    from learning.exercises import solution_path
     from learning.grader import registry, runner
-    from learning.solutions import solution_path
 
     if block != "store_without_mask":
         raise KeyError(f"no memory_map block {block!r} (there is: store_without_mask)")

@@ -1011,7 +1011,7 @@ def record_map(exercise, module_path: Path, part: str, case: str,
     ``reference_path`` is given) in the interpreter, in one worker process, recording both."""
     import json
 
-    from learning.solutions import solution_path
+    from learning.exercises import solution_path
 
     reference_path = reference_path or solution_path(exercise.name)
     parts = [PartResult(exercise.part(part))]
@@ -1092,7 +1092,7 @@ def _steps_run(exercise, module_path: Path, part, case, interpret: bool, case_se
     """The worker run that records one case's named steps (worker --steps): a kernel's in the
     interpreter whatever the machine (a compiled kernel's steps are not Python to trace), a
     Python part's in the check's own mode (the warm process the check used forks it)."""
-    from learning.solutions import solution_path
+    from learning.exercises import solution_path
 
     parts = [PartResult(part)]
     run = _WorkerRun(exercise, Path(module_path), parts, interpret, case_seconds, None, None,
