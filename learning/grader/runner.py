@@ -48,7 +48,6 @@ STARTUP_SECONDS = 120.0
 # The learner's import gets the case limit, but never less than this: a module may import
 # libraries of its own, and a slow machine should not turn that into a failure.
 IMPORT_FLOOR_SECONDS = 30.0
-IMPORT_SECONDS = 120.0  # kept for callers of older versions; see import_limit
 MAX_OUTPUT_LINES = 40
 # The run that records a failing case's named steps (first_step_for) takes the first failing
 # case that ran within STEPS_QUICK_SECONDS (else the quickest); its limit is STEPS_FACTOR times
@@ -67,7 +66,6 @@ MAX_OUTPUT_CHARS = 4000
 PRINTED_A_LOT = 1_000_000
 # The crash causes that speak of loads and stores, which only a kernel part has.
 MEMORY_FAULT_CAUSES = {childproc.SIGNAL_CAUSES["SIGSEGV"], childproc.SIGNAL_CAUSES["SIGBUS"]}
-# Settings of the learner's shell that would change how the child runs, not what it computes.
 
 
 @dataclass
