@@ -22,6 +22,11 @@ keeps this list, the folder and the imports (no circles) in step.
         grader/          what ``check`` runs, in its own process and in the learner's
             runner.py        grade a module: run the worker, judge each case; record a memory map
             worker.py        the learner's process: import their module, run the cases, report
+            channel.py       the worker's end of the event pipe: one frame of plain data per event
+            loading.py       before the learner's import: libraries loaded, memory capped, filter on
+            calls.py         one call of the learner's function on a case, described as plain data
+            summarise.py     what a call returned and did to its arguments, read as plain data
+            recordings.py    the worker's runs that grade nothing: a case's memory map, named steps
             childproc.py     the child processes' plumbing: environment, events, output, signals
             handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
             containment.py   the guard above the learner's process, and the filter it runs under
