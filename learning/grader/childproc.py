@@ -2,11 +2,12 @@
 
 A check runs the learner's module in ``learning.grader.worker``'s process and, where kernels ran in
 the interpreter, compiles them in ``learning.grader.gpu_compile``'s. This module holds what those
-processes share with ``learning.grader.runner``, which judges their results: the environment they
+processes share with the grader's side (``learning.grader.worker_run``): the environment they
 start with, how they are started and ended (in a process group of their own, handed the write
 end of an event pipe), their framed and pickled events (unpickled from a short list of allowed
-classes only), their output (kept up to a cap), the names and likely causes of the signals
-(or, on Windows, the exceptions) that kill them, and the compile check's process itself.
+classes only), their output (kept up to a cap, and cut to what a report shows), the names and
+likely causes of the signals (or, on Windows, the exceptions) that kill them, and the compile
+check's process itself.
 
 The same code runs on POSIX and on Windows. Pipes are read by a thread each, into one queue,
 because Windows' select() takes only sockets; how a process is handed its pipe and ended, which
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import re
 import signal
 import struct
 import subprocess
@@ -35,6 +37,9 @@ COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 # instead of swapping a laptop to a standstill before the time limit fires.
 MEMORY_ALLOWANCE_GIB = 4.0
 MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
+# What a check's report shows of everything the learner's processes printed (cap_output)
+MAX_OUTPUT_LINES = 40
+MAX_OUTPUT_CHARS = 4000
 # The largest event a worker sends: a case's output as float64 (4096 x 4096 is 128 MiB) and
 # the bool mask of its unwritten elements. A larger frame is not the worker's.
 MAX_EVENT_BYTES = 1 << 30
@@ -225,6 +230,31 @@ class CappedOutput:
         if self.dropped:
             text += f"\n[output cut: {self.dropped} more bytes]"
         return text
+
+
+# The note a worker process's capture adds where it stopped keeping what the learner printed.
+_NOT_KEPT = re.compile(r"\n\[output cut: (\d+) more bytes\]")
+
+
+def cap_output(text: str) -> str:
+    """What the learner printed, as the report shows it: the first MAX_OUTPUT_LINES lines and
+    MAX_OUTPUT_CHARS characters, and one note that counts what is not shown, measured against
+    everything printed (the processes' captures keep only so much; their notes are summed)."""
+    not_kept = sum(int(n) for n in _NOT_KEPT.findall(text))
+    text = _NOT_KEPT.sub("", text)
+    # Lines end at a newline only: a carriage return (a progress bar's) stays what it is, for
+    # the report to show as \r and --json to keep exact
+    text = text.rstrip("\n")
+    shown = "\n".join(text.split("\n")[:MAX_OUTPUT_LINES])[:MAX_OUTPUT_CHARS]
+    notes = []
+    hidden = len(text) - len(shown)
+    if hidden > 0:
+        lines = text.count("\n") - shown.count("\n")
+        notes.append(f"{hidden} more characters" + (f" ({lines} more lines)" if lines else "") +
+                     " not shown")
+    if not_kept:
+        notes.append(f"{not_kept} more bytes printed and not kept")
+    return shown + (f"\n[output cut: {'; '.join(notes)}]" if notes else "")
 
 
 class CompileRun:

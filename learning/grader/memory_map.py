@@ -30,8 +30,8 @@ Two halves live here:
   with the questions the tests and the drawing ask (which programs touched this cell), and
   which case to map.
 
-``learning.grader.runner`` runs the worker that records one (``map_for_check``, ``record_map``)
-and ``learning.grader.map_view`` draws the maps; nothing here prints.
+``learning.grader.map_run`` runs the worker that records one (``map_for_check``,
+``record_map``) and ``learning.grader.map_view`` draws the maps; nothing here prints.
 """
 
 from __future__ import annotations
