@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from learning.grader import handover
 
@@ -129,20 +130,34 @@ def signal_name(number: int) -> str:
         return "unknown"
 
 
-def crash(returncode: int | None) -> tuple[str, str] | None:
-    """(what killed the process, in words; its likely cause, or "") when its exit status says
-    it crashed: killed by a signal on POSIX ("signal 11, SIGSEGV"), ended by an exception on
-    Windows ("exception 0xC0000005, an access violation"); None for an exit of its own."""
+class Crash(NamedTuple):
+    """What killed a process, in words, and its likely cause ("" where none is known)."""
+
+    what: str
+    cause: str
+
+
+def crash(returncode: int | None) -> Crash | None:
+    """How the process crashed, when its exit status says it did: killed by a signal on POSIX
+    ("signal 11, SIGSEGV"), ended by an exception on Windows ("exception 0xC0000005, an access
+    violation"); None for an exit of its own."""
     if returncode is None:
         return None
     if returncode < 0:
         label = signal_name(-returncode)
-        return f"signal {-returncode}, {label}", SIGNAL_CAUSES.get(label, "")
+        return Crash(f"signal {-returncode}, {label}", SIGNAL_CAUSES.get(label, ""))
     status = returncode & 0xFFFFFFFF
     if status >= 0xC0000000:
         name, cause = WINDOWS_CRASHES.get(status, ("an unhandled exception", ""))
-        return f"exception 0x{status:08X}, {name}", cause
+        return Crash(f"exception 0x{status:08X}, {name}", cause)
     return None
+
+
+class Chunk(NamedTuple):
+    """What one read of a child's pipe gave: the pipe's name, and its bytes."""
+
+    pipe: str
+    data: bytes
 
 
 class PipeReader:
@@ -172,16 +187,16 @@ class PipeReader:
         finally:
             os.close(fd)
 
-    def next(self, seconds: float) -> tuple[str, bytes] | None:
-        """(pipe, chunk) of the next chunk from any pipe (b"" at a pipe's end), or None when
-        none came within ``seconds`` (at most WAIT_SLICE_SECONDS)."""
+    def next(self, seconds: float) -> Chunk | None:
+        """The next chunk from any pipe (b"" at a pipe's end), or None when none came within
+        ``seconds`` (at most WAIT_SLICE_SECONDS)."""
         try:
             name, chunk = self._queue.get(timeout=min(max(seconds, 0.0), WAIT_SLICE_SECONDS))
         except queue.Empty:
             return None
         if not chunk:
             self.open.discard(name)
-        return name, chunk
+        return Chunk(name, chunk)
 
 
 def child_environment() -> dict:
@@ -220,8 +235,8 @@ class CappedOutput:
                 return code
             if "output" in pipes.open:
                 got = pipes.next(min(remaining, 0.2))
-                if got is not None and got[0] == "output":
-                    self.add(got[1])
+                if got is not None and got.pipe == "output":
+                    self.add(got.data)
             else:
                 time.sleep(min(remaining, 0.05))
 
@@ -346,7 +361,7 @@ class CompileRun:
                     if containment.stopped(self.process.pid):  # it would never finish
                         return "its process was stopped (a signal sent to it)"
                 continue
-            chunk = got[1]
+            chunk = got.data
             if not chunk:
                 return "" if ready_seen and len(results) >= expected else \
                     "its process stopped before it finished"

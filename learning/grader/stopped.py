@@ -40,7 +40,7 @@ def import_failure(run: WorkerRun) -> ImportProblem:
     code = ended.returncode
     crashed = childproc.crash(code)
     if crashed is not None:
-        return ImportProblem("crashed", f"the process crashed ({crashed[0]}) while "
+        return ImportProblem("crashed", f"the process crashed ({crashed.what}) while "
                              f"importing {name}")
     return ImportProblem("exited", f"{name} ended the program while being imported "
                          f"(exit status {code}): code at the top level of the module runs on "
