@@ -20,8 +20,21 @@ keeps this list, the folder and the imports (no circles) in step.
         cli.py           what every command shares: argument errors as one line, the console
         course.py        the lessons in reading order, and where the course's folders are
         grader/          what ``check`` runs, in its own process and in the learner's
-            runner.py        grade a module: run the worker, judge each case; record a memory map
+            runner.py        grade a module: the check's order of work, from its files to its grades
+            results.py       what a check returns: case, part and check results, and its timeline
+            part_runs.py     the parts run in worker processes, a fresh one after a fault or crash
+            worker_run.py    one worker process from the grader's side: start it, read it, end it
+            worker_events.py what a worker said, event by event, kept as named facts
+            stopped.py       a worker that stopped early, in words: timed out, crashed, exited
+            judging.py       each case's verdict, and the named bugs the other cases rule out
+            map_run.py       the worker run that records a memory map, and which case to map
+            steps_run.py     the worker run that records a failing case's named steps
             worker.py        the learner's process: import their module, run the cases, report
+            channel.py       the worker's end of the event pipe: one frame of plain data per event
+            loading.py       before the learner's import: libraries loaded, memory capped, filter on
+            calls.py         one call of the learner's function on a case, described as plain data
+            summarise.py     what a call returned and did to its arguments, read as plain data
+            recordings.py    the worker's runs that grade nothing: a case's memory map, named steps
             childproc.py     the child processes' plumbing: environment, events, output, signals
             handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
             containment.py   the guard above the learner's process, and the filter it runs under

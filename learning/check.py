@@ -24,6 +24,7 @@ from learning.grader import mode as kernel_mode
 from learning.grader import registry, report, runner, state
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.declarations import Exercise
+from learning.grader.results import CheckResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,7 +261,7 @@ def next_unfinished(progress: state.State, kernels: bool = True) -> Exercise | N
     return None
 
 
-def _record(root: Path, result: runner.CheckResult,
+def _record(root: Path, result: CheckResult,
             unsaved: state.State | None = None) -> tuple[state.State, bool]:
     """Save the grades; reloaded first so that a check running beside this one is kept (or
     ``unsaved``, the grades of this run that could not be saved). A part that ran no case (its

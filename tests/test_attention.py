@@ -259,14 +259,14 @@ def test_the_memory_map_of_a_batch_head_swap_labels_rows_and_draws_every_wrong_o
     """2 batches of 3 heads: program 1 writes (1, 0) where the reference's program 3 does, and
     program 2 reads batch 2, past the end. Rows are labelled (batch, head, seq); the right head
     (0, 0) is what is left out, never the rows where the two kernels differ."""
-    from learning.grader import map_view, runner
+    from learning.grader import map_run, map_view
 
     text = solution_text("attention")
     for right, wrong in (("batch = pid_bh // n_heads", "batch = pid_bh % n_heads"),
                          ("head = pid_bh % n_heads", "head = pid_bh // n_heads")):
         text = text.replace(right, wrong)
     (tmp_path / "attention.py").write_text(text, encoding="utf-8")
-    pair = runner.record_map(registry.find("attention"), tmp_path / "attention.py", "triton",
+    pair = map_run.record_map(registry.find("attention"), tmp_path / "attention.py", "triton",
                              "batch x heads")
     lines = map_view.plain(pair, 80).splitlines()
     output = lines[:next(i for i, line in enumerate(lines) if line.startswith("    q ("))]

@@ -4,7 +4,7 @@ cannot be kept in step, it says nothing."""
 
 import pytest
 
-from learning.grader import first_step, named_steps, registry, runner
+from learning.grader import first_step, named_steps, registry, runner, steps_run
 from learning.grader.named_steps import Event, Recording
 from tests.helpers import grade_text, solution_text, write_module
 
@@ -276,7 +276,7 @@ def test_a_recording_that_runs_long_is_given_up_within_its_bound(tmp_path):
     start = time.monotonic()
     result = _graded(tmp_path, "softmax", code)
     assert not result.ok and not _steps(result)
-    assert time.monotonic() - start < runner.STEPS_FLOOR_SECONDS + 20
+    assert time.monotonic() - start < steps_run.STEPS_FLOOR_SECONDS + 20
 
 
 def test_json_carries_the_first_step(tmp_path, capsys):
@@ -468,16 +468,16 @@ def test_a_kernels_steps_are_recorded_in_the_interpreter_whatever_the_checks_mod
     # the recording run asks for the interpreter, as a faulted case's re-run does
     asked = []
 
-    def recorded_run(exercise, module_path, part, case, interpret, *rest):
-        asked.append((part.name, interpret))
-        return runner._WorkerRun(exercise, module_path, [], interpret, 1.0)
+    def recorded_run(settings, part, case):
+        asked.append((part.name, settings.force_interpret))
+        return steps_run.WorkerRun(settings, [])
 
-    monkeypatch.setattr(runner, "_steps_run", recorded_run)
+    monkeypatch.setattr(steps_run, "_steps_run", recorded_run)
     code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
                     "maximum = tl.min(x, axis=0)")
     code = _replace(code, "denominator = sum(numerator)", "denominator = sum(numerator) + 1.0")
     write_module(tmp_path, "softmax", code)
     result = runner.grade(registry.find("softmax"), tmp_path, compile_check=False)
     for part_result in result.parts:
-        runner.first_step_for(result, part_result, code.encode(), force_interpret=False)
+        steps_run.first_step_for(result, part_result, code.encode(), force_interpret=False)
     assert asked == [("python", False), ("triton", True)]

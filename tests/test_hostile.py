@@ -379,8 +379,8 @@ def test_the_memory_cap_holds_against_the_learners_own_code(tmp_path, mode):
 
 def test_the_cap_is_hard_as_well_as_soft():
     done = subprocess.run([sys.executable, "-c", (
-        "import resource\nfrom learning.grader import worker\n"
-        "worker.cap_memory(1.0)\nprint(*resource.getrlimit(resource.RLIMIT_AS))")],
+        "import resource\nfrom learning.grader import loading\n"
+        "loading.cap_memory(1.0)\nprint(*resource.getrlimit(resource.RLIMIT_AS))")],
         env=dict(os.environ, PYTHONPATH=course_pythonpath()), capture_output=True, text=True,
         timeout=60)
     soft, hard = (int(x) for x in done.stdout.split())
@@ -522,14 +522,14 @@ def softmax_triton(x):
 
 
 def test_an_event_the_grader_could_not_read_is_never_sent():
-    from learning.grader import worker
+    from learning.grader.channel import Channel
 
     class Odd:
         pass
 
     read, write = os.pipe()
     try:
-        channel = worker.Channel(write)
+        channel = Channel(write)
         channel.send("done", "python", "case", Odd())
         from learning.grader import childproc
 
@@ -952,28 +952,28 @@ def softmax_python(values):
 
 
 def test_an_output_far_larger_than_any_case_is_not_read(tmp_path):
-    from learning.grader import worker
+    from learning.grader import summarise
     from learning.grader.tensors import TensorSpec
 
     largest = max(math.prod(a.shape) for e in registry.all_exercises() for p in e.parts
                   for c in p.cases for a in c.make_args() if isinstance(a, TensorSpec))
-    assert largest * 8 < worker.MAX_VALUES  # room for any case's output
+    assert largest * 8 < summarise.MAX_VALUES  # room for any case's output
     module = solution_text("softmax") + f'''
 
 import torch as _torch
 
 
 def softmax_triton(x):
-    return _torch.zeros({worker.MAX_VALUES + 1}, dtype=_torch.float32)
+    return _torch.zeros({summarise.MAX_VALUES + 1}, dtype=_torch.float32)
 '''
     result = grade_text(tmp_path, "softmax", module, ["triton"])
     verdict = result.parts[0].cases[0].verdict
     assert verdict.status == "failed" and "returned shape (33554433,)" in verdict.summary
     import torch
 
-    returned = worker.summarise(torch.zeros(worker.MAX_VALUES + 1), (), ())
+    returned = summarise.summarise(torch.zeros(summarise.MAX_VALUES + 1), (), ())
     assert returned.values is None and "more than any case's output" in returned.note
-    listed = worker.summarise([[0.0] * 1024] * (worker.MAX_VALUES // 1024 + 1), (), ())
+    listed = summarise.summarise([[0.0] * 1024] * (summarise.MAX_VALUES // 1024 + 1), (), ())
     assert listed.values is None and "more than any case's output" in listed.note
 
 

@@ -13,9 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from learning.grader import childproc, compare, gpu_compile, registry, runner, sanitizer
+from learning.grader import (
+    childproc,
+    compare,
+    gpu_compile,
+    registry,
+    runner,
+    sanitizer,
+    stopped,
+    worker_run,
+)
 from learning.grader import mode as kernel_mode
 from learning.grader.returned import Returned
+from learning.grader.worker_events import CaseKey
 from tests.helpers import COURSE_ROOT, course_pythonpath, grade_text, solution_text
 
 SOFTMAX = registry.find("softmax")
@@ -125,7 +135,7 @@ def test_an_exit_at_import_is_a_failure_and_every_case_is_not_run(tmp_path, call
     for part in result.parts:
         # a case that cannot run here (GPU-only, in the interpreter) is skipped, not counted
         cannot = {c.name for c in part.part.cases if c.gpu_only} \
-            if result.mode is not None and result.mode[0] else set()
+            if result.mode is not None and result.mode.interpret else set()
         assert {c.name for c in part.cases if c.verdict.status == "skipped"} == cannot
         assert {c.verdict.status for c in part.cases if c.name not in cannot} == {"not-run"}
         assert part.cases[0].verdict.summary == "the module could not be imported"
@@ -143,9 +153,9 @@ def test_a_module_that_hangs_at_import_times_out_on_the_import_limit(tmp_path):
 
 
 def test_the_import_limit_follows_the_case_limit_with_a_floor():
-    assert runner.import_limit(1) == runner.IMPORT_FLOOR_SECONDS == 30
-    assert runner.import_limit(10) == 30
-    assert runner.import_limit(200) == 200
+    assert worker_run.import_limit(1) == worker_run.IMPORT_FLOOR_SECONDS == 30
+    assert worker_run.import_limit(10) == 30
+    assert worker_run.import_limit(200) == 200
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,23 +368,23 @@ def test_printing_without_end_is_cut_and_the_grader_stays_bounded(tmp_path):
     assert verdict.status == "timed-out"
     assert "It also printed" in verdict.summary  # megabytes by then, and it says so
     assert "[output cut:" in result.learner_output
-    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+    assert len(result.learner_output) < childproc.MAX_OUTPUT_CHARS + 200
     assert seconds < PYTHON_PART_SECONDS
 
 
 def test_the_output_note_counts_what_was_printed_not_what_was_left_after_a_first_cut():
     printed = ("x" * 201 + "\n") * 100  # 100 lines: cut by lines first, then by characters
-    shown = runner._cap_output(printed)
+    shown = childproc.cap_output(printed)
     body, note = shown.rsplit("\n", 1)
-    assert len(body) == runner.MAX_OUTPUT_CHARS and printed.startswith(body)
+    assert len(body) == childproc.MAX_OUTPUT_CHARS and printed.startswith(body)
     hidden = len(printed.rstrip("\n")) - len(body)
     assert note == f"[output cut: {hidden} more characters " \
                    f"({100 - len(body.splitlines())} more lines) not shown]"
     # a worker's capture keeps only so much and says how much it dropped: that count survives
     captured = "z" * 100 + "\n[output cut: 5000 more bytes]"
-    assert runner._cap_output(captured + captured) == \
+    assert childproc.cap_output(captured + captured) == \
         "z" * 200 + "\n[output cut: 10000 more bytes printed and not kept]"
-    assert runner._cap_output("a\nb\n") == "a\nb"
+    assert childproc.cap_output("a\nb\n") == "a\nb"
 
 
 def test_one_enormous_line_is_cut(tmp_path):
@@ -384,7 +394,7 @@ def test_one_enormous_line_is_cut(tmp_path):
     assert result.parts[0].status == "passed"
     assert result.learner_output.startswith("zzz")
     assert "[output cut:" in result.learner_output
-    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+    assert len(result.learner_output) < childproc.MAX_OUTPUT_CHARS + 200
 
 
 # ---------------------------------------------------------------------------------------------
@@ -660,7 +670,7 @@ _threading.Thread(target=_time.sleep, args=(600,)).start()  # not a daemon: it k
 
 
 def test_a_python_part_gets_the_python_limit_beside_kernel_parts(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "PYTHON_CASE_SECONDS", 2.0)
+    monkeypatch.setattr(worker_run, "PYTHON_CASE_SECONDS", 2.0)
     module = solution_text("softmax") + '''
 
 def softmax_python(values):
@@ -720,12 +730,11 @@ def test_a_worker_whose_forking_process_ended_gets_a_verdict_not_a_traceback(tmp
         def wait(self, timeout=None):
             raise subprocess.TimeoutExpired("worker", timeout)
 
-    part = runner.PartResult(SOFTMAX.part("python"))
-    run = runner._WorkerRun(SOFTMAX, tmp_path / "softmax.py", [part], False, None)
-    run.finished, run.current = True, ("python", "worked example")
-    run._output = childproc.CappedOutput()
+    run = worker_run.WorkerRun(worker_run.Settings(SOFTMAX, tmp_path / "softmax.py"),
+                               [SOFTMAX.part("python")])
+    run.heard.finished, run.heard.current = True, CaseKey("python", "worked example")
     pipes = childproc.PipeReader()  # no pipe open: nothing left to read
     run._stop(Orphan(), pipes)
-    verdict = run.failure_verdict()
-    assert run.status_lost and verdict.status == "crashed" and not verdict.causes
+    verdict = stopped.failure_verdict(run)
+    assert run.ended.status_lost and verdict.status == "crashed" and not verdict.causes
     assert "how it ended is unknown" in verdict.summary

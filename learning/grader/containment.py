@@ -166,10 +166,6 @@ def _reap_all() -> dict[int, int]:
 
 # --- the guard --------------------------------------------------------------------------------
 
-class _Wake(Exception):
-    pass
-
-
 def run_guarded(work) -> int:
     """Run ``work()`` (which returns an exit status) in a child of this process, which becomes
     its guard (see the module's docstring). Returns only in the child, with ``work``'s status
