@@ -401,3 +401,91 @@ def test_gpu_autotuned_backward_at_the_target_size(causal):
         assert ours <= max(GPU_FLOORS[torch.bfloat16], 3 * sdpa), \
             f"{name}: relative error {ours:.3g}, SDPA's {sdpa:.3g}"
     assert ra.chosen_backward_config(q, k, causal) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m learning.bench attention --backward
+
+
+def test_without_a_gpu_the_backward_bench_says_so_and_exits_0(capsys, mode):
+    from learning import bench
+
+    if not mode.interpret:
+        pytest.skip("a GPU is present: the bench would time")
+    assert bench.main(["attention", "--backward", "--seqs", "4096"]) == 0
+    assert "need a CUDA GPU" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["attention", "--rounds", "3"], "--rounds goes with --backward"),
+    (["attention", "--backward", "--rounds", "0"], "--rounds: 0 is not allowed (1 to 50)"),
+    (["attention", "--backward", "--dims", "48"], "48 is not allowed"),
+])
+def test_bad_backward_bench_arguments_are_one_line_and_exit_2(argv, message, capsys):
+    from learning import bench
+
+    assert bench.main(argv) == 2
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert message in out and "Traceback" not in out
+
+
+def test_the_backward_counts_two_and_a_half_forwards():
+    from learning.bench import attention as ba
+    from learning.bench import attention_backward as bb
+
+    assert bb.flops(2, 3, 64, 16, False) == 2.5 * ba.flops(2, 3, 64, 16, False)
+    assert bb.flops(2, 3, 64, 16, True) * 2 == bb.flops(2, 3, 64, 16, False)
+
+
+@pytest.mark.interpreter
+def test_the_backward_bench_checks_then_times_each_implementation_in_rounds(monkeypatch):
+    from learning.bench import attention as ba
+    from learning.bench import attention_backward as bb
+
+    monkeypatch.setattr(bb, "DEVICE", "cpu")
+    monkeypatch.setattr(rowwise_module(), "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(ba, "shape_for", lambda seq, d: (1, 2))
+    rows = bb.measure_size(40, 16, "fp16", True, 2, False, lambda row: None,
+                           names=("reference", "torch", "cudnn"))
+    timed = [(r["impl"], r["round"]) for r in rows if "tflops" in r]
+    assert timed == [("reference", 0), ("torch", 0), ("reference", 1), ("torch", 1)]
+    assert all(max(r["rel_err"].values()) < 1e-2 for r in rows if "tflops" in r)
+    assert all(r["tflops"] == 2.5 * 4 * 2 * 40 * 40 * 16 / 2 / 2e-3 / 1e12
+               for r in rows if "tflops" in r)
+    (cudnn,) = [r for r in rows if r["impl"] == "cudnn"]  # no cuDNN on a CPU: said, not timed
+    assert "not available" in cudnn["note"] and "ms" not in cudnn
+    table = "\n".join(bb.table_lines(rows))
+    assert "| fp16 | 40 | 16 | yes | 1 x 2 | 0 | 0 | 1.00 | 1.00 to 1.00 |" in table
+
+    monkeypatch.setattr(ra, "DKDV_CONFIGS", ra.DKDV_CONFIGS[-1:])
+    monkeypatch.setattr(ra, "DQ_CONFIGS", ra.DQ_CONFIGS[-1:])
+    configs = bb.measure_configs(False, lambda row: None, (True,), target=(64, 16, "fp16"))
+    assert [r["config"] for r in configs] == [
+        "autotuned", f"dkdv {ra.DKDV_CONFIGS[0].label}", f"dq {ra.DQ_CONFIGS[0].label}"]
+    assert all("tflops" in r for r in configs)
+
+
+@pytest.mark.interpreter
+def test_the_backward_bench_does_not_time_wrong_gradients(monkeypatch):
+    from learning.bench import attention as ba
+    from learning.bench import attention_backward as bb
+
+    monkeypatch.setattr(bb, "DEVICE", "cpu")
+    monkeypatch.setattr(rowwise_module(), "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
+    monkeypatch.setattr(ba, "shape_for", lambda seq, d: (1, 2))
+    real = ra.attention_backward
+
+    def scaled_twice(*args, **kwargs):  # dq off by the scale: the mistake of applying it twice
+        dq, dk, dv = real(*args, **kwargs)
+        return dq * 0.25, dk, dv
+
+    monkeypatch.setattr(ra, "attention_backward", scaled_twice)
+    (row,) = bb.measure_size(40, 16, "fp16", False, 1, False, lambda row: None,
+                             names=("reference",))
+    assert "wrong (dq relative error" in row["note"] and "ms" not in row
+
+
+def rowwise_module():
+    from learning.bench import rowwise
+
+    return rowwise
