@@ -17,6 +17,7 @@ keeps this list, the folder and the imports (no circles) in step.
             rowwise.py       softmax, its backward and RMSNorm in GB/s; the measuring all share
             matmul.py        matrix products in TFLOP/s
             attention.py     attention in TFLOP/s
+            attention_backward.py  its backward pass (--backward), against each SDPA backend
         cli.py           what every command shares: argument errors as one line, the console
         course.py        the lessons in reading order, and where the course's folders are
         grader/          what ``check`` runs, in its own process and in the learner's

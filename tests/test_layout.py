@@ -253,7 +253,7 @@ TOP_LEVEL = {
     "learning": "the learner's commands (check, explain, ...) and the grader behind them",
     "triton_kernels.py": "the learner: the reference softmax, backward and RMSNorm",
     "reference_matmul.py": "the learner: the reference matmul of lesson 12",
-    "reference_attention.py": "the learner: the reference attention of lesson 13",
+    "reference_attention.py": "the learner: the reference attention of lessons 13 and 14",
     "notebooks": "the learner: lessons 06 to 08 as a notebook, for a free cloud GPU",
     "tests": "the maintainer: the course's own tests",
     "lab": "the maintainer: the work behind the reference's speed, and every experiment",
