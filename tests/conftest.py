@@ -1,6 +1,7 @@
 """Shared test set-up: pick the kernel mode before any kernel module is imported."""
 
 import os
+import signal
 
 import pytest
 
@@ -14,6 +15,13 @@ if MODE.interpret:
     # Grading hundreds of versions: fork each worker from a process that imported torch and
     # triton once, instead of paying those imports every time (see learning/grader/forkserver.py).
     os.environ.setdefault("LEARNING_FORKSERVER", "1")
+
+# A job a shell starts in the background without job control (`cmd &` in a script, nohup) has
+# SIGINT ignored, and every process it starts inherits that, so a check the tests press Ctrl-C
+# on would never hear it. Here (in each worker too) SIGINT is what a terminal's foreground
+# process has; a handler, unlike SIG_IGN, does not pass to the programs the tests start.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
