@@ -60,6 +60,14 @@ def first_step_for(result: CheckResult, part_result: PartResult, source: bytes |
     run = _steps_run(settings, part, case)
     result.add_note(run.repair_note())
     ours = named_steps.Recording.from_data(run.heard.steps.get(named_steps.REFERENCE))
+    if ours is not None and ours.raised and part.needs_kernels:
+        from learning.grader import mode
+
+        # a kernel's steps are recorded in Triton's interpreter, on a GPU machine too; where
+        # it cannot run the reference, nothing is compared (first_step.first_difference)
+        problem = mode.interpreter_problem()
+        if problem is not None:
+            result.add_note(f"step by step: not shown for {part.function}: {problem}")
     theirs = named_steps.Recording.from_data(run.heard.steps.get(named_steps.LEARNER))
     tolerance = case.tolerance or part.tolerance
     args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
