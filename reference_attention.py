@@ -319,9 +319,14 @@ _TUNED = {descriptors: _tuned(kernel, descriptors) for descriptors, kernel in _K
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+# Decided once, at import: torch.compile traces attention() and cannot evaluate isinstance on a
+# Triton kernel, but reads a module's constant.
+_INTERPRETED = not isinstance(_attention, triton.runtime.jit.JITFunction)
+
+
 def _interpreted() -> bool:
     """True when the kernel was defined under TRITON_INTERPRET=1 and so runs on the CPU."""
-    return not isinstance(_attention, triton.runtime.jit.JITFunction)
+    return _INTERPRETED
 
 
 def _on_device(t: torch.Tensor):
