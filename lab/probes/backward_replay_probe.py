@@ -4,9 +4,11 @@ On a GPU, tl.dot rounds float32 operands to TF32, and a 16-bit kernel rounds P a
 dtype; a replay (float64) matches only within a tolerance. For each catalogued wrong version of
 the Triton part and each case that declares its mistake, this prints the smallest ratio, over
 the mistake's replayed forms, of the largest difference to what that form's comparison allows
-(below 1: the replay explains the output), beside the same ratio for the correct answer.
+(below 1: the replay explains the output), beside the same ratio for the correct answer. The
+replay's ratio is given three ways: each entry against its own tolerance, against rtol of the
+largest entry of its gradient (dq, dk or dv), and against rtol of the largest entry anywhere.
 
-    python lab/probes/backward_replay_probe.py            # on a CUDA machine
+    PYTHONPATH=. python lab/probes/backward_replay_probe.py   # on a CUDA machine
 """
 
 from __future__ import annotations
@@ -35,11 +37,24 @@ def _module(text: str):
     return module
 
 
-def _ratio(got, target, atol, rtol) -> float:
+def _largest(x) -> float:
     with np.errstate(all="ignore"):
-        largest = float(np.nanmax(np.abs(np.where(np.isfinite(target), target, 0.0)),
-                                  initial=0.0))
-        allowed = max(atol, rtol * largest) + rtol * np.abs(target)
+        return float(np.nanmax(np.abs(np.where(np.isfinite(x), x, 0.0)), initial=0.0))
+
+
+def _ratio(got, target, atol, rtol, scale: str = "entry", seq_q: int = 0) -> float:
+    """The largest difference over what the comparison allows: ``entry`` the plain one (atol
+    plus rtol of each entry), ``whole`` also rtol of the largest entry anywhere, ``gradient``
+    rtol of the largest entry of the same gradient (dq, then dk and dv, down the rows)."""
+    with np.errstate(all="ignore"):
+        floor = np.full(np.shape(target), float(atol))
+        if scale == "whole":
+            floor = np.maximum(floor, rtol * _largest(target))
+        elif scale == "gradient":
+            seq_k = (np.shape(target)[-2] - seq_q) // 2
+            for rows in (slice(0, seq_q), slice(seq_q, seq_q + seq_k), slice(seq_q + seq_k, None)):
+                floor[..., rows, :] = max(atol, rtol * _largest(target[..., rows, :]))
+        allowed = floor + rtol * np.abs(target)
         return float(np.nanmax(np.abs(got - target) / allowed))
 
 
@@ -64,14 +79,16 @@ def main() -> int:
                 continue
             want = np.asarray(part.reference(*args), dtype=np.float64)
             atol, rtol = _REPLAY_TOLERANCE[_out_dtype(args)]
-            named = bug is not None and bool(bug.detect(got, args, want))
+            named = bug is not None and bug.detect is not None and bool(bug.detect(got, args, want))
             forms = getattr(bug.detect, "detects", ()) if bug is not None else ()
             replays = [b for b in (f._buggy(args) for f in forms)
                        if b is not None and b.shape == got.shape]
-            best = min((_ratio(got, b, atol, rtol) for b in replays), default=float("nan"))
+            seq_q = np.shape(args[0])[-2]
+            best = {scale: min((_ratio(got, b, atol, rtol, scale, seq_q) for b in replays),
+                               default=float("nan")) for scale in ("entry", "gradient", "whole")}
             print(f"{version.name[:40]:40} {case.name[:28]:28} {version.bug:16} "
                   f"named={named!s:5} vs right {_ratio(got, want, atol, rtol):9.3g} "
-                  f"vs replay {best:9.3g}")
+                  "vs replay " + " ".join(f"{k} {v:9.3g}" for k, v in best.items()))
     return 0
 
 
