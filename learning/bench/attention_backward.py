@@ -33,6 +33,7 @@ from pathlib import Path
 
 from learning.bench import attention as forward
 from learning.bench import rowwise
+from learning.course import COURSE_ROOT
 
 DEVICE = "cuda"  # the tests point this at the CPU to run the measuring code in the interpreter
 # SDPA's backends forced one at a time: (the table's name, torch's SDPBackend member)
@@ -300,7 +301,11 @@ def config_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
-def results_note() -> str:
+def results_note(path: Path = COURSE_ROOT / "lab" / "results" / "attention_backward.json") -> str:
+    """Where a learner without a GPU finds the measured figures (or that there are none)."""
+    if path.exists():
+        return (f"Figures measured on a GPU are committed in lab/results/{path.name}; lesson 14, "
+                "'How fast it is', shows them.")
     return ("No GPU measurement of attention's backward pass is committed yet; the tests check "
             "it in the interpreter (tests/test_reference_attention_backward.py).")
 

@@ -372,6 +372,14 @@ def headline_table(_numbers=None) -> Table:
         rows.append((f"attention forward {dtype}, seq {seq}, d {d}, causal {causal}, against "
                      "torch's SDPA", f">= {attention.TARGET:.2f}",
                      f"{median} (rounds: {spread})", met, "lab/results/attention_target.json"))
+    from learning.exercises.attention_backward import explainer as backward
+
+    seq, d, dtype = backward.TARGET_SIZE
+    goal = backward.target()
+    for causal, target, measured, status in getattr(goal, "rows", ()):
+        rows.append((f"attention backward {dtype}, seq {seq}, d {d}, causal {causal}, against "
+                     "SDPA's backward", target, measured, status,
+                     "lab/results/attention_backward.json"))
     return Table(("goal", "target", "measured", "status", "results"), tuple(rows),
                  "Fractions of the copy ceiling for softmax; ratios to the peer for matmul and "
                  "attention. Each results file names the device, versions, date and command.")

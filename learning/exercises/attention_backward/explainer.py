@@ -3,9 +3,13 @@ pass as a table (D, P, dP, dS, then dV, dK and dQ), small enough to check by han
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
+from pathlib import Path
 
 from learning.cli import ArgumentError
+from learning.course import COURSE_ROOT
 from learning.exercises.softmax.explainer import fixed
 from learning.explainers.page import Heading, Page, Step, Steps, Table, Text
 
@@ -145,6 +149,94 @@ def page(row=None) -> Page:
     return result
 
 
+# ---------------------------------------------------------------------------------------------
+# How fast the reference's backward pass is: python -m learning.bench attention --backward.
+
+SPEED = COURSE_ROOT / "lab" / "results" / "attention_backward.json"
+SWEEP = COURSE_ROOT / "lab" / "results" / "attention_backward_sweep.json"
+TARGET = 0.8  # the reference's backward against SDPA's, at seq 4096, d = 128, bfloat16
+TARGET_SIZE = (4096, 128, "bf16")
+_BACKENDS = ("flash", "efficient", "cudnn")
+
+
+def _sizes(data: dict) -> dict:
+    """{(dtype, seq, d, causal): {implementation: [TFLOP/s per round]}, with "ratios": SDPA's
+    time over the reference's, round by round (the two timed one after the other)."""
+    sizes: dict = {}
+    for r in data["results"]:
+        if "tflops" not in r:
+            continue
+        size = sizes.setdefault((r["dtype"], r["seq"], r["d"], r["causal"]),
+                                {"ms": {}, "tflops": {}})
+        size["tflops"].setdefault(r["impl"], []).append(r["tflops"])
+        size["ms"].setdefault(r["impl"], {})[r["round"]] = r["ms"]
+        if r["impl"] == "torch":
+            size["sdpa"] = str(r.get("kernel") or r.get("grad_fn", "")).split(":")[0]
+    for size in sizes.values():
+        ours, theirs = size["ms"].get("reference", {}), size["ms"].get("torch", {})
+        size["ratios"] = sorted(theirs[i] / ours[i] for i in ours if i in theirs)
+    return sizes
+
+
+def _median(values) -> str:
+    return f"{statistics.median(values):,.0f}" if values else "-"
+
+
+def _backward_provenance(data: dict) -> str:
+    env = data["env"]
+    return (f"TFLOP/s of the backward pass alone (2.5 forwards' work), medians over "
+            f"{data['rounds']} rounds, each timing the reference and then SDPA; SDPA's "
+            f"backends each forced as well. {env['device']} ({env['sms']} SMs), torch "
+            f"{env['torch']}, triton {env['triton']}, CUDA {env['cuda']}, {env['date']}; "
+            f"command `{data['command'].replace('/root/out/', 'lab/results/')}`.")
+
+
+def _not_measured(path: Path) -> Text:
+    return Text(f"Not measured: lab/results/{path.name} is not committed; on a CUDA GPU, "
+                f"python -m learning.bench attention --backward --json lab/results/{path.name} "
+                "writes it.")
+
+
+def speed(_numbers=None, path: Path = SPEED):
+    """Each size of the run: the reference's backward beside SDPA's, as torch picks its
+    backend and with each backend forced, and the ratio over the rounds."""
+    if not path.exists():
+        return _not_measured(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for (dtype, seq, d, causal), size in _sizes(data).items():
+        ratios = size["ratios"]
+        rows.append((f"{dtype}, seq {seq}, d {d}", "yes" if causal else "no",
+                     _median(size["tflops"].get("reference")),
+                     f"{_median(size['tflops'].get('torch'))} ({size.get('sdpa', '-')})",
+                     *(_median(size["tflops"].get(name)) for name in _BACKENDS),
+                     f"{statistics.median(ratios):.2f}" if ratios else "-",
+                     f"{ratios[0]:.2f} to {ratios[-1]:.2f}" if ratios else "-"))
+    return Table(("size", "causal", "reference", "SDPA (as torch picks)", "flash", "efficient",
+                  "cuDNN", "reference / SDPA, median", "lowest to highest"), tuple(rows),
+                 _backward_provenance(data))
+
+
+def target(_numbers=None, path: Path = SPEED):
+    """The goal, one row per causal: the median ratio over the rounds and whether it is met."""
+    if not path.exists():
+        return _not_measured(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    seq, d, dtype = TARGET_SIZE
+    sizes = _sizes(data)
+    rows = []
+    for causal in (False, True):
+        ratios = sizes.get((dtype, seq, d, causal), {}).get("ratios")
+        median = statistics.median(ratios) if ratios else None
+        rows.append(("yes" if causal else "no", f">= {TARGET:.2f}",
+                     f"{median:.2f} (rounds: {ratios[0]:.2f} to {ratios[-1]:.2f})"
+                     if ratios else "-",
+                     "not measured" if median is None else
+                     "met" if median >= TARGET else "not met"))
+    return Table((f"causal ({dtype}, seq {seq}, d = {d})", "reference / SDPA, goal",
+                  "measured", "status"), tuple(rows), _backward_provenance(data))
+
+
 # Blocks a lesson can embed by name, each taking the marker's numbers as dO (none: the worked
 # one). See learning.computed.
 BLOCKS = {
@@ -156,4 +248,7 @@ BLOCKS = {
     "dk": lambda numbers: gradients_tables(numbers or None)[3],
     "dq": lambda numbers: gradients_tables(numbers or None)[4],
     "steps": lambda numbers: steps(numbers or None),
+    "speed": speed,
+    "sweep": lambda _numbers=None: speed(path=SWEEP),
+    "target": target,
 }
