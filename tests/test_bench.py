@@ -236,6 +236,7 @@ def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(mo
         assert text.startswith("Not measured yet") and "lab/probes/lesson_facts.py" in text, name
 
 
+@pytest.mark.exhaustive  # a lab probe run whole
 @pytest.mark.interpreter
 def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, tmp_path):
     # lab/probes/lesson_facts.py measures on a GPU what lessons 08 and A1 state (tl.exp's error,

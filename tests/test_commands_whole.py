@@ -50,9 +50,9 @@ def test_the_checker_finds_a_command_split_by_a_wrap():
 
 
 # solution and progress print their commands through the same console as check does
-@pytest.mark.parametrize("case", ["not started", "hint", "wrong",
-                                  *(pytest.param(c, marks=pytest.mark.exhaustive)
-                                    for c in ("solution", "progress"))])
+@pytest.mark.parametrize("case", ["wrong", *(pytest.param(c, marks=pytest.mark.exhaustive)
+                                             for c in ("not started", "hint", "solution",
+                                                       "progress"))])
 def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
     write_module(tmp_path, "softmax", stub_text("softmax"))
     root = ("--root", str(tmp_path))

@@ -95,6 +95,7 @@ def test_the_matmul_table_is_pruned_to_the_shared_memory(gpu, dtype):
         assert (gpu.name, dtype) == ("Tesla T4", torch.float32)
 
 
+@pytest.mark.exhaustive  # compiles for sm_75
 def test_the_row_a_t4_keeps_for_float32_compiles_within_its_shared_memory():
     """The estimate (every stage of A and B held) is above what Triton allocates on sm_75,
     which pipelines no loads: the one row kept for float32 must really fit 64 KiB."""

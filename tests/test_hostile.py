@@ -963,7 +963,13 @@ def test_an_output_far_larger_than_any_case_is_not_read(tmp_path):
 import torch as _torch
 
 
+_calls = []
+
+
 def softmax_triton(x):
+    _calls.append(x)
+    if len(_calls) > 1:  # the first case is the one looked at: the others need no 128 MB
+        raise ValueError("not the first case")
     return _torch.zeros({summarise.MAX_VALUES + 1}, dtype=_torch.float32)
 '''
     result = grade_text(tmp_path, "softmax", module, ["triton"])

@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import learning
 from tests.helpers import COURSE_ROOT
 
@@ -317,6 +319,7 @@ def test_every_file_in_the_lab_is_referred_to():
     assert not lost, f"nothing refers to {lost}"
 
 
+@pytest.mark.exhaustive  # builds and installs a wheel: with the package index checks
 def test_the_references_import_from_an_installed_wheel_outside_the_course(tmp_path):
     """pyproject once shipped only learning/, which imports triton_kernels and reference_*:
     outside the course's folder those imports failed."""

@@ -141,6 +141,7 @@ def test_a_k_step_below_16_runs_in_the_interpreter_and_fails_the_gpu_compile(tmp
         assert "each dimension" not in rejected.hint
 
 
+@pytest.mark.exhaustive  # compiles every tile
 @pytest.mark.interpreter
 def test_tiles_of_8_by_8_with_a_k_step_of_32_compile_where_triton_takes_them(tmp_path):
     # tl.dot's floor is on K alone from Triton 3.5 on: a tile of C of 8 x 8 is fine

@@ -449,6 +449,7 @@ print(" ".join(sorted(set(re.findall(r"(?:ld|st)[.]global[.][.a-z0-9]*", ptx))))
 """
 
 
+@pytest.mark.exhaustive  # compiles for sm_90 and reads the PTX
 def test_flat_rows_of_4_bfloat16_columns_move_16_bytes_at_a_time():
     # what the kernel is for: compiled for sm_90, every load and store is 16 bytes wide
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
