@@ -523,3 +523,20 @@ def test_where_the_reference_raised_in_its_recording_nothing_is_compared_and_the
     assert steps_run.first_step_for(result, part_result, code.encode())
     assert not [c.verdict.first_step for c in part_result.cases if c.verdict.first_step]
     assert f"step by step: not shown for attention_triton: {problem}" in result.notes
+
+
+def test_a_kernel_max_padded_with_0_is_found_at_x_in_the_padded_lanes(tmp_path):
+    code = _replace(solution_text("reductions"), 'mask=mask, other=-float("inf"))',
+                    "mask=mask, other=0.0)")
+    said = _steps(_graded(tmp_path, "reductions", code, "triton"), "triton")
+    assert said, "no step was said"
+    assert all(s.startswith("rows matches the reference's up to there; x in program ")
+               and "expected -inf" in s for s in said.values()), said
+
+
+def test_a_kernel_mean_over_the_block_is_found_at_centre(tmp_path):
+    code = _replace(solution_text("reductions"), "/ n_cols  # (ROWS, 1)", "/ BLOCK  # (ROWS, 1)")
+    said = _steps(_graded(tmp_path, "reductions", code, "triton"), "triton")
+    assert said, "no step was said"
+    assert all(s.startswith("rows and x match the reference's up to there; centre in program ")
+               for s in said.values()), said

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from learning.grader.declarations import Bug, Case, Exercise, Part, Tolerance
+from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec
 
@@ -316,6 +316,15 @@ TRITON_HINTS = (
     "A masked-off row of the last tile reduces to -inf or 0, and its store is masked: harmless.",
 )
 
+def _in_program(loops: dict, args: tuple) -> str:
+    return f"in program {loops['program'][0]}" if "program" in loops else ""
+
+
+# Lesson 07's kernel: the tile's rows, the tile as loaded (padding included, in FP32), and the
+# statistic subtracted from each row. The Python part returns every level of its tree, which
+# already shows the first level that is wrong: it declares no steps.
+TRITON_STEPS = Steps(("rows", "x", "centre"), _in_program, function="centre_rows_kernel")
+
 EXERCISE = Exercise(
     name="reductions",
     title="Reductions and their identities",
@@ -328,6 +337,6 @@ EXERCISE = Exercise(
         Part("triton", "centre_rows_triton: masked loads whose other is the identity",
              lesson="07", function="centre_rows_triton", reference=reference_centred,
              cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,
-             returns="tensor", needs_kernels=True, hints=TRITON_HINTS),
+             returns="tensor", needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )
