@@ -1062,3 +1062,32 @@ def test_another_checkouts_files_are_never_watched_or_set_aside(tmp_path, monkey
         assert warm_process.module_files() == ("/ours/torch/__init__.py",)
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_a_case_the_learners_process_reports_skipped_is_not_skipped_unless_due(tmp_path):
+    # the learner's code runs in the process that reports each case: patched, its channel can
+    # turn every failing case into "skipped", and a part whose few cases left pass would pass
+    module = solution_text("softmax").replace("maximum = max(values)", "maximum = 0.0") + '''
+
+from learning.grader.channel import Channel as _Channel
+from learning.grader.returned import Skipped as _Skipped
+
+_send = _Channel.send
+
+
+def _quiet(self, *event):
+    if event and event[0] == "done" and not event[2].startswith("single element"):
+        event = (*event[:3], _Skipped("needs a CUDA GPU"))
+    return _send(self, *event)
+
+
+_Channel.send = _quiet
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    (part,) = result.parts
+    assert part.status == "failed" and not result.ok
+    skipped = [c for c in part.cases if c.verdict.status == "skipped"]
+    assert not skipped, [c.name for c in skipped]
+    not_run = [c for c in part.cases if c.verdict.status == "not-run"]
+    assert len(not_run) == len(part.cases) - 1
+    assert all("reported this case skipped" in c.verdict.summary for c in not_run)

@@ -114,6 +114,19 @@ def _keep_the_one_explanation(explained: list[Explained]) -> None:
         e.verdict.causes = tuple(b for b in e.verdict.causes if b.key not in wrong)
 
 
+def _may_skip(heard, case: Case) -> bool:
+    """Whether the grader itself skips ``case`` in this run: the learner's code runs in the
+    process that reports each case, so a report of "skipped" counts only where a skip is due
+    (a GPU-only case where kernels run in the interpreter; a bfloat16 case where they are
+    compiled, on a GPU that may lack it). The mode is the one the worker said before the
+    learner's import."""
+    interpreted = heard.mode is None or heard.mode.interpret
+    if case.gpu_only:
+        return interpreted
+    return not interpreted and any(isinstance(a, TensorSpec) and a.dtype == "bfloat16"
+                                   for a in case.make_args())
+
+
 def _verdict(run: WorkerRun, part: Part, case: Case, outcome,
              reruns: dict[CaseKey, Rerun]) -> tuple[compare.Verdict, Expected | None]:
     """The case's verdict, and what it was judged against, when it was."""
@@ -128,7 +141,13 @@ def _verdict(run: WorkerRun, part: Part, case: Case, outcome,
             return compare.Verdict("not-run", heard.abandoned.why), None
         return compare.Verdict("not-run", "not run: an earlier case stopped the process"), None
     if isinstance(outcome, Skipped):
-        return compare.Verdict("skipped", outcome.reason), None
+        if _may_skip(heard, case):
+            return compare.Verdict("skipped", outcome.reason), None
+        reason = str(outcome.reason)
+        return compare.Verdict("not-run", reason if reason.startswith("not run:") else (
+            "not run: the process that ran your code reported this case skipped, and only a "
+            "GPU-only case without a GPU, or a bfloat16 case on a GPU without bfloat16, is "
+            "skipped")), None
     args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
     want = reference(part, args)
     expect = {}

@@ -67,7 +67,10 @@ class Heard:
             if self.phase == "start-up" and not self.learner_pid:
                 self.learner_pid = int(event[1])
         elif kind == "mode":
-            self.mode = Mode(event[1], event[2])
+            # sent by the worker's own code before the learner's import: later ones are not
+            # believed (which cases may be skipped rests on it)
+            if self.phase == "start-up" and self.mode is None:
+                self.mode = Mode(event[1], event[2])
         elif kind == "environment":
             self.environment_problem = event[1]
             self.finished = True
