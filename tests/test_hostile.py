@@ -327,7 +327,7 @@ def test_garbage_on_the_socket_does_not_end_the_warm_process(tmp_path, warm_on):
     server = warm_server_pid(warm_on)
     (path,) = (warm_on / f"triton-course-{os.getuid()}").glob("*.sock")
     for garbage in (b"not json", b"[1, 2]", json.dumps({"id": "x", "argv": 5}).encode(),
-                    b"\xff\xfe"):
+                    b"\xff\xfe", b"[" * 100000):  # the last nests past Python's recursion
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sock.connect(str(path))
         sock.send(garbage)

@@ -213,7 +213,7 @@ def _request(message: bytes, fds: list[int]) -> dict | None:
     this socket, but nothing that arrives is trusted to be well formed."""
     try:
         request = json.loads(message)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # "[" * 100000 nests too deep
         return None
     if not isinstance(request, dict) or len(fds) != 2:
         return None
