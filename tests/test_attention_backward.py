@@ -19,7 +19,7 @@ from learning.exercises.attention_backward import catalogue, exercise
 from learning.exercises.attention_backward import explainer as page
 from learning.grader import registry
 from learning.grader.tensors import round_to_dtype
-from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, version_text
+from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, version_text
 
 # The interpreter computes with NumPy, which warns where a wrong version makes inf - inf.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -254,3 +254,15 @@ def test_bad_input_gets_one_line_and_status_2(value, capsys):
     assert explain.main(["attention_backward", f"--input={value}"]) == 2
     out = capsys.readouterr().out
     assert "--input" in out and len(out.strip().splitlines()) == 1
+
+
+def test_d_from_do_and_v_is_named_where_there_are_more_keys_than_queries(tmp_path):
+    # a query's loop that reads v's row of its own index: the worked example has 2 queries
+    # and 3 keys, so V is not O's shape, and the replay takes V's first rows
+    text = solution_text("attention_backward")
+    wrong = "zip(do, o)]"
+    assert wrong in text
+    text = text.replace(wrong, "zip(do, v)]", 1)
+    (part,) = grade_text(tmp_path, "attention_backward", text, ["python"]).parts
+    assert part.status == "failed" and failing_bugs(part) == {"delta-wrong"}, \
+        {c.name: c.verdict.summary for c in part.cases}

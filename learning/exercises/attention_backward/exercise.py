@@ -75,8 +75,8 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
     """The backward pass by blocks, as the two kernels compute it, with switches for the
     lesson's mistakes:
 
-    - ``delta``: D = rowsum(dO * O) ("do-o"); "do" rowsum(dO), "do-v" rowsum(dO * V) (only
-      where V has O's shape), "none" (D left out, dS = P * dP);
+    - ``delta``: D = rowsum(dO * O) ("do-o"); "do" rowsum(dO), "do-v" rowsum(dO * V) (V's
+      rows of the queries' indices: only where V has as many), "none" (D left out, dS = P * dP);
     - ``p_form``: P recomputed from the scores times 1/sqrt(d) ("scaled", as the forward did),
       times 1 ("unscaled") or times 1/d ("1/d");
     - ``masked``: the passes that hide the keys past the diagonal when ``causal`` (the dK, dV
@@ -95,10 +95,12 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
     factor = {"scaled": scale, "unscaled": 1.0, "1/d": 1 / d}[p_form]
     with np.errstate(all="ignore"):
         p = np.exp(q @ np.swapaxes(k, -1, -2) * factor - lse[..., None])  # (..., lq, lk)
-        if delta == "do-v" and v.shape != o.shape:
-            raise ValueError("rowsum(dO * V) needs V of O's shape")
+        if delta == "do-v" and v.shape[-2] < lq:
+            raise ValueError("rowsum(dO * V) needs a row of V for every query")
+        # dO * V as a query's loop writes it: v's row of the same index as the query's
         rowsum = {"do-o": lambda: (do * o).sum(-1), "do": lambda: do.sum(-1),
-                  "do-v": lambda: (do * v).sum(-1), "none": lambda: 0.0 * lse}[delta]()
+                  "do-v": lambda: (do * v[..., :lq, :]).sum(-1),
+                  "none": lambda: 0.0 * lse}[delta]()
         dp = do @ np.swapaxes(v, -1, -2)  # (..., lq, lk)
         hidden = (np.arange(lk)[None, :] > np.arange(lq)[:, None]) & causal
 

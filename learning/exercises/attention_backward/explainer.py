@@ -117,7 +117,7 @@ def gradients_tables(numbers=None) -> list[Table]:
 def steps(numbers=None) -> Steps:
     return Steps((
         Step("D", "D[i] = sum(dO[i] * O[i])", "reduction", "one number per query"),
-        Step("P", "P = exp(S * scale - L)", "elementwise", "recomputed, never stored"),
+        Step("P", "P = exp(S - L), S = q k^T * scale", "elementwise", "recomputed, never stored"),
         Step("dV", "dV += P^T dO", "matrix product", "over query blocks"),
         Step("dP", "dP = dO V^T", "matrix product", "a block of scores' shape"),
         Step("dS", "dS = P * (dP - D)", "elementwise", "lesson 11's step"),
