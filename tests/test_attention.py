@@ -297,7 +297,7 @@ def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_pa
     (rejected,) = part.compile_check.rejected
     assert "K >= 16" in rejected.message
     # BLOCK_N is the K of tl.dot(p, v): the advice names it
-    assert "BLOCK_N for p @ v" in rejected.hint and "of at least 16" in rejected.hint
+    assert "the block of keys for p @ v" in rejected.hint and "of at least 16" in rejected.hint
 
 
 @pytest.mark.interpreter

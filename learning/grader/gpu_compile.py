@@ -67,8 +67,9 @@ HINTS = (
 # The advice reads the numbers from the message rather than assume them.
 _DOT_SIZES = re.compile(r"Input shapes should have M >= (\d+), N >= (\d+) and K >= (\d+)")
 _DIMENSIONS = (("M", "a's rows"), ("N", "b's columns"),
-               ("K", "the dimension a and b share: BLOCK_K in a matmul; in attention HEAD_DIM "
-                "for q @ k^T and BLOCK_N for p @ v"))
+               ("K", "the dimension a and b share, which tl.dot sums over: BLOCK_K in a "
+                "matmul; HEAD_DIM for q @ k^T; the block of keys for p @ v; the block of "
+                "queries for p^T @ dO and dS^T @ q"))
 
 
 # The compiler's words when a variable a loop updates changes type in the loop: the interpreter
