@@ -1091,3 +1091,48 @@ _Channel.send = _quiet
     not_run = [c for c in part.cases if c.verdict.status == "not-run"]
     assert len(not_run) == len(part.cases) - 1
     assert all("reported this case skipped" in c.verdict.summary for c in not_run)
+
+
+@linux_only
+def test_a_warm_process_killed_mid_check_costs_a_rerun_not_a_grade(tmp_path, warm_on):
+    import threading
+
+    from learning.grader import part_runs
+
+    if not part_runs._filtered():
+        pytest.skip("without the filter a lost warm process is judged as it stands")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    assert grade_text(first, "softmax", solution_text("softmax"), ["python"]).ok
+    server = warm_server_pid(warm_on)
+    assert server > 0  # os.kill(0, ...) would end this test's whole process group
+    marker = tmp_path / "started"
+    module = solution_text("softmax") + f'''
+
+import os as _os
+import time as _time
+
+_right = softmax_python
+
+
+def softmax_python(values):
+    if not _os.path.exists({str(marker)!r}):  # only the first run of the first case waits
+        with open({str(marker)!r}, "w") as handle:
+            handle.write("started")
+        _time.sleep(5)
+    return _right(values)
+'''
+
+    def kill_the_server():  # what the out-of-memory killer might do
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(server, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_server)
+    killer.start()
+    result = grade_text(second, "softmax", module, ["python"])
+    killer.join()
+    assert result.ok, rendered(result)
+    assert any("went away during the check" in note for note in result.notes), result.notes

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from learning.grader import childproc, judging, stopped
+from learning.grader import childproc, containment, judging, stopped
 from learning.grader.judging import Rerun
 from learning.grader.results import CheckResult, PartResult, Timeline, mark_not_run
 from learning.grader.worker_events import CaseKey
@@ -82,10 +82,21 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
     """Run every part of ``result`` that can run, filling its part results and what the
     processes said of the check (its mode, notes, problems, borrowed modules)."""
     progress = _Progress(list(result.parts))
+    retried = False
     while progress.pending:
         run = WorkerRun(settings, [p.part for p in progress.pending], compiler=compiler,
                         only=progress.only, carried=progress.carried, timeline=timeline)
         run.execute()
+        if run.ended.status_lost and not retried and _filtered():
+            # the warm process that forked the worker went away with it, so how the worker
+            # ended is unknown: not evidence against the learner's code, which the filter
+            # keeps from signalling it. Once, the same parts run again in a fresh process (a
+            # second loss is judged as it stands).
+            retried = True
+            result.add_note("the warm process that ran your code went away during the check, "
+                            "and your parts ran again in a fresh process")
+            timeline.note("worker: status lost with the warm process; run again")
+            continue
         progress.output.append(run.output)
         for note in run.notes:
             result.add_note(note)
@@ -118,6 +129,14 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
         for part_result in faulted:
             judging.collect(progress.latest[part_result.part.name].run, [part_result], reruns)
     return Ran("".join(progress.output), progress.launches)
+
+
+def _filtered() -> bool:
+    """Whether the learner's code runs under the filter that keeps it from signalling the
+    grader's processes (the warm one included): Linux, with the guard on, on a machine the
+    filter knows. Without it, a module that stopped the warm process would stop the check's
+    own process in a fresh run."""
+    return containment.available() and containment.machine() in containment._SYSCALLS
 
 
 def _rerun_in_interpreter(settings: Settings, parts: list[PartResult], faults: list[CaseKey],
