@@ -661,6 +661,7 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
     assert ba.backend_of([long_name]) == f"cuDNN: {long_name}"  # whole, not cut at 80
 
 
+@pytest.mark.exhaustive  # the bench, measured in the interpreter
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.bench import attention as ba

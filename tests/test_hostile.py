@@ -153,6 +153,8 @@ def test_the_learners_code_cannot_stop_or_kill_the_grader(tmp_path, warm_on):
     later_checks_are_honest(tmp_path)
 
 
+# the filter switched off is a debugging mode: the quick set stops a warm process under it
+@pytest.mark.exhaustive
 @linux_only
 def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_path, warm_on,
                                                                            monkeypatch):
@@ -857,7 +859,8 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 
 
 @linux_only
-@pytest.mark.parametrize("filtered_here", [True, False], ids=["filter", "no-filter"])
+@pytest.mark.parametrize("filtered_here", [
+    True, pytest.param(False, marks=pytest.mark.exhaustive)], ids=["filter", "no-filter"])
 def test_a_stopped_compile_check_costs_seconds(tmp_path, mode, monkeypatch, filtered_here):
     # under the filter the learner's code cannot stop it; without, the check gives up on it
     if not mode.interpret:
