@@ -19,6 +19,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -677,6 +678,87 @@ _tamper()
     write_module(folder, "softmax", solution_text("softmax"))
     right = run_check(root, folder)
     assert right.returncode == 0, right.stdout + right.stderr
+
+
+FORGES_AND_PLANTS = '''
+
+import os as _os
+from pathlib import Path as _Path
+
+from learning.grader import state as _state
+
+_here = _Path(__file__).resolve().parent
+_forged = _state.load(_here)  # read with the key beside it, so signed again on save
+_forged.record("matmul", "python", "passed", 9, 9)
+_state.save(_here, _forged)
+(_here / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\\necho planted\\n")
+with open(_here / ".git" / "config", "a") as _handle:
+    _handle.write("[core]\\n\\thooksPath = /tmp\\n")
+_os.chmod({reference!r}, 0o400)
+'''
+
+
+def test_a_module_that_forges_a_grade_or_plants_a_hook_is_undone_and_told(tmp_path):
+    # the progress file's key, git's hooks and config, and a course file's permissions are kept
+    # as they were while the learner's code ran
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    (folder / ".git" / "hooks").mkdir(parents=True)
+    config = folder / ".git" / "config"
+    config.write_text("[core]\n\tbare = false\n")
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
+    mode = stat.S_IMODE(reference.stat().st_mode)
+    assert mode != 0o400
+    write_module(folder, "softmax", solution_text("softmax"))
+    assert run_check(root, folder).returncode == 0  # a key and a first grade exist
+    before = (folder / ".course-state" / "progress.json").read_bytes()
+    write_module(folder, "softmax", solution_text("softmax") +
+                 FORGES_AND_PLANTS.format(reference=str(reference)))
+    done = run_check(root, folder)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state.load(folder).grade("matmul", "python") is None
+    assert state.load(folder).grade("softmax", "python").status == "passed"
+    assert (folder / ".course-state" / "progress.json").read_bytes() != before  # regraded
+    assert not (folder / ".git" / "hooks" / "pre-commit").exists()
+    assert config.read_text() == "[core]\n\tbare = false\n"
+    assert stat.S_IMODE(reference.stat().st_mode) == mode
+    assert ".course-state/progress.json changed and was put back (grades are written by the " \
+        "check" in text, text
+    assert ".git/config changed and was put back (the changed copy is in" in text
+    assert ".git/hooks/pre-commit appeared where git, pip or the course would read it" in text
+    assert "the permissions of learning/exercises/softmax/exercise.py changed" in text
+    kept = list((folder / ".course-state" / "set-aside").iterdir())
+    assert any(p.name.endswith("config") for p in kept), kept  # the changed copy, kept
+
+
+def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
+    # a script first on PATH (a new "git"), an edited activate, an edited pyvenv.cfg, and a key
+    # made while the learner's code ran: every one undone
+    from learning.grader import nearby
+
+    venv, learner = tmp_path / "venv", tmp_path / "learner"
+    (venv / "bin").mkdir(parents=True)
+    (learner / ".course-state").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    activate = venv / "bin" / "activate"
+    activate.write_text("export VIRTUAL_ENV=here\n")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner, prefix=str(venv),
+                               base_prefix="/usr")
+    with open(activate, "a") as handle:
+        handle.write("alias python=evil\n")
+    (venv / "pyvenv.cfg").write_text("home = /tmp/evil\n")
+    (venv / "bin" / "git").write_text("#!/bin/sh\n")
+    (learner / ".course-state" / "key").write_bytes(b"chosen by the module")
+    changes = snapshot.repair(tmp_path / "aside")
+    assert activate.read_text() == "export VIRTUAL_ENV=here\n"
+    assert (venv / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
+    assert not (venv / "bin" / "git").exists()
+    assert not (learner / ".course-state" / "key").exists()
+    assert changes.grades == [".course-state/key"]
+    assert sorted(Path(p).name for p in changes.restored) == ["activate", "pyvenv.cfg"]
+    kept = sorted(p.name.split("-", 2)[-1] for p in (tmp_path / "aside").iterdir())
+    assert kept == ["activate", "git", "key", "pyvenv.cfg"], kept
 
 
 def test_the_digests_of_the_courses_files_are_current():

@@ -17,14 +17,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import site
+import stat
 import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from learning.grader import nearby
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -99,6 +98,8 @@ class Repairs:
     set_aside: list[str] = field(default_factory=list)  # files it added, moved away
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
+    modes: list[str] = field(default_factory=list)  # files whose permissions were put back
+    beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
@@ -114,6 +115,21 @@ class Repairs:
             parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
                          "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
+        if self.modes:
+            parts.append(f"the permissions of {_listed(self.modes)} changed and were put back")
+        if self.beside.grades:
+            parts.append(f"{_listed(self.beside.grades)} changed and was put back (grades are "
+                         "written by the check, after your code has ended)")
+        if self.beside.restored:
+            parts.append(f"{_listed(self.beside.restored)} changed and was put back (the changed "
+                         f"copy is in {aside_folder})")
+        if self.beside.set_aside:
+            parts.append(f"{_listed(self.beside.set_aside)} appeared where git, pip or the "
+                         f"course would read it, and was moved to {aside_folder} unless said "
+                         "otherwise")
+        if self.beside.modes:
+            parts.append(f"the permissions of {_listed(self.beside.modes)} changed and were "
+                         "put back")
         if self.caches_deleted:
             parts.append(f"{self.caches_deleted} compiled file(s) under the course's folders "
                          "changed and were deleted")
@@ -138,18 +154,21 @@ class Guard:
         prefixes = _installed_prefixes()
         self.installed = _stamps(_loaded_files() |
                                  {f for f in module_files if _installed(f, prefixes)})
-        self.kept: dict[Path, bytes] = {}  # file: its bytes, put back if they change
+        self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
-            with contextlib.suppress(OSError):
-                self.kept[root / name] = (root / name).read_bytes()
+            self._keep(root / name)
         for folder in _site_folders():  # what Python runs at the start of every process
             for name in _entries(Path(folder)):
                 if name.endswith((".pth", ".py")):
-                    with contextlib.suppress(OSError):
-                        self.kept[Path(folder) / name] = (Path(folder) / name).read_bytes()
+                    self._keep(Path(folder) / name)
+        self.nearby = nearby.Snapshot(root, learner_folder)
         self.watched = self._watched_folders()
         self.entries = {folder: _entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
+
+    def _keep(self, path: Path):
+        with contextlib.suppress(OSError):
+            self.kept[path] = (path.read_bytes(), stat.S_IMODE(os.stat(path).st_mode))
 
     def _watched_folders(self) -> list[Path]:
         folders = {self.root, self.learner_folder, self.root / "learning"}
@@ -161,7 +180,7 @@ class Guard:
     def repair(self, aside: Path) -> Repairs:
         """Put back what changed; ``aside`` is the folder added files are moved into."""
         repairs = Repairs()
-        for path, data in self.kept.items():
+        for path, (data, mode) in self.kept.items():
             try:
                 same = path.read_bytes() == data and not path.is_symlink()
             except OSError:
@@ -171,7 +190,12 @@ class Guard:
                     if path.is_symlink() or path.is_dir():
                         _move_away(path, aside, repairs)
                     path.write_bytes(data)
+                    os.chmod(path, mode)
                     repairs.restored.append(_shown(path, self.root))
+            elif _mode(path) not in (mode, None):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, mode)
+                    repairs.modes.append(_shown(path, self.root))
         course = self.root / "learning"
         for folder, before in self.entries.items():
             for name in sorted(_entries(folder) - before):
@@ -191,7 +215,15 @@ class Guard:
                     os.unlink(path)
                     repairs.caches_deleted += 1
         self.caches = _caches(self.root / "learning")
+        repairs.beside = self.nearby.repair(aside)
         return repairs
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
 
 
 def _installed_prefixes() -> tuple[str, ...]:
@@ -299,23 +331,4 @@ def _shown(path: Path, root: Path) -> str:
 
 
 def _move_away(path: Path, aside: Path, repairs: Repairs):
-    """Move ``path`` into ``aside``; where that folder cannot be made (a file in its place),
-    into a new temporary folder; where nothing can be moved, delete it. Never silently left."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for folder in (aside, None):
-        try:
-            folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="set-aside-"))
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{stamp}-{path.name}"
-            counter = 1
-            while target.exists() or target.is_symlink():
-                counter += 1
-                target = folder / f"{stamp}-{counter}-{path.name}"
-            shutil.move(str(path), str(target))
-            repairs.set_aside.append(f"{path} (now {target})" if folder != aside else str(path))
-            return
-        except OSError:
-            continue
-    with contextlib.suppress(OSError):
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-        repairs.set_aside.append(f"{path} (deleted: it could not be moved)")
+    repairs.set_aside.append(nearby.move_aside(path, aside))
