@@ -1,7 +1,8 @@
 """The course machinery: the commands a learner runs at the top, what grades them below.
 
 Every module at the top is a command, ``python -m learning.NAME``, but for ``cli`` and
-``course``, which the commands, the grader and the explainers all read. tests/test_layout.py
+``course``, which the commands, the grader and the explainers all read, and ``broken_install``,
+which every command's start-up installs. tests/test_layout.py
 keeps this list, the folder and the imports (no circles) in step.
 
     learning/
@@ -19,6 +20,7 @@ keeps this list, the folder and the imports (no circles) in step.
             attention.py     attention in TFLOP/s
             attention_backward.py  its backward pass (--backward), against each SDPA backend
         cli.py           what every command shares: argument errors as one line, the console
+        broken_install.py  a library the commands need that cannot be imported, in one line
         course.py        the lessons in reading order, and where the course's folders are
         grader/          what ``check`` runs, in its own process and in the learner's
             runner.py        grade a module: the check's order of work, from its files to its grades
@@ -77,6 +79,14 @@ keeps this list, the folder and the imports (no circles) in step.
 """
 
 import os
+import sys
+
+# Run as a command (python -m learning.NAME: argv[0] is "-m" while the package is imported), a
+# library of the course's that cannot be imported is named in one line, not a traceback.
+if sys.argv[:1] == ["-m"]:
+    from learning import broken_install as _broken_install
+
+    _broken_install.install()
 
 # Triton 3.9 warns, at every kernel compiled, that its default of fusing a multiply and an add
 # into one instruction (on) turns off in 3.10. The course's kernels and measurements assume it

@@ -27,6 +27,8 @@ SHARED = {
            "explainers raise its ArgumentError too",
     "course": "the lessons in reading order and the course's folders, which the commands, the "
               "grader and the explainers all read",
+    "broken_install": "the package's start-up installs it for every command: a library that "
+                      "cannot be imported is named in one line",
 }
 # The subpackages: the grader's machinery, and the course's data.
 SUBPACKAGES = {"grader", "exercises", "explainers"}

@@ -738,3 +738,43 @@ def test_a_worker_whose_forking_process_ended_gets_a_verdict_not_a_traceback(tmp
     verdict = stopped.failure_verdict(run)
     assert run.ended.status_lost and verdict.status == "crashed" and not verdict.causes
     assert "how it ended is unknown" in verdict.summary
+
+
+# --- a library the commands need, damaged ----------------------------------------------------
+
+@pytest.mark.parametrize("command", ["check", "progress"])
+def test_a_library_with_a_file_set_aside_is_named_in_one_line(tmp_path, command):
+    # as after a check set aside one of rich's files: the package is there, a module of it not
+    broken = tmp_path / "broken"
+    (broken / "rich").mkdir(parents=True)
+    (broken / "rich" / "__init__.py").write_text("")
+    env = _environment()
+    env["PYTHONPATH"] = os.pathsep.join([str(broken), env["PYTHONPATH"]])
+    argv = [sys.executable, "-m", f"learning.{command}", *(["softmax"] if command == "check"
+                                                          else []), "--root", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(COURSE_ROOT),
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "the installed package rich cannot be imported" in line
+    assert line.endswith("python -m pip install --force-reinstall rich")
+
+
+def test_only_a_command_turns_an_import_error_into_one_line():
+    # imported as a library, learning leaves Python's excepthook alone; an import error that
+    # names no installed library is left to its traceback
+    from learning import broken_install
+
+    done = subprocess.run([sys.executable, "-c", "import sys, learning; "
+                           "print(sys.excepthook is sys.__excepthook__)"],
+                          capture_output=True, text=True, env=_environment(), timeout=60)
+    assert done.stdout.strip() == "True", done.stderr
+    as_if_in = str(COURSE_ROOT / "learning" / "check.py")
+    for statement, named in (("import no_such_library", None), ("import rich.no_such", "rich")):
+        try:
+            exec(compile(statement, as_if_in, "exec"), {})
+        except ImportError as error:
+            assert broken_install.broken_package(error, error.__traceback__) == named
+        else:
+            raise AssertionError(f"{statement} imported")
