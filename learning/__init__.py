@@ -42,6 +42,7 @@ keeps this list, the folder and the imports (no circles) in step.
             handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
             containment.py   the guard above the learner's process, and the filter it runs under
             integrity.py     the course's own files: checked before a check, repaired after
+            nearby.py        what runs after a check (grades, git, the venv): put back if changed
             stuck.py         the learner's line a timed-out case was running when stopped
             learner_code.py  import the learner's module; what it raised, put into words
             compare.py       judge one case against the float64 reference
