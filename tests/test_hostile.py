@@ -648,45 +648,19 @@ def test_a_check_refuses_to_grade_with_the_courses_files_changed(tmp_path):
     assert "nothing was graded" in lines[0] and "git checkout -- learning" in lines[0]
 
 
-def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
-    root = course_copy(tmp_path)
-    folder = tmp_path / "learner"
-    folder.mkdir()
-    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
-    original = reference.read_bytes()
-    write_module(folder, "softmax", solution_text("softmax") + f'''
-
-def _tamper():
-    with open({str(reference)!r}, "a") as handle:
-        handle.write("\\nraise SystemExit('tampered')\\n")
-    with open({str(root / "json.py")!r}, "w") as handle:  # shadows json for the next check
-        handle.write("raise SystemExit('hijacked')\\n")
-
-
-_tamper()
-''')
-    done = run_check(root, folder)
-    text = " ".join(done.stdout.split())
-    assert "the course's own files changed (learning/exercises/softmax/exercise.py) and were put " \
-        "back" in text, done.stdout
-    assert "json.py appeared where Python would import it" in text
-    assert reference.read_bytes() == original
-    assert not (root / "json.py").exists()
-    assert list((folder / ".course-state" / "set-aside").iterdir())
-    write_module(folder, "softmax", WRONG)
-    assert run_check(root, folder).returncode == 1
-    write_module(folder, "softmax", solution_text("softmax"))
-    right = run_check(root, folder)
-    assert right.returncode == 0, right.stdout + right.stderr
-
-
-FORGES_AND_PLANTS = '''
+# what the learner's code does to reach a later check, or what runs after it
+TAMPERS = '''
 
 import os as _os
 from pathlib import Path as _Path
 
 from learning.grader import state as _state
 
+with open({reference!r}, "a") as _handle:
+    _handle.write("\\nraise SystemExit('tampered')\\n")
+with open({shadow!r}, "w") as _handle:  # shadows json for the next check
+    _handle.write("raise SystemExit('hijacked')\\n")
+_os.chmod({other!r}, 0o400)
 _here = _Path(__file__).resolve().parent
 _forged = _state.load(_here)  # read with the key beside it, so signed again on save
 _forged.record("matmul", "python", "passed", 9, 9)
@@ -694,42 +668,57 @@ _state.save(_here, _forged)
 (_here / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\\necho planted\\n")
 with open(_here / ".git" / "config", "a") as _handle:
     _handle.write("[core]\\n\\thooksPath = /tmp\\n")
-_os.chmod({reference!r}, 0o400)
 '''
 
 
-def test_a_module_that_forges_a_grade_or_plants_a_hook_is_undone_and_told(tmp_path):
-    # the progress file's key, git's hooks and config, and a course file's permissions are kept
-    # as they were while the learner's code ran
+def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
+    # the course's files and their permissions, a module planted where Python imports, the
+    # progress file (a grade signed with the key beside it), git's hooks and config
     root = course_copy(tmp_path)
     folder = tmp_path / "learner"
     (folder / ".git" / "hooks").mkdir(parents=True)
     config = folder / ".git" / "config"
     config.write_text("[core]\n\tbare = false\n")
     reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
-    mode = stat.S_IMODE(reference.stat().st_mode)
+    original = reference.read_bytes()
+    other = root / "learning" / "course.py"
+    mode = stat.S_IMODE(other.stat().st_mode)
     assert mode != 0o400
     write_module(folder, "softmax", solution_text("softmax"))
     assert run_check(root, folder).returncode == 0  # a key and a first grade exist
     before = (folder / ".course-state" / "progress.json").read_bytes()
-    write_module(folder, "softmax", solution_text("softmax") +
-                 FORGES_AND_PLANTS.format(reference=str(reference)))
+    write_module(folder, "softmax", solution_text("softmax") + TAMPERS.format(
+        reference=str(reference), shadow=str(root / "json.py"), other=str(other)))
     done = run_check(root, folder)
     text = " ".join(done.stdout.split())
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "the course's own files changed (learning/exercises/softmax/exercise.py) and were put " \
+        "back" in text, done.stdout
+    assert "json.py appeared where Python would import it" in text
+    assert reference.read_bytes() == original
+    assert not (root / "json.py").exists()
+    assert stat.S_IMODE(other.stat().st_mode) == mode
+    assert "the permissions of learning/course.py changed and were put back" in text
     assert state.load(folder).grade("matmul", "python") is None
     assert state.load(folder).grade("softmax", "python").status == "passed"
     assert (folder / ".course-state" / "progress.json").read_bytes() != before  # regraded
-    assert not (folder / ".git" / "hooks" / "pre-commit").exists()
-    assert config.read_text() == "[core]\n\tbare = false\n"
-    assert stat.S_IMODE(reference.stat().st_mode) == mode
     assert ".course-state/progress.json changed and was put back (grades are written by the " \
         "check" in text, text
+    assert not (folder / ".git" / "hooks" / "pre-commit").exists()
+    assert config.read_text() == "[core]\n\tbare = false\n"
     assert ".git/config changed and was put back (the changed copy is in" in text
     assert ".git/hooks/pre-commit appeared where git, pip or the course would read it" in text
-    assert "the permissions of learning/exercises/softmax/exercise.py changed" in text
     kept = list((folder / ".course-state" / "set-aside").iterdir())
     assert any(p.name.endswith("config") for p in kept), kept  # the changed copy, kept
+    write_module(folder, "softmax", WRONG)
+    assert run_check(root, folder).returncode == 1
+    write_module(folder, "softmax", solution_text("softmax"))
+    right = run_check(root, folder)
+    assert right.returncode == 0, right.stdout + right.stderr
+
+
+def test_the_digests_of_the_courses_files_are_current():
+    assert integrity.changed() == [], "run python -m learning.computed"
 
 
 def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
@@ -759,10 +748,6 @@ def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
     assert sorted(Path(p).name for p in changes.restored) == ["activate", "pyvenv.cfg"]
     kept = sorted(p.name.split("-", 2)[-1] for p in (tmp_path / "aside").iterdir())
     assert kept == ["activate", "git", "key", "pyvenv.cfg"], kept
-
-
-def test_the_digests_of_the_courses_files_are_current():
-    assert integrity.changed() == [], "run python -m learning.computed"
 
 
 # --- 9. State files are data --------------------------------------------------------------------

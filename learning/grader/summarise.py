@@ -138,15 +138,18 @@ def _nested_numbers(items: list):
         return _plain_float(item)
 
     odd: set[str] = set()
-    count, stack = 0, list(items)
-    while stack:  # counted before anything is copied
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(_items(item))
+    count, stack = 0, [items]
+    while stack:  # counted before anything is copied, a whole list of numbers at a time
+        sequence = stack.pop()
+        kinds = set(map(type, sequence))
+        if any(issubclass(kind, (list, tuple)) for kind in kinds):
+            inner = [_items(v) for v in sequence if isinstance(v, (list, tuple))]
+            count += len(sequence) - len(inner)
+            stack.extend(inner)
         else:
-            count += 1
-            if count > MAX_VALUES:
-                return None, _too_many(count, at_least=True)
+            count += len(sequence)
+        if count > MAX_VALUES:
+            return None, _too_many(MAX_VALUES + 1, at_least=True)
     values = [plain(v) for v in items]
     if odd:
         return None, f"it holds {', '.join(sorted(odd))} values, not numbers"
