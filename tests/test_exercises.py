@@ -44,12 +44,14 @@ def _generic(diagnosis: str) -> bool:
 
 
 def _representatives() -> set:
-    """The groups the quick run grades: every generic diagnosis once, and in every exercise
+    """The groups the quick run grades: every generic diagnosis once (in the earliest lesson
+    that catalogues it, where a check is cheapest), and in every exercise
     its first own (replayed) mistake, so each of the grader's ways of naming a cause, and each
     exercise's replays, is proven by a wrong answer caught. The rest (every catalogued mistake
     of every part) is the exhaustive set."""
     chosen, seen = set(), set()
-    for key in sorted(GROUPS):
+    order = {name: i for i, name in enumerate(NAMES)}  # lesson order: the small kernels first
+    for key in sorted(GROUPS, key=lambda k: (order[k[0]], k)):
         name, part, diagnosis = key
         kind = diagnosis if _generic(diagnosis) else name
         if kind not in seen:
