@@ -437,6 +437,32 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
     assert seconds < PYTHON_PART_SECONDS
 
 
+# the kernel is launched (with a wrong answer stored), then other code puts the right one in
+@pytest.mark.parametrize("overwrite", [
+    "y.copy_(torch.softmax(x.float(), dim=-1).to(x.dtype))",
+    "y.data[:] = torch.softmax(x.float(), dim=-1).to(x.dtype)",
+    "y.untyped_storage().copy_(torch.softmax(x.float(), dim=-1).to(x.dtype)"
+    ".contiguous().untyped_storage())",
+], ids=["copy_", "data", "storage"])
+def test_a_kernel_whose_output_is_overwritten_after_its_launch_fails(tmp_path, overwrite):
+    result, seconds = grade(tmp_path, with_code(f"""
+_right = softmax_triton
+
+
+def softmax_triton(x):
+    y = _right(x - x)  # launches the reference's kernel: 1/n everywhere, wrong
+    {overwrite}
+    return y
+"""), parts=("triton",))
+    (part,) = result.parts
+    # where the right answer is 1/n (a single column) the bits stored are the bits returned
+    ran = [c for c in part.cases if c.verdict.status != "skipped" and c.name != "single column"]
+    assert ran and all(c.verdict.status == "failed" for c in ran), \
+        [(c.name, c.verdict.summary) for c in ran]
+    assert {c.verdict.bug.key for c in ran} == {"changed-after-kernel"}
+    assert "changed after the last kernel launch" in ran[0].verdict.summary
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"

@@ -22,7 +22,7 @@ from learning.grader.learner_code import (
     suggestion,
 )
 from learning.grader.returned import Raised, Returned
-from learning.grader.summarise import is_tensor, summarise
+from learning.grader.summarise import is_tensor, plain_tensor, summarise
 from learning.grader.tensors import TensorSpec
 
 # Written over fresh allocations on the second run of a case that came back with NaN: an element
@@ -38,13 +38,22 @@ def _snapshot(args: tuple) -> tuple:
     return tuple(a.clone() if is_tensor(a) else copy.deepcopy(a) for a in args)
 
 
+# A tensor argument whose memory is larger than this is not copied after a launch (its output is
+# then not compared with what the kernel left): no case's output comes near it.
+LARGEST_KEPT_BYTES = 256 * 2**20
+
+
 class LaunchCounter:
     """Counts launches of any @triton.jit function, compiled or interpreted, so that the grader
-    can tell a kernel part's result that no kernel computed (torch.softmax, say)."""
+    can tell a kernel part's result that no kernel computed (torch.softmax, say); and keeps what
+    the last launch left in the memory of each tensor it was given, so that a result the kernel
+    stored and other code then changed (``y.copy_(torch.softmax(x))`` after the launch) is seen."""
 
     def __init__(self):
         self.count = 0
         self.installed = False
+        # storage address: (the storage, a copy of it as the last launch given it left it)
+        self.left: dict[int, tuple] = {}
 
     def install(self) -> bool:
         classes = []
@@ -67,14 +76,70 @@ class LaunchCounter:
 
         def run(self, *args, **kwargs):
             counter.count += 1
-            return original_run(self, *args, **kwargs)
+            launched = original_run(self, *args, **kwargs)
+            counter._keep([*args, *kwargs.values()])
+            return launched
 
         return run
+
+    def _keep(self, arguments: list):
+        """Copy the memory of every tensor argument as the launch left it (a copy queued on the
+        launch's own stream, so taken after the kernel ends)."""
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be read is not kept
+                storage = argument.untyped_storage()
+                if storage.nbytes() <= LARGEST_KEPT_BYTES:
+                    # the storage itself is held too: freed, its address could be reused by a
+                    # tensor no kernel was given
+                    self.left[storage.data_ptr()] = (storage, storage.clone())
 
     def taken(self) -> int | None:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
+        self.left = {}
         return count if self.installed else None
+
+    def changed_since_launch(self, result) -> tuple[int, ...]:
+        """The positions of the returned tensors (0 for a lone tensor) whose values differ from
+        what the last launch that was given their memory left there: code outside a kernel
+        changed them afterwards."""
+        import torch
+
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        changed = []
+        for position, tensor in enumerate(returned):
+            if not is_tensor(tensor):
+                continue
+            try:
+                tensor = plain_tensor(tensor).detach()
+                kept = self.left.get(tensor.untyped_storage().data_ptr())
+                if kept is None:
+                    continue
+                left = kept[1]
+                then = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+                then.set_(left, tensor.storage_offset(), tensor.shape, tensor.stride())
+                if not _same_bits(tensor, then):
+                    changed.append(position)
+            except Exception:  # noqa: BLE001 - not comparable (a view the copy cannot take)
+                continue
+        return tuple(changed)
+
+
+def _same_bits(a, b) -> bool:
+    """Equal bit for bit (NaN equal to the same NaN)."""
+    a, b = a.contiguous().flatten(), b.contiguous().flatten()
+    if a.element_size() == 0 or a.numel() == 0:
+        return True
+    return bool((a.view(-1).view(_bits_type(a)) == b.view(-1).view(_bits_type(b))).all())
+
+
+def _bits_type(tensor):
+    import torch
+
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
 
 
 def _synchronise(device: str):
@@ -123,6 +188,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                             note=_cut(f"could not read it: {type(exc).__name__}: "
                                       f"{safe_str(exc)}", 300))
     returned.seconds = seconds
+    if launches is not None:
+        returned.changed_after_launch = launches.changed_since_launch(result)
     returned.kernel_launches = launches.taken() if launches is not None else None
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):

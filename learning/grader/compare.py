@@ -82,6 +82,10 @@ COMMON_BUGS = {
         Bug("no-kernel", "the call launched no Triton kernel: this part grades a kernel of "
             "yours, so its result must come from a launch (kernel[grid](...)), not from torch "
             "or Python alone"),
+        Bug("changed-after-kernel", "the values returned are not those your kernel stored: "
+            "after its last launch, code outside the kernel changed the output (a torch "
+            "operation on it, a copy into it). This part grades what the kernel computes: "
+            "leave its output as the kernel stored it"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -301,6 +305,12 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("aliases-input", "the output shares memory with the input")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
+    if part.needs_kernels and returned.changed_after_launch:
+        which = ", ".join(str(p) for p in returned.changed_after_launch)
+        where = "the returned tensor" if returned.type_name == "Tensor" else \
+            f"the returned tensor(s) at position {which}"
+        return _fail("changed-after-kernel", f"{where} changed after the last kernel launch "
+                     "that was given its memory: its values are not what the kernel stored")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:

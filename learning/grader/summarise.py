@@ -35,7 +35,7 @@ def summarise(result, args, args_before) -> Returned:
     mutated = bool(changed)
     autograd = _autograd_changed(args, args_before)
     if is_tensor(result):
-        tensor = _plain_tensor(result).detach()
+        tensor = plain_tensor(result).detach()
         try:
             if tensor.numel() > MAX_VALUES:
                 values, note = None, _too_many(tensor.numel())
@@ -159,7 +159,7 @@ def _nested_numbers(items: list):
         return None, "its rows have different lengths"
 
 
-def _plain_tensor(value):
+def plain_tensor(value):
     """A tensor subclass seen as a plain torch.Tensor on the same memory, so that reading
     it runs none of the subclass's methods."""
     torch = _torch()
