@@ -551,12 +551,23 @@ PYTHON_PART_ONLY = "\n".join(
     if not line.startswith(("import torch", "import triton")))
 
 
-@pytest.mark.parametrize("route", ["copied", "exec", "forgotten"])
+@pytest.mark.parametrize("route", ["copied", "exec", "forgotten", "read, changed, run",
+                                   "read through a link"])
 def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     copy = tmp_path / "elsewhere" / "mine.py"
     copy.parent.mkdir()
     copy.write_text(PYTHON_PART_ONLY, encoding="utf-8")
+    solution = str(solution_path("softmax"))
+    link = tmp_path / "elsewhere" / "notes.txt"
     module = {
+        # its text read and run with a line added to every function: other bytecode, same code
+        "read, changed, run": f"import os as _os\n_fd = _os.open({solution!r}, _os.O_RDONLY)\n"
+                              "_text = _os.read(_fd, 1 << 20).decode()\n_os.close(_fd)\n"
+                              "_text = _text.replace('\\n    return ',\n"
+                              "                      '\\n    _unused = 0\\n    return ')\n"
+                              "exec(_text.split('@triton.jit')[0])\n",
+        "read through a link": f"import os as _os\n_os.symlink({solution!r}, {str(link)!r})\n"
+                               f"exec(open({str(link)!r}).read().split('@triton.jit')[0])\n",
         "copied": f"import importlib.util as _u\n_s = _u.spec_from_file_location('mine', "
                   f"{str(copy)!r})\n_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
                   "softmax_python = _m.softmax_python\n",

@@ -11,7 +11,9 @@ functions without one) through a "compile" event; a code object from one of the 
 files is noted by its path, and one from anywhere else (but the learner's own module, Python's
 own library and the installed packages) is compared, function by function, with the course's
 reference code: the same bytecode, names and constants (not the function's name, its variables'
-names or its strings) is the same code, wherever it was copied to.
+names or its strings) is the same code, wherever it was copied to. A reference file opened by
+the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
+by its name as well: its text read, changed a little and run would compare as other code.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class Watch:
     def _hook(self, event: str, args: tuple):
         if self._busy or not args:
             return
+        if event == "open":
+            self._opened(args[0])
+            return
         if event == "exec" and isinstance(args[0], types.CodeType):
             code = args[0]
         elif event == "compile" and isinstance(args[0], (str, bytes)) and len(args) > 1:
@@ -115,6 +120,17 @@ class Watch:
             pass
         finally:
             self._busy = False
+
+    def _opened(self, path):
+        """A reference file opened (to be read, then changed and run, say): noted by its name,
+        as an import of it would be. Its own import opens it too, and is noted the same."""
+        if isinstance(path, (str, bytes, os.PathLike)):
+            try:
+                name = reference_name(os.path.realpath(os.fsdecode(path)))
+            except (TypeError, ValueError, OSError):
+                return
+            if name:
+                self.by_path.add(name)
 
     def _compiled(self, source, filename) -> types.CodeType | None:
         """The code ``source`` compiles to, to be looked at; None for a file imported as it
