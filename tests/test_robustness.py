@@ -804,3 +804,37 @@ def test_only_a_command_turns_an_import_error_into_one_line():
             assert broken_install.broken_package(error, error.__traceback__) == named
         else:
             raise AssertionError(f"{statement} imported")
+
+
+# --- a process that stops itself -------------------------------------------------------------
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a stopped process is seen in /proc")
+@pytest.mark.parametrize("where", ["case", "import"])
+def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(tmp_path, where):
+    stop = "_os.kill(_os.getpid(), _signal.SIGSTOP)"
+    body = (f"\n\nimport os as _os\nimport signal as _signal\n{stop}\n" if where == "import" else
+            f"\n\nimport os as _os\nimport signal as _signal\n_right = softmax_python\n\n\n"
+            f"def softmax_python(values):\n    {stop}\n    return _right(values)\n")
+    result, seconds = grade(tmp_path, with_code(body))
+    text = " ".join(rendered(result).split())
+    assert "was stopped" in text and "SIGSTOP" in text, text
+    assert "loop" not in text and "sys.exit" not in text, text
+    if where == "case":
+        assert result.parts[0].cases[0].verdict.status == "crashed"
+    else:
+        assert result.import_problem is not None and result.import_problem.kind == "crashed"
+    assert seconds < PYTHON_PART_SECONDS  # seen stopped, not waited on to the time limit
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="descriptors above 2 are the pipes on POSIX")
+@pytest.mark.parametrize("where", ["case", "import"])
+def test_a_module_that_closes_the_grader_s_descriptors_is_told_so_not_sys_exit(tmp_path, where):
+    close = "_os.closerange(3, 1024)"
+    body = (f"\n\nimport os as _os\n{close}\n" if where == "import" else
+            f"\n\nimport os as _os\n_right = softmax_python\n\n\n"
+            f"def softmax_python(values):\n    {close}\n    return _right(values)\n")
+    result, seconds = grade(tmp_path, with_code(body))
+    text = " ".join(rendered(result).split())
+    assert "lost its channel to the grader" in text and "os.closerange" in text, text
+    assert "sys.exit" not in text and "loop" not in text, text
+    assert seconds < PYTHON_PART_SECONDS

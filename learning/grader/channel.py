@@ -12,7 +12,7 @@ import pickle
 import struct
 import sys
 
-from learning.grader.childproc import load_event
+from learning.grader.childproc import CHANNEL_LOST_STATUS, load_event
 from learning.grader.handover import inherited_fd
 from learning.grader.learner_code import safe_str
 from learning.grader.returned import Returned
@@ -27,6 +27,7 @@ class Channel:
 
     def __init__(self, fd: int):
         self._file = os.fdopen(inherited_fd(fd), "wb", buffering=0)
+        self._pipe = _identity(self._file.fileno())
 
     def send(self, *event):
         try:
@@ -34,7 +35,14 @@ class Channel:
             load_event(payload)
         except Exception as exc:  # noqa: BLE001 - whatever keeps the grader from reading it
             payload = pickle.dumps(_unsendable(event, exc), protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.write(struct.pack("<Q", len(payload)) + payload)
+        # the descriptor closed by the learner's code, or its number reused for a file of its
+        # own: nothing more can reach the grader, and the exit status says why
+        try:
+            if _identity(self._file.fileno()) != self._pipe:
+                raise OSError("the event pipe's descriptor names another file")
+            self._file.write(struct.pack("<Q", len(payload)) + payload)
+        except OSError:
+            os._exit(CHANNEL_LOST_STATUS)
 
     def finish(self):
         """Say "finished", once what the learner's code printed is flushed: the grader stops
@@ -43,6 +51,11 @@ class Channel:
             with contextlib.suppress(Exception):
                 stream.flush()
         self.send("finished")
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
 
 
 def _unsendable(event: tuple, exc: Exception) -> tuple:

@@ -46,6 +46,9 @@ MAX_OUTPUT_CHARS = 4000
 MAX_EVENT_BYTES = 1 << 30
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple
+# A worker's exit status when its event pipe is gone, or its descriptor now names another file:
+# the learner's code closed or replaced descriptors it did not open (os.closerange, os.dup2)
+CHANNEL_LOST_STATUS = 86
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
 # The longest one wait on the pipes lasts: Ctrl-C reaches the grader between two waits (on
 # Windows a wait on a lock cannot be interrupted).

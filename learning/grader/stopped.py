@@ -14,6 +14,15 @@ from learning.grader.worker_run import WorkerRun
 # Printed output past which a timed-out case says how much was printed: writing megabytes to a
 # pipe takes seconds of its own.
 PRINTED_A_LOT = 1_000_000
+# A process seen stopped, in /proc, twice a second apart.
+STOPPED = ("it was seen stopped, as a stop signal (SIGSTOP, SIGTSTP) leaves a process, and a "
+           "stopped process never continues by itself; it was ended then. Code can send its "
+           "own process that signal (os.kill(os.getpid(), signal.SIGSTOP)); the check sends none")
+# A worker that ended with childproc.CHANNEL_LOST_STATUS.
+CHANNEL_LOST = ("the file descriptor it reports over was closed, or now names another file, so "
+                "nothing more could be sent, and it ended. Code that closes or replaces file "
+                "descriptors it did not open (os.closerange, os.close, os.dup2) does this: close "
+                "only what your code opened")
 # The crash causes that speak of loads and stores, which only a kernel part has.
 MEMORY_FAULT_CAUSES = {childproc.SIGNAL_CAUSES["SIGSEGV"], childproc.SIGNAL_CAUSES["SIGBUS"]}
 
@@ -32,12 +41,18 @@ def import_failure(run: WorkerRun) -> ImportProblem:
         verdict = failure_verdict(run)
         return ImportProblem("start-up", f"the grader's process could not start: "
                              f"{verdict.summary}; the output below may say why")
+    if ended.stopped:
+        return ImportProblem("crashed", f"the process was stopped while importing {name}: "
+                             f"{STOPPED}")
     if ended.timed_out:
         return ImportProblem(
             "timed-out", f"importing {name} timed out after {run.import_seconds:g} s: code "
             "at the top level of the module runs on import; an endless loop or a long "
             "computation there belongs inside a function")
     code = ended.returncode
+    if code == childproc.CHANNEL_LOST_STATUS:
+        return ImportProblem("exited", f"the process lost its channel to the grader while "
+                             f"importing {name}: {CHANNEL_LOST}")
     crashed = childproc.crash(code)
     if crashed is not None:
         return ImportProblem("crashed", f"the process crashed ({crashed.what}) while "
@@ -58,6 +73,8 @@ def failure_verdict(run: WorkerRun) -> compare.Verdict:
         return compare.Verdict(
             "error", f"the grader could not read what the process sent it in case {name} "
             f"({ended.garbled[:200]}), so the case has no result; the process was ended")
+    if ended.stopped:
+        return compare.Verdict("crashed", f"the process was stopped in case {name}: {STOPPED}")
     if ended.timed_out:
         kernels = exercise.part(current.part).needs_kernels if current else False
         usual = ("a loop in the kernel or the launcher whose condition never turns false "
@@ -81,6 +98,9 @@ def failure_verdict(run: WorkerRun) -> compare.Verdict:
             "crashed", f"the process stopped answering in case {name}, and the warm "
             "process that started it stopped answering too, so how it ended is unknown")
     code = ended.returncode
+    if code == childproc.CHANNEL_LOST_STATUS:
+        return compare.Verdict("crashed", f"the process lost its channel to the grader in case "
+                               f"{name}: {CHANNEL_LOST}")
     crashed = childproc.crash(code)
     if crashed is not None:
         what, cause = crashed

@@ -32,6 +32,7 @@ STARTUP_SECONDS = 120.0
 # The learner's import gets the case limit, but never less than this: a module may import
 # libraries of its own, and a slow machine should not turn that into a failure.
 IMPORT_FLOOR_SECONDS = 30.0
+STOPPED_LOOK_SECONDS = 1.0  # how often an idle wait looks whether the process was stopped
 
 
 def import_limit(case_seconds: float) -> float:
@@ -65,6 +66,9 @@ class Ending:
     stuck_at: str = ""  # the learner's line a timed-out case was running, where known
     status_lost: bool = False  # its exit status is unknown: the process that forked it ended
     garbled: str = ""  # the process sent something that is not one of the course's events
+    # seen stopped in /proc (a stop signal, which the learner's code may send its own process):
+    # it would never have answered, so it was ended then, not at the time limit
+    stopped: bool = False
 
 
 class WorkerRun:
@@ -88,6 +92,7 @@ class WorkerRun:
         self.timeline = timeline if timeline is not None else Timeline()
         self.heard = Heard.carrying(carried)
         self.ended = Ending()
+        self._stopped_looks = 0  # idle looks in a row that found the learner's process stopped
         self.output = ""
         self._output = childproc.CappedOutput()
         self.repairs = integrity.Repairs()  # what its code did to the course's files, undone
@@ -200,6 +205,16 @@ class WorkerRun:
         part = self.settings.exercise.part(part_name)
         return KERNEL_CASE_SECONDS if part.needs_kernels else PYTHON_CASE_SECONDS
 
+    def _seen_stopped(self) -> bool:
+        """Whether the learner's process has been seen stopped twice in a row, a look apart (a
+        process of its own could have continued it in between)."""
+        pid = self.heard.learner_pid
+        if not (pid and os.path.isdir("/proc/self") and containment.stopped(pid, below=False)):
+            self._stopped_looks = 0
+            return False
+        self._stopped_looks += 1
+        return self._stopped_looks >= 2
+
     def _read_events(self, pipes: childproc.PipeReader):
         # A bytearray: a pipe hands over 64 KiB a read, and a large output (25 MB for 4096 rows
         # of 781 float64 values) joined into immutable bytes cost seconds of copying.
@@ -210,8 +225,11 @@ class WorkerRun:
             if remaining <= 0:
                 self.ended.timed_out = True
                 return
-            got = pipes.next(remaining)
+            got = pipes.next(min(remaining, STOPPED_LOOK_SECONDS))
             if got is None:
+                if self._seen_stopped():
+                    self.ended.stopped = True
+                    return
                 continue
             pipe, chunk = got
             if pipe == "output":
@@ -266,7 +284,7 @@ class WorkerRun:
         # pipe, read below once it is ended, rather than waiting for it to tear down CUDA and
         # the interpreter.
         ended = self.ended
-        if not self.heard.finished and not ended.timed_out:
+        if not self.heard.finished and not ended.timed_out and not ended.stopped:
             ended.returncode = self._output.drain_until_exit(process, pipes, 5.0)
         status = handover.end(process, self.heard.learner_pid)
         if ended.returncode is None:
