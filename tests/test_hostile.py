@@ -1177,6 +1177,29 @@ _Channel.send = _quiet
     assert all("reported this case skipped" in c.verdict.summary for c in not_run)
 
 
+def test_a_bfloat16_case_is_skipped_only_where_the_start_up_said_the_gpu_lacks_it():
+    # compiled on a GPU with bfloat16 (as the worker said before the learner's import), a
+    # bfloat16 case reported skipped is not believed; on one without, it is
+    from learning.grader import judging
+    from learning.grader.worker_events import Heard
+
+    part = registry.find("softmax").part("triton")
+    (bf16,) = [c for c in part.cases if c.name == "bfloat16"]
+    (plain,) = [c for c in part.cases if c.name == "width 3"]
+    for said, believed in ((("mode", False, "CUDA GPU found", True), False),
+                           (("mode", False, "CUDA GPU found", False), True),
+                           (("mode", False, "CUDA GPU found"), False)):  # an older worker
+        heard = Heard()
+        heard.take(said)
+        assert judging._may_skip(heard, bf16) is believed, said
+        assert not judging._may_skip(heard, plain)
+    heard = Heard()
+    heard.take(("mode", False, "CUDA GPU found", False))
+    heard.phase = "cases"
+    heard.take(("mode", False, "CUDA GPU found", True))  # after the import: not believed
+    assert judging._may_skip(heard, bf16)
+
+
 @linux_only
 def test_a_warm_process_killed_mid_check_costs_a_rerun_not_a_grade(tmp_path, warm_on):
     import threading

@@ -118,13 +118,13 @@ def _may_skip(heard, case: Case) -> bool:
     """Whether the grader itself skips ``case`` in this run: the learner's code runs in the
     process that reports each case, so a report of "skipped" counts only where a skip is due
     (a GPU-only case where kernels run in the interpreter; a bfloat16 case where they are
-    compiled, on a GPU that may lack it). The mode is the one the worker said before the
-    learner's import."""
+    compiled, on a GPU that lacks it). The mode, and whether the GPU has bfloat16, are what
+    the worker said before the learner's import."""
     interpreted = heard.mode is None or heard.mode.interpret
-    if case.gpu_only:
-        return interpreted
-    return not interpreted and any(isinstance(a, TensorSpec) and a.dtype == "bfloat16"
-                                   for a in case.make_args())
+    if not interpreted and not heard.mode.bfloat16 and any(
+            isinstance(a, TensorSpec) and a.dtype == "bfloat16" for a in case.make_args()):
+        return True
+    return case.gpu_only and interpreted
 
 
 def _verdict(run: WorkerRun, part: Part, case: Case, outcome,

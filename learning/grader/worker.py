@@ -99,7 +99,10 @@ def _kernels(parts: list, force_interpret: bool, module_path: str,
                 module_path, lambda launch: channel.send("launch", launch))
             if not kernels.recorder.install():
                 kernels.recorder = None
-        channel.send("mode", mode.interpret, reason)
+        # said before the learner's import: a bfloat16 case reported skipped later is believed
+        # only where this says the GPU lacks it
+        bfloat16 = mode.interpret or not _gpu_lacks_bfloat16()
+        channel.send("mode", mode.interpret, reason, bfloat16)
         problem = kernel_mode.interpreter_problem() if mode.interpret else None
         if problem and any(part.needs_kernels for part in parts):
             channel.send("environment", problem)  # every kernel part would fail, not by them
@@ -182,6 +185,10 @@ def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
     if device != "cuda" or not any(isinstance(a, TensorSpec) and a.dtype == "bfloat16"
                                    for a in args_spec):
         return ""
+    return _gpu_lacks_bfloat16()
+
+
+def _gpu_lacks_bfloat16() -> str:
     import torch
 
     major, minor = torch.cuda.get_device_capability()

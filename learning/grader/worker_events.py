@@ -70,7 +70,7 @@ class Heard:
             # sent by the worker's own code before the learner's import: later ones are not
             # believed (which cases may be skipped rests on it)
             if self.phase == "start-up" and self.mode is None:
-                self.mode = Mode(event[1], event[2])
+                self.mode = Mode(event[1], event[2], *event[3:4])
         elif kind == "environment":
             self.environment_problem = event[1]
             self.finished = True
