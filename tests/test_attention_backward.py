@@ -18,6 +18,7 @@ from learning import explain
 from learning.exercises.attention_backward import catalogue, exercise
 from learning.exercises.attention_backward import explainer as page
 from learning.grader import registry
+from learning.grader.catalogue import versions
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import COURSE_ROOT, failing_bugs, grade_text, solution_text, version_text
 
@@ -266,3 +267,36 @@ def test_d_from_do_and_v_is_named_where_there_are_more_keys_than_queries(tmp_pat
     (part,) = grade_text(tmp_path, "attention_backward", text, ["python"]).parts
     assert part.status == "failed" and failing_bugs(part) == {"delta-wrong"}, \
         {c.name: c.verdict.summary for c in part.cases}
+
+
+# dq, dk and dv travel as one tensor: what differs is said of each gradient by name
+@pytest.mark.parametrize("name, part, right, wrong", [
+    ("dS without P", "python", ("dV",), ("dQ", "dK")),
+    ("dV from dS instead of P", "triton", ("dQ", "dK"), ("dV",)),
+])
+def test_what_differs_is_said_of_each_gradient_by_name(tmp_path, name, part, right, wrong):
+    (version,) = [v for v in versions("attention_backward") if v.name == name and v.part == part]
+    result = grade_text(tmp_path, "attention_backward",
+                        version_text("attention_backward", version), [part])
+    failed = [c for c in result.parts[0].cases if c.verdict.status == "failed"]
+    assert failed
+    verdict = failed[0].verdict
+    said = verdict.observations[0]
+    assert said.startswith(" and ".join(right) + (" matches" if len(right) == 1 else " match"))
+    for gradient in wrong:
+        assert f"in {gradient} " in said, said
+    assert verdict.mismatches and all(m.piece.startswith(wrong) for m in verdict.mismatches)
+
+
+def test_an_element_is_named_in_its_gradient_with_its_own_index():
+    from learning.grader import compare, observe
+
+    pieces = (("dQ", 2), ("dK", 3), ("dV", 3))
+    assert compare._in_piece(pieces, (0, 0, 1, 4)) == "dQ[0, 0, 1, 4]"
+    assert compare._in_piece(pieces, (0, 0, 5, 0)) == "dV[0, 0, 0, 0]"
+    bad = np.zeros((1, 1, 8, 2), dtype=bool)
+    bad[0, 0, 2, 1] = True
+    assert observe.by_piece(bad, pieces) == "dQ and dV match; in dK 1 of 6 values differs"
+    # pieces that do not tile the output are not used
+    assert compare._pieces(PYTHON, ([[0.0]] * 2, [[0.0]] * 3, [[0.0]] * 3, [[0.0]] * 2,
+                                    [[0.0]] * 2, [0.0] * 2), (9, 1)) == ()

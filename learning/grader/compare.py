@@ -99,6 +99,7 @@ class Mismatch:
     index: tuple[int, ...]
     want: float
     got: float
+    piece: str = ""  # the named result the element belongs to (Part.pieces), with its index
 
 
 @dataclass
@@ -523,8 +524,10 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if good.all() and not problems:
         return Verdict("passed")
     bad = np.argwhere(~good)
+    pieces = _pieces(part, args, got.shape)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
-                           float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
+                           float(got[tuple(idx)]), _in_piece(pieces, idx))
+                  for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
     if part.returns == "tensor" and case.fill_outputs_with_nan:
         # every element was written (NaN included): a mistake whose replay leaves some
@@ -549,12 +552,40 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
                   if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
                              inputs, part.observe, dtype, names)
+    if pieces:
+        observations = (observe.by_piece(~good, pieces), *observations)
     # as many decimals as it takes for the differing values shown to print differently
     decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,
                    weak=tuple(b.key for b in causes) if no_finite else (),
                    got=format_values(got, decimals=decimals), mismatches=mismatches,
                    mismatch_count=len(bad), size=int(got.size), decimals=decimals)
+
+
+def _pieces(part: Part, args: tuple, shape: tuple) -> tuple[tuple[str, int], ...]:
+    """The part's named results for this case, where they tile the output's second-to-last
+    axis exactly (else none: an output of another shape is not described by them)."""
+    if part.pieces is None or len(shape) < 2:
+        return ()
+    try:
+        pieces = tuple(part.pieces(*args))
+    except Exception:  # noqa: BLE001 - arguments of a case the pieces do not describe
+        return ()
+    return pieces if sum(n for _, n in pieces) == shape[-2] else ()
+
+
+def _in_piece(pieces: tuple[tuple[str, int], ...], index) -> str:
+    """"dV[0, 0, 3, 1]": the element at ``index`` of the whole output, named in its piece."""
+    if not pieces or len(index) < 2:
+        return ""
+    start, row = 0, int(index[-2])
+    for name, length in pieces:
+        if row < start + length:
+            inner = [int(i) for i in index]
+            inner[-2] = row - start
+            return f"{name}[{', '.join(str(i) for i in inner)}]"
+        start += length
+    return ""
 
 
 def _observed(describe, *args) -> tuple[str, ...]:

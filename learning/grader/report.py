@@ -238,8 +238,9 @@ def _render_case(console: Console, case_result: results.CaseResult, hint: str = 
             _say(console, line)
     # Short outputs are shown whole above; for long ones, list where they differ.
     for mismatch in verdict.mismatches if verdict.size > 8 else ():
-        where = ", ".join(str(i) for i in mismatch.index)
-        _say(console, f"at [{where}]: expected {_fmt(mismatch.want, verdict.decimals)}, got "
+        # in the named result it belongs to, where the output stacks several (dq, dk, dv)
+        where = mismatch.piece or f"[{', '.join(str(i) for i in mismatch.index)}]"
+        _say(console, f"at {where}: expected {_fmt(mismatch.want, verdict.decimals)}, got "
                       f"{_fmt(mismatch.got, verdict.decimals)}", CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
@@ -448,7 +449,8 @@ def _case_json(case_result: results.CaseResult) -> dict:
         "expected": verdict.expected,
         "got": verdict.got,
         "mismatches": [{"index": list(m.index), "expected": _number(m.want),
-                        "got": _number(m.got)} for m in verdict.mismatches],
+                        "got": _number(m.got), **({"piece": m.piece} if m.piece else {})}
+                       for m in verdict.mismatches],
         "traceback": verdict.traceback,
         "seconds": round(verdict.seconds, 4),
     }

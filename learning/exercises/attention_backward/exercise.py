@@ -477,6 +477,13 @@ def _for_pair(loops: dict, args: tuple) -> str:
 # that sees it, P recomputed, dP, dS (the accumulations into dV, dK and dQ are the output).
 PYTHON_STEPS = Steps(("delta", "p", "dp", "ds"), _for_pair)
 
+def gradients(q, k, *_):
+    """The three gradients the output stacks along the sequence axis, and their lengths."""
+    np = _np()
+    lq, lk = np.shape(q)[-2], np.shape(k)[-2]
+    return (("dQ", lq), ("dK", lk), ("dV", lk))
+
+
 EXERCISE = Exercise(
     name="attention_backward",
     title="FlashAttention backward: the softmax backward over blocks, P recomputed",
@@ -485,10 +492,11 @@ EXERCISE = Exercise(
         Part("python", "attention_backward_python: one head, blocks of keys and queries",
              lesson="14", function="attention_backward_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9),
-             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS, steps=PYTHON_STEPS),
+             bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS, steps=PYTHON_STEPS,
+             pieces=gradients),
         Part("triton", "attention_backward_triton: a dK, dV kernel and a dQ kernel",
              lesson="14", function="attention_backward_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS),
+             needs_kernels=True, hints=TRITON_HINTS, pieces=gradients),
     ),
 )
