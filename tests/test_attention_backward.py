@@ -7,6 +7,7 @@ by tests/test_exercises.py, like every exercise's.)"""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -300,3 +301,59 @@ def test_an_element_is_named_in_its_gradient_with_its_own_index():
     # pieces that do not tile the output are not used
     assert compare._pieces(PYTHON, ([[0.0]] * 2, [[0.0]] * 3, [[0.0]] * 3, [[0.0]] * 2,
                                     [[0.0]] * 2, [0.0] * 2), (9, 1)) == ()
+
+
+def test_a_hints_code_lines_print_whole_at_80_columns(tmp_path):
+    # code in a hint stands on lines of its own, each short enough that no terminal of 80
+    # columns breaks it, and the command prints each as written
+    for each in registry.all_exercises():
+        for part in each.parts:
+            for hint in part.hints:
+                for line in hint.splitlines():
+                    assert not line.startswith("    ") or len(line) <= 76, (each.name, line)
+    (tmp_path / "attention_backward.py").write_text(solution_text("attention_backward"))
+    hint = TRITON.hints[3]
+    done = subprocess.run([sys.executable, "-m", "learning.check", "attention_backward",
+                           "--part", "triton", "--hint", "4", "--root", str(tmp_path)],
+                          capture_output=True, text=True, cwd=COURSE_ROOT, timeout=120,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    code = [line for line in hint.splitlines() if line.startswith("    ")]
+    assert len(code) >= 4
+    for line in code:
+        assert line in printed, (line, done.stdout)
+    assert all(len(line) <= 80 for line in printed)
+
+
+def test_the_lesson_lists_a_hints_code_as_a_code_block_inside_its_item():
+    from learning import computed
+
+    text = computed.render_hints("attention_backward", "triton")
+    assert "\n4. Accumulate in float32" in text
+    assert "\n   ```python\n   dq += tl.dot(ds.to(k.dtype), k)\n   ```" in text
+    assert "   In the dQ kernel, with p and ds made the same way:" in text
+    lesson = (COURSE_ROOT / "lessons" / "14-attention-backward.md").read_text(encoding="utf-8")
+    assert text in lesson
+
+
+def test_a_failure_quotes_a_shown_hints_words_and_points_at_its_code(tmp_path, capsys,
+                                                                     monkeypatch):
+    from learning import check
+    from learning.grader import state
+
+    monkeypatch.setenv("COLUMNS", "80")
+    (version,) = [v for v in versions("attention_backward")
+                  if v.name == "the accumulators in the inputs' dtype" and v.part == "triton"]
+    (tmp_path / "attention_backward.py").write_text(version_text("attention_backward", version))
+    seen = state.load(tmp_path)
+    seen.saw_hint("attention_backward", "triton", 5)
+    state.save(tmp_path, seen)
+    assert check.main(["attention_backward", "--part", "triton", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert "hint 4: Accumulate in float32" in flat, out
+    assert "(its code: python -m learning.check attention_backward --part triton --hint 4)" \
+        in flat
+    assert "dv += tl.dot" not in flat  # the code is the command's to print whole
+    assert all(len(line) <= 80 for line in out.splitlines())

@@ -160,9 +160,13 @@ def _hint_pointer(exercise: Exercise, part: Part,
                   if 0 < b.hint <= len(part.hints)), 0)
     if not level:
         return ""
-    if state.hints_seen(exercise.name, part.name) >= level:
-        return f"hint {level}: {part.hints[level - 1]}"
     command = hint_command(exercise, part, level)
+    if state.hints_seen(exercise.name, part.name) >= level:
+        # a hint's code lines are printed whole by the command; quoted here, indented under the
+        # case, they would break: its words are quoted, and the command shows the code again
+        text = part.hints[level - 1]
+        words = " ".join(line for line in text.splitlines() if not line.startswith("    "))
+        return f"hint {level}: {words}" + (f" (its code: {command})" if words != text else "")
     return f"hint {level} of {len(part.hints)} helps with this: {command}"
 
 

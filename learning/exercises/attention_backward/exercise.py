@@ -454,17 +454,29 @@ TRITON_HINTS = (
     "heads), one of attention_backward_dq_kernel per (block of queries, batch * heads); batch "
     "= program_id(1) // n_heads, head = program_id(1) % n_heads; move each pointer to its head.",
     "In each loop, load the other side's block with a mask (rows < seq_q or cols < seq_k, "
-    "other=0.0); lse with mask=rows < seq_q; delta = tl.sum(do.to(tl.float32) * "
-    "o.to(tl.float32), axis=1).",
-    "s = tl.dot(q, tl.trans(k)) * scale; p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0), "
-    "visible = (rows[:, None] < seq_q) & (cols[None, :] < seq_k), and with CAUSAL also "
-    "cols[None, :] <= rows[:, None].",
-    "dkdv: dv += tl.dot(tl.trans(p.to(do.dtype)), do); dp = tl.dot(do, tl.trans(v)); ds = p * "
-    "(dp - delta[:, None]); dk += tl.dot(tl.trans(ds.to(q.dtype)), q). dq: dq += "
-    "tl.dot(ds.to(k.dtype), k). Accumulators tl.zeros(..., tl.float32), times scale after.",
-    "In attention_backward_triton: the ValueError; dq, dk, dv = torch.empty(..., dtype=q.dtype, "
-    "device=q.device); pass every tensor's first three strides and lse's first two, n_heads, "
-    "seq_q, seq_k, 1 / math.sqrt(d); return torch.cat((dq, dk, dv), dim=2).",
+    "other=0.0), and lse with mask=rows < seq_q; delta, once per block of queries:\n"
+    "    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), axis=1)",
+    # code on lines of its own, indented by four spaces, so that no terminal breaks it
+    "Recompute P from the saved log-sum-exp, 0 where a key is hidden:\n"
+    "    s = tl.dot(q, tl.trans(k)) * scale\n"
+    "    visible = (rows[:, None] < seq_q) & (cols[None, :] < seq_k)\n"
+    "    if CAUSAL:\n"
+    "        visible = visible & (cols[None, :] <= rows[:, None])\n"
+    "    p = tl.where(visible, tl.exp(s - lse[:, None]), 0.0)",
+    "Accumulate in float32 (tl.zeros(..., tl.float32)); multiply dk and dq by scale after "
+    "the loop. In the dK, dV kernel:\n"
+    "    dv += tl.dot(tl.trans(p.to(do.dtype)), do)\n"
+    "    dp = tl.dot(do, tl.trans(v))\n"
+    "    ds = p * (dp - delta[:, None])\n"
+    "    dk += tl.dot(tl.trans(ds.to(q.dtype)), q)\n"
+    "In the dQ kernel, with p and ds made the same way:\n"
+    "    dq += tl.dot(ds.to(k.dtype), k)",
+    "In attention_backward_triton, after the ValueError: allocate the gradients in q's "
+    "dtype, pass each kernel every tensor's first three strides and lse's first two, "
+    "n_heads, seq_q, seq_k and the scale, and stack the three:\n"
+    "    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # dk, dv too\n"
+    "    scale = 1 / math.sqrt(d)\n"
+    "    return torch.cat((dq, dk, dv), dim=2)",
 )
 
 def _for_pair(loops: dict, args: tuple) -> str:
