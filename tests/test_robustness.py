@@ -463,6 +463,27 @@ def softmax_triton(x):
     assert "changed after the last kernel launch" in ran[0].verdict.summary
 
 
+# a kernel is launched, and what is returned is torch's: left in from debugging, or copied
+@pytest.mark.parametrize("body, passes", [
+    ("    _right(x)\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)", False),
+    ("    _right(x)\n    z = torch.empty_like(x)\n    z.copy_(torch.softmax(x, dim=-1))\n"
+     "    return z", False),
+    ("    return _right(x).clone()", True),  # a copy of what the kernel stored
+    ("    return _right(x.float()).to(x.dtype)", True),
+], ids=["returned", "copied into a fresh tensor", "clone of the kernel's", "cast of the kernel's"])
+def test_a_result_torch_computed_beside_a_launch_fails_and_names_the_operation(tmp_path, body,
+                                                                               passes):
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n"
+                                          f"def softmax_triton(x):\n{body}\n"), parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    if passes:
+        assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+        return
+    assert ran and {c.verdict.bug.key for c in ran} == {"computed-by-torch"}
+    assert "computed by torch's _softmax during the call" in ran[0].verdict.summary
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"

@@ -11,7 +11,7 @@ import copy
 import math
 import time
 
-from learning.grader import allocations
+from learning.grader import allocations, lineage
 from learning.grader.declarations import Case
 from learning.grader.learner_code import cut as _cut
 from learning.grader.learner_code import (
@@ -54,6 +54,9 @@ class LaunchCounter:
         self.installed = False
         # storage address: (the storage, a copy of it as the last launch given it left it)
         self.left: dict[int, tuple] = {}
+        # storage address: the storage, of every tensor a launch of this call was given (held,
+        # so that no other tensor takes its address while the call runs)
+        self.given: dict[int, object] = {}
 
     def install(self) -> bool:
         classes = []
@@ -90,6 +93,7 @@ class LaunchCounter:
                 continue
             with contextlib.suppress(Exception):  # a tensor that cannot be read is not kept
                 storage = argument.untyped_storage()
+                self.given[storage.data_ptr()] = storage
                 if storage.nbytes() <= LARGEST_KEPT_BYTES:
                     # the storage itself is held too: freed, its address could be reused by a
                     # tensor no kernel was given
@@ -98,8 +102,21 @@ class LaunchCounter:
     def taken(self) -> int | None:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
-        self.left = {}
+        self.left, self.given = {}, {}
         return count if self.installed else None
+
+    def computed_by_torch(self, result, made: dict) -> str:
+        """The aten operation that computed a returned tensor (learning.grader.lineage), or
+        "" where each came from a kernel's memory, an input or an allocation."""
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        for tensor in returned:
+            if is_tensor(tensor):
+                with contextlib.suppress(Exception):
+                    name = lineage.computed_by_torch(plain_tensor(tensor), made, self.given)
+                    if name:
+                        return name
+        return ""
 
     def changed_since_launch(self, result) -> tuple[int, ...]:
         """The positions of the returned tensors (0 for a lone tensor) whose values differ from
@@ -161,11 +178,14 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     record = None
     if launches is not None:
         launches.taken()  # launches the grader's own steps made do not count
+    # a kernel part's call: which aten operations made which memory (learning.grader.lineage)
+    recorder = lineage.dispatch_mode() if launches is not None else None
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
                 contextlib.nullcontext() as record:
-            result = function(*args)
+            with recorder if recorder is not None else contextlib.nullcontext():
+                result = function(*args)
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
         seconds = time.perf_counter() - start
@@ -190,6 +210,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     returned.seconds = seconds
     if launches is not None:
         returned.changed_after_launch = launches.changed_since_launch(result)
+        if recorder is not None:
+            returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
     returned.kernel_launches = launches.taken() if launches is not None else None
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):

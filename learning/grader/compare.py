@@ -86,6 +86,10 @@ COMMON_BUGS = {
             "after its last launch, code outside the kernel changed the output (a torch "
             "operation on it, a copy into it). This part grades what the kernel computes: "
             "leave its output as the kernel stored it"),
+        Bug("computed-by-torch", "the tensor returned was computed by torch during the call, "
+            "not stored by a kernel of yours: no launch was given its memory, nor the memory "
+            "it was copied from. This part grades what your kernel computes: return the "
+            "tensor the kernel stores into"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -306,6 +310,10 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("aliases-input", "the output shares memory with the input")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
+    if part.needs_kernels and returned.computed_by_torch:
+        return _fail("computed-by-torch", f"the tensor returned was computed by torch's "
+                     f"{returned.computed_by_torch} during the call: no kernel launch was "
+                     "given its memory, or the memory it was copied from")
     if part.needs_kernels and returned.changed_after_launch:
         which = ", ".join(str(p) for p in returned.changed_after_launch)
         where = "the returned tensor" if returned.type_name == "Tensor" else \

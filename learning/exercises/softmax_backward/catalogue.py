@@ -397,7 +397,7 @@ AUTOGRAD = (
                 (probabilities,) = ctx.saved_tensors
                 return softmax_backward_triton(y, dy.contiguous())
     ''')),
-    Version("backward passes dy through", "autograd", "unknown", _function('''
+    Version("backward passes dy through", "autograd", "computed-by-torch", _function('''
                 return 0.5 * dy.contiguous()
     ''')),
 )
@@ -444,6 +444,10 @@ TRITON += (
 )
 AUTOGRAD += tuple(Version(f"backward kernel: {name}", "autograd", bug,
                           _FORMULA_KERNEL.format(dx=dx)) for name, bug, dx in _FORMULAS)
+# a kernel of the learner's computing the gradient wrongly, in a way no known mistake gives
+AUTOGRAD += (Version("backward kernel: the dot product averaged over the row", "autograd",
+                     "unknown", _CORRECT_KERNEL.replace("tl.sum(y * dy, axis=0)",
+                                                        "tl.sum(y * dy, axis=0) / n_cols")),)
 
 WRONG = PYTHON + TRITON + AUTOGRAD
 
