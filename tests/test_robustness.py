@@ -481,7 +481,7 @@ def test_a_result_torch_computed_beside_a_launch_fails_and_names_the_operation(t
         assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
         return
     assert ran and {c.verdict.bug.key for c in ran} == {"computed-by-torch"}
-    assert "computed by torch's _softmax during the call" in ran[0].verdict.summary
+    assert "computed by torch's softmax during the call" in ran[0].verdict.summary
 
 
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):

@@ -485,11 +485,13 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
         sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
         if containment.available():  # what follows runs the learner's statements
             containment.lock_down(containment.grader_processes(grader_pid))
-        module = kernels_only(module_path)
     _send(channel, "ready", why)
     launches = chosen(pickle.load(sys.stdin.buffer))
     if why is not None:
         return 0
+    # The learner's statements run only now, once the check's other runs have ended: run
+    # earlier, a thread of theirs could change files while the check still reads them.
+    module = kernels_only(module_path)
     for launch in launches:
         if module is None or not _has_kernel(module, launch.kernel):
             module = _full_import(module_path)

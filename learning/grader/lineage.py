@@ -3,50 +3,50 @@
 A kernel part grades what a kernel of the learner's stores. A call that launches a kernel and
 then returns something torch computed (``return torch.softmax(x, -1)`` left in from debugging,
 or a result copied into a fresh tensor) passes the launch count and the values. So while the
-learner's function runs, a dispatch mode notes, for every memory an aten operation made or
-wrote, which operation it was and which memories it read. After the call, the returned tensor's
+learner's function runs, a torch function mode notes, for every memory a torch function made or
+wrote, which function it was and which memories it read. After the call, the returned tensor's
 memory is followed back through copies (``copy_``, ``to``, ``clone``, ``cat``, ...) to where
 it was made: a memory some launch was given ends the walk (a kernel's output, or a tensor a
 kernel read), and so does one made before the call or merely allocated; one made by any other
-operation is torch's own result, and that operation is named.
+function is torch's own result, and that function is named. (A function mode, not a dispatch
+mode: entering the latter imports torch's compiler, a second of every fresh worker's time.)
 
 Runs in the learner's process (``learning.grader.calls``).
 """
 
 from __future__ import annotations
 
-# Operations that move or gather values without computing new ones: the walk goes through them
+# Functions that move, cast or gather values without computing new ones: the walk goes on
 COPIES = {
-    "copy_", "_to_copy", "to", "clone", "contiguous", "cat", "stack", "_copy_from",
-    "_copy_from_and_resize", "lift_fresh_copy", "detach_copy", "alias_copy", "view_copy",
-    "_unsafe_view", "reshape", "as_strided_copy", "slice_copy", "narrow_copy", "select_copy",
-    "permute_copy", "transpose_copy", "t_copy", "expand_copy", "unsqueeze_copy",
-    "squeeze_copy", "split_with_sizes_copy", "unbind_copy", "split_copy", "_pin_memory",
-    "set_",
+    "copy_", "to", "clone", "contiguous", "cat", "concat", "concatenate", "stack", "hstack",
+    "vstack", "float", "double", "half", "bfloat16", "type", "type_as", "cpu", "cuda",
+    "reshape", "flatten", "ravel", "__getitem__", "__setitem__", "index_select", "repeat",
+    "tile", "clone_", "narrow_copy", "masked_select", "take", "gather", "pad",
 }
-# Operations that allocate or fill memory with constants: no kernel wrote it, and no value of
+# Functions that allocate or fill memory with constants: no kernel wrote it, and no value of
 # the answer was computed into it (a never-written output is judged by its values)
 ALLOCATIONS = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
     "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
-    "fill_", "zero_", "resize_", "scalar_tensor", "arange", "lift_fresh", "empty_permuted",
+    "fill_", "zero_", "resize_", "tensor", "as_tensor", "from_numpy", "arange", "empty_permuted",
+    "new_tensor",
 }
 MOST_STEPS = 64  # memories followed back from the returned one
 
 
 def dispatch_mode():
-    """A new ``Recorder``, or None where this torch has no dispatch modes."""
+    """A new ``Recorder`` (a torch function mode), or None where torch has none."""
     try:
-        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.overrides import TorchFunctionMode
     except ImportError:
         return None
 
-    class Recorder(TorchDispatchMode):
+    class Recorder(TorchFunctionMode):
         def __init__(self):
             super().__init__()
-            self.made: dict[int, tuple[str, tuple[int, ...]]] = {}  # memory: (op, read)
+            self.made: dict[int, tuple[str, tuple[int, ...]]] = {}  # memory: (function, read)
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             try:
@@ -56,12 +56,12 @@ def dispatch_mode():
             return out
 
         def _note(self, func, args, kwargs, out):
-            name = func._schema.name.split("::")[-1]
+            name = getattr(func, "__name__", "")
             read = {_address(t) for t in _tensors((args, kwargs))}
-            written = {_address(t) for t, argument in zip(args, func._schema.arguments)
-                       if _is_tensor(t) and argument.alias_info is not None
-                       and argument.alias_info.is_write}
-            written |= {_address(t) for t in _tensors(kwargs.get("out"))}
+            written = {_address(t) for t in _tensors(kwargs.get("out"))}
+            if args and _is_tensor(args[0]) and (name == "__setitem__" or (
+                    name.endswith("_") and not name.startswith("__"))):
+                written.add(_address(args[0]))  # an in-place method writes its tensor
             made = {_address(t) for t in _tensors(out)} - read  # new memory (views are not)
             for address in written | made:
                 self.made[address] = (name, tuple(read - {address}))
@@ -92,8 +92,20 @@ def computed_by_torch(result, made: dict, given) -> str:
         if name in COPIES:
             queue.extend(read)
         elif name not in ALLOCATIONS:
-            return name
+            return _shown(name)
     return ""
+
+
+def _shown(name: str) -> str:
+    """A function as the learner wrote it: an operator's method by its operation
+    ("__rmul__" is mul), anything else by its name."""
+    if name.startswith("__") and name.endswith("__"):
+        bare = name.strip("_")
+        return bare[1:] if bare[:1] in ("r", "i") and bare[1:] in _OPERATORS else bare
+    return name
+
+
+_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or"}
 
 
 def _is_tensor(value) -> bool:

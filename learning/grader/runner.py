@@ -14,17 +14,24 @@ import shlex
 import time
 from pathlib import Path
 
-from learning.grader import (  # gpu_compile: the events' classes, imported before any run
+# Every module the check reads after the learner's code has run is imported before any run
+# (gpu_compile for its events' classes, the recordings' for their use after the workers end):
+# a file the learner's code changed is put back before anything reads it, never imported.
+from learning.grader import (  # noqa: F401
     childproc,
     compare,
-    gpu_compile,  # noqa: F401
+    first_step,
+    gpu_compile,
     integrity,
     map_run,
+    map_view,
+    named_steps,
     part_runs,
     steps_run,
     stopped,
     warm,
 )
+from learning.grader import memory_map as _memory_map  # noqa: F401
 from learning.grader import mode as kernel_mode
 from learning.grader.declarations import Exercise
 from learning.grader.results import (
@@ -85,10 +92,23 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
                         memory_gib)
     text_before = _read_bytes(module_path)
     compiler = childproc.CompileRun(module_path) if compile_check else None
-    # the compile check runs the learner's code too
+    # The compile check runs the learner's code too: it ends, and what the learner's code did
+    # is repaired, before the recordings below run it again (each in a worker repaired as it
+    # ends), so that nothing of the learner's runs while the grader reads its own files.
+    aside = aside_folder(module_path)
     course = integrity.Guard(module_path.parent, module_files=warm.module_files())
     try:
         ran = part_runs.run_parts(settings, result, compiler, timeline)
+        if compiler is not None and compiler.started:
+            timeline.note("compile check: launches sent")
+            _attach_compile_check(result, compiler, ran.launches)
+            timeline.note("compile check: done")
+    finally:
+        if compiler is not None and compiler.started:
+            compiler.cancel()
+        result.add_note(course.repair(aside).note(str(aside)))
+    course = integrity.Guard(module_path.parent, module_files=warm.module_files())
+    try:
         if first_steps:
             for part_result in result.parts:
                 if steps_run.first_step_for(result, part_result, text_before, force_interpret,
@@ -98,14 +118,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
             result.memory_map = map_run.map_for_check(result, memory_map, case_seconds,
                                                       memory_gib)
             timeline.note("memory map: recorded")
-        if compiler is not None and compiler.started:
-            timeline.note("compile check: launches sent")
-            _attach_compile_check(result, compiler, ran.launches)
-            timeline.note("compile check: done")
     finally:
-        if compiler is not None and compiler.started:
-            compiler.cancel()
-        aside = aside_folder(module_path)
         result.add_note(course.repair(aside).note(str(aside)))
     _skip_what_cannot_run_here(result, force_interpret)
     result.module_changed = _change(text_before, _read_bytes(module_path))
