@@ -1243,3 +1243,30 @@ def softmax_python(values):
     killer.join()
     assert result.ok, rendered(result)
     assert any("went away during the check" in note for note in result.notes), result.notes
+
+
+def test_a_set_aside_folder_or_state_folder_turned_into_a_link_leads_nowhere(tmp_path):
+    # a link in place of .course-state/set-aside would carry what is set aside (a .pth, say)
+    # wherever it points; one in place of .course-state would take the grades put back
+    from learning.grader import nearby
+
+    elsewhere = tmp_path / "site-packages"
+    elsewhere.mkdir()
+    learner = tmp_path / "learner"
+    (learner / ".course-state").mkdir(parents=True)
+    (learner / ".course-state" / "set-aside").symlink_to(elsewhere)
+    planted = learner / "zz.pth"
+    planted.write_text("import os\n")
+    moved = nearby.move_aside(planted, learner / ".course-state" / "set-aside")
+    assert not list(elsewhere.iterdir()) and not planted.exists()
+    assert "(now " in moved and str(elsewhere) not in moved
+    key = learner / ".course-state" / "key"
+    key.write_bytes(b"k")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner)
+    os.rename(learner / ".course-state", tmp_path / "moved")
+    (learner / ".course-state").symlink_to(tmp_path / "moved")
+    changes = snapshot.repair(tmp_path / "aside")
+    state_folder = learner / ".course-state"
+    assert state_folder.is_dir() and not state_folder.is_symlink()
+    assert key.read_bytes() == b"k"
+    assert any("a link or file in place of the folder" in s for s in changes.set_aside)

@@ -101,6 +101,14 @@ class Snapshot:
 
     def repair(self, aside: Path) -> Changes:
         changes = Changes()
+        state = self.learner_folder / STATE_FILES[0].split("/")[0]
+        if state.is_symlink() or (state.exists() and not state.is_dir()):
+            # its grades would be put back through the link: the link goes, a folder comes back
+            moved = move_aside(state, Path(tempfile.mkdtemp(prefix="set-aside-")))
+            changes.set_aside.append(f"{self._shown(state)}, a link or file in place of the "
+                                     f"folder ({moved})")
+            with contextlib.suppress(OSError):
+                state.mkdir()
         for path, kept in self.kept.items():
             now = _read(path)
             if kept.data is None:
@@ -181,7 +189,10 @@ def move_aside(path: Path, aside: Path) -> str:
     into a new temporary folder; where nothing can be moved, delete it. Never silently left.
     Returns how to name what happened: the path, with where it went when not ``aside``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for folder in (aside, None):
+    # a folder reached through a link (the learner's code may have made one, into
+    # site-packages say) would put what is set aside wherever the link points
+    safe = os.path.realpath(aside) == os.path.abspath(aside)
+    for folder in ((aside, None) if safe else (None,)):
         try:
             folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="set-aside-"))
             folder.mkdir(parents=True, exist_ok=True)
