@@ -1270,3 +1270,21 @@ def test_a_set_aside_folder_or_state_folder_turned_into_a_link_leads_nowhere(tmp
     assert state_folder.is_dir() and not state_folder.is_symlink()
     assert key.read_bytes() == b"k"
     assert any("a link or file in place of the folder" in s for s in changes.set_aside)
+
+
+def test_a_compiled_cache_planted_beside_the_module_is_never_run(tmp_path):
+    # an unchecked hash-based .pyc is used whatever its source holds: planted with the
+    # reference's code beside an untouched stub, it would pass, and hide every later edit
+    import importlib.util
+    import py_compile
+
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    module = write_module(learner, "softmax", stub_text("softmax")) / "softmax.py"
+    answer = tmp_path / "answer.py"
+    answer.write_text(PYTHON_PART_ONLY, encoding="utf-8")
+    py_compile.compile(str(answer), cfile=importlib.util.cache_from_source(str(module)),
+                       dfile=str(module),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    result = grade_text(learner, "softmax", stub_text("softmax"), ["python"])
+    assert result.parts[0].status == "not-started", rendered(result)
