@@ -63,6 +63,11 @@ class Snapshot:
                  base_prefix: str | None = None):
         self.course_root = course_root
         self.learner_folder = learner_folder
+        # .course-state was a folder of its own (or absent): a link or file in its place
+        # afterwards is the learner's code's doing (one there before is the state's to report)
+        state = learner_folder / STATE_FILES[0].split("/")[0]
+        self.state_was_folder = not state.is_symlink() and (state.is_dir() or
+                                                            not state.exists())
         self.kept: dict[Path, Kept] = {}
         self.watched: dict[Path, set[str]] = {}  # folder: its entries (anything new is moved)
         for name in PACKAGING:
@@ -102,7 +107,8 @@ class Snapshot:
     def repair(self, aside: Path) -> Changes:
         changes = Changes()
         state = self.learner_folder / STATE_FILES[0].split("/")[0]
-        if state.is_symlink() or (state.exists() and not state.is_dir()):
+        if self.state_was_folder and (state.is_symlink() or (state.exists() and not
+                                                             state.is_dir())):
             # its grades would be put back through the link: the link goes, a folder comes back
             moved = move_aside(state, Path(tempfile.mkdtemp(prefix="set-aside-")))
             changes.set_aside.append(f"{self._shown(state)}, a link or file in place of the "
