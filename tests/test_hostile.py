@@ -1288,3 +1288,20 @@ def test_a_compiled_cache_planted_beside_the_module_is_never_run(tmp_path):
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     result = grade_text(learner, "softmax", stub_text("softmax"), ["python"])
     assert result.parts[0].status == "not-started", rendered(result)
+
+
+def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path):
+    # Python runs a library's cache in place of its source: one the learner's code rewrote
+    # (a header copied from the real one makes it look current) must not run in the next check.
+    # Garbage is written here: any other process importing it meanwhile recompiles the source.
+    import importlib.util
+
+    import rich.cells
+
+    cache = Path(importlib.util.cache_from_source(rich.cells.__file__))
+    guard = integrity.Guard(tmp_path)
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(b"not a compiled module")
+    repairs = guard.repair(tmp_path / "aside")
+    assert not cache.exists() or cache.read_bytes() != b"not a compiled module"
+    assert repairs.compiled and "compiled caches of installed code" in repairs.note("aside")

@@ -99,6 +99,7 @@ class Repairs:
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
     modes: list[str] = field(default_factory=list)  # files whose permissions were put back
+    compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
 
     def note(self, aside_folder: str) -> str:
@@ -115,6 +116,10 @@ class Repairs:
             parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
                          "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
+        if self.compiled:
+            parts.append(f"compiled caches of installed code the grader runs changed "
+                         f"({_listed(self.compiled)}) and were set aside: Python compiles them "
+                         "again from their sources")
         if self.modes:
             parts.append(f"the permissions of {_listed(self.modes)} changed and were put back")
         if self.beside.grades:
@@ -152,8 +157,11 @@ class Guard:
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
         prefixes = _installed_prefixes()
-        self.installed = _stamps(_loaded_files() |
-                                 {f for f in module_files if _installed(f, prefixes)})
+        loaded = _loaded_files() | {f for f in module_files if _installed(f, prefixes)}
+        self.installed = _stamps(loaded)
+        # and the compiled caches Python would run instead of those files: changed, or made
+        # where there was none, they are set aside (Python compiles them again)
+        self.compiled = {path: _stamps([path]).get(path) for path in _compiled_caches(loaded)}
         self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)
@@ -209,6 +217,13 @@ class Guard:
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
         self.installed = _stamps(self.installed)
+        for path, stamp in self.compiled.items():
+            if _stamps([path]).get(path) != stamp and os.path.lexists(path):
+                before = len(repairs.set_aside)
+                _move_away(Path(path), aside, repairs)
+                repairs.compiled += repairs.set_aside[before:]
+                del repairs.set_aside[before:]
+        self.compiled = {path: _stamps([path]).get(path) for path in self.compiled}
         for path, stamp in _caches(self.root / "learning").items():
             if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
                 with contextlib.suppress(OSError):
@@ -236,6 +251,18 @@ def _installed(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
     course's files are kept whole elsewhere; a test's, a learner's or another checkout's module
     is not this check's installed code)."""
     return os.path.abspath(path).startswith(prefixes or _installed_prefixes())
+
+
+def _compiled_caches(paths) -> list[str]:
+    """The compiled cache Python would load in place of each source file in ``paths``."""
+    import importlib.util
+
+    found = []
+    for path in paths:
+        if path.endswith(".py"):
+            with contextlib.suppress(ValueError, NotImplementedError):
+                found.append(importlib.util.cache_from_source(path))
+    return found
 
 
 def _loaded_files() -> set[str]:
