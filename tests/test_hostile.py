@@ -1305,3 +1305,24 @@ def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path):
     repairs = guard.repair(tmp_path / "aside")
     assert not cache.exists() or cache.read_bytes() != b"not a compiled module"
     assert repairs.compiled and "compiled caches of installed code" in repairs.note("aside")
+
+
+def test_a_git_folder_swapped_for_a_file_that_leads_elsewhere_is_put_back(tmp_path):
+    # .git renamed, and a .git file put in its place that leads to a git folder whose config
+    # runs a program (core.fsmonitor): the original comes back, the file goes
+    from learning.grader import nearby
+
+    learner = tmp_path / "learner"
+    (learner / ".git" / "hooks").mkdir(parents=True)
+    (learner / ".git" / "config").write_text("[core]\n")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner)
+    evil = tmp_path / "evil-git"
+    shutil.copytree(learner / ".git", evil)
+    (evil / "config").write_text("[core]\n\tfsmonitor = /tmp/planted.sh\n")
+    os.rename(learner / ".git", learner / ".git-old")
+    (learner / ".git").write_text(f"gitdir: {evil}\n")
+    changes = snapshot.repair(tmp_path / "aside")
+    assert (learner / ".git").is_dir() and not (learner / ".git-old").exists()
+    assert (learner / ".git" / "config").read_text() == "[core]\n"
+    assert any(".git, replaced" in s and "the original was put back" in s
+               for s in changes.set_aside), changes.set_aside

@@ -76,6 +76,10 @@ class Snapshot:
             path = learner_folder / name
             self.kept[path] = _read(path) or Kept(None)
             self.kept[path].backup = False
+        # what .git is in each work tree: replaced by a file or link to a git folder of the
+        # learner's code's making, git would obey that one's config
+        self.gits = {top / ".git": _identity(top / ".git") for top in {course_root,
+                                                                        learner_folder}}
         for top in {course_root, learner_folder}:
             git = _git_dir(top)
             if git is not None:
@@ -115,6 +119,11 @@ class Snapshot:
                                      f"folder ({moved})")
             with contextlib.suppress(OSError):
                 state.mkdir()
+        for dot, before in self.gits.items():
+            if before is not None and _identity(dot) != before:
+                self._put_git_back(dot, before, changes)
+            elif before is None and os.path.lexists(dot):  # a git folder of its making
+                changes.set_aside.append(move_aside(dot, aside))
         for path, kept in self.kept.items():
             now = _read(path)
             if kept.data is None:
@@ -141,6 +150,20 @@ class Snapshot:
                 changes.set_aside.append(self._shown(folder / name)
                                          if moved == str(folder / name) else moved)
         return changes
+
+    def _put_git_back(self, dot: Path, before: tuple, changes: Changes):
+        """Move whatever stands at ``.git`` now away, and the original back, found beside it
+        under another name (it was renamed) where it still is."""
+        now = move_aside(dot, Path(tempfile.mkdtemp(prefix="set-aside-"))) \
+            if os.path.lexists(dot) else ""
+        for name in _entries(dot.parent):
+            if _identity(dot.parent / name) == before:
+                with contextlib.suppress(OSError):
+                    os.rename(dot.parent / name, dot)
+                break
+        changes.set_aside.append(f"{self._shown(dot)}, replaced" + (f" ({now})" if now else "") +
+                                 ("; the original was put back" if _identity(dot) == before
+                                  else "; the original was not found"))
 
     def _shown(self, path: Path) -> str:
         for top in (self.learner_folder, self.course_root):
@@ -181,6 +204,16 @@ def _git_dir(top: Path) -> Path | None:
     except OSError:
         common = own
     return common if common.is_dir() else None
+
+
+def _identity(path: Path) -> tuple | None:
+    """What stands at ``path`` (its kind, device and inode, not following a link); None if
+    nothing does."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return stat.S_IFMT(info.st_mode), info.st_dev, info.st_ino
 
 
 def _entries(folder: Path) -> set[str]:
