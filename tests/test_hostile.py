@@ -750,7 +750,9 @@ def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
     (venv / "pyvenv.cfg").write_text("home = /tmp/evil\n")
     (venv / "bin" / "git").write_text("#!/bin/sh\n")
     (learner / ".course-state" / "key").write_bytes(b"chosen by the module")
+    (learner / "pytest.ini").write_text("[pytest]\naddopts = -p planted\n")
     changes = snapshot.repair(tmp_path / "aside")
+    assert not (learner / "pytest.ini").exists() and "pytest.ini" in changes.set_aside
     assert activate.read_text() == "export VIRTUAL_ENV=here\n"
     assert (venv / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
     assert not (venv / "bin" / "git").exists()
@@ -758,7 +760,7 @@ def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
     assert changes.grades == [".course-state/key"]
     assert sorted(Path(p).name for p in changes.restored) == ["activate", "pyvenv.cfg"]
     kept = sorted(p.name.split("-", 2)[-1] for p in (tmp_path / "aside").iterdir())
-    assert kept == ["activate", "git", "key", "pyvenv.cfg"], kept
+    assert kept == ["activate", "git", "key", "pytest.ini", "pyvenv.cfg"], kept
 
 
 # --- 9. State files are data --------------------------------------------------------------------

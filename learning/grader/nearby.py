@@ -6,7 +6,9 @@ after it without going through the grader:
 - the progress file and the key its grades are signed with (``.course-state/``): a module that
   read the key could sign a grade for another exercise;
 - ``pyproject.toml``, which the next ``pip install -e .`` obeys;
-- git's config and hooks, which ``git commit`` obeys and runs;
+- git's config and hooks, which ``git commit`` obeys and runs, the ``.git`` entry itself (a
+  file put in its place leads git to another folder's config), and ``~/.gitconfig``;
+- the settings tools read from the folder they run in (``pytest.ini``, ``setup.cfg``, ...);
 - the virtual environment's ``pyvenv.cfg`` and scripts (``activate``, ``pip``, or a new ``git``
   first on PATH).
 
@@ -34,6 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGING = ("pyproject.toml",)  # relative to the course's root
+# Files that tools read from the folder they run in (pytest's and git's settings, a shell's
+# per-folder environment): one made beside the course or the learner's module is set aside
+TOOL_SETTINGS = ("pytest.ini", "tox.ini", "setup.cfg", ".pre-commit-config.yaml", ".envrc",
+                 ".gitattributes", ".gitmodules")
+# git's settings for every repository of this user: kept, with a changed copy, as the rest
+HOME_SETTINGS = (".gitconfig", ".config/git/config")
 STATE_FILES = (".course-state/progress.json", ".course-state/key")
 LARGEST_KEPT = 4 * 2**20  # a file larger than this is not kept (nothing of the course's is)
 MOST_KEPT = 2000  # files per snapshot: a folder that grew past this is not the course's
@@ -72,6 +80,12 @@ class Snapshot:
         self.watched: dict[Path, set[str]] = {}  # folder: its entries (anything new is moved)
         for name in PACKAGING:
             self._keep_file(course_root / name)
+        for name in TOOL_SETTINGS:
+            for top in {course_root, learner_folder}:
+                self.kept[top / name] = _read(top / name) or Kept(None)
+        home = Path(os.path.expanduser("~"))
+        for name in HOME_SETTINGS:
+            self._keep_file(home / name)
         for name in STATE_FILES:
             path = learner_folder / name
             self.kept[path] = _read(path) or Kept(None)
@@ -129,7 +143,8 @@ class Snapshot:
             if kept.data is None:
                 if now is not None or path.is_symlink():
                     move_aside(path, aside)
-                    changes.grades.append(self._shown(path))
+                    (changes.set_aside if kept.backup else changes.grades).append(
+                        self._shown(path))
                 continue
             if now is not None and now.data == kept.data and not path.is_symlink():
                 if now.mode != kept.mode:
