@@ -1292,21 +1292,28 @@ def test_a_compiled_cache_planted_beside_the_module_is_never_run(tmp_path):
     assert result.parts[0].status == "not-started", rendered(result)
 
 
-def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path):
+def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path, monkeypatch):
     # Python runs a library's cache in place of its source: one the learner's code rewrote
     # (a header copied from the real one makes it look current) must not run in the next check.
-    # Garbage is written here: any other process importing it meanwhile recompiles the source.
+    # A library of the test's own stands in for an installed one loaded by the grader.
     import importlib.util
+    import py_compile
 
-    import rich.cells
-
-    cache = Path(importlib.util.cache_from_source(rich.cells.__file__))
+    library = tmp_path / "site" / "library.py"
+    library.parent.mkdir()
+    library.write_text("VALUE = 1\n")
+    cache = Path(importlib.util.cache_from_source(str(library)))
+    py_compile.compile(str(library), cfile=str(cache))
+    monkeypatch.setattr(integrity, "_loaded_files", lambda: {str(library)})
     guard = integrity.Guard(tmp_path)
-    cache.parent.mkdir(exist_ok=True)
     cache.write_bytes(b"not a compiled module")
     repairs = guard.repair(tmp_path / "aside")
-    assert not cache.exists() or cache.read_bytes() != b"not a compiled module"
-    assert repairs.compiled and "compiled caches of installed code" in repairs.note("aside")
+    assert not cache.exists() and library.read_text() == "VALUE = 1\n"
+    assert "compiled caches of installed code" in repairs.note("aside")
+    # a cache made where there was none is set aside too
+    guard = integrity.Guard(tmp_path)
+    cache.write_bytes(b"not a compiled module either")
+    assert guard.repair(tmp_path / "aside").compiled and not cache.exists()
 
 
 def test_a_git_folder_swapped_for_a_file_that_leads_elsewhere_is_put_back(tmp_path):
