@@ -492,16 +492,25 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     # The learner's statements run only now, once the check's other runs have ended: run
     # earlier, a thread of theirs could change files while the check still reads them.
     module = kernels_only(module_path)
+    full = False  # the module imported whole, not only its kernels
     for launch in launches:
         if module is None or not _has_kernel(module, launch.kernel):
-            module = _full_import(module_path)
+            module, full = _full_import(module_path), True
             if isinstance(module, str):
                 _send(channel, "compiled", Compiled(launch.kernel, "not-checked", module,
                                                     key=launch.key))
                 module = None
                 continue
         for target in targets():
-            _send(channel, "compiled", compile_launch(module, launch, module_path, target))
+            compiled = compile_launch(module, launch, module_path, target)
+            if not full and compiled.status == "rejected" and "NameError" in compiled.message:
+                # a global the kernel reads, made by a statement kernels_only leaves out (a
+                # constant computed by a function, say): not the compiler's rejection
+                whole = _full_import(module_path)
+                if not isinstance(whole, str):
+                    module, full = whole, True
+                    compiled = compile_launch(module, launch, module_path, target)
+            _send(channel, "compiled", compiled)
     _send(channel, "finished")
     return 0
 
