@@ -1335,3 +1335,15 @@ def test_a_git_folder_swapped_for_a_file_that_leads_elsewhere_is_put_back(tmp_pa
     assert (learner / ".git" / "config").read_text() == "[core]\n"
     assert any(".git, replaced" in s and "the original was put back" in s
                for s in changes.set_aside), changes.set_aside
+
+
+def test_a_pass_with_the_reference_loaded_is_not_recorded(tmp_path, capsys):
+    write_module(tmp_path, "softmax", "from learning.exercises.softmax.solution import "
+                 "softmax_python\n")
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "so no part's pass is recorded" in out
+    assert state.load(tmp_path).grade("softmax", "python") is None
+    write_module(tmp_path, "softmax", solution_text("softmax"))  # the learner's own, passing
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"

@@ -65,7 +65,8 @@ def render(console: Console, result: results.CheckResult, state: State | None = 
 def borrowed_line(names: list[str]) -> str:
     """What the check saw the learner's code load of the course's reference code."""
     return (f"your code loaded the course's reference code ({', '.join(names)}) while it was "
-            "checked: a case it passed may have been computed by that code, not yours")
+            "checked: a case it passed may have been computed by that code, not yours, so "
+            "no part's pass is recorded")
 
 
 def _render_import_problem(console: Console, result: results.CheckResult):
