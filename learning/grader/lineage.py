@@ -57,6 +57,8 @@ def dispatch_mode():
 
         def _note(self, func, args, kwargs, out):
             name = getattr(func, "__name__", "")
+            if name.startswith("__") and name not in _NOTED_SPECIAL:
+                return  # a property read (x.grad), a copy for pickling, ...: no computation
             read = {_address(t) for t in _tensors((args, kwargs))}
             written = {_address(t) for t in _tensors(kwargs.get("out"))}
             if args and _is_tensor(args[0]) and (name == "__setitem__" or (
@@ -106,6 +108,9 @@ def _shown(name: str) -> str:
 
 
 _OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or"}
+# The special methods noted: the operators (plain, reflected, in place) and item access
+_NOTED_SPECIAL = {f"__{kind}{op}__" for kind in ("", "r", "i") for op in _OPERATORS} | {
+    "__neg__", "__abs__", "__getitem__", "__setitem__"}
 
 
 def _is_tensor(value) -> bool:

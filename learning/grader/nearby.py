@@ -82,14 +82,13 @@ class Snapshot:
             self._keep_file(course_root / name)
         for name in TOOL_SETTINGS:
             for top in {course_root, learner_folder}:
-                self.kept[top / name] = _read(top / name) or Kept(None)
+                self._keep_or_absent(top / name)
         home = Path(os.path.expanduser("~"))
         for name in HOME_SETTINGS:
             self._keep_file(home / name)
         for name in STATE_FILES:
-            path = learner_folder / name
-            self.kept[path] = _read(path) or Kept(None)
-            self.kept[path].backup = False
+            if self._keep_or_absent(learner_folder / name):
+                self.kept[learner_folder / name].backup = False
         # what .git is in each work tree: replaced by a file or link to a git folder of the
         # learner's code's making, git would obey that one's config
         self.gits = {top / ".git": _identity(top / ".git") for top in {course_root,
@@ -105,6 +104,15 @@ class Snapshot:
             self._keep_file(Path(prefix) / "pyvenv.cfg")
             for name in ("bin", "Scripts"):
                 self._keep_tree(Path(prefix) / name, watch=True, deep=False)
+
+    def _keep_or_absent(self, path: Path) -> bool:
+        """Keep a regular file, or that nothing is there (anything made there is then set
+        aside); something else there (a link, a FIFO) is left to the code that reads it."""
+        found = _read(path)
+        if found is None and os.path.lexists(path):
+            return False
+        self.kept[path] = found or Kept(None)
+        return True
 
     def _keep_file(self, path: Path):
         found = _read(path)
