@@ -440,9 +440,10 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
 # the kernel is launched (with a wrong answer stored), then other code puts the right one in
 @pytest.mark.parametrize("overwrite", [
     "y.copy_(torch.softmax(x.float(), dim=-1).to(x.dtype))",
-    "y.data[:] = torch.softmax(x.float(), dim=-1).to(x.dtype)",
-    "y.untyped_storage().copy_(torch.softmax(x.float(), dim=-1).to(x.dtype)"
-    ".contiguous().untyped_storage())",
+    pytest.param("y.data[:] = torch.softmax(x.float(), dim=-1).to(x.dtype)",
+                 marks=pytest.mark.exhaustive),
+    pytest.param("y.untyped_storage().copy_(torch.softmax(x.float(), dim=-1).to(x.dtype)"
+                 ".contiguous().untyped_storage())", marks=pytest.mark.exhaustive),
 ], ids=["copy_", "data", "storage"])
 def test_a_kernel_whose_output_is_overwritten_after_its_launch_fails(tmp_path, overwrite):
     result, seconds = grade(tmp_path, with_code(f"""
@@ -466,10 +467,11 @@ def softmax_triton(x):
 # a kernel is launched, and what is returned is torch's: left in from debugging, or copied
 @pytest.mark.parametrize("body, passes", [
     ("    _right(x)\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)", False),
-    ("    _right(x)\n    z = torch.empty_like(x)\n    z.copy_(torch.softmax(x, dim=-1))\n"
-     "    return z", False),
+    pytest.param("    _right(x)\n    z = torch.empty_like(x)\n"
+                 "    z.copy_(torch.softmax(x, dim=-1))\n    return z", False,
+                 marks=pytest.mark.exhaustive),
     ("    return _right(x).clone()", True),  # a copy of what the kernel stored
-    ("    return _right(x.float()).to(x.dtype)", True),
+    pytest.param("    return _right(x.float()).to(x.dtype)", True, marks=pytest.mark.exhaustive),
 ], ids=["returned", "copied into a fresh tensor", "clone of the kernel's", "cast of the kernel's"])
 def test_a_result_torch_computed_beside_a_launch_fails_and_names_the_operation(tmp_path, body,
                                                                                passes):
@@ -830,7 +832,7 @@ def test_only_a_command_turns_an_import_error_into_one_line():
 # --- a process that stops itself -------------------------------------------------------------
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a stopped process is seen in /proc")
-@pytest.mark.parametrize("where", ["case", "import"])
+@pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
 def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(tmp_path, where):
     stop = "_os.kill(_os.getpid(), _signal.SIGSTOP)"
     body = (f"\n\nimport os as _os\nimport signal as _signal\n{stop}\n" if where == "import" else
@@ -848,7 +850,7 @@ def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(t
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="descriptors above 2 are the pipes on POSIX")
-@pytest.mark.parametrize("where", ["case", "import"])
+@pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
 def test_a_module_that_closes_the_grader_s_descriptors_is_told_so_not_sys_exit(tmp_path, where):
     close = "_os.closerange(3, 1024)"
     body = (f"\n\nimport os as _os\n{close}\n" if where == "import" else
