@@ -157,11 +157,12 @@ class Guard:
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
         prefixes = _installed_prefixes()
-        loaded = _loaded_files() | {f for f in module_files if _installed(f, prefixes)}
-        self.installed = _stamps(loaded)
-        # and the compiled caches Python would run instead of those files: changed, or made
-        # where there was none, they are set aside (Python compiles them again)
-        self.compiled = {path: _stamps([path]).get(path) for path in _compiled_caches(loaded)}
+        own = _loaded_files()
+        self.installed = _stamps(own | {f for f in module_files if _installed(f, prefixes)})
+        # and the compiled caches this process's next start would run instead of its files
+        # (not the warm process's thousand: stamping those too doubled the cost of every run):
+        # changed, or made where there was none, they are set aside (Python compiles them again)
+        self.compiled = {path: _stamps([path]).get(path) for path in _compiled_caches(own)}
         self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)

@@ -107,6 +107,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         if compiler is not None and compiler.started:
             compiler.cancel()
         result.add_note(course.repair(aside).note(str(aside)))
+    if not (first_steps or memory_map):
+        return _finish(result, force_interpret, text_before, module_path, ran, start)
     course = integrity.Guard(module_path.parent, module_files=warm.module_files())
     try:
         if first_steps:
@@ -120,6 +122,12 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
             timeline.note("memory map: recorded")
     finally:
         result.add_note(course.repair(aside).note(str(aside)))
+    return _finish(result, force_interpret, text_before, module_path, ran, start)
+
+
+def _finish(result: CheckResult, force_interpret: bool, text_before: bytes | None,
+            module_path: Path, ran, start: float) -> CheckResult:
+    """What every check ends with: the skips, the module's own change, the output, the time."""
     _skip_what_cannot_run_here(result, force_interpret)
     result.module_changed = _change(text_before, _read_bytes(module_path))
     result.graded_source = text_before
