@@ -106,7 +106,7 @@ class LaunchCounter:
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
-        """The aten operation that computed a returned tensor (learning.grader.lineage), or
+        """The torch function that computed a returned tensor (learning.grader.lineage), or
         "" where each came from a kernel's memory, an input or an allocation."""
         returned = [result] if is_tensor(result) else \
             list(result) if type(result) in (list, tuple) else []
@@ -178,8 +178,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     record = None
     if launches is not None:
         launches.taken()  # launches the grader's own steps made do not count
-    # a kernel part's call: which aten operations made which memory (learning.grader.lineage)
-    recorder = lineage.dispatch_mode() if launches is not None else None
+    # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
+    recorder = lineage.function_mode() if launches is not None else None
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \

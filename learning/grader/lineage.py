@@ -34,7 +34,7 @@ ALLOCATIONS = {
 MOST_STEPS = 64  # memories followed back from the returned one
 
 
-def dispatch_mode():
+def function_mode():
     """A new ``Recorder`` (a torch function mode), or None where torch has none."""
     try:
         from torch.overrides import TorchFunctionMode
@@ -72,7 +72,7 @@ def dispatch_mode():
 
 
 def computed_by_torch(result, made: dict, given) -> str:
-    """The aten operation that computed the returned tensor's memory ("" when a kernel was
+    """The torch function that computed the returned tensor's memory ("" when a kernel was
     given it, or it was made before the call, or only allocated, copied from one of those);
     ``given`` holds the memories the call's launches were given."""
     if not _is_tensor(result):

@@ -32,7 +32,7 @@ class Returned:
     # kernel parts: the returned tensors (by position) that differ from what the last launch
     # given their memory left in it
     changed_after_launch: tuple[int, ...] = ()
-    # kernel parts: the aten operation that computed a returned tensor, where torch did
+    # kernel parts: the torch function that computed a returned tensor, where torch did
     computed_by_torch: str = ""
     seconds: float = 0.0
 
