@@ -1347,3 +1347,34 @@ def test_a_pass_with_the_reference_loaded_is_not_recorded(tmp_path, capsys):
     write_module(tmp_path, "softmax", solution_text("softmax"))  # the learner's own, passing
     assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
     assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+
+
+@linux_only
+def test_the_compile_check_runs_the_learners_statements_only_after_every_run(tmp_path, mode):
+    # run earlier, a thread of the module's, started in the compile check's process, could
+    # change the grader's files while the check still reads them: the statements run only
+    # once the launches are in (the compile check's own frame holds them by then)
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    marker = tmp_path / "when.txt"
+    module = solution_text("softmax") + f'''
+
+import sys as _sys
+
+
+@(lambda function: function)  # decorated: the compile check's partial import runs it too
+def _note_when():
+    frame, received = _sys._getframe(), False
+    while frame is not None:
+        if frame.f_code.co_name == "run" and "gpu_compile" in frame.f_code.co_filename:
+            received = "launches" in frame.f_locals
+        frame = frame.f_back
+    with open({str(marker)!r}, "w") as handle:
+        handle.write("after the runs" if received else "during the runs")
+
+
+_noted = _note_when() if "learning.grader.gpu_compile" in " ".join(_sys.orig_argv) else None
+'''
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    assert result.ok, rendered(result)
+    assert marker.read_text() == "after the runs"

@@ -831,13 +831,20 @@ def test_only_a_command_turns_an_import_error_into_one_line():
 
 # --- a process that stops itself -------------------------------------------------------------
 
+def _doing(statement: str, where: str) -> str:
+    """Module text that runs ``statement`` as it is imported ("import"), or in the Python
+    part's first call ("case") before answering rightly."""
+    imports = "\n\nimport os as _os\nimport signal as _signal\n"
+    if where == "import":
+        return f"{imports}{statement}\n"
+    return (f"{imports}_right = softmax_python\n\n\n"
+            f"def softmax_python(values):\n    {statement}\n    return _right(values)\n")
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a stopped process is seen in /proc")
 @pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
 def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(tmp_path, where):
-    stop = "_os.kill(_os.getpid(), _signal.SIGSTOP)"
-    body = (f"\n\nimport os as _os\nimport signal as _signal\n{stop}\n" if where == "import" else
-            f"\n\nimport os as _os\nimport signal as _signal\n_right = softmax_python\n\n\n"
-            f"def softmax_python(values):\n    {stop}\n    return _right(values)\n")
+    body = _doing("_os.kill(_os.getpid(), _signal.SIGSTOP)", where)
     result, seconds = grade(tmp_path, with_code(body))
     text = " ".join(rendered(result).split())
     assert "was stopped" in text and "SIGSTOP" in text, text
@@ -852,11 +859,7 @@ def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(t
 @pytest.mark.skipif(sys.platform == "win32", reason="descriptors above 2 are the pipes on POSIX")
 @pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
 def test_a_module_that_closes_the_grader_s_descriptors_is_told_so_not_sys_exit(tmp_path, where):
-    close = "_os.closerange(3, 1024)"
-    body = (f"\n\nimport os as _os\n{close}\n" if where == "import" else
-            f"\n\nimport os as _os\n_right = softmax_python\n\n\n"
-            f"def softmax_python(values):\n    {close}\n    return _right(values)\n")
-    result, seconds = grade(tmp_path, with_code(body))
+    result, seconds = grade(tmp_path, with_code(_doing("_os.closerange(3, 1024)", where)))
     text = " ".join(rendered(result).split())
     assert "lost its channel to the grader" in text and "os.closerange" in text, text
     assert "sys.exit" not in text and "loop" not in text, text

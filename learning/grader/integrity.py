@@ -167,12 +167,12 @@ class Guard:
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)
         for folder in _site_folders():  # what Python runs at the start of every process
-            for name in _entries(Path(folder)):
+            for name in nearby.entries(Path(folder)):
                 if name.endswith((".pth", ".py")):
                     self._keep(Path(folder) / name)
         self.nearby = nearby.Snapshot(root, learner_folder)
         self.watched = self._watched_folders()
-        self.entries = {folder: _entries(folder) for folder in self.watched}
+        self.entries = {folder: nearby.entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
 
     def _keep(self, path: Path):
@@ -207,7 +207,7 @@ class Guard:
                     repairs.modes.append(_shown(path, self.root))
         course = self.root / "learning"
         for folder, before in self.entries.items():
-            for name in sorted(_entries(folder) - before):
+            for name in sorted(nearby.entries(folder) - before):
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
@@ -286,13 +286,6 @@ def _stamps(paths) -> dict[str, tuple]:
             info = os.stat(path)
             found[path] = (info.st_size, info.st_ino, info.st_ctime_ns)
     return found
-
-
-def _entries(folder: Path) -> set[str]:
-    try:
-        return set(os.listdir(folder))
-    except OSError:
-        return set()
 
 
 def _importable(path: Path, folder: Path) -> bool:

@@ -168,7 +168,7 @@ class Snapshot:
                 os.chmod(path, kept.mode)
                 (changes.restored if kept.backup else changes.grades).append(self._shown(path))
         for folder, before in self.watched.items():
-            for name in sorted(_entries(folder) - before):
+            for name in sorted(entries(folder) - before):
                 moved = move_aside(folder / name, aside)
                 changes.set_aside.append(self._shown(folder / name)
                                          if moved == str(folder / name) else moved)
@@ -179,7 +179,7 @@ class Snapshot:
         under another name (it was renamed) where it still is."""
         now = move_aside(dot, Path(tempfile.mkdtemp(prefix="set-aside-"))) \
             if os.path.lexists(dot) else ""
-        for name in _entries(dot.parent):
+        for name in entries(dot.parent):
             if _identity(dot.parent / name) == before:
                 with contextlib.suppress(OSError):
                     os.rename(dot.parent / name, dot)
@@ -239,7 +239,8 @@ def _identity(path: Path) -> tuple | None:
     return stat.S_IFMT(info.st_mode), info.st_dev, info.st_ino
 
 
-def _entries(folder: Path) -> set[str]:
+def entries(folder: Path) -> set[str]:
+    """The names in ``folder``; none where it cannot be listed."""
     try:
         return set(os.listdir(folder))
     except OSError:
