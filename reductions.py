@@ -55,8 +55,9 @@ def centre_rows_kernel(
     BLOCK: tl.constexpr,  # columns per row, a power of two >= n_cols
 ):
     """One program centres ROWS rows: x - max(row) or x - mean(row) (lesson 07)."""
-    # TODO(lesson 07): a (ROWS, BLOCK) tile, its mask, a load whose other is the identity,
-    # a reduction over axis 1 that keeps its dimension, the subtraction, a masked store.
+    # TODO(lesson 07): rows and cols of a (ROWS, BLOCK) tile, its mask, x loaded with an other
+    # that is the identity, centre reduced over axis 1 keeping its dimension, x - centre
+    # stored with the mask.
     pass
 
 

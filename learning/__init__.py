@@ -1,7 +1,8 @@
 """The course machinery: the commands a learner runs at the top, what grades them below.
 
 Every module at the top is a command, ``python -m learning.NAME``, but for ``cli`` and
-``course``, which the commands, the grader and the explainers all read. tests/test_layout.py
+``course``, which the commands, the grader and the explainers all read, and ``broken_install``,
+which every command's start-up installs. tests/test_layout.py
 keeps this list, the folder and the imports (no circles) in step.
 
     learning/
@@ -17,15 +18,32 @@ keeps this list, the folder and the imports (no circles) in step.
             rowwise.py       softmax, its backward and RMSNorm in GB/s; the measuring all share
             matmul.py        matrix products in TFLOP/s
             attention.py     attention in TFLOP/s
+            attention_backward.py  its backward pass (--backward), against each SDPA backend
         cli.py           what every command shares: argument errors as one line, the console
+        broken_install.py  a library the commands need that cannot be imported, in one line
         course.py        the lessons in reading order, and where the course's folders are
         grader/          what ``check`` runs, in its own process and in the learner's
-            runner.py        grade a module: run the worker, judge each case; record a memory map
+            runner.py        grade a module: the check's order of work, from its files to its grades
+            results.py       what a check returns: case, part and check results, and its timeline
+            part_runs.py     the parts run in worker processes, a fresh one after a fault or crash
+            worker_run.py    one worker process from the grader's side: start it, read it, end it
+            worker_events.py what a worker said, event by event, kept as named facts
+            stopped.py       a worker that stopped early, in words: timed out, crashed, exited
+            judging.py       each case's verdict, and the named bugs the other cases rule out
+            map_run.py       the worker run that records a memory map, and which case to map
+            steps_run.py     the worker run that records a failing case's named steps
             worker.py        the learner's process: import their module, run the cases, report
+            channel.py       the worker's end of the event pipe: one frame of plain data per event
+            loading.py       before the learner's import: libraries loaded, memory capped, filter on
+            calls.py         one call of the learner's function on a case, described as plain data
+            lineage.py       where a kernel part's returned tensor came from: a kernel, or torch
+            summarise.py     what a call returned and did to its arguments, read as plain data
+            recordings.py    the worker's runs that grade nothing: a case's memory map, named steps
             childproc.py     the child processes' plumbing: environment, events, output, signals
             handover.py      hand a child its event pipe, and end it: on POSIX and on Windows
             containment.py   the guard above the learner's process, and the filter it runs under
             integrity.py     the course's own files: checked before a check, repaired after
+            nearby.py        what runs after a check (grades, git, the venv): put back if changed
             stuck.py         the learner's line a timed-out case was running when stopped
             learner_code.py  import the learner's module; what it raised, put into words
             compare.py       judge one case against the float64 reference
@@ -37,6 +55,7 @@ keeps this list, the folder and the imports (no circles) in step.
             tensors.py       tensor arguments as data, built alike in both processes
             numbers.py       agreement within a tolerance, and numbers as text
             declarations.py  how an exercise is declared: its parts, cases, bugs, tolerances
+            catalogue.py     how an exercise's other versions are declared, and each one's text
             registry.py      every exercise, found by name
             allocations.py   new tensors filled with NaN, and guard bands around them on a GPU
             sanitizer.py     bounds checking for Triton's interpreter
@@ -51,16 +70,25 @@ keeps this list, the folder and the imports (no circles) in step.
             warm.py          the learner's warm server: started by a check, reused by the next
             report.py        how a check's results look: rich text, or one JSON document
             state.py         the last grades, the hints shown, modules that did not import
-        exercises/       every exercise as data: its parts, cases and known bugs
-        explainers/      the worked examples, one module per topic, and:
+        exercises/       every exercise in a folder of its own, the same files in each: its
+                         declaration (parts, cases, known bugs), its stub (the module as a
+                         learner first receives it), its reference solution, its catalogue of
+                         other versions (known-wrong ones and other styles), its worked example
+        explainers/      what the worked examples share, and the topic that is no exercise:
+            bench.py         the course's measured figures, drawn from lab/results
             page.py          the blocks a worked example is made of, for a terminal or Markdown
             facts.py         facts the lessons state about the reference kernels
-        solutions/       the reference solution of every exercise
-        stubs/           the exercise modules as a learner first receives them
-        catalogue/       other versions of every exercise: known-wrong ones and other styles
 """
 
 import os
+import sys
+
+# Run as a command (python -m learning.NAME: argv[0] is "-m" while the package is imported), a
+# library of the course's that cannot be imported is named in one line, not a traceback.
+if sys.argv[:1] == ["-m"]:
+    from learning import broken_install as _broken_install
+
+    _broken_install.install()
 
 # Triton 3.9 warns, at every kernel compiled, that its default of fusing a multiply and an add
 # into one instruction (on) turns off in 3.10. The course's kernels and measurements assume it

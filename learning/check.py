@@ -24,6 +24,7 @@ from learning.grader import mode as kernel_mode
 from learning.grader import registry, report, runner, state
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.declarations import Exercise
+from learning.grader.results import CheckResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,7 +261,7 @@ def next_unfinished(progress: state.State, kernels: bool = True) -> Exercise | N
     return None
 
 
-def _record(root: Path, result: runner.CheckResult,
+def _record(root: Path, result: CheckResult,
             unsaved: state.State | None = None) -> tuple[state.State, bool]:
     """Save the grades; reloaded first so that a check running beside this one is kept (or
     ``unsaved``, the grades of this run that could not be saved). A part that ran no case (its
@@ -276,7 +277,9 @@ def _record(root: Path, result: runner.CheckResult,
         progress.imported(name)
     source = "" if result.graded_source is None else state.source_digest(result.graded_source)
     for part_result in result.parts:
-        if part_result.status == "not-run":
+        # a pass the course's own reference code may have computed is not the learner's
+        if part_result.status == "not-run" or (result.borrowed and
+                                               part_result.status == "passed"):
             continue
         progress.record(result.exercise.name, part_result.part.name, part_result.status,
                         part_result.passed, part_result.graded, source)

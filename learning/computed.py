@@ -64,9 +64,27 @@ def render_hints(exercise_name: str, parts_text: str | None) -> str:
         lines.append(f"The {part.name.capitalize()} part has {len(part.hints)} hints; "
                      f"`{command}` shows hint N, and without N the next one:")
         lines.append("")
-        lines += [f"{level}. {hint}" for level, hint in enumerate(part.hints, 1)]
+        for level, hint in enumerate(part.hints, 1):
+            lines += _hint_item(level, hint)
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def _hint_item(level: int, hint: str) -> list[str]:
+    """One hint as a list item: its prose lines, and its code lines (those indented by four
+    spaces, as ``check --hint`` prints them) as a code block inside the item."""
+    lines, code = [], []
+    for line in hint.splitlines():
+        if line.startswith("    "):
+            code.append(line[4:])
+            continue
+        if code:
+            lines += ["", "   ```python", *(f"   {c}" for c in code), "   ```", ""]
+            code = []
+        lines.append(f"{level}. {line}" if not lines else f"   {line}")
+    if code:
+        lines += ["", "   ```python", *(f"   {c}" for c in code), "   ```"]
+    return lines
 
 
 def render_cases(exercise_name: str, part_name: str | None) -> str:

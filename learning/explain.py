@@ -24,7 +24,7 @@ def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m learning.explain",
                            description="Print a topic's worked example, computed now.")
     parser.add_argument("topic", nargs="?", help=f"one of: {', '.join(explainers.TOPICS)}")
-    forms = "; ".join(f"{topic}: {form}" for topic, form in explainers.INPUTS.items())
+    forms = "; ".join(f"{topic}: {form}" for topic, form in explainers.inputs().items())
     parser.add_argument("--input", metavar="X,Y,...",
                         help=f"your own input, comma-separated, as the topic takes it ({forms})")
     return parser

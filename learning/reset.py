@@ -6,6 +6,7 @@ backup in ``.course-state/backups/``. Asks first unless ``--yes`` is given.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -16,9 +17,9 @@ from rich.markup import escape
 from learning import cli, solution
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.exercises import stub_path
 from learning.grader import registry, state
 from learning.grader.state import STATE_DIR
-from learning.stubs import stub_path
 
 
 def build_parser() -> CommandParser:
@@ -35,13 +36,21 @@ def backup(path: Path, root: Path) -> Path:
     """Copy the learner's file into the backups folder under a name that never collides."""
     folder = root / STATE_DIR / "backups"
     folder.mkdir(parents=True, exist_ok=True)
+    # written only into a folder of its own, as a new file: a link there (left by code the
+    # check ran, say) would carry the learner's file wherever it points
+    if os.path.realpath(folder) != os.path.abspath(folder):
+        raise OSError(f"{folder} leads elsewhere through a link")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = folder / f"{path.stem}-{stamp}.py"
     counter = 1
-    while target.exists():
+    while target.exists() or target.is_symlink():
         counter += 1
         target = folder / f"{path.stem}-{stamp}-{counter}.py"
-    shutil.copy2(path, target)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(path.read_bytes())
+    shutil.copystat(path, target)
     return target
 
 

@@ -15,10 +15,10 @@ from rich.syntax import Syntax
 from learning import cli
 from learning.check import default_root
 from learning.cli import ArgumentError, CommandParser, HelpShown, make_console
+from learning.exercises import solution_path
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, state
 from learning.grader.declarations import Exercise
-from learning.solutions import solution_path
 
 
 def build_parser() -> CommandParser:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from learning.exercises import solution_path
 from learning.grader import registry, runner
-from learning.solutions import solution_path
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,8 @@ import torch
 import reference_attention as ra
 from learning import bench, explain
 from learning.bench import rowwise
-from learning.exercises import attention as exercise
-from learning.explainers import attention as page
+from learning.exercises.attention import exercise
+from learning.exercises.attention import explainer as page
 from learning.grader import compare, registry
 from learning.grader.tensors import round_to_dtype
 from tests.helpers import (
@@ -146,7 +146,10 @@ def kernel_like(q, k, v, causal, block_n, p_dtype):
     return acc / total[..., None]
 
 
-@pytest.mark.parametrize("case", GRADED, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [
+    # the GPU-only launch is a thousand queries of numpy here: its check is exhaustive
+    pytest.param(c, marks=pytest.mark.exhaustive) if c.gpu_only else c for c in GRADED],
+    ids=lambda c: c.name)
 def test_the_tolerance_allows_a_gpu_s_rounding_of_the_probabilities(case):
     q, k, v, causal = arrays(case)
     dtype = case.make_args()[0].dtype
@@ -240,6 +243,7 @@ def _grade_triton(tmp_path, text):
     return grade_text(tmp_path, "attention", text, ["triton"]).parts[0]
 
 
+@pytest.mark.exhaustive  # one case proven against one mistake, as the catalogue does
 def test_batch_and_head_swapped_fail_the_batch_x_heads_case(tmp_path):
     # With as many batches as heads the swap only reorders the programs' work and passes.
     text = solution_text("attention")
@@ -259,14 +263,14 @@ def test_the_memory_map_of_a_batch_head_swap_labels_rows_and_draws_every_wrong_o
     """2 batches of 3 heads: program 1 writes (1, 0) where the reference's program 3 does, and
     program 2 reads batch 2, past the end. Rows are labelled (batch, head, seq); the right head
     (0, 0) is what is left out, never the rows where the two kernels differ."""
-    from learning.grader import map_view, runner
+    from learning.grader import map_run, map_view
 
     text = solution_text("attention")
     for right, wrong in (("batch = pid_bh // n_heads", "batch = pid_bh % n_heads"),
                          ("head = pid_bh % n_heads", "head = pid_bh // n_heads")):
         text = text.replace(right, wrong)
     (tmp_path / "attention.py").write_text(text, encoding="utf-8")
-    pair = runner.record_map(registry.find("attention"), tmp_path / "attention.py", "triton",
+    pair = map_run.record_map(registry.find("attention"), tmp_path / "attention.py", "triton",
                              "batch x heads")
     lines = map_view.plain(pair, 80).splitlines()
     output = lines[:next(i for i, line in enumerate(lines) if line.startswith("    q ("))]
@@ -293,7 +297,7 @@ def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_pa
     (rejected,) = part.compile_check.rejected
     assert "K >= 16" in rejected.message
     # BLOCK_N is the K of tl.dot(p, v): the advice names it
-    assert "BLOCK_N for p @ v" in rejected.hint and "of at least 16" in rejected.hint
+    assert "the block of keys for p @ v" in rejected.hint and "of at least 16" in rejected.hint
 
 
 @pytest.mark.interpreter
@@ -657,10 +661,11 @@ def test_the_sizes_hold_the_same_tokens_and_width_and_causal_counts_half():
     assert ba.backend_of([long_name]) == f"cuDNN: {long_name}"  # whole, not cut at 80
 
 
+@pytest.mark.exhaustive  # the bench, measured in the interpreter
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.bench import attention as ba
-    from learning.solutions import attention as solution
+    from learning.exercises.attention import solution
 
     monkeypatch.setattr(ba, "DEVICE", "cpu")
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
@@ -709,6 +714,7 @@ def _failed(part_result) -> set[str]:
             if c.verdict.status not in ("passed", "skipped", "not-run")}
 
 
+@pytest.mark.exhaustive  # one case proven against one mistake, as the catalogue does
 def test_a_maximum_over_the_queries_instead_of_the_keys_fails(tmp_path):
     # shift-invariance hides a wrong maximum until some row is measured from another's: the
     # case with rows of scores near +1024 and -1024 must catch it
@@ -738,7 +744,7 @@ def test_an_output_never_divided_by_l_is_judged_divided_by_each_rows_l():
     missed 2 of the 18 failing cases by 9 %, and the bug was then ruled out everywhere)."""
     import numpy as np
 
-    from learning.exercises import attention as declared
+    from learning.exercises.attention import exercise as declared
     from learning.grader.tensors import TensorSpec
 
     part = registry.find("attention").part("triton")

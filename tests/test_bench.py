@@ -39,7 +39,7 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
 def test_measuring_code_checks_then_times_every_implementation(monkeypatch, mode):
     if not mode.interpret:
         pytest.skip("runs the measuring code in the interpreter")
-    from learning.solutions import softmax as solution
+    from learning.exercises.softmax import solution
 
     monkeypatch.setattr(rowwise, "DEVICE", "cpu")
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
@@ -190,6 +190,7 @@ def test_results_md_tables_are_current():
 
 
 @pytest.mark.interpreter
+@pytest.mark.exhaustive  # the lab's probe kernels, not the course's
 def test_the_whole_row_probe_kernels_are_right_in_the_interpreter():
     # lab/probes/whole_row_probe.py times these variants on a GPU (checking each first); here each
     # checked one runs on small rows (a masked run, a +1000 shift, an all-negative row) against
@@ -235,6 +236,7 @@ def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(mo
         assert text.startswith("Not measured yet") and "lab/probes/lesson_facts.py" in text, name
 
 
+@pytest.mark.exhaustive  # a lab probe run whole
 @pytest.mark.interpreter
 def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, tmp_path):
     # lab/probes/lesson_facts.py measures on a GPU what lessons 08 and A1 state (tl.exp's error,

@@ -93,7 +93,7 @@ def test_learner_exception_shows_the_learners_traceback_not_the_graders(tmp_path
     assert code == 1
     assert "raised OverflowError: math range error" in out
     assert f'File "{tmp_path / "softmax.py"}"' in out
-    assert not any(f"learning/{name}.py" in out for name in ("worker", "runner", "childproc"))
+    assert not any(f"grader/{name}.py" in out for name in ("worker", "calls", "runner"))
     assert "likely cause: math.exp overflows" in out
 
 
@@ -251,10 +251,10 @@ def test_the_worker_refuses_kernel_parts_in_a_broken_interpreter_before_importin
 
 def test_check_prints_the_workers_environment_problem_in_one_line(tmp_path, capsys,
                                                                   monkeypatch):
-    from learning.grader import runner
+    from learning.grader import results, runner
 
     def broken(exercise, *args, **kwargs):
-        result = runner.CheckResult(exercise, tmp_path / exercise.filename, [])
+        result = results.CheckResult(exercise, tmp_path / exercise.filename, [])
         result.environment_problem = "Triton 3.6.0's interpreter cannot: install numpy<2.4"
         return result
 
@@ -430,7 +430,7 @@ def test_cases_that_cannot_run_here_are_not_counted_when_an_earlier_case_stops_t
     assert gpu_only and result.mode is not None
     statuses = {c.name: c.verdict.status for c in part.cases}
     assert list(statuses.values()).count("not-run") > 0
-    if result.mode[0]:  # the interpreter: the GPU-only cases could never run here
+    if result.mode.interpret:  # the interpreter: the GPU-only cases could never run here
         assert {name for name, status in statuses.items() if status == "skipped"} == gpu_only
         assert part.graded == len(cases) - len(gpu_only)
     else:
@@ -446,7 +446,7 @@ def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
 
     from rich.console import Console
 
-    from learning.grader import compare, registry, report, runner
+    from learning.grader import compare, registry, report, results
 
     for exercise in registry.all_exercises():
         for part in exercise.parts:
@@ -456,7 +456,7 @@ def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
                 assert not case.purpose.endswith("."), case.name
                 buffer = io.StringIO()
                 console = Console(file=buffer, width=1000, no_color=True)
-                result = runner.CaseResult(case.name, case.purpose,
+                result = results.CaseResult(case.name, case.purpose,
                                            compare.Verdict("failed", "wrong values"))
                 report._render_case(console, result)
                 first = buffer.getvalue().splitlines()[0]
@@ -467,12 +467,12 @@ def test_every_case_reads_as_its_name_then_a_colon_then_its_purpose():
 def test_well_done_joins_three_part_names_with_commas():
     from pathlib import Path
 
-    from learning.grader import compare, registry, report, runner
+    from learning.grader import compare, registry, report, results
 
     exercise = registry.find("softmax_backward")
-    parts = [runner.PartResult(p, [runner.CaseResult("c", "", compare.Verdict("passed", ""))])
+    parts = [results.PartResult(p, [results.CaseResult("c", "", compare.Verdict("passed", ""))])
              for p in exercise.parts]
-    line = report._next_step(runner.CheckResult(exercise, Path("softmax_backward.py"), parts))
+    line = report._next_step(results.CheckResult(exercise, Path("softmax_backward.py"), parts))
     assert "Well done: the Python, Triton and Autograd parts pass." in line
     assert report.joined(["Python", "Triton"]) == "Python and Triton"
 

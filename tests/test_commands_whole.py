@@ -49,7 +49,10 @@ def test_the_checker_finds_a_command_split_by_a_wrap():
     assert broken_commands(out.replace("python\n-m", "\npython -m")) == []
 
 
-@pytest.mark.parametrize("case", ["not started", "hint", "solution", "progress", "wrong"])
+# solution and progress print their commands through the same console as check does
+@pytest.mark.parametrize("case", ["wrong", *(pytest.param(c, marks=pytest.mark.exhaustive)
+                                             for c in ("not started", "hint", "solution",
+                                                       "progress"))])
 def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
     write_module(tmp_path, "softmax", stub_text("softmax"))
     root = ("--root", str(tmp_path))
@@ -75,7 +78,8 @@ def test_suggested_commands_stay_on_one_line_at_80_columns(case, tmp_path):
         line for line in out.splitlines() if line.endswith(" ")]
 
 
-@pytest.mark.parametrize("columns", ["0", "-3", "wide"])
+@pytest.mark.parametrize("columns", ["0", *(pytest.param(c, marks=pytest.mark.exhaustive)
+                                           for c in ("-3", "wide"))])
 def test_a_columns_setting_no_line_fits_in_still_prints_at_80(columns, tmp_path):
     # rich printed nothing at all with COLUMNS=0; such a setting is read as 80 instead
     write_module(tmp_path, "softmax", stub_text("softmax"))

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from learning import computed, course
+from learning.exercises import stub_path
 from learning.grader import registry
-from learning.stubs import stub_path
 from tests.helpers import COURSE_ROOT
 
 README = (COURSE_ROOT / "README.md").read_text(encoding="utf-8")
@@ -51,9 +51,9 @@ def test_every_exercise_has_its_module_stub_solution_and_lessons():
     for exercise in registry.all_exercises():
         shipped = (COURSE_ROOT / exercise.filename).read_text(encoding="utf-8")
         assert shipped == stub_path(exercise.name).read_text(encoding="utf-8"), (
-            f"{exercise.filename} differs from learning/stubs/{exercise.filename}: the course "
-            "must ship the stub, and reset restores that copy")
-        assert (COURSE_ROOT / "learning" / "solutions" / exercise.filename).exists()
+            f"{exercise.filename} differs from learning/exercises/{exercise.name}/stub.py: the "
+            "course must ship the stub, and reset restores that copy")
+        assert (COURSE_ROOT / "learning" / "exercises" / exercise.name / "solution.py").exists()
         for part in exercise.parts:
             lesson = course.lesson_for(exercise.name, part.name)
             assert lesson is not None and lesson.number == part.lesson
@@ -148,7 +148,7 @@ def test_the_rmsnorm_overflow_section_is_what_torch_and_the_kernel_do(device):
     import torch
 
     import triton_kernels as tk
-    from learning.explainers import rmsnorm as page
+    from learning.exercises.rmsnorm import explainer as page
 
     lesson = (COURSE_ROOT / "lessons" / "09-rmsnorm-triton.md").read_text(encoding="utf-8")
     assert f"rmsnorm overflow_dtypes 4096,1e18,{tk.MAX_COLS} -->" in lesson

@@ -94,6 +94,7 @@ def test_the_matmul_table_is_pruned_to_the_shared_memory(gpu, dtype, table):
         assert (gpu.name, dtype) == ("Tesla T4", torch.float32)
 
 
+@pytest.mark.exhaustive  # compiles for sm_75
 @pytest.mark.parametrize("table", ["CONFIGS", "SKINNY_CONFIGS"])
 def test_the_row_a_t4_keeps_for_float32_compiles_within_its_shared_memory(table):
     """The estimate (every stage of A and B held) is above what Triton allocates on sm_75,

@@ -44,7 +44,7 @@ def test_explain_draws_ten_elements_in_blocks_of_four(capsys, plain_console):
 
 
 def test_explain_plan_comes_from_the_formula():
-    from learning.explainers import elementwise as page
+    from learning.exercises.elementwise import explainer as page
 
     for n, block in [(1, 8), (17, 8), (1000, 256), (4097, 1024)]:
         programs = page.plan(n, block)

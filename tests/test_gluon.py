@@ -24,7 +24,10 @@ from lab import gluon as tg
 from lab import production as fast
 from tests.test_triton_kernels import NEG_INF, assert_matches, make, softmax_ref
 
-pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+# The lab's Gluon kernels, not the course's reference: their interpreter checks run with the
+# exhaustive set (and every test here on a GPU)
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+              pytest.mark.exhaustive]
 
 ROOT = Path(__file__).resolve().parent.parent
 gluon_only = pytest.mark.skipif(not tg.AVAILABLE,

@@ -72,3 +72,17 @@ def test_an_unknown_target_is_refused_with_the_list(monkeypatch):
 def test_the_check_compiles_for_sm_90_unless_told(monkeypatch):
     monkeypatch.delenv(gpu_compile.TARGET_SWITCH, raising=False)
     assert gpu_compile.targets() == ["sm_90"]
+
+
+@pytest.mark.interpreter
+def test_a_constant_made_by_a_function_is_no_compiler_rejection(tmp_path):
+    # the compile check runs a module's kernels, imports and literal constants only; a global
+    # made by calling a function is there once the module is imported whole, and compiles
+    text = solution_text("softmax").replace('other=-float("inf")', "other=PAD") + \
+        "\n\ndef _negative_infinity():\n    return -float('inf')\n\n\n" \
+        "PAD = tl.constexpr(_negative_infinity())\n"
+    assert "other=PAD" in text
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    check = result.parts[0].compile_check
+    assert check is not None and check.ran and not check.rejected, check
+    assert result.parts[0].status == "passed"

@@ -19,6 +19,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from learning import check, progress, solution
+from learning.exercises import solution_path
 from learning.grader import containment, forkserver, integrity, registry, report, state
 from learning.grader import warm as warm_process
 from tests.helpers import (
@@ -152,6 +154,8 @@ def test_the_learners_code_cannot_stop_or_kill_the_grader(tmp_path, warm_on):
     later_checks_are_honest(tmp_path)
 
 
+# the filter switched off is a debugging mode: the quick set stops a warm process under it
+@pytest.mark.exhaustive
 @linux_only
 def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_path, warm_on,
                                                                            monkeypatch):
@@ -171,6 +175,9 @@ def test_a_warm_process_stopped_without_the_filter_costs_seconds_not_a_hang(tmp_
     assert time.monotonic() - started < 60
     assert again.ok, rendered(again)
     assert any("the warm process" in note and "replaced" in note for note in again.notes)
+    # seen stopped in /proc at once, not given up after the fork's whole wait
+    assert any("was stopped" in note for note in stopped.notes + again.notes), \
+        stopped.notes + again.notes
     assert "the warm process" in " ".join(rendered(again).split())
     assert gone_within(server, 10), "the stopped server was left behind"
     later_checks_are_honest(tmp_path)
@@ -323,7 +330,7 @@ def test_garbage_on_the_socket_does_not_end_the_warm_process(tmp_path, warm_on):
     server = warm_server_pid(warm_on)
     (path,) = (warm_on / f"triton-course-{os.getuid()}").glob("*.sock")
     for garbage in (b"not json", b"[1, 2]", json.dumps({"id": "x", "argv": 5}).encode(),
-                    b"\xff\xfe"):
+                    b"\xff\xfe", b"[" * 100000):  # the last nests past Python's recursion
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sock.connect(str(path))
         sock.send(garbage)
@@ -375,8 +382,8 @@ def test_the_memory_cap_holds_against_the_learners_own_code(tmp_path, mode):
 
 def test_the_cap_is_hard_as_well_as_soft():
     done = subprocess.run([sys.executable, "-c", (
-        "import resource\nfrom learning.grader import worker\n"
-        "worker.cap_memory(1.0)\nprint(*resource.getrlimit(resource.RLIMIT_AS))")],
+        "import resource\nfrom learning.grader import loading\n"
+        "loading.cap_memory(1.0)\nprint(*resource.getrlimit(resource.RLIMIT_AS))")],
         env=dict(os.environ, PYTHONPATH=course_pythonpath()), capture_output=True, text=True,
         timeout=60)
     soft, hard = (int(x) for x in done.stdout.split())
@@ -518,14 +525,14 @@ def softmax_triton(x):
 
 
 def test_an_event_the_grader_could_not_read_is_never_sent():
-    from learning.grader import worker
+    from learning.grader.channel import Channel
 
     class Odd:
         pass
 
     read, write = os.pipe()
     try:
-        channel = worker.Channel(write)
+        channel = Channel(write)
         channel.send("done", "python", "case", Odd())
         from learning.grader import childproc
 
@@ -544,25 +551,65 @@ PYTHON_PART_ONLY = "\n".join(
     if not line.startswith(("import torch", "import triton")))
 
 
-@pytest.mark.parametrize("route", ["copied", "exec", "forgotten"])
+@pytest.mark.parametrize("route", ["copied", "exec", "forgotten", "read, changed, run",
+                                   "read through a link"])
 def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     copy = tmp_path / "elsewhere" / "mine.py"
     copy.parent.mkdir()
     copy.write_text(PYTHON_PART_ONLY, encoding="utf-8")
+    solution = str(solution_path("softmax"))
+    link = tmp_path / "elsewhere" / "notes.txt"
     module = {
+        # its text read and run with a line added to every function: other bytecode, same code
+        "read, changed, run": f"import os as _os\n_fd = _os.open({solution!r}, _os.O_RDONLY)\n"
+                              "_text = _os.read(_fd, 1 << 20).decode()\n_os.close(_fd)\n"
+                              "_text = _text.replace('\\n    return ',\n"
+                              "                      '\\n    _unused = 0\\n    return ')\n"
+                              "exec(_text.split('@triton.jit')[0])\n",
+        "read through a link": f"import os as _os\n_os.symlink({solution!r}, {str(link)!r})\n"
+                               f"exec(open({str(link)!r}).read().split('@triton.jit')[0])\n",
         "copied": f"import importlib.util as _u\n_s = _u.spec_from_file_location('mine', "
                   f"{str(copy)!r})\n_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
                   "softmax_python = _m.softmax_python\n",
         "exec": f"exec(open({str(copy)!r}).read())\n",
-        "forgotten": "import sys\nimport learning.solutions.softmax as _s\n"
+        "forgotten": "import sys\nimport learning.exercises.softmax.solution as _s\n"
                      "softmax_python = _s.softmax_python\n"
-                     "del sys.modules['learning.solutions.softmax']\n",
+                     "del sys.modules['learning.exercises.softmax.solution']\n",
     }[route]
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok
-    assert any("learning.solutions.softmax" in name for name in result.borrowed), \
+    assert any("learning.exercises.softmax.solution" in name for name in result.borrowed), \
         result.borrowed
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
+    """The catalogue's right versions pass every case: a module that loads one is told so, like
+    one that loads the solution."""
+    module = ("import learning.exercises.softmax.catalogue as _c\n"
+              "import math\n\n"
+              "def softmax_python(values):\n"
+              "    top = max(values)\n"
+              "    exps = [math.exp(v - top) for v in values]\n"
+              "    return [e / sum(exps) for e in exps]\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok
+    assert result.borrowed == ["learning.exercises.softmax.catalogue"], result.borrowed
+    assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
+
+
+def test_the_answers_are_each_exercises_solution_and_catalogue_and_nothing_else_there():
+    from learning import exercises
+    from learning.grader import borrowed
+
+    for name in exercises.NAMES:
+        for file in exercises.FILES:
+            found = borrowed.reference_name(str(exercises.path(name, file)))
+            if file in ("solution.py", "catalogue.py"):
+                assert found == f"learning.exercises.{name}.{file.removesuffix('.py')}", found
+            else:  # the declaration, the stub, the worked example: no answer in them
+                assert found == "", (name, file, found)
+    assert borrowed.reference_name(str(exercises.FOLDER / "__init__.py")) == ""
 
 
 def test_a_function_of_the_learners_own_is_not_taken_for_the_reference(tmp_path):
@@ -602,41 +649,78 @@ def test_a_check_refuses_to_grade_with_the_courses_files_changed(tmp_path):
     folder = tmp_path / "learner"
     folder.mkdir()
     write_module(folder, "softmax", WRONG)
-    reference = root / "learning" / "exercises" / "softmax.py"
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     reference.write_text(reference.read_text(encoding="utf-8") + "\n# changed\n",
                          encoding="utf-8")
     done = run_check(root, folder)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and "(learning/exercises/softmax.py)" in lines[0], done.stdout
+    assert len(lines) == 1 and "(learning/exercises/softmax/exercise.py)" in lines[0], done.stdout
     assert "nothing was graded" in lines[0] and "git checkout -- learning" in lines[0]
 
 
+# what the learner's code does to reach a later check, or what runs after it
+TAMPERS = '''
+
+import os as _os
+from pathlib import Path as _Path
+
+from learning.grader import state as _state
+
+with open({reference!r}, "a") as _handle:
+    _handle.write("\\nraise SystemExit('tampered')\\n")
+with open({shadow!r}, "w") as _handle:  # shadows json for the next check
+    _handle.write("raise SystemExit('hijacked')\\n")
+_os.chmod({other!r}, 0o400)
+_here = _Path(__file__).resolve().parent
+_forged = _state.load(_here)  # read with the key beside it, so signed again on save
+_forged.record("matmul", "python", "passed", 9, 9)
+_state.save(_here, _forged)
+(_here / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\\necho planted\\n")
+with open(_here / ".git" / "config", "a") as _handle:
+    _handle.write("[core]\\n\\thooksPath = /tmp\\n")
+'''
+
+
 def test_a_module_that_rewrites_the_courses_files_is_undone_and_told(tmp_path):
+    # the course's files and their permissions, a module planted where Python imports, the
+    # progress file (a grade signed with the key beside it), git's hooks and config
     root = course_copy(tmp_path)
     folder = tmp_path / "learner"
-    folder.mkdir()
-    reference = root / "learning" / "exercises" / "softmax.py"
+    (folder / ".git" / "hooks").mkdir(parents=True)
+    config = folder / ".git" / "config"
+    config.write_text("[core]\n\tbare = false\n")
+    reference = root / "learning" / "exercises" / "softmax" / "exercise.py"
     original = reference.read_bytes()
-    write_module(folder, "softmax", solution_text("softmax") + f'''
-
-def _tamper():
-    with open({str(reference)!r}, "a") as handle:
-        handle.write("\\nraise SystemExit('tampered')\\n")
-    with open({str(root / "json.py")!r}, "w") as handle:  # shadows json for the next check
-        handle.write("raise SystemExit('hijacked')\\n")
-
-
-_tamper()
-''')
+    other = root / "learning" / "course.py"
+    mode = stat.S_IMODE(other.stat().st_mode)
+    assert mode != 0o400
+    write_module(folder, "softmax", solution_text("softmax"))
+    assert run_check(root, folder).returncode == 0  # a key and a first grade exist
+    before = (folder / ".course-state" / "progress.json").read_bytes()
+    write_module(folder, "softmax", solution_text("softmax") + TAMPERS.format(
+        reference=str(reference), shadow=str(root / "json.py"), other=str(other)))
     done = run_check(root, folder)
     text = " ".join(done.stdout.split())
-    assert "the course's own files changed (learning/exercises/softmax.py) and were put back" \
-        in text, done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the course's own files changed (learning/exercises/softmax/exercise.py) and were put " \
+        "back" in text, done.stdout
     assert "json.py appeared where Python would import it" in text
     assert reference.read_bytes() == original
     assert not (root / "json.py").exists()
-    assert list((folder / ".course-state" / "set-aside").iterdir())
+    assert stat.S_IMODE(other.stat().st_mode) == mode
+    assert "the permissions of learning/course.py changed and were put back" in text
+    assert state.load(folder).grade("matmul", "python") is None
+    assert state.load(folder).grade("softmax", "python").status == "passed"
+    assert (folder / ".course-state" / "progress.json").read_bytes() != before  # regraded
+    assert ".course-state/progress.json changed and was put back (grades are written by the " \
+        "check" in text, text
+    assert not (folder / ".git" / "hooks" / "pre-commit").exists()
+    assert config.read_text() == "[core]\n\tbare = false\n"
+    assert ".git/config changed and was put back (the changed copy is in" in text
+    assert ".git/hooks/pre-commit appeared where git, pip or the course would read it" in text
+    kept = list((folder / ".course-state" / "set-aside").iterdir())
+    assert any(p.name.endswith("config") for p in kept), kept  # the changed copy, kept
     write_module(folder, "softmax", WRONG)
     assert run_check(root, folder).returncode == 1
     write_module(folder, "softmax", solution_text("softmax"))
@@ -646,6 +730,37 @@ _tamper()
 
 def test_the_digests_of_the_courses_files_are_current():
     assert integrity.changed() == [], "run python -m learning.computed"
+
+
+def test_a_virtual_environments_scripts_and_a_new_key_are_put_back(tmp_path):
+    # a script first on PATH (a new "git"), an edited activate, an edited pyvenv.cfg, and a key
+    # made while the learner's code ran: every one undone
+    from learning.grader import nearby
+
+    venv, learner = tmp_path / "venv", tmp_path / "learner"
+    (venv / "bin").mkdir(parents=True)
+    (learner / ".course-state").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    activate = venv / "bin" / "activate"
+    activate.write_text("export VIRTUAL_ENV=here\n")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner, prefix=str(venv),
+                               base_prefix="/usr")
+    with open(activate, "a") as handle:
+        handle.write("alias python=evil\n")
+    (venv / "pyvenv.cfg").write_text("home = /tmp/evil\n")
+    (venv / "bin" / "git").write_text("#!/bin/sh\n")
+    (learner / ".course-state" / "key").write_bytes(b"chosen by the module")
+    (learner / "pytest.ini").write_text("[pytest]\naddopts = -p planted\n")
+    changes = snapshot.repair(tmp_path / "aside")
+    assert not (learner / "pytest.ini").exists() and "pytest.ini" in changes.set_aside
+    assert activate.read_text() == "export VIRTUAL_ENV=here\n"
+    assert (venv / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
+    assert not (venv / "bin" / "git").exists()
+    assert not (learner / ".course-state" / "key").exists()
+    assert changes.grades == [".course-state/key"]
+    assert sorted(Path(p).name for p in changes.restored) == ["activate", "pyvenv.cfg"]
+    kept = sorted(p.name.split("-", 2)[-1] for p in (tmp_path / "aside").iterdir())
+    assert kept == ["activate", "git", "key", "pytest.ini", "pyvenv.cfg"], kept
 
 
 # --- 9. State files are data --------------------------------------------------------------------
@@ -811,7 +926,7 @@ def test_the_reference_compiled_into_functions_without_exec_is_noted(tmp_path):
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], "/tmp/notes.py", "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -819,12 +934,13 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 
 @linux_only
-@pytest.mark.parametrize("filtered_here", [True, False], ids=["filter", "no-filter"])
+@pytest.mark.parametrize("filtered_here", [
+    True, pytest.param(False, marks=pytest.mark.exhaustive)], ids=["filter", "no-filter"])
 def test_a_stopped_compile_check_costs_seconds(tmp_path, mode, monkeypatch, filtered_here):
     # under the filter the learner's code cannot stop it; without, the check gives up on it
     if not mode.interpret:
@@ -834,7 +950,9 @@ def test_a_stopped_compile_check_costs_seconds(tmp_path, mode, monkeypatch, filt
     if not filtered_here:
         monkeypatch.setenv(containment.SWITCH, "0")
         monkeypatch.delenv("LEARNING_FORKSERVER", raising=False)  # a fresh worker
-    module = solution_text("softmax") + '''
+    # only this test's compile check: other tests' checks may be compiling beside it
+    mine = f"--grader-pid\0{os.getpid()}\0".encode()
+    module = solution_text("softmax") + f'''
 
 import os as _os
 import signal as _signal
@@ -845,10 +963,11 @@ _right = softmax_triton
 def softmax_triton(x):
     for _name in _os.listdir("/proc"):
         try:
-            with open(f"/proc/{_name}/cmdline", "rb") as handle:
-                if b"learning.grader.gpu_compile" in handle.read():
-                    _os.kill(int(_name), _signal.SIGSTOP)
-                    print("stopped it")
+            with open(f"/proc/{{_name}}/cmdline", "rb") as handle:
+                command = handle.read()
+            if b"learning.grader.gpu_compile" in command and {mine!r} in command:
+                _os.kill(int(_name), _signal.SIGSTOP)
+                print("stopped it")
         except (OSError, ValueError):
             pass
     return _right(x)
@@ -919,28 +1038,34 @@ def softmax_python(values):
 
 
 def test_an_output_far_larger_than_any_case_is_not_read(tmp_path):
-    from learning.grader import worker
+    from learning.grader import summarise
     from learning.grader.tensors import TensorSpec
 
     largest = max(math.prod(a.shape) for e in registry.all_exercises() for p in e.parts
                   for c in p.cases for a in c.make_args() if isinstance(a, TensorSpec))
-    assert largest * 8 < worker.MAX_VALUES  # room for any case's output
+    assert largest * 8 < summarise.MAX_VALUES  # room for any case's output
     module = solution_text("softmax") + f'''
 
 import torch as _torch
 
 
+_calls = []
+
+
 def softmax_triton(x):
-    return _torch.zeros({worker.MAX_VALUES + 1}, dtype=_torch.float32)
+    _calls.append(x)
+    if len(_calls) > 1:  # the first case is the one looked at: the others need no 128 MB
+        raise ValueError("not the first case")
+    return _torch.zeros({summarise.MAX_VALUES + 1}, dtype=_torch.float32)
 '''
     result = grade_text(tmp_path, "softmax", module, ["triton"])
     verdict = result.parts[0].cases[0].verdict
     assert verdict.status == "failed" and "returned shape (33554433,)" in verdict.summary
     import torch
 
-    returned = worker.summarise(torch.zeros(worker.MAX_VALUES + 1), (), ())
+    returned = summarise.summarise(torch.zeros(summarise.MAX_VALUES + 1), (), ())
     assert returned.values is None and "more than any case's output" in returned.note
-    listed = worker.summarise([[0.0] * 1024] * (worker.MAX_VALUES // 1024 + 1), (), ())
+    listed = summarise.summarise([[0.0] * 1024] * (summarise.MAX_VALUES // 1024 + 1), (), ())
     assert listed.values is None and "more than any case's output" in listed.note
 
 
@@ -969,7 +1094,7 @@ def test_the_reference_compiled_under_the_courses_own_file_name_is_noted(tmp_pat
     module = f'''
 import types
 
-_code = compile(open({str(COURSE_ROOT / "learning" / "solutions" / "softmax.py")!r}).read()
+_code = compile(open({str(solution_path("softmax"))!r}).read()
                 .split("@triton.jit")[0], {str(COURSE_ROOT / "learning" / "notes.py")!r}, "exec")
 _function = next(c for c in _code.co_consts if getattr(c, "co_name", "") == "softmax_python")
 import math
@@ -977,14 +1102,16 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 '''
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok, rendered(result)
-    assert any("learning.solutions.softmax (softmax_python)" in name
+    assert any("learning.exercises.softmax.solution (softmax_python)" in name
                for name in result.borrowed), result.borrowed
 
 
-def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tmp_path):
+def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tmp_path,
+                                                                             monkeypatch):
     # too large to keep a copy of (torch, numpy, rich): a change sets the file aside, so that
     # the next process fails to import it instead of running what the learner's code planted
     installed = tmp_path / "site" / "rich" / "__init__.py"
+    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{tmp_path / 'site'}/",))
     installed.parent.mkdir(parents=True)
     installed.write_text("VERSION = 1\n", encoding="utf-8")
     guard = integrity.Guard(tmp_path, module_files=(str(installed),))
@@ -994,3 +1121,260 @@ def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tm
     repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
     assert not installed.exists() and repairs.installed == [str(installed)]
     assert "reinstall its package" in repairs.note("aside")
+
+
+def test_another_checkouts_files_are_never_watched_or_set_aside(tmp_path, monkeypatch):
+    # A warm process of another checkout of the course (or another version of it) lists its
+    # own course files: a check of this one must neither watch them nor move them away, even
+    # when they change while the learner's code runs (a maintainer's edit, say).
+    other = tmp_path / "other-checkout" / "learning" / "exercises" / "elementwise.py"
+    other.parent.mkdir(parents=True)
+    other.write_text("EXERCISE = 1\n", encoding="utf-8")
+    guard = integrity.Guard(tmp_path, module_files=(str(other),))
+    other.write_text("EXERCISE = 2\n", encoding="utf-8")
+    repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
+    assert other.read_text(encoding="utf-8") == "EXERCISE = 2\n" and not repairs.installed
+    # and only this course's servers' lists are read at all
+    sockets = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # a socket path is short
+    monkeypatch.setenv(warm_process.SWITCH, "1")
+    monkeypatch.setenv("TMPDIR", str(sockets))
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
+    where = warm_process.folder()
+    ours = where / f"{warm_process.key(True)}.sock{forkserver.MODULES_SUFFIX}"
+    ours.write_text("/ours/torch/__init__.py\n", encoding="utf-8")
+    (where / f"0123456789abcdef0123.sock{forkserver.MODULES_SUFFIX}").write_text(
+        f"{other}\n", encoding="utf-8")
+    try:
+        assert warm_process.module_files() == ("/ours/torch/__init__.py",)
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_a_case_the_learners_process_reports_skipped_is_not_skipped_unless_due(tmp_path):
+    # the learner's code runs in the process that reports each case: patched, its channel can
+    # turn every failing case into "skipped", and a part whose few cases left pass would pass
+    module = solution_text("softmax").replace("maximum = max(values)", "maximum = 0.0") + '''
+
+from learning.grader.channel import Channel as _Channel
+from learning.grader.returned import Skipped as _Skipped
+
+_send = _Channel.send
+
+
+def _quiet(self, *event):
+    if event and event[0] == "done" and not event[2].startswith("single element"):
+        event = (*event[:3], _Skipped("needs a CUDA GPU"))
+    return _send(self, *event)
+
+
+_Channel.send = _quiet
+'''
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    (part,) = result.parts
+    assert part.status == "failed" and not result.ok
+    skipped = [c for c in part.cases if c.verdict.status == "skipped"]
+    assert not skipped, [c.name for c in skipped]
+    not_run = [c for c in part.cases if c.verdict.status == "not-run"]
+    assert len(not_run) == len(part.cases) - 1
+    assert all("reported this case skipped" in c.verdict.summary for c in not_run)
+
+
+def test_a_bfloat16_case_is_skipped_only_where_the_start_up_said_the_gpu_lacks_it():
+    # compiled on a GPU with bfloat16 (as the worker said before the learner's import), a
+    # bfloat16 case reported skipped is not believed; on one without, it is
+    from learning.grader import judging
+    from learning.grader.worker_events import Heard
+
+    part = registry.find("softmax").part("triton")
+    (bf16,) = [c for c in part.cases if c.name == "bfloat16"]
+    (plain,) = [c for c in part.cases if c.name == "width 3"]
+    for said, believed in ((("mode", False, "CUDA GPU found", True), False),
+                           (("mode", False, "CUDA GPU found", False), True),
+                           (("mode", False, "CUDA GPU found"), False)):  # an older worker
+        heard = Heard()
+        heard.take(said)
+        assert judging._may_skip(heard, bf16) is believed, said
+        assert not judging._may_skip(heard, plain)
+    heard = Heard()
+    heard.take(("mode", False, "CUDA GPU found", False))
+    heard.phase = "cases"
+    heard.take(("mode", False, "CUDA GPU found", True))  # after the import: not believed
+    assert judging._may_skip(heard, bf16)
+
+
+@linux_only
+def test_a_warm_process_killed_mid_check_costs_a_rerun_not_a_grade(tmp_path, warm_on):
+    import threading
+
+    from learning.grader import part_runs
+
+    if not part_runs._filtered():
+        pytest.skip("without the filter a lost warm process is judged as it stands")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    assert grade_text(first, "softmax", solution_text("softmax"), ["python"]).ok
+    server = warm_server_pid(warm_on)
+    assert server > 0  # os.kill(0, ...) would end this test's whole process group
+    marker = tmp_path / "started"
+    module = solution_text("softmax") + f'''
+
+import os as _os
+import time as _time
+
+_right = softmax_python
+
+
+def softmax_python(values):
+    if not _os.path.exists({str(marker)!r}):  # only the first run of the first case waits
+        with open({str(marker)!r}, "w") as handle:
+            handle.write("started")
+        _time.sleep(5)
+    return _right(values)
+'''
+
+    def kill_the_server():  # what the out-of-memory killer might do
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(server, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_server)
+    killer.start()
+    result = grade_text(second, "softmax", module, ["python"])
+    killer.join()
+    assert result.ok, rendered(result)
+    assert any("went away during the check" in note for note in result.notes), result.notes
+
+
+def test_a_set_aside_folder_or_state_folder_turned_into_a_link_leads_nowhere(tmp_path):
+    # a link in place of .course-state/set-aside would carry what is set aside (a .pth, say)
+    # wherever it points; one in place of .course-state would take the grades put back
+    from learning.grader import nearby
+
+    elsewhere = tmp_path / "site-packages"
+    elsewhere.mkdir()
+    learner = tmp_path / "learner"
+    (learner / ".course-state").mkdir(parents=True)
+    (learner / ".course-state" / "set-aside").symlink_to(elsewhere)
+    planted = learner / "zz.pth"
+    planted.write_text("import os\n")
+    moved = nearby.move_aside(planted, learner / ".course-state" / "set-aside")
+    assert not list(elsewhere.iterdir()) and not planted.exists()
+    assert "(now " in moved and str(elsewhere) not in moved
+    key = learner / ".course-state" / "key"
+    key.write_bytes(b"k")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner)
+    os.rename(learner / ".course-state", tmp_path / "moved")
+    (learner / ".course-state").symlink_to(tmp_path / "moved")
+    changes = snapshot.repair(tmp_path / "aside")
+    state_folder = learner / ".course-state"
+    assert state_folder.is_dir() and not state_folder.is_symlink()
+    assert key.read_bytes() == b"k"
+    assert any("a link or file in place of the folder" in s for s in changes.set_aside)
+
+
+def test_a_compiled_cache_planted_beside_the_module_is_never_run(tmp_path):
+    # an unchecked hash-based .pyc is used whatever its source holds: planted with the
+    # reference's code beside an untouched stub, it would pass, and hide every later edit
+    import importlib.util
+    import py_compile
+
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    module = write_module(learner, "softmax", stub_text("softmax")) / "softmax.py"
+    answer = tmp_path / "answer.py"
+    answer.write_text(PYTHON_PART_ONLY, encoding="utf-8")
+    py_compile.compile(str(answer), cfile=importlib.util.cache_from_source(str(module)),
+                       dfile=str(module),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    result = grade_text(learner, "softmax", stub_text("softmax"), ["python"])
+    assert result.parts[0].status == "not-started", rendered(result)
+
+
+def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path, monkeypatch):
+    # Python runs a library's cache in place of its source: one the learner's code rewrote
+    # (a header copied from the real one makes it look current) must not run in the next check.
+    # A library of the test's own stands in for an installed one loaded by the grader.
+    import importlib.util
+    import py_compile
+
+    library = tmp_path / "site" / "library.py"
+    library.parent.mkdir()
+    library.write_text("VALUE = 1\n")
+    cache = Path(importlib.util.cache_from_source(str(library)))
+    py_compile.compile(str(library), cfile=str(cache))
+    monkeypatch.setattr(integrity, "_loaded_files", lambda: {str(library)})
+    guard = integrity.Guard(tmp_path)
+    cache.write_bytes(b"not a compiled module")
+    repairs = guard.repair(tmp_path / "aside")
+    assert not cache.exists() and library.read_text() == "VALUE = 1\n"
+    assert "compiled caches of installed code" in repairs.note("aside")
+    # a cache made where there was none is set aside too
+    guard = integrity.Guard(tmp_path)
+    cache.write_bytes(b"not a compiled module either")
+    assert guard.repair(tmp_path / "aside").compiled and not cache.exists()
+
+
+def test_a_git_folder_swapped_for_a_file_that_leads_elsewhere_is_put_back(tmp_path):
+    # .git renamed, and a .git file put in its place that leads to a git folder whose config
+    # runs a program (core.fsmonitor): the original comes back, the file goes
+    from learning.grader import nearby
+
+    learner = tmp_path / "learner"
+    (learner / ".git" / "hooks").mkdir(parents=True)
+    (learner / ".git" / "config").write_text("[core]\n")
+    snapshot = nearby.Snapshot(tmp_path / "course", learner)
+    evil = tmp_path / "evil-git"
+    shutil.copytree(learner / ".git", evil)
+    (evil / "config").write_text("[core]\n\tfsmonitor = /tmp/planted.sh\n")
+    os.rename(learner / ".git", learner / ".git-old")
+    (learner / ".git").write_text(f"gitdir: {evil}\n")
+    changes = snapshot.repair(tmp_path / "aside")
+    assert (learner / ".git").is_dir() and not (learner / ".git-old").exists()
+    assert (learner / ".git" / "config").read_text() == "[core]\n"
+    assert any(".git, replaced" in s and "the original was put back" in s
+               for s in changes.set_aside), changes.set_aside
+
+
+def test_a_pass_with_the_reference_loaded_is_not_recorded(tmp_path, capsys):
+    write_module(tmp_path, "softmax", "from learning.exercises.softmax.solution import "
+                 "softmax_python\n")
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "so no part's pass is recorded" in out
+    assert state.load(tmp_path).grade("softmax", "python") is None
+    write_module(tmp_path, "softmax", solution_text("softmax"))  # the learner's own, passing
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    assert state.load(tmp_path).grade("softmax", "python").status == "passed"
+
+
+@linux_only
+def test_the_compile_check_runs_the_learners_statements_only_after_every_run(tmp_path, mode):
+    # run earlier, a thread of the module's, started in the compile check's process, could
+    # change the grader's files while the check still reads them: the statements run only
+    # once the launches are in (the compile check's own frame holds them by then)
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    marker = tmp_path / "when.txt"
+    module = solution_text("softmax") + f'''
+
+import sys as _sys
+
+
+@(lambda function: function)  # decorated: the compile check's partial import runs it too
+def _note_when():
+    frame, received = _sys._getframe(), False
+    while frame is not None:
+        if frame.f_code.co_name == "run" and "gpu_compile" in frame.f_code.co_filename:
+            received = "launches" in frame.f_locals
+        frame = frame.f_back
+    with open({str(marker)!r}, "w") as handle:
+        handle.write("after the runs" if received else "during the runs")
+
+
+_noted = _note_when() if "learning.grader.gpu_compile" in " ".join(_sys.orig_argv) else None
+'''
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    assert result.ok, rendered(result)
+    assert marker.read_text() == "after the runs"

@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import learning
 from tests.helpers import COURSE_ROOT
 
@@ -25,9 +27,11 @@ SHARED = {
            "explainers raise its ArgumentError too",
     "course": "the lessons in reading order and the course's folders, which the commands, the "
               "grader and the explainers all read",
+    "broken_install": "the package's start-up installs it for every command: a library that "
+                      "cannot be imported is named in one line",
 }
 # The subpackages: the grader's machinery, and the course's data.
-SUBPACKAGES = {"grader", "exercises", "explainers", "solutions", "stubs", "catalogue"}
+SUBPACKAGES = {"grader", "exercises", "explainers"}
 
 
 def _modules() -> dict[str, Path]:
@@ -182,6 +186,66 @@ def test_the_layout_in_the_package_docstring_names_every_module_and_only_real_on
 
 
 # ---------------------------------------------------------------------------------------------
+# The exercises: one folder each, the same files in every one, each named once.
+
+def _entries(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.name != "__pycache__"}
+
+
+def test_every_exercise_folder_holds_the_same_files_and_nothing_else():
+    from learning import exercises
+
+    folders = {p.name for p in exercises.FOLDER.iterdir() if p.is_dir()} - {"__pycache__"}
+    assert _entries(exercises.FOLDER) == folders | {"__init__.py"}, (
+        "learning/exercises holds the exercises' folders and its own __init__.py, nothing else")
+    for name in sorted(folders):
+        assert _entries(exercises.FOLDER / name) == set(exercises.FILES), (
+            f"learning/exercises/{name}/ holds {sorted(_entries(exercises.FOLDER / name))}; every "
+            f"exercise's folder holds exactly {list(exercises.FILES)}")
+
+
+def test_every_exercise_folder_is_named_once_and_declares_the_exercise_of_its_name():
+    from learning import exercises
+    from learning.grader import registry
+
+    folders = {p.name for p in exercises.FOLDER.iterdir() if p.is_dir()} - {"__pycache__"}
+    assert len(set(exercises.NAMES)) == len(exercises.NAMES), "an exercise is named twice"
+    assert set(exercises.NAMES) == folders, (
+        f"named but no folder: {sorted(set(exercises.NAMES) - folders)}; a folder not named in "
+        f"learning/exercises/__init__.py: {sorted(folders - set(exercises.NAMES))}")
+    assert [e.name for e in registry.all_exercises()] == list(exercises.NAMES)
+    for name in exercises.NAMES:
+        assert (COURSE_ROOT / f"{name}.py").exists(), f"{name}.py, the learner's module, is missing"
+
+
+def test_an_exercise_folders_init_is_one_line_and_imports_nothing():
+    """Importing one file of an exercise (its worked example, say) runs its package's __init__:
+    a line that imports nothing keeps that import as light as the file itself."""
+    from learning import exercises
+
+    for name in exercises.NAMES:
+        text = exercises.path(name, "__init__.py").read_text(encoding="utf-8")
+        body = ast.parse(text).body
+        assert len(text.strip().splitlines()) == 1 and len(body) == 1 and \
+            isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), (
+            f"learning/exercises/{name}/__init__.py: one docstring line, nothing else")
+
+
+def test_the_folders_an_exercise_was_once_spread_over_are_gone():
+    from learning import exercises, explainers
+
+    for old in ("stubs", "solutions", "catalogue"):  # a checkout may keep an old __pycache__
+        assert not list((PACKAGE / old).glob("*.py")), (
+            f"learning/{old}/: its files now live in each exercise's folder")
+    shared = {"__init__.py", "page.py", "facts.py"}
+    topics = {f"{topic}.py" for topic in explainers.OTHER_TOPICS}
+    assert _entries(PACKAGE / "explainers") == shared | topics, (
+        "learning/explainers holds what the worked examples share and the topics that are no "
+        "exercise; an exercise's worked example is its folder's explainer.py")
+    assert list(explainers.TOPICS) == [*exercises.NAMES, *explainers.OTHER_TOPICS]
+
+
+# ---------------------------------------------------------------------------------------------
 # The course's top level: the learner's files first, the lab in one folder.
 
 # Every entry at the top of the course, and who it is for. Exercise modules are found from the
@@ -193,7 +257,7 @@ TOP_LEVEL = {
     "learning": "the learner's commands (check, explain, ...) and the grader behind them",
     "triton_kernels.py": "the learner: the reference softmax, backward and RMSNorm",
     "reference_matmul.py": "the learner: the reference matmul of lesson 12",
-    "reference_attention.py": "the learner: the reference attention of lesson 13",
+    "reference_attention.py": "the learner: the reference attention of lessons 13 and 14",
     "notebooks": "the learner: lessons 06 to 08 as a notebook, for a free cloud GPU",
     "tests": "the maintainer: the course's own tests",
     "lab": "the maintainer: the work behind the reference's speed, and every experiment",
@@ -257,6 +321,7 @@ def test_every_file_in_the_lab_is_referred_to():
     assert not lost, f"nothing refers to {lost}"
 
 
+@pytest.mark.exhaustive  # builds and installs a wheel: with the package index checks
 def test_the_references_import_from_an_installed_wheel_outside_the_course(tmp_path):
     """pyproject once shipped only learning/, which imports triton_kernels and reference_*:
     outside the course's folder those imports failed."""

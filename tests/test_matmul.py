@@ -17,8 +17,8 @@ import torch
 import reference_matmul as rm
 from learning import bench, explain
 from learning.bench import rowwise
-from learning.exercises import matmul as exercise
-from learning.explainers import matmul as page
+from learning.exercises.matmul import exercise
+from learning.exercises.matmul import explainer as page
 from learning.grader import registry
 from learning.grader.tensors import TensorSpec
 from tests.helpers import (
@@ -49,7 +49,7 @@ def test_the_worked_example_case_is_the_one_explain_prints():
     a, b, block = PYTHON.case("worked example").make_args()
     want_a, want_b = page.worked_matrices(*page.DEFAULT[:3])
     assert (a, b, block) == (want_a, want_b, page.DEFAULT[3])
-    from learning.solutions import matmul as solution
+    from learning.exercises.matmul import solution
 
     assert solution.matmul_python(a, b, block) == page._product(want_a, want_b)
 
@@ -141,6 +141,7 @@ def test_a_k_step_below_16_runs_in_the_interpreter_and_fails_the_gpu_compile(tmp
         assert "each dimension" not in rejected.hint
 
 
+@pytest.mark.exhaustive  # compiles every tile
 @pytest.mark.interpreter
 def test_tiles_of_8_by_8_with_a_k_step_of_32_compile_where_triton_takes_them(tmp_path):
     # tl.dot's floor is on K alone from Triton 3.5 on: a tile of C of 8 x 8 is fine
@@ -938,7 +939,7 @@ def test_bad_bench_arguments_are_one_line_and_exit_2(argv, message, capsys):
 @pytest.mark.interpreter
 def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     from learning.bench import matmul as bench_matmul
-    from learning.solutions import matmul as solution
+    from learning.exercises.matmul import solution
 
     monkeypatch.setattr(bench_matmul, "DEVICE", "cpu")
     timed = []

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from learning import check, computed
-from learning.grader import map_view, memory_map, registry, runner, sanitizer
+from learning.grader import map_run, map_view, memory_map, registry, sanitizer
 from learning.grader.map_view import symbol
 from learning.grader.tensors import TensorSpec
 from tests.helpers import solution_text, write_module
@@ -376,11 +376,11 @@ def test_a_row_read_one_column_too_far_is_drawn_past_that_row_not_on_a_row_past_
 def test_a_matmul_k_loop_past_k_draws_columns_past_the_last_of_every_row(interpreter, tmp_path):
     """matmul's K edge (a is 32 x 45, BLOCK_K 32) without the mask on k: every row of the tile
     reads columns 45 to 63; rows 0 to 30 land on the next row's start, row 31 past the end."""
-    from learning.catalogue import versions
+    from learning.grader.catalogue import versions
 
     version = next(v for v in versions("matmul") if v.name == "the K edge unmasked")
     write_module(tmp_path, "matmul", version.module_text("matmul"))
-    pair = runner.record_map(registry.find("matmul"), tmp_path / "matmul.py", "triton",
+    pair = map_run.record_map(registry.find("matmul"), tmp_path / "matmul.py", "triton",
                              "K edge")
     assert pair.learner.past("a", "load")[0] == (0, (0, 45), True)
     assert pair.learner.past("a", "load")[-1] == (0, (31, 63), False)
@@ -505,7 +505,7 @@ def test_the_reference_maps_like_itself_in_every_kernel_exercise(interpreter, tm
     entry = registry.find(exercise)
     part, case = next((p.name, c.name) for p in entry.parts if p.needs_kernels
                       for c in p.cases if memory_map.small_enough(c))
-    pair = runner.record_map(entry, tmp_path / f"{exercise}.py", part, case)
+    pair = map_run.record_map(entry, tmp_path / f"{exercise}.py", part, case)
     assert pair.learner is not None and pair.reference is not None, pair.note
     assert pair.learner.accesses, "no access was recorded"
     for label in pair.labels():
@@ -724,7 +724,7 @@ def test_lesson_06_shows_the_map_the_course_computes():
 def test_without_a_warm_process_check_names_the_command_instead_of_starting_torch_again(
         interpreter, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setattr(runner, "_forked_workers", lambda: False)
+    monkeypatch.setattr(map_run, "_forked_workers", lambda: False)
     write_module(tmp_path, "softmax", WRONG_SOFTMAX)
     check.main(["softmax", "--root", str(tmp_path), "--part", "triton"])
     out = " ".join(capsys.readouterr().out.split())

@@ -1,12 +1,13 @@
 """Mutation testing of the grader: wrong versions of every reference solution, made by small
 edits of its syntax tree, must each be failed, unless they compute the same outputs.
 
-Every reference solution in ``learning/solutions`` whose exercise is registered is mutated (a
-swapped operator, a dropped mask, another ``other`` fill, an index or offset shifted by one, a
-dropped reduction, max and min or sum and max swapped) in the functions one part calls, and a
-seeded sample of the mutants is graded, one part per process. The test asserts that the grader
-never crashes or hangs, and that every mutant that passes is equivalent: run outside the grader,
-its outputs agree with the reference solution's within the part's tolerance on every case.
+Every reference solution (``learning/exercises/NAME/solution.py``) whose exercise is registered
+is mutated (a swapped operator, a dropped mask, another ``other`` fill, an index or offset
+shifted by one, a dropped reduction, max and min or sum and max swapped) in the functions one
+part calls, and a seeded sample of the mutants is graded, one part per process. The test asserts
+that the grader never crashes or hangs, and that every mutant that passes is equivalent: run
+outside the grader, its outputs agree with the reference solution's within the part's tolerance
+on every case.
 
 ``LEARNING_MUTANTS_PER_PART`` (default 2; the softmax exercise gets four times as many) sets
 the sample size; the kill rate is reported as a warning and in any failure message.
@@ -29,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from learning.exercises import solution_path
 from learning.grader import compare, registry, runner
 from learning.grader.declarations import Exercise, Part
-from learning.solutions import solution_path
 from tests.helpers import course_pythonpath
 
 PER_PART = int(os.environ.get("LEARNING_MUTANTS_PER_PART", "2"))

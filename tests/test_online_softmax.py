@@ -6,7 +6,7 @@ import math
 import pytest
 
 from learning import explain
-from learning.exercises.online_softmax import reference, simulate
+from learning.exercises.online_softmax.exercise import reference, simulate
 from tests.helpers import grade_text, solution_text
 
 NAME = "online_softmax"

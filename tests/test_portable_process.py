@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from learning import check
-from learning.grader import childproc, handover, registry, runner
+from learning.grader import childproc, handover, registry, stopped
+from learning.grader.worker_events import CaseKey
+from learning.grader.worker_run import Settings, WorkerRun
 from tests.helpers import alive, gone_within, grade_text, solution_text, write_module
 
 SOFTMAX = registry.find("softmax")
@@ -146,12 +148,11 @@ def softmax_python(values):
     return torch.arange(3_300_000, dtype=torch.float64)
 '''
     write_module(tmp_path, "softmax", module)
-    run = runner._WorkerRun(SOFTMAX, tmp_path / "softmax.py",
-                            [runner.PartResult(SOFTMAX.part("python"))], False, None,
-                            only={"python": ["worked example"]})
+    run = WorkerRun(Settings(SOFTMAX, tmp_path / "softmax.py"), [SOFTMAX.part("python")],
+                    only={"python": ["worked example"]})
     run.execute()
-    assert run.finished and not run.timed_out and not run.garbled
-    values = run.outcomes[("python", "worked example")].values
+    assert run.heard.finished and not run.ended.timed_out and not run.ended.garbled
+    values = run.heard.outcomes[("python", "worked example")].values
     assert values.shape == (3_300_000,) and values[0] == 0 and values[-1] == 3_299_999
     assert values.sum() == 3_299_999 * 3_300_000 // 2
     dropped = 3_000_001 - childproc.MAX_CAPTURED_BYTES  # the line and its newline, less the cap
@@ -175,7 +176,7 @@ def softmax_python(values):
     _time.sleep(600)
 """
     write_module(tmp_path, "softmax", module)
-    handle, pressed = runner._WorkerRun._handle, []
+    handle, pressed = WorkerRun._handle, []
 
     def interrupted(run, event):
         handle(run, event)
@@ -185,9 +186,8 @@ def softmax_python(values):
             pressed.append(time.monotonic())
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner._WorkerRun, "_handle", interrupted)
-    run = runner._WorkerRun(SOFTMAX, tmp_path / "softmax.py",
-                            [runner.PartResult(SOFTMAX.part("python"))], False, None)
+    monkeypatch.setattr(WorkerRun, "_handle", interrupted)
+    run = WorkerRun(Settings(SOFTMAX, tmp_path / "softmax.py"), [SOFTMAX.part("python")])
     with pytest.raises(KeyboardInterrupt):
         run.execute()
     assert time.monotonic() - pressed[0] < 2
@@ -285,10 +285,9 @@ def test_an_exit_status_of_the_programs_own_is_no_crash(code):
 
 
 def test_a_worker_ended_by_a_windows_exception_is_reported_as_a_crash():
-    run = runner._WorkerRun(SOFTMAX, Path("softmax.py"),
-                            [runner.PartResult(SOFTMAX.part("triton"))], False, None)
-    run.current, run.returncode = ("triton", "width 3"), 0xC0000005
-    verdict = run.failure_verdict()
+    run = WorkerRun(Settings(SOFTMAX, Path("softmax.py")), [SOFTMAX.part("triton")])
+    run.heard.current, run.ended.returncode = CaseKey("triton", "width 3"), 0xC0000005
+    verdict = stopped.failure_verdict(run)
     assert verdict.status == "crashed"
     assert verdict.summary == "the process crashed (exception 0xC0000005, an access violation) " \
                               "in case triton/width 3: likely an out-of-bounds load or " \

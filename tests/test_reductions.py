@@ -52,8 +52,8 @@ def test_explain_traces_the_tree_level_by_level(capsys, plain_console):
 
 
 def test_explain_trees_match_the_reference_solution():
-    from learning.explainers import reductions as page
-    from learning.solutions import reductions as solution
+    from learning.exercises.reductions import explainer as page
+    from learning.exercises.reductions import solution
 
     for values in ([], [5.0], [3.0, -1.0, 4.0], [1.5] * 9):
         for op in solution.OPS:

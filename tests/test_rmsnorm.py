@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from learning import explain
-from learning.exercises.rmsnorm import reference_rows
-from learning.explainers import rmsnorm as rmsnorm_page
+from learning.exercises.rmsnorm import explainer as rmsnorm_page
+from learning.exercises.rmsnorm.exercise import reference_rows
 from tests.helpers import (
     COURSE_ROOT,
     grade_text,
@@ -24,7 +24,7 @@ def test_importing_the_stub_and_the_solution_runs_nothing():
              "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
              "print('ok')")
     done = subprocess.run([sys.executable, "-c", probe, str(COURSE_ROOT / "rmsnorm.py"),
-                           str(COURSE_ROOT / "learning" / "solutions" / "rmsnorm.py")],
+                           str(COURSE_ROOT / "learning" / "exercises" / "rmsnorm" / "solution.py")],
                           capture_output=True, text=True, timeout=120,
                           env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"})
     assert done.returncode == 0, done.stderr

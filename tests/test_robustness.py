@@ -13,9 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from learning.grader import childproc, compare, gpu_compile, registry, runner, sanitizer
+from learning.grader import (
+    childproc,
+    compare,
+    gpu_compile,
+    registry,
+    runner,
+    sanitizer,
+    stopped,
+    worker_run,
+)
 from learning.grader import mode as kernel_mode
 from learning.grader.returned import Returned
+from learning.grader.worker_events import CaseKey
 from tests.helpers import COURSE_ROOT, course_pythonpath, grade_text, solution_text
 
 SOFTMAX = registry.find("softmax")
@@ -125,7 +135,7 @@ def test_an_exit_at_import_is_a_failure_and_every_case_is_not_run(tmp_path, call
     for part in result.parts:
         # a case that cannot run here (GPU-only, in the interpreter) is skipped, not counted
         cannot = {c.name for c in part.part.cases if c.gpu_only} \
-            if result.mode is not None and result.mode[0] else set()
+            if result.mode is not None and result.mode.interpret else set()
         assert {c.name for c in part.cases if c.verdict.status == "skipped"} == cannot
         assert {c.verdict.status for c in part.cases if c.name not in cannot} == {"not-run"}
         assert part.cases[0].verdict.summary == "the module could not be imported"
@@ -143,9 +153,9 @@ def test_a_module_that_hangs_at_import_times_out_on_the_import_limit(tmp_path):
 
 
 def test_the_import_limit_follows_the_case_limit_with_a_floor():
-    assert runner.import_limit(1) == runner.IMPORT_FLOOR_SECONDS == 30
-    assert runner.import_limit(10) == 30
-    assert runner.import_limit(200) == 200
+    assert worker_run.import_limit(1) == worker_run.IMPORT_FLOOR_SECONDS == 30
+    assert worker_run.import_limit(10) == 30
+    assert worker_run.import_limit(200) == 200
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,23 +368,23 @@ def test_printing_without_end_is_cut_and_the_grader_stays_bounded(tmp_path):
     assert verdict.status == "timed-out"
     assert "It also printed" in verdict.summary  # megabytes by then, and it says so
     assert "[output cut:" in result.learner_output
-    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+    assert len(result.learner_output) < childproc.MAX_OUTPUT_CHARS + 200
     assert seconds < PYTHON_PART_SECONDS
 
 
 def test_the_output_note_counts_what_was_printed_not_what_was_left_after_a_first_cut():
     printed = ("x" * 201 + "\n") * 100  # 100 lines: cut by lines first, then by characters
-    shown = runner._cap_output(printed)
+    shown = childproc.cap_output(printed)
     body, note = shown.rsplit("\n", 1)
-    assert len(body) == runner.MAX_OUTPUT_CHARS and printed.startswith(body)
+    assert len(body) == childproc.MAX_OUTPUT_CHARS and printed.startswith(body)
     hidden = len(printed.rstrip("\n")) - len(body)
     assert note == f"[output cut: {hidden} more characters " \
                    f"({100 - len(body.splitlines())} more lines) not shown]"
     # a worker's capture keeps only so much and says how much it dropped: that count survives
     captured = "z" * 100 + "\n[output cut: 5000 more bytes]"
-    assert runner._cap_output(captured + captured) == \
+    assert childproc.cap_output(captured + captured) == \
         "z" * 200 + "\n[output cut: 10000 more bytes printed and not kept]"
-    assert runner._cap_output("a\nb\n") == "a\nb"
+    assert childproc.cap_output("a\nb\n") == "a\nb"
 
 
 def test_one_enormous_line_is_cut(tmp_path):
@@ -384,7 +394,7 @@ def test_one_enormous_line_is_cut(tmp_path):
     assert result.parts[0].status == "passed"
     assert result.learner_output.startswith("zzz")
     assert "[output cut:" in result.learner_output
-    assert len(result.learner_output) < runner.MAX_OUTPUT_CHARS + 200
+    assert len(result.learner_output) < childproc.MAX_OUTPUT_CHARS + 200
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,7 +408,7 @@ import numpy
 import torch
 
 import learning.grader.compare
-import learning.exercises.softmax as exercise
+import learning.exercises.softmax.exercise as exercise
 
 math.exp = lambda v: 1.0
 numpy.exp = lambda v: numpy.ones_like(v)
@@ -427,6 +437,55 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
     assert seconds < PYTHON_PART_SECONDS
 
 
+# the kernel is launched (with a wrong answer stored), then other code puts the right one in
+@pytest.mark.parametrize("overwrite", [
+    "y.copy_(torch.softmax(x.float(), dim=-1).to(x.dtype))",
+    pytest.param("y.data[:] = torch.softmax(x.float(), dim=-1).to(x.dtype)",
+                 marks=pytest.mark.exhaustive),
+    pytest.param("y.untyped_storage().copy_(torch.softmax(x.float(), dim=-1).to(x.dtype)"
+                 ".contiguous().untyped_storage())", marks=pytest.mark.exhaustive),
+], ids=["copy_", "data", "storage"])
+def test_a_kernel_whose_output_is_overwritten_after_its_launch_fails(tmp_path, overwrite):
+    result, seconds = grade(tmp_path, with_code(f"""
+_right = softmax_triton
+
+
+def softmax_triton(x):
+    y = _right(x - x)  # launches the reference's kernel: 1/n everywhere, wrong
+    {overwrite}
+    return y
+"""), parts=("triton",))
+    (part,) = result.parts
+    # where the right answer is 1/n (a single column) the bits stored are the bits returned
+    ran = [c for c in part.cases if c.verdict.status != "skipped" and c.name != "single column"]
+    assert ran and all(c.verdict.status == "failed" for c in ran), \
+        [(c.name, c.verdict.summary) for c in ran]
+    assert {c.verdict.bug.key for c in ran} == {"changed-after-kernel"}
+    assert "changed after the last kernel launch" in ran[0].verdict.summary
+
+
+# a kernel is launched, and what is returned is torch's: left in from debugging, or copied
+@pytest.mark.parametrize("body, passes", [
+    ("    _right(x)\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)", False),
+    pytest.param("    _right(x)\n    z = torch.empty_like(x)\n"
+                 "    z.copy_(torch.softmax(x, dim=-1))\n    return z", False,
+                 marks=pytest.mark.exhaustive),
+    ("    return _right(x).clone()", True),  # a copy of what the kernel stored
+    pytest.param("    return _right(x.float()).to(x.dtype)", True, marks=pytest.mark.exhaustive),
+], ids=["returned", "copied into a fresh tensor", "clone of the kernel's", "cast of the kernel's"])
+def test_a_result_torch_computed_beside_a_launch_fails_and_names_the_operation(tmp_path, body,
+                                                                               passes):
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n"
+                                          f"def softmax_triton(x):\n{body}\n"), parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    if passes:
+        assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+        return
+    assert ran and {c.verdict.bug.key for c in ran} == {"computed-by-torch"}
+    assert "computed by torch's softmax during the call" in ran[0].verdict.summary
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"
@@ -441,10 +500,10 @@ def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_
 
 
 def test_a_pass_computed_by_the_reference_solution_is_said_to_be_so(tmp_path):
-    result, _ = grade(tmp_path, "from learning.solutions.softmax import softmax_python as _ref\n\n"
-                      "def softmax_python(values):\n    return _ref(values)\n")
-    assert result.borrowed == ["learning.solutions.softmax"]
-    assert "your code loaded the course's reference code (learning.solutions.softmax)" in \
+    result, _ = grade(tmp_path, "from learning.exercises.softmax.solution import softmax_python "
+                      "as _ref\n\ndef softmax_python(values):\n    return _ref(values)\n")
+    assert result.borrowed == ["learning.exercises.softmax.solution"]
+    assert "your code loaded the course's reference code (learning.exercises.softmax.solution)" in \
         rendered(result)
 
 
@@ -549,15 +608,22 @@ def test_two_checks_of_one_folder_at_once_do_not_interfere(tmp_path):
     assert time.monotonic() - start < 2 * PYTHON_PART_SECONDS
 
 
+# The quick run keeps the settings that changed what a check did (the mode, the encoding,
+# warnings raised as errors); the exhaustive set adds those the terminal's settings cover.
 @pytest.mark.parametrize("changes, part, expect", [
-    ({"TRITON_INTERPRET": "1"}, "triton", "because TRITON_INTERPRET=1 is set in the environment"),
-    ({"CUDA_VISIBLE_DEVICES": ""}, "python", "Grade: Python 11/11"),
-    ({"NO_COLOR": "1", "TERM": "dumb"}, "python", "Grade: Python 11/11"),
-    ({"COLUMNS": "40"}, "python", "Grade:"),
-    ({"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}, "python",
-     "Grade: Python 11/11"),
-    ({"PYTHONWARNINGS": "error"}, "python", "Grade: Python 11/11"),
-], ids=["TRITON_INTERPRET", "no-GPU", "NO_COLOR", "COLUMNS=40", "ascii", "warnings-as-errors"])
+    pytest.param({"TRITON_INTERPRET": "1"}, "triton",
+                 "because TRITON_INTERPRET=1 is set in the environment", id="TRITON_INTERPRET"),
+    pytest.param({"CUDA_VISIBLE_DEVICES": ""}, "python", "Grade: Python 11/11", id="no-GPU",
+                 marks=pytest.mark.exhaustive),
+    pytest.param({"NO_COLOR": "1", "TERM": "dumb"}, "python", "Grade: Python 11/11",
+                 id="NO_COLOR", marks=pytest.mark.exhaustive),
+    pytest.param({"COLUMNS": "40"}, "python", "Grade:", id="COLUMNS=40",
+                 marks=pytest.mark.exhaustive),
+    pytest.param({"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}, "python",
+                 "Grade: Python 11/11", id="ascii"),
+    pytest.param({"PYTHONWARNINGS": "error"}, "python", "Grade: Python 11/11",
+                 id="warnings-as-errors"),
+])
 def test_the_learners_environment_does_not_break_the_check(tmp_path, changes, part, expect):
     (tmp_path / "softmax.py").write_text(solution_text("softmax"), encoding="utf-8")
     start = time.monotonic()
@@ -653,7 +719,7 @@ _threading.Thread(target=_time.sleep, args=(600,)).start()  # not a daemon: it k
 
 
 def test_a_python_part_gets_the_python_limit_beside_kernel_parts(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "PYTHON_CASE_SECONDS", 2.0)
+    monkeypatch.setattr(worker_run, "PYTHON_CASE_SECONDS", 2.0)
     module = solution_text("softmax") + '''
 
 def softmax_python(values):
@@ -713,12 +779,88 @@ def test_a_worker_whose_forking_process_ended_gets_a_verdict_not_a_traceback(tmp
         def wait(self, timeout=None):
             raise subprocess.TimeoutExpired("worker", timeout)
 
-    part = runner.PartResult(SOFTMAX.part("python"))
-    run = runner._WorkerRun(SOFTMAX, tmp_path / "softmax.py", [part], False, None)
-    run.finished, run.current = True, ("python", "worked example")
-    run._output = childproc.CappedOutput()
+    run = worker_run.WorkerRun(worker_run.Settings(SOFTMAX, tmp_path / "softmax.py"),
+                               [SOFTMAX.part("python")])
+    run.heard.finished, run.heard.current = True, CaseKey("python", "worked example")
     pipes = childproc.PipeReader()  # no pipe open: nothing left to read
     run._stop(Orphan(), pipes)
-    verdict = run.failure_verdict()
-    assert run.status_lost and verdict.status == "crashed" and not verdict.causes
+    verdict = stopped.failure_verdict(run)
+    assert run.ended.status_lost and verdict.status == "crashed" and not verdict.causes
     assert "how it ended is unknown" in verdict.summary
+
+
+# --- a library the commands need, damaged ----------------------------------------------------
+
+@pytest.mark.parametrize("command", ["check", "progress"])
+def test_a_library_with_a_file_set_aside_is_named_in_one_line(tmp_path, command):
+    # as after a check set aside one of rich's files: the package is there, a module of it not
+    broken = tmp_path / "broken"
+    (broken / "rich").mkdir(parents=True)
+    (broken / "rich" / "__init__.py").write_text("")
+    env = _environment()
+    env["PYTHONPATH"] = os.pathsep.join([str(broken), env["PYTHONPATH"]])
+    argv = [sys.executable, "-m", f"learning.{command}", *(["softmax"] if command == "check"
+                                                          else []), "--root", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(COURSE_ROOT),
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "the installed package rich cannot be imported" in line
+    assert line.endswith("python -m pip install --force-reinstall rich")
+
+
+def test_only_a_command_turns_an_import_error_into_one_line():
+    # imported as a library, learning leaves Python's excepthook alone; an import error that
+    # names no installed library is left to its traceback
+    from learning import broken_install
+
+    done = subprocess.run([sys.executable, "-c", "import sys, learning; "
+                           "print(sys.excepthook is sys.__excepthook__)"],
+                          capture_output=True, text=True, env=_environment(), timeout=60)
+    assert done.stdout.strip() == "True", done.stderr
+    as_if_in = str(COURSE_ROOT / "learning" / "check.py")
+    for statement, named in (("import no_such_library", None), ("import rich.no_such", "rich")):
+        try:
+            exec(compile(statement, as_if_in, "exec"), {})
+        except ImportError as error:
+            assert broken_install.broken_package(error, error.__traceback__) == named
+        else:
+            raise AssertionError(f"{statement} imported")
+
+
+# --- a process that stops itself -------------------------------------------------------------
+
+def _doing(statement: str, where: str) -> str:
+    """Module text that runs ``statement`` as it is imported ("import"), or in the Python
+    part's first call ("case") before answering rightly."""
+    imports = "\n\nimport os as _os\nimport signal as _signal\n"
+    if where == "import":
+        return f"{imports}{statement}\n"
+    return (f"{imports}_right = softmax_python\n\n\n"
+            f"def softmax_python(values):\n    {statement}\n    return _right(values)\n")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a stopped process is seen in /proc")
+@pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
+def test_a_module_that_stops_its_own_process_is_said_to_be_stopped_not_looping(tmp_path, where):
+    body = _doing("_os.kill(_os.getpid(), _signal.SIGSTOP)", where)
+    result, seconds = grade(tmp_path, with_code(body))
+    text = " ".join(rendered(result).split())
+    assert "was stopped" in text and "SIGSTOP" in text, text
+    assert "loop" not in text and "sys.exit" not in text, text
+    if where == "case":
+        assert result.parts[0].cases[0].verdict.status == "crashed"
+    else:
+        assert result.import_problem is not None and result.import_problem.kind == "crashed"
+    assert seconds < PYTHON_PART_SECONDS  # seen stopped, not waited on to the time limit
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="descriptors above 2 are the pipes on POSIX")
+@pytest.mark.parametrize("where", ["case", pytest.param("import", marks=pytest.mark.exhaustive)])
+def test_a_module_that_closes_the_grader_s_descriptors_is_told_so_not_sys_exit(tmp_path, where):
+    result, seconds = grade(tmp_path, with_code(_doing("_os.closerange(3, 1024)", where)))
+    text = " ".join(rendered(result).split())
+    assert "lost its channel to the grader" in text and "os.closerange" in text, text
+    assert "sys.exit" not in text and "loop" not in text, text
+    assert seconds < PYTHON_PART_SECONDS

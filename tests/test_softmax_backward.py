@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:Runtim
 def test_reference_autograd_function_passes_gradcheck_in_float64(device):
     import torch
 
-    from learning.solutions import softmax_backward as solution
+    from learning.exercises.softmax_backward import solution
 
     g = torch.Generator().manual_seed(0)
     for shape in [(1, 3), (4, 17)]:
@@ -34,7 +34,7 @@ def test_reference_autograd_function_passes_gradcheck_in_float64(device):
 def test_reference_kernel_agrees_with_torch_autograd(device):
     import torch
 
-    from learning.solutions import softmax_backward as solution
+    from learning.exercises.softmax_backward import solution
 
     g = torch.Generator().manual_seed(1)
     x = torch.randn(6, 37, generator=g).to(device)

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from learning import explain
-from learning.explainers import traffic as model
-from learning.explainers import traffic as traffic_page
+from learning.exercises.traffic import explainer as model
+from learning.exercises.traffic import explainer as traffic_page
 from tests.helpers import COURSE_ROOT
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def test_explain_traffic_imports_neither_torch_nor_numpy():
 
 
 def test_the_check_grades_the_eager_softmax_the_lesson_counts():
-    from learning.exercises import traffic as exercise
+    from learning.exercises.traffic import exercise
 
     case = next(c for c in exercise.CASES if c.name.startswith("eager softmax"))
     kernels, arrays, element_bytes, *_ = case.make_args()
@@ -140,7 +140,7 @@ def test_the_check_grades_the_eager_softmax_the_lesson_counts():
 def test_no_traffic_case_sends_the_learner_to_a_later_lesson():
     import re
 
-    from learning.exercises import traffic as exercise
+    from learning.exercises.traffic import exercise
 
     for case in exercise.CASES:
         later = [n for n in re.findall(r"lesson (\d+)", case.purpose) if int(n) > 2]

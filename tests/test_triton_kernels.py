@@ -449,6 +449,7 @@ print(" ".join(sorted(set(re.findall(r"(?:ld|st)[.]global[.][.a-z0-9]*", ptx))))
 """
 
 
+@pytest.mark.exhaustive  # compiles for sm_90 and reads the PTX
 def test_flat_rows_of_4_bfloat16_columns_move_16_bytes_at_a_time():
     # what the kernel is for: compiled for sm_90, every load and store is 16 bytes wide
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -792,7 +793,10 @@ def test_gpu_16_bit_rows_of_32768_paired_or_not(dtype, device):
         assert_matches(tk.softmax(x), softmax_ref(x), dtype)
 
 
-@pytest.mark.parametrize("how", ["never installed", "installed, then taken off", "no lab"])
+# the quick run takes the lab away altogether; the other two ways are exhaustive
+@pytest.mark.parametrize("how", [pytest.param("never installed", marks=pytest.mark.exhaustive),
+                                 pytest.param("installed, then taken off",
+                                              marks=pytest.mark.exhaustive), "no lab"])
 def test_the_reference_plans_and_launches_alone(how, mode):
     """triton_kernels reads top to bottom without the lab: with no production layer installed
     (or the lab's taken off with use_production_layer(None), or no lab at all), every launcher

@@ -411,6 +411,25 @@ def test_reset_twice_keeps_both_backups(tmp_path, capsys):
     assert backups == ["first\n", "second\n"]
 
 
+def test_reset_writes_its_backup_as_a_new_file_never_through_a_link(tmp_path, capsys):
+    # links waiting under every backup name the next minutes could take, pointing at a file a
+    # later Python would run: the backup is written beside them, and nothing reaches the target
+    import time as clock
+
+    folder = tmp_path / ".course-state" / "backups"
+    folder.mkdir(parents=True)
+    target = tmp_path / "sitecustomize.py"
+    now = clock.time()
+    for second in range(-2, 120):
+        stamp = clock.strftime("%Y%m%d-%H%M%S", clock.localtime(now + second))
+        (folder / f"softmax-{stamp}.py").symlink_to(target)
+    write_module(tmp_path, "softmax", "mine\n")
+    assert reset.main(["softmax", "--yes", "--root", str(tmp_path)]) == 0
+    assert not target.exists()
+    kept = [p for p in folder.iterdir() if not p.is_symlink()]
+    assert [p.read_text() for p in kept] == ["mine\n"]
+
+
 def test_reset_of_an_unchanged_stub_does_nothing(tmp_path, capsys):
     write_module(tmp_path, "softmax", stub_text("softmax"))
     code, out = run(capsys, reset, "softmax", "--yes", "--root", str(tmp_path))
@@ -670,7 +689,9 @@ def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, met
         # inside watch, saving is what checks the file again
         flat = " ".join(first.split())
         assert "and save it, and watch checks it again" in flat and "then run" not in flat
-        time.sleep(10)  # idle: the check reading the file must not look like a save
+        # idle: the check reading the file must not look like a save (a read taken for one
+        # would start a check within SETTLE_SECONDS, or a poll, of the first one's end)
+        time.sleep(2 * QUIET_SECONDS)
         assert watch.count(CHECK_HEADER) == 1, watch.text()
 
         saves = [(_save_plainly, solution_text("softmax"), "Grade: Python 11/11"),

@@ -4,9 +4,10 @@ Grades the catalogued version (the reference kernel ending with ``out = acc``) o
 worker, and prints for every case: the verdict and the causes named, and, where the output is
 wrong, how far it is from the bug's float64 replay, as a multiple of the replay's tolerance for
 the case's dtype (1 or less: within it), plainly and with both divided by each row's l (as the
-grader compares them: learning.exercises.attention.unnormalised), with the largest running sum
-l of the case, which the kernel's rounding of p before p @ v is relative to. A case the replay
-does not explain makes the grader drop the bug from every case (runner._drop_contradicted).
+grader compares them: learning.exercises.attention.exercise.unnormalised), with the largest
+running sum l of the case, which the kernel's rounding of p before p @ v is relative to. A case
+the replay does not explain makes the grader drop the bug from every case
+(judging._drop_contradicted).
 
     python lab/probes/attention_unnormalised_probe.py [--json PATH]
 """
@@ -21,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from learning.catalogue import versions
-from learning.exercises import attention as declared
-from learning.grader import registry, runner
+from learning.exercises.attention import exercise as declared
+from learning.grader import judging, registry, runner
+from learning.grader.catalogue import versions
 from learning.grader.numbers import close
 from learning.grader.tensors import TensorSpec
+from learning.grader.worker_run import Settings, WorkerRun
 
 NAME, PART, KEY = "never divided by l", "triton", "not-normalised"
 
@@ -41,18 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     part = exercise.part(PART)
     bug = next(b for b in part.bugs if b.key == KEY)
     result = runner.grade(exercise, folder, [PART])
-    run = runner._WorkerRun(exercise, folder / "attention.py", [runner.PartResult(part)],
-                            False, None)
+    run = WorkerRun(Settings(exercise, folder / "attention.py"), [part])
     run.execute()
     rows = []
     for case, graded in zip(part.cases, result.parts[0].cases):
-        outcome = run.outcomes.get((PART, case.name))
+        outcome = run.heard.outcomes.get((PART, case.name))
         row = {"case": case.name, "status": graded.verdict.status,
                "named": sorted(b.key for b in graded.verdict.causes)}
         values = getattr(outcome, "values", None)
         if values is not None and graded.verdict.status == "failed":
             args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
-            want = runner._reference(part, args)
+            want = judging.reference(part, args)
             dtype = declared._out_dtype(args)
             atol, rtol = declared._REPLAY_TOLERANCE[dtype]
             forms = [d for d in bug.detect.detects]

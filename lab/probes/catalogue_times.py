@@ -29,8 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
-    from learning.catalogue import versions
     from learning.grader import mode, registry, runner
+    from learning.grader.catalogue import versions
 
     exercise = registry.find(args.exercise)
     wanted = set(filter(None, args.only.split(",")))

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     exercise = registry.find(options.exercise)
     work = Path(tempfile.mkdtemp(prefix="check-phases-"))
     module = work / exercise.filename
-    shutil.copy(ROOT / "learning" / "solutions" / exercise.filename, module)
+    shutil.copy(ROOT / "learning" / "exercises" / exercise.name / "solution.py", module)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(work / "triton-cache"))
 
     rows = []
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "device": device, "torch": torch.__version__, "triton": triton.__version__,
         "python": platform.python_version(), "date": datetime.date.today().isoformat(),
-        "exercise": exercise.name, "mode": result.mode[1] if result.mode else "",
+        "exercise": exercise.name, "mode": result.mode.reason if result.mode else "",
         "wall_seconds": [{"what": label, "median": round(median, 3),
                           "runs": [round(t, 3) for t in runs]} for label, median, runs in rows],
         "timeline": [{"at": round(t, 4), "event": what} for t, what in timeline],

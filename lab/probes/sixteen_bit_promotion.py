@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from learning.solutions import softmax as good  # noqa: E402
+from learning.exercises.softmax import solution as good  # noqa: E402
 
 
 @triton.jit

@@ -3,6 +3,10 @@ TFLOP/s.
 
     python -m learning.bench attention
     python -m learning.bench attention --seqs 4096 --dims 128 --dtypes bf16,fp16
+    python -m learning.bench attention --backward --seqs 4096 --dims 128 --rounds 5
+
+With ``--backward`` the backward pass is timed instead: learning.bench hands the options to
+learning.bench.attention_backward, which parses them with ``parse`` below.
 
 Reached through ``python -m learning.bench attention`` (learning.bench hands the arguments on;
 ``learning.bench.rowwise`` holds the measuring they share).
@@ -43,6 +47,7 @@ SAMPLE_ROWS = 64
 NORM_TOLERANCES = {"fp16": 3e-3, "bf16": 2e-2, "fp32": 5e-3}
 BUDGET_SECONDS = 240.0  # sizes left when this runs out are skipped, and the output says so
 RESULTS = COURSE_ROOT / "lab" / "results" / "attention.json"
+DEFAULT_BACKWARD_ROUNDS = 3  # learning.bench.attention_backward's
 
 
 def results_note(path: Path = RESULTS) -> str:
@@ -76,6 +81,13 @@ def build_parser() -> CommandParser:
     parser.add_argument("--budget-s", type=float, default=BUDGET_SECONDS, metavar="S",
                         help=f"stop starting new sizes after this many seconds (default "
                              f"{BUDGET_SECONDS:g})")
+    parser.add_argument("--backward", action="store_true",
+                        help="time the backward pass alone, the reference's against each of "
+                             "SDPA's backends (learning.bench.attention_backward)")
+    parser.add_argument("--rounds", type=int, metavar="R",
+                        help="with --backward: time every implementation in turn R times; "
+                             "tables show medians and the ratio's range (default "
+                             f"{DEFAULT_BACKWARD_ROUNDS})")
     parser.add_argument("--json", metavar="PATH", help="write every measurement here")
     parser.add_argument("--root", metavar="DIR", default=str(COURSE_ROOT),
                         help="where your attention.py is (default: the course root)")
@@ -115,6 +127,12 @@ def parse(argv: list[str]):
         raise ArgumentError("--dtypes needs at least one of bf16, fp16, fp32")
     options.dtype_list = names
     options.causal_list = {"both": (False, True), "yes": (True,), "no": (False,)}[options.causal]
+    if options.rounds is not None:
+        if not options.backward:
+            raise ArgumentError("--rounds goes with --backward (the forward's rounds are "
+                                "lab/probes/attention_target.py)")
+        if not 1 <= options.rounds <= 50:
+            raise ArgumentError(f"--rounds: {options.rounds} is not allowed (1 to 50)")
     return options
 
 
@@ -400,6 +418,10 @@ def main(argv: list[str]) -> int:
     if isinstance(opened, int):
         return opened
     console, options, env, command = opened
+    if options.backward:  # learning.bench hands --backward to learning.bench.attention_backward
+        console.print("bench: the backward pass is timed by learning.bench.attention_backward: "
+                      "run python -m learning.bench attention --backward")
+        return 2
     import torch
 
     start = time.monotonic()

@@ -415,7 +415,7 @@ def goal(m: int, shape: dict) -> str:
 def table_lines(results: list[dict]) -> list[str]:
     """The run as a Markdown table: medians over its rounds, each ratio's lowest and highest
     round, and the goal."""
-    from learning.explainers.matmul import _most_chosen
+    from learning.exercises.matmul.explainer import _most_chosen
 
     shapes = summarise(results)
     present = [name for name in ("yours", "reference", "torch")

@@ -17,6 +17,8 @@ from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
 from learning.explainers.page import Heading, Page, Table, Text
 
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "none: it reads the committed measurements"
 RESULTS = COURSE_ROOT / "lab" / "results"
 KERNELS = ("softmax", "softmax_backward", "rmsnorm")
 IMPLS = (("reference", "triton_kernels"), ("torch", "torch"), ("eager", "eager"))
@@ -353,7 +355,8 @@ def headline_table(_numbers=None) -> Table:
     whether it is met. Softmax figures are the lowest over each range with Triton 3.6 and 3.9;
     matmul and attention figures are medians over rounds, each round timing the reference and
     its peer one after the other."""
-    from learning.explainers import attention, matmul
+    from learning.exercises.attention import explainer as attention
+    from learning.exercises.matmul import explainer as matmul
 
     rows = [(row[0], row[1], f"{row[2]} (3.6), {row[3]} (3.9)", row[4], "lab/results/softmax*")
             for row in wide_targets_table().rows]
@@ -369,6 +372,14 @@ def headline_table(_numbers=None) -> Table:
         rows.append((f"attention forward {dtype}, seq {seq}, d {d}, causal {causal}, against "
                      "torch's SDPA", f">= {attention.TARGET:.2f}",
                      f"{median} (rounds: {spread})", met, "lab/results/attention_target.json"))
+    from learning.exercises.attention_backward import explainer as backward
+
+    seq, d, dtype = backward.TARGET_SIZE
+    goal = backward.target()
+    for causal, target, measured, status in getattr(goal, "rows", ()):
+        rows.append((f"attention backward {dtype}, seq {seq}, d {d}, causal {causal}, against "
+                     "SDPA's backward", target, measured, status,
+                     "lab/results/attention_backward.json"))
     return Table(("goal", "target", "measured", "status", "results"), tuple(rows),
                  "Fractions of the copy ceiling for softmax; ratios to the peer for matmul and "
                  "attention. Each results file names the device, versions, date and command.")

@@ -11,7 +11,9 @@ functions without one) through a "compile" event; a code object from one of the 
 files is noted by its path, and one from anywhere else (but the learner's own module, Python's
 own library and the installed packages) is compared, function by function, with the course's
 reference code: the same bytecode, names and constants (not the function's name, its variables'
-names or its strings) is the same code, wherever it was copied to.
+names or its strings) is the same code, wherever it was copied to. A reference file opened by
+the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
+by its name as well: its text read, changed a little and run would compare as other code.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import types
 
 from learning.grader.childproc import COURSE_ROOT
 
-# The course's answers: the reference solutions, the catalogued versions, and the reference
-# kernels the lessons read.
-REFERENCE_FOLDERS = ("learning/solutions", "learning/catalogue")
+# The course's answers: each exercise's reference solution and catalogued versions (the files
+# of these names in each folder under EXERCISES), and the reference kernels the lessons read.
+EXERCISES = "learning/exercises"
+ANSWERS = ("solution.py", "catalogue.py")
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
@@ -35,17 +38,15 @@ MIN_CODE_BYTES = 64
 
 
 def reference_name(path: str) -> str:
-    """The course's reference file at ``path`` as a module name ("learning.solutions.softmax"),
-    or "" when it is not one."""
+    """The course's reference file at ``path`` as a module name
+    ("learning.exercises.softmax.solution"), or "" when it is not one."""
     path = os.path.abspath(path)
     relative = os.path.relpath(path, COURSE_ROOT)
     if relative.startswith(".."):
         return ""
     relative = relative.replace(os.sep, "/")
-    if relative in REFERENCE_FILES or \
-            any(relative.startswith(f + "/") for f in REFERENCE_FOLDERS):
-        if os.path.basename(relative) == "__init__.py":
-            return ""
+    folder, _, file = relative.rpartition("/")
+    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
 
@@ -100,6 +101,9 @@ class Watch:
     def _hook(self, event: str, args: tuple):
         if self._busy or not args:
             return
+        if event == "open":
+            self._opened(args[0])
+            return
         if event == "exec" and isinstance(args[0], types.CodeType):
             code = args[0]
         elif event == "compile" and isinstance(args[0], (str, bytes)) and len(args) > 1:
@@ -116,6 +120,17 @@ class Watch:
             pass
         finally:
             self._busy = False
+
+    def _opened(self, path):
+        """A reference file opened (to be read, then changed and run, say): noted by its name,
+        as an import of it would be. Its own import opens it too, and is noted the same."""
+        if isinstance(path, (str, bytes, os.PathLike)):
+            try:
+                name = reference_name(os.path.realpath(os.fsdecode(path)))
+            except (TypeError, ValueError, OSError):
+                return
+            if name:
+                self.by_path.add(name)
 
     def _compiled(self, source, filename) -> types.CodeType | None:
         """The code ``source`` compiles to, to be looked at; None for a file imported as it
@@ -159,8 +174,8 @@ class Watch:
 
     @property
     def found(self) -> set[str]:
-        """What was seen, one name each: "learning.solutions.softmax", or, for a copy,
-        "learning.solutions.softmax (softmax_python), copied into mine.py"."""
+        """What was seen, one name each: "learning.exercises.softmax.solution", or, for a copy,
+        "learning.exercises.softmax.solution (softmax_python), copied into mine.py"."""
         return self.by_path | {f"{module} ({', '.join(sorted(names))}), copied into {where}"
                                for (module, where), names in self.copies.items()}
 
@@ -196,7 +211,6 @@ def _is_file_text(path: str, source) -> bool:
 def _reference_paths() -> list[str]:
     """The reference solutions and kernels (the catalogue's versions are mostly wrong on
     purpose: a copy of one is the learner's mistake to own)."""
-    folder = COURSE_ROOT / "learning" / "solutions"
-    paths = sorted(str(p) for p in folder.glob("*.py") if p.name != "__init__.py")
+    paths = sorted(str(p) for p in (COURSE_ROOT / EXERCISES).glob("*/solution.py"))
     return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
                     if (COURSE_ROOT / name).exists()]

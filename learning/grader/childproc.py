@@ -2,11 +2,12 @@
 
 A check runs the learner's module in ``learning.grader.worker``'s process and, where kernels ran in
 the interpreter, compiles them in ``learning.grader.gpu_compile``'s. This module holds what those
-processes share with ``learning.grader.runner``, which judges their results: the environment they
+processes share with the grader's side (``learning.grader.worker_run``): the environment they
 start with, how they are started and ended (in a process group of their own, handed the write
 end of an event pipe), their framed and pickled events (unpickled from a short list of allowed
-classes only), their output (kept up to a cap), the names and likely causes of the signals
-(or, on Windows, the exceptions) that kill them, and the compile check's process itself.
+classes only), their output (kept up to a cap, and cut to what a report shows), the names and
+likely causes of the signals (or, on Windows, the exceptions) that kill them, and the compile
+check's process itself.
 
 The same code runs on POSIX and on Windows. Pipes are read by a thread each, into one queue,
 because Windows' select() takes only sockets; how a process is handed its pipe and ended, which
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import re
 import signal
 import struct
 import subprocess
@@ -26,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from learning.grader import handover
 
@@ -35,11 +38,17 @@ COMPILE_SECONDS = 90.0  # the GPU compile check, after the interpreter run
 # instead of swapping a laptop to a standstill before the time limit fires.
 MEMORY_ALLOWANCE_GIB = 4.0
 MAX_CAPTURED_BYTES = 1 << 20  # learner output kept from one process; the rest is counted
+# What a check's report shows of everything the learner's processes printed (cap_output)
+MAX_OUTPUT_LINES = 40
+MAX_OUTPUT_CHARS = 4000
 # The largest event a worker sends: a case's output as float64 (4096 x 4096 is 128 MiB) and
 # the bool mask of its unwritten elements. A larger frame is not the worker's.
 MAX_EVENT_BYTES = 1 << 30
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled tuple
+# A worker's exit status when its event pipe is gone, or its descriptor now names another file:
+# the learner's code closed or replaced descriptors it did not open (os.closerange, os.dup2)
+CHANNEL_LOST_STATUS = 86
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
 # The longest one wait on the pipes lasts: Ctrl-C reaches the grader between two waits (on
 # Windows a wait on a lock cannot be interrupted).
@@ -124,20 +133,34 @@ def signal_name(number: int) -> str:
         return "unknown"
 
 
-def crash(returncode: int | None) -> tuple[str, str] | None:
-    """(what killed the process, in words; its likely cause, or "") when its exit status says
-    it crashed: killed by a signal on POSIX ("signal 11, SIGSEGV"), ended by an exception on
-    Windows ("exception 0xC0000005, an access violation"); None for an exit of its own."""
+class Crash(NamedTuple):
+    """What killed a process, in words, and its likely cause ("" where none is known)."""
+
+    what: str
+    cause: str
+
+
+def crash(returncode: int | None) -> Crash | None:
+    """How the process crashed, when its exit status says it did: killed by a signal on POSIX
+    ("signal 11, SIGSEGV"), ended by an exception on Windows ("exception 0xC0000005, an access
+    violation"); None for an exit of its own."""
     if returncode is None:
         return None
     if returncode < 0:
         label = signal_name(-returncode)
-        return f"signal {-returncode}, {label}", SIGNAL_CAUSES.get(label, "")
+        return Crash(f"signal {-returncode}, {label}", SIGNAL_CAUSES.get(label, ""))
     status = returncode & 0xFFFFFFFF
     if status >= 0xC0000000:
         name, cause = WINDOWS_CRASHES.get(status, ("an unhandled exception", ""))
-        return f"exception 0x{status:08X}, {name}", cause
+        return Crash(f"exception 0x{status:08X}, {name}", cause)
     return None
+
+
+class Chunk(NamedTuple):
+    """What one read of a child's pipe gave: the pipe's name, and its bytes."""
+
+    pipe: str
+    data: bytes
 
 
 class PipeReader:
@@ -167,16 +190,16 @@ class PipeReader:
         finally:
             os.close(fd)
 
-    def next(self, seconds: float) -> tuple[str, bytes] | None:
-        """(pipe, chunk) of the next chunk from any pipe (b"" at a pipe's end), or None when
-        none came within ``seconds`` (at most WAIT_SLICE_SECONDS)."""
+    def next(self, seconds: float) -> Chunk | None:
+        """The next chunk from any pipe (b"" at a pipe's end), or None when none came within
+        ``seconds`` (at most WAIT_SLICE_SECONDS)."""
         try:
             name, chunk = self._queue.get(timeout=min(max(seconds, 0.0), WAIT_SLICE_SECONDS))
         except queue.Empty:
             return None
         if not chunk:
             self.open.discard(name)
-        return name, chunk
+        return Chunk(name, chunk)
 
 
 def child_environment() -> dict:
@@ -215,8 +238,8 @@ class CappedOutput:
                 return code
             if "output" in pipes.open:
                 got = pipes.next(min(remaining, 0.2))
-                if got is not None and got[0] == "output":
-                    self.add(got[1])
+                if got is not None and got.pipe == "output":
+                    self.add(got.data)
             else:
                 time.sleep(min(remaining, 0.05))
 
@@ -225,6 +248,31 @@ class CappedOutput:
         if self.dropped:
             text += f"\n[output cut: {self.dropped} more bytes]"
         return text
+
+
+# The note a worker process's capture adds where it stopped keeping what the learner printed.
+_NOT_KEPT = re.compile(r"\n\[output cut: (\d+) more bytes\]")
+
+
+def cap_output(text: str) -> str:
+    """What the learner printed, as the report shows it: the first MAX_OUTPUT_LINES lines and
+    MAX_OUTPUT_CHARS characters, and one note that counts what is not shown, measured against
+    everything printed (the processes' captures keep only so much; their notes are summed)."""
+    not_kept = sum(int(n) for n in _NOT_KEPT.findall(text))
+    text = _NOT_KEPT.sub("", text)
+    # Lines end at a newline only: a carriage return (a progress bar's) stays what it is, for
+    # the report to show as \r and --json to keep exact
+    text = text.rstrip("\n")
+    shown = "\n".join(text.split("\n")[:MAX_OUTPUT_LINES])[:MAX_OUTPUT_CHARS]
+    notes = []
+    hidden = len(text) - len(shown)
+    if hidden > 0:
+        lines = text.count("\n") - shown.count("\n")
+        notes.append(f"{hidden} more characters" + (f" ({lines} more lines)" if lines else "") +
+                     " not shown")
+    if not_kept:
+        notes.append(f"{not_kept} more bytes printed and not kept")
+    return shown + (f"\n[output cut: {'; '.join(notes)}]" if notes else "")
 
 
 class CompileRun:
@@ -316,7 +364,7 @@ class CompileRun:
                     if containment.stopped(self.process.pid):  # it would never finish
                         return "its process was stopped (a signal sent to it)"
                 continue
-            chunk = got[1]
+            chunk = got.data
             if not chunk:
                 return "" if ready_seen and len(results) >= expected else \
                     "its process stopped before it finished"

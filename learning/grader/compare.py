@@ -82,6 +82,14 @@ COMMON_BUGS = {
         Bug("no-kernel", "the call launched no Triton kernel: this part grades a kernel of "
             "yours, so its result must come from a launch (kernel[grid](...)), not from torch "
             "or Python alone"),
+        Bug("changed-after-kernel", "the values returned are not those your kernel stored: "
+            "after its last launch, code outside the kernel changed the output (a torch "
+            "operation on it, a copy into it). This part grades what the kernel computes: "
+            "leave its output as the kernel stored it"),
+        Bug("computed-by-torch", "the tensor returned was computed by torch during the call, "
+            "not stored by a kernel of yours: no launch was given its memory, nor the memory "
+            "it was copied from. This part grades what your kernel computes: return the "
+            "tensor the kernel stores into"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -95,6 +103,7 @@ class Mismatch:
     index: tuple[int, ...]
     want: float
     got: float
+    piece: str = ""  # the named result the element belongs to (Part.pieces), with its index
 
 
 @dataclass
@@ -301,6 +310,16 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("aliases-input", "the output shares memory with the input")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
+    if part.needs_kernels and returned.computed_by_torch:
+        return _fail("computed-by-torch", f"the tensor returned was computed by torch's "
+                     f"{returned.computed_by_torch} during the call: no kernel launch was "
+                     "given its memory, or the memory it was copied from")
+    if part.needs_kernels and returned.changed_after_launch:
+        which = ", ".join(str(p) for p in returned.changed_after_launch)
+        where = "the returned tensor" if returned.type_name == "Tensor" else \
+            f"the returned tensor(s) at position {which}"
+        return _fail("changed-after-kernel", f"{where} changed after the last kernel launch "
+                     "that was given its memory: its values are not what the kernel stored")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:
@@ -355,7 +374,7 @@ def _parameters(function: str) -> tuple[str, ...]:
     import ast
     from pathlib import Path
 
-    for path in sorted((Path(__file__).resolve().parents[1] / "stubs").glob("*.py")):
+    for path in sorted((Path(__file__).resolve().parents[1] / "exercises").glob("*/stub.py")):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):
@@ -513,8 +532,10 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if good.all() and not problems:
         return Verdict("passed")
     bad = np.argwhere(~good)
+    pieces = _pieces(part, args, got.shape)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
-                           float(got[tuple(idx)])) for idx in bad[:MAX_MISMATCHES_SHOWN]]
+                           float(got[tuple(idx)]), _in_piece(pieces, idx))
+                  for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
     if part.returns == "tensor" and case.fill_outputs_with_nan:
         # every element was written (NaN included): a mistake whose replay leaves some
@@ -539,12 +560,40 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
                   if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
                              inputs, part.observe, dtype, names)
+    if pieces:
+        observations = (observe.by_piece(~good, pieces), *observations)
     # as many decimals as it takes for the differing values shown to print differently
     decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,
                    weak=tuple(b.key for b in causes) if no_finite else (),
                    got=format_values(got, decimals=decimals), mismatches=mismatches,
                    mismatch_count=len(bad), size=int(got.size), decimals=decimals)
+
+
+def _pieces(part: Part, args: tuple, shape: tuple) -> tuple[tuple[str, int], ...]:
+    """The part's named results for this case, where they tile the output's second-to-last
+    axis exactly (else none: an output of another shape is not described by them)."""
+    if part.pieces is None or len(shape) < 2:
+        return ()
+    try:
+        pieces = tuple(part.pieces(*args))
+    except Exception:  # noqa: BLE001 - arguments of a case the pieces do not describe
+        return ()
+    return pieces if sum(n for _, n in pieces) == shape[-2] else ()
+
+
+def _in_piece(pieces: tuple[tuple[str, int], ...], index) -> str:
+    """"dV[0, 0, 3, 1]": the element at ``index`` of the whole output, named in its piece."""
+    if not pieces or len(index) < 2:
+        return ""
+    start, row = 0, int(index[-2])
+    for name, length in pieces:
+        if row < start + length:
+            inner = [int(i) for i in index]
+            inner[-2] = row - start
+            return f"{name}[{', '.join(str(i) for i in inner)}]"
+        start += length
+    return ""
 
 
 def _observed(describe, *args) -> tuple[str, ...]:

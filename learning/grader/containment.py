@@ -101,10 +101,10 @@ def parents() -> dict[int, int]:
     return found
 
 
-def stopped(pid: int) -> bool:
-    """Whether ``pid`` or a process below it is stopped (by SIGSTOP, say): it answers nothing
-    until continued."""
-    for each in [pid, *descendants(pid)]:
+def stopped(pid: int, below: bool = True) -> bool:
+    """Whether ``pid`` (or, with ``below``, a process below it) is stopped (by SIGSTOP, say):
+    it answers nothing until continued."""
+    for each in [pid, *(descendants(pid) if below else [])]:
         try:
             with open(f"/proc/{each}/stat", "rb") as handle:
                 state = handle.read().rsplit(b")", 1)[1].split()[0]
@@ -165,10 +165,6 @@ def _reap_all() -> dict[int, int]:
 
 
 # --- the guard --------------------------------------------------------------------------------
-
-class _Wake(Exception):
-    pass
-
 
 def run_guarded(work) -> int:
     """Run ``work()`` (which returns an exit status) in a child of this process, which becomes

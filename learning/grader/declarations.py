@@ -1,7 +1,7 @@
 """How an exercise is declared: its parts, cases, known bugs and tolerances, as data.
 
 Nothing here runs a learner's code. The runner reads these declarations; adding an exercise means
-adding a module under ``learning/exercises`` and listing it there, never a branch in the runner.
+adding its folder under ``learning/exercises`` and naming it there, never a branch in the runner.
 ``learning.grader.registry`` finds an exercise by name.
 """
 
@@ -121,6 +121,10 @@ class Part:
     # for outputs whose rows are probabilities.
     observe: tuple[str, ...] = ()
     steps: Steps | None = None  # the lesson's named steps, recorded when a case fails
+    # Where the output is several results stacked along its second-to-last axis (attention's
+    # dq, dk and dv), their names and lengths for a case's arguments, so that what differs is
+    # said of each by name: ``pieces(args) -> (("dQ", 16), ("dK", 16), ("dV", 16))``.
+    pieces: Callable[..., tuple[tuple[str, int], ...]] | None = None
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

@@ -213,7 +213,7 @@ def _request(message: bytes, fds: list[int]) -> dict | None:
     this socket, but nothing that arrives is trusted to be well formed."""
     try:
         request = json.loads(message)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # "[" * 100000 nests too deep
         return None
     if not isinstance(request, dict) or len(fds) != 2:
         return None
@@ -328,6 +328,16 @@ def _end_strays(owners: dict):
 
 # --- the grader's side ------------------------------------------------------------------------
 
+def _stopped(pid: int) -> bool:
+    """Whether /proc shows ``pid`` stopped (SIGSTOP, say): it would answer nothing until
+    continued. False where there is no /proc to ask."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return pid > 0 and handle.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
 class ForkedProcess:
     """The part of subprocess.Popen that the runner uses, for a worker the server forked."""
 
@@ -440,18 +450,27 @@ class ForkServer:
                 socket.send_fds(self.sock, [json.dumps(request).encode()], [event_fd, output_fd])
         except OSError:
             return None
+        deadline = time.monotonic() + FORK_SECONDS
         with self.changed:
-            if not self.changed.wait_for(lambda: request_id in self.started or self.closed,
-                                         FORK_SECONDS):
-                # stuck: hang up, so that a fork it makes later is ended, not run beside ours
-                self.lost = f"it did not start a worker within {FORK_SECONDS:g} s"
-                self.closed = True
-                self.close()
-                return None
+            while not (request_id in self.started or self.closed):
+                stopped = _stopped(self.server_pid())
+                if stopped or time.monotonic() > deadline:
+                    # stuck: hang up, so that a fork it makes later is ended, not run beside ours
+                    self.lost = "it was stopped (a signal sent to it)" if stopped else \
+                        f"it did not start a worker within {FORK_SECONDS:g} s"
+                    self.closed = True
+                    self.close()
+                    return None
+                # a stopped server is seen within a quarter of a second, not after FORK_SECONDS
+                self.changed.wait(min(0.25, max(deadline - time.monotonic(), 0.0)))
             pid = self.started.pop(request_id, None)
             if pid is None:
                 self.lost = self.lost or "it hung up"
         return None if pid is None else ForkedProcess(self, pid)
+
+    def server_pid(self) -> int:
+        """The server's process: the suite's own child, or a warm one's peer on its socket."""
+        return self.process.pid if self.process is not None else getattr(self, "peer", 0)
 
     def exit_code(self, pid: int) -> int | None:
         with self.changed:

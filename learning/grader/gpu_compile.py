@@ -67,8 +67,9 @@ HINTS = (
 # The advice reads the numbers from the message rather than assume them.
 _DOT_SIZES = re.compile(r"Input shapes should have M >= (\d+), N >= (\d+) and K >= (\d+)")
 _DIMENSIONS = (("M", "a's rows"), ("N", "b's columns"),
-               ("K", "the dimension a and b share: BLOCK_K in a matmul; in attention HEAD_DIM "
-                "for q @ k^T and BLOCK_N for p @ v"))
+               ("K", "the dimension a and b share, which tl.dot sums over: BLOCK_K in a "
+                "matmul; HEAD_DIM for q @ k^T; the block of keys for p @ v; the block of "
+                "queries for p^T @ dO and dS^T @ q"))
 
 
 # The compiler's words when a variable a loop updates changes type in the loop: the interpreter
@@ -484,21 +485,32 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
         sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
         if containment.available():  # what follows runs the learner's statements
             containment.lock_down(containment.grader_processes(grader_pid))
-        module = kernels_only(module_path)
     _send(channel, "ready", why)
     launches = chosen(pickle.load(sys.stdin.buffer))
     if why is not None:
         return 0
+    # The learner's statements run only now, once the check's other runs have ended: run
+    # earlier, a thread of theirs could change files while the check still reads them.
+    module = kernels_only(module_path)
+    full = False  # the module imported whole, not only its kernels
     for launch in launches:
         if module is None or not _has_kernel(module, launch.kernel):
-            module = _full_import(module_path)
+            module, full = _full_import(module_path), True
             if isinstance(module, str):
                 _send(channel, "compiled", Compiled(launch.kernel, "not-checked", module,
                                                     key=launch.key))
                 module = None
                 continue
         for target in targets():
-            _send(channel, "compiled", compile_launch(module, launch, module_path, target))
+            compiled = compile_launch(module, launch, module_path, target)
+            if not full and compiled.status == "rejected" and "NameError" in compiled.message:
+                # a global the kernel reads, made by a statement kernels_only leaves out (a
+                # constant computed by a function, say): not the compiler's rejection
+                whole = _full_import(module_path)
+                if not isinstance(whole, str):
+                    module, full = whole, True
+                    compiled = compile_launch(module, launch, module_path, target)
+            _send(channel, "compiled", compiled)
     _send(channel, "finished")
     return 0
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import site
+import stat
 import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from learning.grader import nearby
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -99,6 +98,9 @@ class Repairs:
     set_aside: list[str] = field(default_factory=list)  # files it added, moved away
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
+    modes: list[str] = field(default_factory=list)  # files whose permissions were put back
+    compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
+    beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
@@ -114,6 +116,25 @@ class Repairs:
             parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
                          "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
+        if self.compiled:
+            parts.append(f"compiled caches of installed code the grader runs changed "
+                         f"({_listed(self.compiled)}) and were set aside: Python compiles them "
+                         "again from their sources")
+        if self.modes:
+            parts.append(f"the permissions of {_listed(self.modes)} changed and were put back")
+        if self.beside.grades:
+            parts.append(f"{_listed(self.beside.grades)} changed and was put back (grades are "
+                         "written by the check, after your code has ended)")
+        if self.beside.restored:
+            parts.append(f"{_listed(self.beside.restored)} changed and was put back (the changed "
+                         f"copy is in {aside_folder})")
+        if self.beside.set_aside:
+            parts.append(f"{_listed(self.beside.set_aside)} appeared where git, pip or the "
+                         f"course would read it, and was moved to {aside_folder} unless said "
+                         "otherwise")
+        if self.beside.modes:
+            parts.append(f"the permissions of {_listed(self.beside.modes)} changed and were "
+                         "put back")
         if self.caches_deleted:
             parts.append(f"{self.caches_deleted} compiled file(s) under the course's folders "
                          "changed and were deleted")
@@ -135,19 +156,28 @@ class Guard:
         # The installed code the grader's processes run (this one's modules, and
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
-        self.installed = _stamps(_loaded_files() | set(module_files))
-        self.kept: dict[Path, bytes] = {}  # file: its bytes, put back if they change
+        prefixes = _installed_prefixes()
+        own = _loaded_files()
+        self.installed = _stamps(own | {f for f in module_files if _installed(f, prefixes)})
+        # and the compiled caches this process's next start would run instead of its files
+        # (not the warm process's thousand: stamping those too doubled the cost of every run):
+        # changed, or made where there was none, they are set aside (Python compiles them again)
+        self.compiled = {path: _stamps([path]).get(path) for path in _compiled_caches(own)}
+        self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
-            with contextlib.suppress(OSError):
-                self.kept[root / name] = (root / name).read_bytes()
+            self._keep(root / name)
         for folder in _site_folders():  # what Python runs at the start of every process
-            for name in _entries(Path(folder)):
+            for name in nearby.entries(Path(folder)):
                 if name.endswith((".pth", ".py")):
-                    with contextlib.suppress(OSError):
-                        self.kept[Path(folder) / name] = (Path(folder) / name).read_bytes()
+                    self._keep(Path(folder) / name)
+        self.nearby = nearby.Snapshot(root, learner_folder)
         self.watched = self._watched_folders()
-        self.entries = {folder: _entries(folder) for folder in self.watched}
+        self.entries = {folder: nearby.entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
+
+    def _keep(self, path: Path):
+        with contextlib.suppress(OSError):
+            self.kept[path] = (path.read_bytes(), stat.S_IMODE(os.stat(path).st_mode))
 
     def _watched_folders(self) -> list[Path]:
         folders = {self.root, self.learner_folder, self.root / "learning"}
@@ -159,7 +189,7 @@ class Guard:
     def repair(self, aside: Path) -> Repairs:
         """Put back what changed; ``aside`` is the folder added files are moved into."""
         repairs = Repairs()
-        for path, data in self.kept.items():
+        for path, (data, mode) in self.kept.items():
             try:
                 same = path.read_bytes() == data and not path.is_symlink()
             except OSError:
@@ -169,10 +199,15 @@ class Guard:
                     if path.is_symlink() or path.is_dir():
                         _move_away(path, aside, repairs)
                     path.write_bytes(data)
+                    os.chmod(path, mode)
                     repairs.restored.append(_shown(path, self.root))
+            elif _mode(path) not in (mode, None):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, mode)
+                    repairs.modes.append(_shown(path, self.root))
         course = self.root / "learning"
         for folder, before in self.entries.items():
-            for name in sorted(_entries(folder) - before):
+            for name in sorted(nearby.entries(folder) - before):
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
@@ -183,25 +218,61 @@ class Guard:
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
         self.installed = _stamps(self.installed)
+        for path, stamp in self.compiled.items():
+            if _stamps([path]).get(path) != stamp and os.path.lexists(path):
+                before = len(repairs.set_aside)
+                _move_away(Path(path), aside, repairs)
+                repairs.compiled += repairs.set_aside[before:]
+                del repairs.set_aside[before:]
+        self.compiled = {path: _stamps([path]).get(path) for path in self.compiled}
         for path, stamp in _caches(self.root / "learning").items():
             if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                     repairs.caches_deleted += 1
         self.caches = _caches(self.root / "learning")
+        repairs.beside = self.nearby.repair(aside)
         return repairs
 
 
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _installed_prefixes() -> tuple[str, ...]:
+    return tuple(os.path.join(os.path.abspath(p), "") for p in
+                 {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
+
+
+def _installed(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
+    """Whether ``path`` is installed code of this Python: its own library or site-packages (the
+    course's files are kept whole elsewhere; a test's, a learner's or another checkout's module
+    is not this check's installed code)."""
+    return os.path.abspath(path).startswith(prefixes or _installed_prefixes())
+
+
+def _compiled_caches(paths) -> list[str]:
+    """The compiled cache Python would load in place of each source file in ``paths``."""
+    import importlib.util
+
+    found = []
+    for path in paths:
+        if path.endswith(".py"):
+            with contextlib.suppress(ValueError, NotImplementedError):
+                found.append(importlib.util.cache_from_source(path))
+    return found
+
+
 def _loaded_files() -> set[str]:
-    """The files of the installed modules this process has loaded: Python's own library and
-    site-packages (the course's files are kept whole elsewhere; a test's or a learner's
-    module is not installed code)."""
-    installed = tuple(os.path.join(os.path.abspath(p), "") for p in
-                      {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
+    """The files of the installed modules this process has loaded."""
+    prefixes = _installed_prefixes()
     found = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.abspath(path).startswith(installed):
+        if isinstance(path, str) and _installed(path, prefixes):
             found.add(path)
     return found
 
@@ -215,13 +286,6 @@ def _stamps(paths) -> dict[str, tuple]:
             info = os.stat(path)
             found[path] = (info.st_size, info.st_ino, info.st_ctime_ns)
     return found
-
-
-def _entries(folder: Path) -> set[str]:
-    try:
-        return set(os.listdir(folder))
-    except OSError:
-        return set()
 
 
 def _importable(path: Path, folder: Path) -> bool:
@@ -288,23 +352,4 @@ def _shown(path: Path, root: Path) -> str:
 
 
 def _move_away(path: Path, aside: Path, repairs: Repairs):
-    """Move ``path`` into ``aside``; where that folder cannot be made (a file in its place),
-    into a new temporary folder; where nothing can be moved, delete it. Never silently left."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for folder in (aside, None):
-        try:
-            folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="set-aside-"))
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{stamp}-{path.name}"
-            counter = 1
-            while target.exists() or target.is_symlink():
-                counter += 1
-                target = folder / f"{stamp}-{counter}-{path.name}"
-            shutil.move(str(path), str(target))
-            repairs.set_aside.append(f"{path} (now {target})" if folder != aside else str(path))
-            return
-        except OSError:
-            continue
-    with contextlib.suppress(OSError):
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-        repairs.set_aside.append(f"{path} (deleted: it could not be moved)")
+    repairs.set_aside.append(nearby.move_aside(path, aside))

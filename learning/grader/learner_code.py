@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -139,13 +140,22 @@ def learner_traceback(exc: BaseException, learner_file: str) -> str:
     return cut("".join(lines), 4 * MAX_MESSAGE, 4 * MAX_MESSAGE_LINES)
 
 
+class FromSource(importlib.machinery.SourceFileLoader):
+    """Runs the file as it is now, never a compiled cache beside it: a cache that does not
+    check its source (hash-based, unchecked) would run whatever another program compiled into
+    it, and go on doing so after every edit."""
+
+    def get_code(self, fullname):
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+
 def import_learner_module(path: str) -> tuple[object | None, ImportProblem | None]:
     """Import the learner's file under its own name, reporting any failure as data."""
     name = os.path.splitext(os.path.basename(path))[0]
     if not os.path.exists(path):
         return None, ImportProblem("missing-file", f"{path} does not exist")
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=FromSource(name, path))
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

@@ -663,8 +663,8 @@ def lesson_block(block: str, args: list) -> str:
     import tempfile
     from pathlib import Path
 
-    from learning.grader import registry, runner
-    from learning.solutions import solution_path
+    from learning.exercises import solution_path
+    from learning.grader import map_run, registry
 
     if block != "store_without_mask":
         raise KeyError(f"no memory_map block {block!r} (there is: store_without_mask)")
@@ -678,8 +678,8 @@ def lesson_block(block: str, args: list) -> str:
         for where, text in ((mine, wrong), (theirs, right)):
             where.mkdir()
             (where / "elementwise.py").write_text(text, encoding="utf-8")
-        drawn = runner.record_map(registry.find("elementwise"), mine / "elementwise.py",
-                                  "triton", f"n = {n}", theirs / "elementwise.py")
+        drawn = map_run.record_map(registry.find("elementwise"), mine / "elementwise.py",
+                                   "triton", f"n = {n}", theirs / "elementwise.py")
     if drawn.learner is None or drawn.reference is None:
         raise RuntimeError(f"the lesson's memory map could not be recorded: {drawn.note}")
     return "```text\n" + plain(drawn, 80) + "\n```"

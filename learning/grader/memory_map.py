@@ -24,14 +24,14 @@ reads past that row's last column, not a row past the last).
 
 Two halves live here:
 
-- in the learner's process: ``Recorder`` and ``record_call`` (``learning.grader.worker``'s
+- in the learner's process: ``Recorder`` and ``record_call`` (``learning.grader.recordings``'s
   ``run_map`` calls it);
 - in the grader's: ``CaseMap`` and ``MemoryMap``, plain data built from what the worker sent,
   with the questions the tests and the drawing ask (which programs touched this cell), and
   which case to map.
 
-``learning.grader.runner`` runs the worker that records one (``map_for_check``, ``record_map``)
-and ``learning.grader.map_view`` draws the maps; nothing here prints.
+``learning.grader.map_run`` runs the worker that records one (``map_for_check``,
+``record_map``) and ``learning.grader.map_view`` draws the maps; nothing here prints.
 """
 
 from __future__ import annotations

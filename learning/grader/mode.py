@@ -29,6 +29,8 @@ class Mode:
 
     interpret: bool
     reason: str
+    # compiled only: whether the GPU has bfloat16 arithmetic (compute capability 8.0 and up)
+    bfloat16: bool = True
 
     @property
     def device(self) -> str:

@@ -292,7 +292,9 @@ class Recorder:
             events = self.recording.events
             if events and events[-1].name == name:  # one step, done in parts: its last value
                 self.numbers -= _count(events[-1].value)
-                events[-1].value = value
+                # and its last place: a loop that sets only this name merges its iterations,
+                # and the value is the last iteration's, to be compared at that iteration
+                events[-1].value, events[-1].loops = value, loops
             else:
                 if len(events) >= MAX_EVENTS:
                     self.recording.cut = True

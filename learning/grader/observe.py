@@ -56,6 +56,25 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     return said
 
 
+def by_piece(bad, pieces: tuple[tuple[str, int], ...]) -> str:
+    """What differs in each named result stacked along the second-to-last axis: "dQ and dK
+    match; in dV 255 of 256 values differ"."""
+    import numpy as np
+
+    start, right, wrong = 0, [], []
+    for name, length in pieces:
+        part = np.take(bad, range(start, start + length), axis=-2)
+        start += length
+        count = int(part.sum())
+        if count:
+            wrong.append(f"in {name} {count} of {part.size} values "
+                         f"{'differs' if count == 1 else 'differ'}")
+        else:
+            right.append(name)
+    said = f"{' and '.join(right)} {'matches' if len(right) == 1 else 'match'}" if right else ""
+    return "; ".join(s for s in [said, *wrong] if s)
+
+
 def _where(bad) -> str:
     import numpy as np
 

@@ -1,12 +1,14 @@
 """The exercise registry: every exercise of the course, found by name.
 
-The exercises are declared in ``learning/exercises`` (one module each, listed once in its
+The exercises are declared in ``learning/exercises`` (one folder each, named once in its
 ``__init__``) with the types of ``learning.grader.declarations``.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib
 from collections.abc import Sequence
 
 from learning.grader.declarations import Exercise
@@ -23,11 +25,13 @@ class UnknownExercise(LookupError):
         super().__init__(f"unknown exercise '{name}'{hint}")
 
 
+@functools.cache
 def all_exercises() -> tuple[Exercise, ...]:
-    """Every exercise, in lesson order. Imported lazily so commands start fast."""
-    from learning.exercises import EXERCISES
+    """Every exercise, in lesson order. Imported when first asked so commands start fast."""
+    from learning.exercises import NAMES
 
-    return EXERCISES
+    return tuple(importlib.import_module(f"learning.exercises.{name}.exercise").EXERCISE
+                 for name in NAMES)
 
 
 def find(name: str) -> Exercise:

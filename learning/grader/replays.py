@@ -10,13 +10,33 @@ memory as ``learning.grader.tensors.TensorSpec.stored`` lays it out, padding inc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from learning.grader.declarations import Bug
 from learning.grader.numbers import close
 from learning.grader.tensors import rows_read_at
 
 ROUNDING_PLACES = range(1, 12)  # the decimal places a result rounded for display may keep
+
+
+class Expected(NamedTuple):
+    """A case as a replay is held against it: its arguments, the reference's output, and the
+    tolerance the learner's output was judged within."""
+
+    args: tuple
+    want: Any
+    atol: float
+    rtol: float
+
+
+class WrongOutput(NamedTuple):
+    """The learner's wrong output (``got``) beside what the case expected."""
+
+    got: Any
+    args: tuple
+    want: Any
+    atol: float
+    rtol: float
 
 
 class rounded:  # noqa: N801 - used like a function: Bug(..., rounded())
@@ -178,7 +198,8 @@ def _right(value, want, atol: float, rtol: float) -> bool:
 
 
 def predicts_pass(bug: Bug, args, want, atol: float, rtol: float) -> bool:
-    """Whether code with ``bug`` passes this case: its replay gives the right answer there."""
+    """Whether code with ``bug`` passes this case (an ``Expected``, spread): its replay gives
+    the right answer there."""
     for check in (bug.detect, bug.raises):
         predict = getattr(check, "predicts_failure", None)
         if predict is not None and predict(args, want, atol, rtol) is False:
@@ -186,12 +207,10 @@ def predicts_pass(bug: Bug, args, want, atol: float, rtol: float) -> bool:
     return False
 
 
-def contradicted(bug: Bug, passed: list[tuple[tuple, Any, float, float]],
-                 failed: list[tuple[Any, tuple, Any, float, float]] = ()) -> bool:
+def contradicted(bug: Bug, passed: list[Expected], failed: list[WrongOutput] = ()) -> bool:
     """Whether the learner's other cases rule ``bug`` out: code with it would have failed a
-    case they passed (each as its arguments, the reference's output and the tolerance), or
-    would have returned another wrong output where theirs was wrong and no known bug explains
-    theirs (each as their output, the arguments, the reference's output and the tolerance)."""
+    case they passed, or would have returned another wrong output where theirs was wrong and
+    no known bug explains theirs."""
     for check in (bug.detect, bug.raises):
         predict = getattr(check, "predicts_failure", None)
         if predict is not None and any(predict(*case) for case in passed):

@@ -11,7 +11,7 @@ from rich.text import Text
 from learning import course
 from learning.cli import visible
 from learning.grader import mode as kernel_mode
-from learning.grader import registry, runner
+from learning.grader import registry, results
 from learning.grader.compare import DECIMALS, format_value
 from learning.grader.declarations import Exercise, Part
 from learning.grader.numbers import counted
@@ -29,7 +29,7 @@ STATUS_STYLE = {
 }
 
 
-def render(console: Console, result: runner.CheckResult, state: State | None = None,
+def render(console: Console, result: results.CheckResult, state: State | None = None,
            show_next: bool = True, watching: bool = False):
     """Print one exercise's check; ``state`` lets a failure quote a hint already shown."""
     state = state or State()
@@ -38,9 +38,8 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
                   f"{escape(visible(str(result.module_path)))}",
                   highlight=False)
     if result.mode is not None:
-        interpreting, reason = result.mode
-        where = "Triton interpreter (CPU)" if interpreting else "compiled on the GPU"
-        console.print(f"kernels: {where}, because {escape(reason)}", style="dim", highlight=False)
+        console.print(f"kernels: {result.mode.label}, because {escape(result.mode.reason)}",
+                      style="dim", highlight=False)
     if result.import_problem is not None:
         _render_import_problem(console, result)
     for part_result in result.parts:
@@ -66,10 +65,11 @@ def render(console: Console, result: runner.CheckResult, state: State | None = N
 def borrowed_line(names: list[str]) -> str:
     """What the check saw the learner's code load of the course's reference code."""
     return (f"your code loaded the course's reference code ({', '.join(names)}) while it was "
-            "checked: a case it passed may have been computed by that code, not yours")
+            "checked: a case it passed may have been computed by that code, not yours, so "
+            "no part's pass is recorded")
 
 
-def _render_import_problem(console: Console, result: runner.CheckResult):
+def _render_import_problem(console: Console, result: results.CheckResult):
     problem = result.import_problem
     console.print(f"\n[red]Could not load {result.exercise.filename}:[/red] "
                   f"{escape(visible(problem.message))}", highlight=False)
@@ -83,7 +83,7 @@ def _lesson_label(exercise: Exercise, part: Part) -> str:
     return f"lessons/{lesson.filename}" if lesson else f"lesson {part.lesson}"
 
 
-def _render_part(console: Console, exercise: Exercise, part_result: runner.PartResult,
+def _render_part(console: Console, exercise: Exercise, part_result: results.PartResult,
                  state: State, memory_map=None, import_problem=None):
     part = part_result.part
     status = part_result.status
@@ -127,7 +127,7 @@ def _render_part(console: Console, exercise: Exercise, part_result: runner.PartR
                   f"{compiled}[/{grade_style}]", highlight=False)
 
 
-def _not_run_reason(exercise: Exercise, part_result: runner.PartResult,
+def _not_run_reason(exercise: Exercise, part_result: results.PartResult,
                     import_problem=None) -> str:
     """Why a part ran no case, naming the learner's file."""
     if import_problem is None:
@@ -137,7 +137,7 @@ def _not_run_reason(exercise: Exercise, part_result: runner.PartResult,
     return f"{exercise.filename} could not be imported"
 
 
-def _repeat_of(case_result: runner.CaseResult, seen: dict[tuple[str, str], str]) -> str:
+def _repeat_of(case_result: results.CaseResult, seen: dict[tuple[str, str], str]) -> str:
     """The earlier case of the part that raised this same error, if any (else remember it)."""
     verdict = case_result.verdict
     if verdict.status != "error":
@@ -155,15 +155,19 @@ def hint_command(exercise: Exercise, part: Part, level: int) -> str:
 
 
 def _hint_pointer(exercise: Exercise, part: Part,
-                  case_result: runner.CaseResult, state: State) -> str:
+                  case_result: results.CaseResult, state: State) -> str:
     """Point a failure at the hint that helps with its known cause: quoted if already shown."""
     level = next((b.hint for b in case_result.verdict.causes
                   if 0 < b.hint <= len(part.hints)), 0)
     if not level:
         return ""
-    if state.hints_seen(exercise.name, part.name) >= level:
-        return f"hint {level}: {part.hints[level - 1]}"
     command = hint_command(exercise, part, level)
+    if state.hints_seen(exercise.name, part.name) >= level:
+        # a hint's code lines are printed whole by the command; quoted here, indented under the
+        # case, they would break: its words are quoted, and the command shows the code again
+        text = part.hints[level - 1]
+        words = " ".join(line for line in text.splitlines() if not line.startswith("    "))
+        return f"hint {level}: {words}" + (f" (its code: {command})" if words != text else "")
     return f"hint {level} of {len(part.hints)} helps with this: {command}"
 
 
@@ -210,7 +214,7 @@ def case_line(purpose: str) -> str:
     return f": {purpose}" if purpose else ""
 
 
-def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "",
+def _render_case(console: Console, case_result: results.CaseResult, hint: str = "",
                  repeat_of: str = ""):
     verdict = case_result.verdict
     label, style = STATUS_STYLE[verdict.status]
@@ -239,8 +243,9 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
             _say(console, line)
     # Short outputs are shown whole above; for long ones, list where they differ.
     for mismatch in verdict.mismatches if verdict.size > 8 else ():
-        where = ", ".join(str(i) for i in mismatch.index)
-        _say(console, f"at [{where}]: expected {_fmt(mismatch.want, verdict.decimals)}, got "
+        # in the named result it belongs to, where the output stacks several (dq, dk, dv)
+        where = mismatch.piece or f"[{', '.join(str(i) for i in mismatch.index)}]"
+        _say(console, f"at {where}: expected {_fmt(mismatch.want, verdict.decimals)}, got "
                       f"{_fmt(mismatch.got, verdict.decimals)}", CASE_INDENT + 2)
     hidden = verdict.mismatch_count - len(verdict.mismatches)
     if hidden > 0 and verdict.size > 8:
@@ -268,7 +273,7 @@ def _render_case(console: Console, case_result: runner.CaseResult, hint: str = "
             _say(console, line)
 
 
-def _render_compile_check(console: Console, check: runner.CompileCheck):
+def _render_compile_check(console: Console, check: results.CompileCheck):
     """The kernels compiled for a GPU after the interpreter run: what the compiler rejected."""
     from learning.grader.gpu_compile import TARGET_LABEL
 
@@ -303,7 +308,7 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _render_summary(console: Console, result: runner.CheckResult, state: State | None,
+def _render_summary(console: Console, result: results.CheckResult, state: State | None,
                     watching: bool = False):
     grades = []
     for part_result in result.parts:
@@ -324,7 +329,7 @@ def _render_summary(console: Console, result: runner.CheckResult, state: State |
         console.print(_next_step(result, state, watching), highlight=False)
 
 
-def _next_step(result: runner.CheckResult, state: State | None = None,
+def _next_step(result: results.CheckResult, state: State | None = None,
                watching: bool = False) -> str:
     """Always end with what to do next: the file to fix, or the next lesson in reading order
     that is not done yet (from the grades kept, this check's included). Under ``watching``
@@ -373,12 +378,12 @@ def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
     return f"Next: lessons/{following.filename}."
 
 
-def to_json(result: runner.CheckResult, state: State | None = None) -> dict:
+def to_json(result: results.CheckResult, state: State | None = None) -> dict:
     """The check as plain data: cases, verdicts and grades, for editors and scripts."""
     exercise = result.exercise
     mode = None
     if result.mode is not None:
-        mode = {"interpreter": result.mode[0], "reason": result.mode[1]}
+        mode = {"interpreter": result.mode.interpret, "reason": result.mode.reason}
     problem = result.import_problem
     return {
         "exercise": exercise.name,
@@ -407,7 +412,7 @@ def _memory_map_json(memory_map) -> dict | None:
     return maps.to_json(memory_map)
 
 
-def _part_json(exercise: Exercise, part_result: runner.PartResult) -> dict:
+def _part_json(exercise: Exercise, part_result: results.PartResult) -> dict:
     part = part_result.part
     lesson = course.lesson_for(exercise.name, part.name)
     return {
@@ -423,7 +428,7 @@ def _part_json(exercise: Exercise, part_result: runner.PartResult) -> dict:
     }
 
 
-def _compile_json(check: runner.CompileCheck | None) -> dict | None:
+def _compile_json(check: results.CompileCheck | None) -> dict | None:
     if check is None:
         return None
     return {"ran": check.ran, "note": check.note,
@@ -431,7 +436,7 @@ def _compile_json(check: runner.CompileCheck | None) -> dict | None:
                          "line": c.line, "likely_cause": c.hint} for c in check.compiled]}
 
 
-def _case_json(case_result: runner.CaseResult) -> dict:
+def _case_json(case_result: results.CaseResult) -> dict:
     verdict = case_result.verdict
     return {
         "name": case_result.name,
@@ -449,7 +454,8 @@ def _case_json(case_result: runner.CaseResult) -> dict:
         "expected": verdict.expected,
         "got": verdict.got,
         "mismatches": [{"index": list(m.index), "expected": _number(m.want),
-                        "got": _number(m.got)} for m in verdict.mismatches],
+                        "got": _number(m.got), **({"piece": m.piece} if m.piece else {})}
+                       for m in verdict.mismatches],
         "traceback": verdict.traceback,
         "seconds": round(verdict.seconds, 4),
     }

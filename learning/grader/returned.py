@@ -29,6 +29,11 @@ class Returned:
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
     guard_damage: int = 0  # elements written into the guard bands around new GPU tensors
     kernel_launches: int | None = None  # kernel parts: launches during the call (None: unseen)
+    # kernel parts: the returned tensors (by position) that differ from what the last launch
+    # given their memory left in it
+    changed_after_launch: tuple[int, ...] = ()
+    # kernel parts: the torch function that computed a returned tensor, where torch did
+    computed_by_torch: str = ""
     seconds: float = 0.0
 
 

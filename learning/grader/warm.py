@@ -137,13 +137,16 @@ def discard(connection: forkserver.ForkServer) -> None:
 
 
 def module_files() -> tuple[str, ...]:
-    """The files of the modules the warm processes of this user loaded (their lists beside
-    their sockets), for the check to watch while the learner's code runs."""
+    """The files of the modules that this course's warm processes loaded (the lists beside
+    their sockets), for the check to watch while the learner's code runs. Only the servers
+    this check could use: another checkout's, or another course version's, run other files,
+    which are not this check's to watch (or to set aside)."""
     where = folder() if enabled() else None
     if where is None:
         return ()
     found = set()
-    for listing in where.glob(f"*.sock{forkserver.MODULES_SUFFIX}"):
+    for interpret in (True, False):
+        listing = where / f"{key(interpret)}.sock{forkserver.MODULES_SUFFIX}"
         with contextlib.suppress(OSError, UnicodeDecodeError):
             found.update(line for line in listing.read_text(encoding="utf-8").splitlines()
                          if line.startswith("/"))

@@ -1,0 +1,60 @@
+"""A library the commands need that cannot be imported: one line that says which, and the fix.
+
+A check that finds an installed library's file changed while the learner's code ran sets that
+file aside (learning.grader.integrity), so the next command that imports the library fails to.
+So does a half-finished ``pip install``. Either way the learner should read which package to
+reinstall, not a traceback through the course's code. Installed as ``sys.excepthook`` only
+when a command runs (``python -m learning.NAME``), never when ``learning`` is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+
+EXIT_STATUS = 2  # as every command's other "nothing could be done here" errors
+
+
+def install():
+    previous = sys.excepthook
+
+    def hook(kind, error, traceback):
+        package = broken_package(error, traceback) if isinstance(error, ImportError) else None
+        if package is None:
+            previous(kind, error, traceback)
+            return
+        print(message(package, error), file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(EXIT_STATUS)  # an excepthook cannot set the status any other way
+
+    sys.excepthook = hook
+
+
+def message(package: str, error: ImportError) -> str:
+    why = " ".join(str(error).split()) or type(error).__name__
+    return (f"learning: the installed package {package} cannot be imported ({why}): it is "
+            "damaged or incomplete (a check sets aside a library file that changed while the "
+            "learner's code ran); reinstall it with: python -m pip install --force-reinstall "
+            f"{package}")
+
+
+def broken_package(error: ImportError, traceback) -> str | None:
+    """The installed package behind ``error``, when the import that failed was the course's own
+    and the package is installed (not the learner's module, not a name the course misspelt)."""
+    frames = []
+    while traceback is not None:
+        frames.append(traceback.tb_frame.f_code.co_filename)
+        traceback = traceback.tb_next
+    course = os.path.dirname(os.path.abspath(__file__))
+    if not any(os.path.abspath(f).startswith(course + os.sep) for f in frames):
+        return None
+    name = (getattr(error, "name", None) or "").split(".")[0]
+    installed = [os.path.abspath(p) + os.sep for p in
+                 {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}]
+    for filename in reversed(frames):  # the innermost installed file names its package
+        path = os.path.abspath(filename)
+        for top in installed:
+            if path.startswith(top):
+                return path[len(top):].split(os.sep)[0].removesuffix(".py") or None
+    return name if name in ("rich", "numpy", "torch", "triton", "watchdog") else None

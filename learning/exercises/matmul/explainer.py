@@ -1,0 +1,555 @@
+"""The matrix-product worked example: two tiles of C summed over K by hand, what a tile's size
+does to the bytes read (lesson 02's roofline), the order programs visit the tiles in, and the
+measured speed of the reference kernel when a GPU run has been committed.
+
+Plain Python only, like every explainer: it needs no torch, no triton and no NumPy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+from learning.cli import ArgumentError
+from learning.course import COURSE_ROOT
+from learning.exercises.traffic.explainer import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
+from learning.explainers.page import Heading, Page, Table, Text
+
+# What --input takes, for python -m learning.explain's help (an example in brackets)
+INPUT = "M,N,K,block, each 1 to 8 (3,2,3,2)"
+# The worked example: A is M x K, B is K x N, tiles of BLOCK (matmul's declaration,
+# learning.exercises.matmul.exercise, grades matmul_python on these same matrices).
+DEFAULT = (3, 2, 3, 2)  # M, N, K, block
+MAX_SIZE = 8  # --input keeps each of M, N, K and block at most this, so the tables stay readable
+# An example GPU's dense 16-bit tensor-core rate, a round figure of the order of a current
+# data-centre GPU's; the float32 rate and the bandwidth are lesson 02's example GPU.
+EXAMPLE_TENSOR_FLOPS = 1000e12  # FLOP/s
+INTENSITY_TILES = (1, 16, 32, 64, 128, 256)
+RESULTS = COURSE_ROOT / "lab" / "results" / "matmul.json"
+LAUNCH_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_launch_probe.json"
+TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
+
+
+def worked_matrices(m: int, n: int, k: int) -> tuple[list[list[int]], list[list[int]]]:
+    """A (m x k) counting up from 1, and B (k x n) of small numbers of both signs."""
+    a = [[i * k + t + 1 for t in range(k)] for i in range(m)]
+    b = [[(t + 2 * j) % 4 - 1 for j in range(n)] for t in range(k)]
+    return a, b
+
+
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 step', '3 steps': a count and its noun, which takes an s unless the count is 1."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _matrix(rows) -> str:
+    return "[" + ", ".join("[" + ", ".join(str(v) for v in row) + "]" for row in rows) + "]"
+
+
+def _product(x, y):
+    return [[sum(x[i][t] * y[t][j] for t in range(len(y))) for j in range(len(y[0]))]
+            for i in range(len(x))]
+
+
+def _tile(matrix, r0: int, c0: int, block: int):
+    """A block x block tile starting at (r0, c0), 0 past the matrix's edges."""
+    rows, cols = len(matrix), len(matrix[0])
+    return [[matrix[r][c] if r < rows and c < cols else 0 for c in range(c0, c0 + block)]
+            for r in range(r0, r0 + block)]
+
+
+def _span(start: int, block: int, size: int) -> str:
+    end = min(start + block, size) - 1
+    return str(start) if start == end else f"{start}-{end}"
+
+
+def _lines(word: str, start: int, block: int, size: int) -> str:
+    span = _span(start, block, size)
+    return f"{word}s {span}" if "-" in span else f"{word} {span}"
+
+
+def _check(numbers) -> tuple[int, int, int, int]:
+    numbers = list(numbers) if numbers else list(DEFAULT)
+    if len(numbers) != 4 or not all(math.isfinite(v) and v == int(v) for v in numbers):
+        raise ArgumentError("--input: matmul takes four whole numbers M,N,K,block, e.g. 3,2,3,2")
+    values = [int(v) for v in numbers]
+    if not all(1 <= v <= MAX_SIZE for v in values):
+        raise ArgumentError(f"--input: M, N, K and block must each be 1 to {MAX_SIZE}, so that "
+                            f"the tiles fit on the page; got {','.join(map(str, values))}")
+    return tuple(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks.
+
+
+def padded(numbers) -> Table:
+    """A and B as the tiles see them: padded with 0 to whole tiles, the padding marked."""
+    m, n, k, block = _check(numbers)
+    a, b = worked_matrices(m, n, k)
+    rows = []
+    for name, matrix, height, width in (("A", a, m, k), ("B", b, k, n)):
+        full_rows, full_cols = _cdiv(height, block) * block, _cdiv(width, block) * block
+        for r in range(full_rows):
+            cells = [str(matrix[r][c]) if r < height and c < width else "(0)"
+                     for c in range(full_cols)]
+            rows.append((name if r == 0 else "", str(r), " ".join(cells)))
+    caption = (f"(0) marks padding: A is {m} x {k} and B is {k} x {n}, read in tiles of "
+               f"{block} x {block}. Padding with 0 adds 0 * x = 0 to every sum, so the tiles "
+               "can all be the same size and the edges need no other care.")
+    return Table(("Matrix", "Row", "Values, padded to whole tiles"), tuple(rows), caption)
+
+
+def tile(numbers) -> Table:
+    """One tile of C summed over K step by step: the numbers are M,N,K,block,tile (1-based)."""
+    values = list(numbers) if numbers else [*DEFAULT, 1]
+    if len(values) != 5:
+        raise ArgumentError("the tile block takes M,N,K,block,tile")
+    m, n, k, block = _check(values[:4])
+    a, b = worked_matrices(m, n, k)
+    tiles_n = _cdiv(n, block)
+    index = int(values[4]) - 1
+    if not 0 <= index < _cdiv(m, block) * tiles_n:
+        raise ArgumentError(f"there is no tile {index + 1} of C")
+    i0, j0 = (index // tiles_n) * block, (index % tiles_n) * block
+    acc = [[0] * block for _ in range(block)]
+    rows = []
+    for k0 in range(0, k, block):
+        a_tile, b_tile = _tile(a, i0, k0, block), _tile(b, k0, j0, block)
+        step = _product(a_tile, b_tile)
+        acc = [[x + y for x, y in zip(r, s)] for r, s in zip(acc, step)]
+        rows.append((f"k {_span(k0, block, k)}", _matrix(a_tile), _matrix(b_tile), _matrix(step),
+                     _matrix(acc)))
+    kept_rows, kept_cols = min(block, m - i0), min(block, n - j0)
+    stored = [row[:kept_cols] for row in acc[:kept_rows]]
+    dropped = block * block - kept_rows * kept_cols
+    caption = (f"Stored into C[{_span(i0, block, m)}][{_span(j0, block, n)}]: "
+               f"{_matrix(stored)}" + (f"; the other {dropped} values of the tile lie past C's "
+                                       "edge, and the store's mask drops them." if dropped
+                                       else "; the whole tile lies inside C."))
+    # (never 1 value: a b x b tile cut at C's edge keeps at most b * (b - 1), so it drops at
+    # least b >= 2; a block of 1 drops nothing)
+    return Table(("Step", "A tile", "B tile", "A tile @ B tile", "Accumulator"), tuple(rows),
+                 caption)
+
+
+def result(numbers) -> Text:
+    """C assembled from the tiles, against the product computed directly."""
+    m, n, k, block = _check(numbers)
+    a, b = worked_matrices(m, n, k)
+    c = _product(a, b)
+    tiles = _cdiv(m, block) * _cdiv(n, block)
+    steps = _cdiv(k, block)
+    together = "The one tile gives" if tiles == 1 else f"The {tiles} tiles together give"
+    each = "It" if tiles == 1 else "Each tile"
+    return Text(f"{together} C = {_matrix(c)}, which is A @ B computed directly, element by "
+                f"element. {each} took {_count(steps, 'step')} of K, "
+                f"{_count(tiles * steps, 'tile product')} in all.")
+
+
+def _traffic(size: int, tile_size: int, element_bytes: int) -> tuple[int, int]:
+    """(bytes, FLOPs) of C = A @ B for size x size matrices when each program computes a
+    tile_size x tile_size tile and nothing is reused between programs: every program reads its
+    tile_size rows of A and tile_size columns of B in full, and writes its tile once."""
+    programs = _cdiv(size, tile_size) ** 2
+    read = programs * 2 * tile_size * size  # a (tile x K) panel of A and a (K x tile) of B
+    written = size * size
+    return (read + written) * element_bytes, 2 * size ** 3
+
+
+def intensity(numbers) -> Table:
+    """Bytes, FLOP per byte and the roofline's verdict per tile size: size,element_bytes."""
+    size, element_bytes = (int(v) for v in (numbers or (4096, 2)))
+    peak = EXAMPLE_TENSOR_FLOPS if element_bytes == 2 else EXAMPLE_PEAK_FLOPS
+    ridge = peak / EXAMPLE_BANDWIDTH
+    rows = []
+    for tile_size in INTENSITY_TILES:
+        nbytes, flops = _traffic(size, tile_size, element_bytes)
+        ratio = flops / nbytes
+        attainable = min(peak, ratio * EXAMPLE_BANDWIDTH)
+        bound = "compute-bound" if ratio >= ridge else "memory-bound"
+        label = "1 (one element of C)" if tile_size == 1 else f"{tile_size} x {tile_size}"
+        rows.append((label, f"{nbytes / 1e9:,.2f}", f"{ratio:,.1f}", bound,
+                     f"{attainable / 1e12:,.0f}"))
+    least = (3 * size * size * element_bytes)
+    rows.append(("each matrix read once", f"{least / 1e9:,.2f}",
+                 f"{2 * size ** 3 / least:,.1f}", "compute-bound", f"{peak / 1e12:,.0f}"))
+    kind = "16-bit tensor-core" if element_bytes == 2 else "float32"
+    caption = (f"C = A @ B for {size} x {size} matrices of {element_bytes}-byte elements: "
+               f"{2 * size ** 3 / 1e9:,.0f} GFLOP whatever the tiles. GB read and written when "
+               f"no program reuses another's loads. Example GPU: {peak / 1e12:,.0f} TFLOP/s "
+               f"({kind}) and {EXAMPLE_BANDWIDTH / 1e12:g} TB/s, so the ridge is at "
+               f"{ridge:,.1f} FLOP per byte.")
+    return Table(("Tile of C per program", "GB moved", "FLOP per byte", "Bound",
+                  "Roof (TFLOP/s)"), tuple(rows), caption)
+
+
+def _grouped(pid: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
+    """The tile (pid_m, pid_n) that program ``pid`` computes in grouped order."""
+    in_group = group * tiles_n
+    first = (pid // in_group) * group
+    height = min(tiles_m - first, group)
+    return first + (pid % in_group) % height, (pid % in_group) // height
+
+
+def _tile_of(pid: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
+    if group <= 1:
+        return pid // tiles_n, pid % tiles_n  # row-major
+    return _grouped(pid, tiles_m, tiles_n, group)
+
+
+def order(numbers) -> Table:
+    """Which program computes each tile, row-major and grouped: tiles_m,tiles_n,group."""
+    tiles_m, tiles_n, group = (int(v) for v in (numbers or (4, 4, 2)))
+    maps = []
+    for g in (1, group):
+        cells = [[""] * tiles_n for _ in range(tiles_m)]
+        for pid in range(tiles_m * tiles_n):
+            r, c = _tile_of(pid, tiles_m, tiles_n, g)
+            cells[r][c] = str(pid)
+        maps.append(cells)
+    rows = tuple((str(r), " ".join(f"{v:>2}" for v in maps[0][r]),
+                  " ".join(f"{v:>2}" for v in maps[1][r])) for r in range(tiles_m))
+    first = [_panels(tiles_n, tiles_m, tiles_n, g) for g in (1, group)]
+    wave, they = ("Program 0 covers", "it reads") if tiles_n == 1 else \
+        (f"The first {tiles_n} programs cover", "they read")
+    return Table(("Tile row", "Row-major: program of each tile", f"Grouped by {group}: program "
+                  "of each tile"), rows,
+                 f"A grid of {tiles_m} x {tiles_n} {'tile' if tiles_m * tiles_n == 1 else 'tiles'}"
+                 f" of C; programs with low numbers start "
+                 f"first. {wave} {_count(first[0][0], 'tile row')} and "
+                 f"{_count(first[0][1], 'tile column')} in row-major order, {first[1][0]} and "
+                 f"{first[1][1]} grouped by {group}: {they} {_count(sum(first[0]), 'panel')} "
+                 f"of A and B in the one order, {sum(first[1])} in the other.")
+
+
+def _panels(wave: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
+    """Distinct row panels of A and column panels of B that the first ``wave`` programs read."""
+    tiles = [_tile_of(pid, tiles_m, tiles_n, group) for pid in range(min(wave, tiles_m * tiles_n))]
+    return len({r for r, _ in tiles}), len({c for _, c in tiles})
+
+
+def l2(numbers) -> Table:
+    """What the programs running together read, row-major and grouped:
+    size,tile,wave,group,element_bytes."""
+    size, tile_size, wave, group, element_bytes = (int(v) for v in
+                                                  (numbers or (4096, 128, 64, 8, 2)))
+    tiles = _cdiv(size, tile_size)
+    panel = tile_size * size * element_bytes  # one tile-row of A, or one tile-column of B
+    rows = []
+    for label, g in (("row-major", 1), (f"grouped by {group}", group)):
+        panels_a, panels_b = _panels(wave, tiles, tiles, g)
+        read = (panels_a + panels_b) * panel
+        rows.append((label, str(panels_a), str(panels_b), f"{read / 2**20:,.0f}",
+                     f"{read / wave / 2**20:,.2f}"))
+    caption = (f"{size} x {size} matrices of {element_bytes}-byte elements in tiles of "
+               f"{tile_size} ({tiles} x {tiles} tiles), "
+               f"{'one program' if wave == 1 else f'the first {wave} programs'} running at "
+               f"once. Each program reads a whole row panel of A and column panel of B "
+               f"({panel / 2**20:,.0f} MiB each); panels that several programs share are read "
+               "from memory once if the L2 cache keeps them.")
+    return Table(("Order", "Row panels of A", "Column panels of B", "MiB to read (shared once)",
+                  "MiB per program"), tuple(rows), caption)
+
+
+def round_half(value: float) -> float:
+    """``value`` rounded to float16 (round to nearest even); past 65504 it is infinite."""
+    if math.isinf(value) or math.isnan(value):
+        return value
+    try:
+        return struct.unpack("<e", struct.pack("<e", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def round_bfloat16(value: float) -> float:
+    """``value`` rounded to bfloat16: the top 16 bits of its float32, to nearest even."""
+    if math.isinf(value) or math.isnan(value):
+        return value
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def _climbing_sum(k: int) -> tuple[list[float], list[float]]:
+    """One row of A and one column of B whose running product sum climbs past 65504 by
+    k / 2 and comes back down, as in the check's accumulator cases: A's second half repeats
+    its first, B's second half undoes its first but for a few nudges of 1."""
+    half = k // 2
+    a_half = [float(12 + (t * 5) % 4) for t in range(half)]
+    b_half = [float(12 + (t * 3) % 4) for t in range(half)]
+    nudges = [(1.0 if t % 7 == 0 else -1.0 if t % 11 == 0 else 0.0) for t in range(half)]
+    return a_half + a_half, b_half + [d - v for d, v in zip(nudges, b_half)]
+
+
+def accumulator(numbers) -> Table:
+    """The running sum of one element of C kept in float32, float16 and bfloat16, block by
+    block: k,block_k."""
+    k, block_k = (int(v) for v in (numbers or (1024, 128)))
+    a, b = _climbing_sum(k)
+    exact, half, brain = 0.0, 0.0, 0.0
+    rows = []
+    for k0 in range(0, k, block_k):
+        step = math.fsum(x * y for x, y in zip(a[k0:k0 + block_k], b[k0:k0 + block_k]))
+        exact += step  # whole numbers far below 2**24: float32 holds every one exactly
+        half = round_half(half + round_half(step))
+        brain = round_bfloat16(brain + round_bfloat16(step))
+        rows.append((f"{k0 + block_k}", _whole(step), _whole(exact), _whole(half),
+                     _whole(brain)))
+    caption = (f"One element of C = sum over {_count(k, 'product')} of whole numbers, added "
+               f"one block "
+               f"of {block_k} at a time, as a kernel's K loop does. Its true value is "
+               f"{_whole(exact)}; the float16 accumulator ends at {_whole(half)}, the bfloat16 "
+               f"one at {_whole(brain)}.")
+    return Table(("After k", "This block's sum", "float32 accumulator", "float16 accumulator",
+                  "bfloat16 accumulator"), tuple(rows), caption)
+
+
+def _whole(value: float) -> str:
+    if math.isinf(value) or math.isnan(value):
+        return str(value)
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed measurements (python -m learning.bench matmul on a GPU).
+
+
+def load_results(path: Path = RESULTS) -> dict | None:
+    """The committed GPU run, or None while there is none."""
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _provenance(data: dict) -> str:
+    env = data["env"]
+    return (f"{env['device']} ({env['sms']} SMs), torch {env['torch']}, triton "
+            f"{env['triton']}, CUDA {env['cuda']}, {env['date']}; command "
+            f"`{data['command']}`.")
+
+
+NOT_MEASURED = ("Not yet measured on a GPU: lab/results/matmul.json is not committed. On a "
+                "CUDA GPU, python -m learning.bench matmul --json lab/results/matmul.json "
+                "writes it; python -m learning.computed then fills this section.")
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def summarise(results: list[dict]) -> dict:
+    """Per (dtype, M, N, K), in the order measured: each implementation's TFLOP/s over the
+    rounds, the reference / torch ratio of each round (both timed in that round, one after the
+    other), and the configurations the autotuner chose. A run without rounds is one round."""
+    shapes: dict = {}
+    for r in results:
+        shape = shapes.setdefault((r["dtype"], r["M"], r["N"], r["K"]),
+                                  {"tflops": {}, "rounds": {}, "configs": [], "notes": {}})
+        if "tflops" in r:
+            shape["tflops"].setdefault(r["impl"], []).append(r["tflops"])
+            shape["rounds"].setdefault(r.get("round", 0), {})[r["impl"]] = r["tflops"]
+        else:
+            shape["notes"].setdefault(r["impl"], r.get("note", "-"))
+        if r["impl"] == "reference" and r.get("config"):
+            shape["configs"].append(r["config"])
+    for shape in shapes.values():
+        shape["ratios"] = sorted(pair["reference"] / pair["torch"]
+                                 for pair in shape["rounds"].values()
+                                 if "reference" in pair and "torch" in pair)
+    return shapes
+
+
+def _median_cell(shape: dict, impl: str) -> str:
+    values = shape["tflops"].get(impl)
+    return f"{_median(values):,.0f}" if values else shape["notes"].get(impl, "-")
+
+
+def _spread(values: list[float], digits: int = 2) -> str:
+    return "-" if not values else f"{min(values):.{digits}f}" if len(values) == 1 else \
+        f"{min(values):.{digits}f} to {max(values):.{digits}f}"
+
+
+def _most_chosen(configs: list[str]) -> str:
+    """The configuration the autotuner chose most often, with how often when it wavered."""
+    if not configs:
+        return "-"
+    best = max(dict.fromkeys(configs), key=configs.count)
+    count = configs.count(best)
+    return best if count == len(configs) else f"{best} ({count} of {len(configs)} rounds)"
+
+
+def _rounds_said(data: dict) -> str:
+    rounds = data.get("rounds", 1)
+    if "timing" in data:  # the bench of issue 36: the GPU's own time, the tiles chosen once
+        timed = ("TFLOP/s from the GPU's own time per call (a CUDA graph of back-to-back calls "
+                 "over inputs too large together for the L2 cache); the reference chose its "
+                 "tiles once, on its first call. ")
+        if rounds == 1:
+            return "One round. " + timed
+        return (f"Medians over {rounds} rounds, each timing the reference and then "
+                "torch.matmul, the ratio's range over the rounds. " + timed)
+    if rounds == 1:
+        return "One round: each figure is do_bench's median of one timing run. "
+    return (f"Medians over {rounds} rounds; each round lets the autotuner choose afresh and "
+            "times the reference and then torch.matmul, and the ratio's range is over the "
+            "rounds. ")
+
+
+def measured(_numbers=None, data: dict | None = None):
+    """TFLOP/s of the reference and of torch.matmul per size and dtype: medians over the run's
+    rounds, the ratio's median and range, and the autotuner's choice."""
+    data = data if data is not None else load_results()
+    if data is None:
+        return Text(NOT_MEASURED)
+    rows = []
+    for (dtype, m, n, k), shape in summarise(data["results"]).items():
+        ratios = shape["ratios"]
+        rows.append((dtype, f"{m} x {n} x {k}", _median_cell(shape, "reference"),
+                     _median_cell(shape, "torch"),
+                     f"{_median(ratios):.2f}" if ratios else "-", _spread(ratios),
+                     _most_chosen(shape["configs"])))
+    return Table(("dtype", "M x N x K", "reference TFLOP/s", "torch.matmul TFLOP/s",
+                  "reference / torch", "lowest to highest", "configuration the autotuner chose"),
+                 tuple(rows), _rounds_said(data) + _provenance(data))
+
+
+def configs(_numbers=None, data: dict | None = None):
+    """Every configuration of the autotuning table timed on its own at one size: the median
+    over the run's rounds, and the range."""
+    data = data if data is not None else load_results()
+    if data is None:
+        return Text(NOT_MEASURED)
+    timed: dict = {}
+    for r in data.get("configs", ()):
+        entry = timed.setdefault((r["dtype"], r["M"], r["N"], r["K"], r["config"]), [])
+        entry.append(r.get("tflops", r.get("note", "-")))
+    rows = []
+    for (dtype, m, n, k, config), values in timed.items():
+        numbers = [v for v in values if isinstance(v, float | int)]
+        rows.append((dtype, f"{m} x {n} x {k}", config,
+                     f"{_median(numbers):,.0f}" if numbers else str(values[0]),
+                     _spread(numbers, 0)))
+    return Table(("dtype", "M x N x K", "configuration", "TFLOP/s", "lowest to highest"),
+                 tuple(rows), _rounds_said(data) + _provenance(data))
+
+
+def target(_numbers=None, data: dict | None = None):
+    """The goal: the reference at 0.9x torch.matmul or better at 4096^3, 16-bit, judged by the
+    median ratio over the rounds; the range says whether every round met it."""
+    data = data if data is not None else load_results()
+    if data is None:
+        return Text(NOT_MEASURED)
+    shapes = summarise(data["results"])
+    lines = []
+    for dtype in ("fp16", "bf16"):
+        ratios = shapes.get((dtype, 4096, 4096, 4096), {}).get("ratios")
+        if ratios:
+            median = _median(ratios)
+            status = "not met" if median < TARGET else "met" if ratios[0] >= TARGET else \
+                "met at the median, not in every round"
+            lines.append((dtype, f">= {TARGET:.2f}", f"{median:.2f}", _spread(ratios), status))
+        else:
+            lines.append((dtype, f">= {TARGET:.2f}", "-", "-", "not measured"))
+    return Table(("dtype (4096 x 4096 x 4096)", "reference / torch.matmul, goal",
+                  "median", "lowest to highest", "status"), tuple(lines),
+                 _rounds_said(data) + _provenance(data))
+
+
+def launch(_numbers=None, path: Path = LAUNCH_PROBE):
+    """lab/probes/matmul_launch_probe.py: per call, the time do_bench measures, the host's time and
+    the GPU's own time (a CUDA graph), for the reference and for torch.matmul."""
+    if not path.exists():
+        return Text(f"Not measured: lab/results/{path.name} is not committed; on a CUDA GPU, "
+                    f"python lab/probes/matmul_launch_probe.py --json lab/results/{path.name} "
+                    "writes it.")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    env = data["env"]
+    rows = tuple((r["phase"], f"{r['M']} x {r['N']} x {r['K']}",
+                  *(f"{r[f'{impl}_{key}_us']:.0f}" for impl in ("tuned", "torch")
+                    for key in ("do_bench", "host", "graph")))
+                 for r in data["rows"])
+    return Table(("autotuner", "M x N x K", "reference: do_bench us", "reference: host us",
+                  "reference: GPU us", "torch: do_bench us", "torch: host us", "torch: GPU us"),
+                 rows,
+                 f"{data['rows'][0]['dtype']}, one process. do_bench: the median time of a call "
+                 "as the bench measures it; host: the host's time per call over 200 calls "
+                 "left unsynchronised; GPU: a CUDA graph of 20 calls replayed, per call (no host "
+                 "work). Each phase after the first made the autotuner choose again "
+                 f"(reference_matmul.forget_choices). {env['device']}, torch {env['torch']}, "
+                 f"triton {env['triton']}, {env['date']}; command `{data['command']}`.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The page.
+
+
+def page(row=None) -> Page:
+    """The whole worked example; ``row`` is M,N,K,block (each 1 to 8) for your own sizes."""
+    m, n, k, block = _check(row)
+    tiles_m, tiles_n, steps = _cdiv(m, block), _cdiv(n, block), _cdiv(k, block)
+    numbers = (m, n, k, block)
+    grid, each = ("one tile", "it is") if tiles_m * tiles_n == 1 else \
+        (f"{tiles_m} x {tiles_n} tiles", "each tile is")
+    result_page = Page(f"C = A @ B for A {m} x {k} and B {k} x {n}, in tiles of {block}")
+    result_page.add(
+        Text(f"C[i][j] = sum over k of A[i][k] * B[k][j]. C is {m} x {n}: {grid} of {block} x "
+             f"{block}, and {each} a sum over K in "
+             f"{_count(steps, 'step')} of {block}. One program per tile: it keeps an "
+             f"accumulator of {block} x {block} zeros, adds A tile @ B tile at every step, "
+             "and stores the accumulator once."),
+        padded(numbers))
+    for index in range(tiles_m * tiles_n):
+        i0, j0 = (index // tiles_n) * block, (index % tiles_n) * block
+        result_page.add(Heading(f"Tile {index + 1} of {tiles_m * tiles_n}: "
+                                f"{_lines('row', i0, block, m)}, "
+                                f"{_lines('column', j0, block, n)} of C"),
+                        tile((*numbers, index + 1)))
+    result_page.add(
+        result(numbers),
+        Heading("Why tiles: the bytes each program reads"),
+        Text("A program that computes one element of C reads a whole row of A and a whole "
+             "column of B for 2K FLOPs: about one FLOP per two bytes in 16-bit. A program "
+             "that computes a T x T tile reads T rows and T columns for 2 T^2 K FLOPs, so "
+             "every byte it loads serves T times more arithmetic."),
+        intensity((4096, 2)),
+        intensity((4096, 4)),
+        Heading("Program order and the L2 cache"),
+        Text("Tiles of C that share a row panel of A, or a column panel of B, read the same "
+             "bytes. Programs that run at the same time can share them through the L2 cache, "
+             "so the order in which program numbers map to tiles decides how many distinct "
+             "panels are in flight."),
+        order((4, 4, 2)),
+        l2((4096, 128, 64, 8, 2)),
+        Heading("Why the accumulator is float32"),
+        Text("A float16 value tops out at 65504 and a bfloat16 stores 7 bits of mantissa. An "
+             "accumulator in either loses a long sum even when the answer itself is small:"),
+        accumulator((1024, 128)),
+        Heading("Measured on a GPU"),
+        measured(),
+    )
+    return result_page
+
+
+# Blocks a lesson can embed by name; each takes the marker's numbers as one list.
+BLOCKS = {
+    "padded": padded,
+    "tile": tile,
+    "result": result,
+    "intensity": intensity,
+    "order": order,
+    "l2": l2,
+    "accumulator": accumulator,
+    "measured": measured,
+    "configs": configs,
+    "target": target,
+    "launch": launch,
+}

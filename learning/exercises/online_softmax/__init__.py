@@ -1,0 +1,1 @@
+"""The online softmax workshop (A1): its files, the same in every exercise's folder."""

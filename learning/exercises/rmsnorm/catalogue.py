@@ -1,0 +1,470 @@
+"""Other RMSNorms: the mistakes lessons 05 and 09 warn about, and correct ones in other styles."""
+
+from learning.grader.catalogue import Version
+
+PYTHON = (
+    Version("eps outside the square root", "python", "eps-outside", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            rms = largest * math.sqrt(sum(s * s for s in scaled) / len(scaled)) + eps
+            return [v / rms * w for v, w in zip(values, weight)]
+    '''),
+    Version("sum instead of mean", "python", "sum-not-mean", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            rms = math.sqrt(sum(s * s for s in scaled) + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("divides by n - 1", "python", "n-minus-one", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / (len(scaled) - 1)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("forgets the weight", "python", "no-weight", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms for s in scaled]
+    '''),
+    Version("no square root", "python", "no-sqrt", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_square = sum(v * v for v in values) / len(values)
+            return [v / (mean_square + eps) * w for v, w in zip(values, weight)]
+    '''),
+    Version("subtracts the mean (LayerNorm)", "python", "subtracts-mean", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean = sum(values) / len(values)
+            centred = [v - mean for v in values]
+            variance = sum(c * c for c in centred) / len(centred)
+            return [c / math.sqrt(variance + eps) * w for c, w in zip(centred, weight)]
+    '''),
+    Version("square of the mean", "python", "mean-squared", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean = sum(values) / len(values)
+            return [v / math.sqrt(mean * mean + eps) * w for v, w in zip(values, weight)]
+    '''),
+    Version("weight before normalising", "python", "weight-inside", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            weighted = [v * w for v, w in zip(values, weight)]
+            mean_square = sum(u * u for u in weighted) / len(weighted)
+            return [u / math.sqrt(mean_square + eps) for u in weighted]
+    '''),
+    Version("rescaled, eps not", "python", "eps-not-scaled", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            return [s / math.sqrt(mean_square + eps) * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("scaled by max(values)", "python", "scale-sign", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("no rescaling: x * x", "python", "square-overflow", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_square = sum(v * v for v in values) / len(values)
+            rms = math.sqrt(mean_square + eps)
+            return [v / rms * w for v, w in zip(values, weight)]
+    '''),
+    Version("no rescaling: v ** 2", "python", "square-overflow", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_square = sum(v ** 2 for v in values) / len(values)
+            return [v / math.sqrt(mean_square + eps) * w for v, w in zip(values, weight)]
+    '''),
+    Version("no eps", "python", "no-eps", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_square = sum(v * v for v in values) / len(values)
+            return [v / math.sqrt(mean_square) * w for v, w in zip(values, weight)]
+    '''),
+    Version("rescaled, eps over largest squared", "python", "tiny-row", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / (largest * largest))
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("normalises in place", "python", "mutated-input", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            for i, v in enumerate(values):
+                values[i] = v / largest
+            rms = math.sqrt(sum(s * s for s in values) / len(values) + eps / largest / largest)
+            for i, (s, w) in enumerate(zip(values, weight)):
+                values[i] = s / rms * w
+            return list(values)
+    '''),
+    Version("a misspelt name", "python", "error:name-not-defined", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_sqaure + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("rounds the outputs to 6 places", "python", "rounded", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [round(s / rms * w, 6) for s, w in zip(scaled, weight)]
+    '''),
+    Version("drops the last value", "python", "wrong-length", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values[:-1]] or [values[0] / largest]
+            rms = math.sqrt(sum(s * s for s in scaled) / len(scaled) + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("a while loop over the squares that never advances", "python", "timed-out", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            total, i = 0.0, 0
+            while i < len(values):
+                total += (values[i] / largest) ** 2
+            rms = math.sqrt(total / len(values) + eps / largest / largest)
+            return [v / largest / rms * w for v, w in zip(values, weight)]
+    '''),
+    Version("the mean of the absolute values", "python", "unknown", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            mean_abs = sum(abs(v) for v in values) / len(values)
+            return [v / (mean_abs + eps) * w for v, w in zip(values, weight)]
+    '''),
+    Version("scaled by the largest value with its sign", "python", "scale-sign", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(values, key=abs)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("the row itself over the rescaled rms", "python", "unknown", '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest == 0.0:
+                return [0.0 for _ in values]
+            scaled = [v / largest for v in values]
+            mean_square = sum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [v / rms * w for v, w in zip(values, weight)]
+    '''),
+)
+
+_KERNEL_HEAD = '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, output_row_stride,
+                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+'''
+
+
+def _kernel(body: str) -> str:
+    """A kernel version: the usual head, then ``body`` (indented like the head)."""
+    return _KERNEL_HEAD + body
+
+
+TRITON = (
+    Version("padding -inf, copied from softmax", "triton", "minus-inf-padding", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x / tl.sqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("mean over BLOCK", "triton", "mean-over-block", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / BLOCK
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x / tl.sqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("eps outside the square root", "triton", "eps-outside", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x / (tl.sqrt(mean_square) + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("sum instead of mean", "triton", "sum-not-mean", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            total = tl.sum(x * x, axis=0)
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(total + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("forgets the weight", "triton", "no-weight", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            y = x * tl.rsqrt(mean_square + eps)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("row offset from n_cols", "triton", "row-stride", _kernel('''
+            x = tl.load(input_ptr + row * n_cols + offsets, mask=mask, other=0.0)
+            x = x.to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("the weight at the row's offset", "triton", "weight-row-offset", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + row * input_row_stride + offsets, mask=mask, other=0.0)
+            y = x * tl.rsqrt(mean_square + eps) * w.to(tl.float32)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    '''), interpreter_only=True),
+    Version("the square root called as tl.rsqrt without tl", "triton", "error:name-not-defined",
+            _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("the mean square without its square root", "triton", "unknown", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x / (mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("no FP32 conversion", "triton", "fp16-squares", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask, other=0.0)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0)
+            y = x * tl.rsqrt(mean_square.to(tl.float32) + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("no eps", "triton", "no-eps", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("too few programs", "triton", "grid-too-small", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            grid = (max(1, n_rows // 2),)
+            rmsnorm_kernel[grid](output, x, weight, output.stride(0), x.stride(0), n_cols, eps,
+                                 BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    '''),
+    Version("a fixed BLOCK of 1024", "triton", "block-too-small", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+            block = min(triton.next_power_of_2(n_cols), 1024)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0),
+                                      min(n_cols, block), eps, BLOCK=block)
+            return output
+    '''),
+    Version("normalises into the input", "triton", "mutated-input", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            rmsnorm_kernel[(n_rows,)](x, x, weight, x.stride(0), x.stride(0), n_cols, eps,
+                                      BLOCK=triton.next_power_of_2(n_cols))
+            return x
+    '''),
+    Version("returns float32 for float16 input", "triton", "wrong-dtype", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0), n_cols,
+                                      eps, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    '''),
+    Version("mask with <=", "triton", "out-of-bounds", _kernel('''
+            mask = offsets <= n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    '''), interpreter_only=True),
+    Version("the shape unpacked as (n_cols, n_rows)", "triton", "out-of-bounds", '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_cols, n_rows = x.shape
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0), n_cols,
+                                      eps, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''', interpreter_only=True),
+    Version("the program's row from axis 1", "triton", "grid-too-small", _kernel('''
+            x = tl.load(input_ptr + tl.program_id(1) * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + tl.program_id(1) * output_row_stride + offsets, y, mask=mask)
+    ''')),
+    Version("eps written into the kernel", "triton", "unknown", _kernel('''
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=0) / n_cols
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            y = x * tl.rsqrt(mean_square + 1e-6) * w
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    ''')),
+)
+
+WRONG = PYTHON + TRITON
+
+RIGHT = (
+    Version("math.hypot", "python", None, '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            # hypot adds squares without overflowing: sqrt(sum x**2) = hypot(*x)
+            rms = math.hypot(math.hypot(*values) / math.sqrt(len(values)), math.sqrt(eps))
+            return [v / rms * w for v, w in zip(values, weight)]
+    '''),
+    Version("explicit loops", "python", None, '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = 0.0
+            for v in values:
+                if abs(v) > largest:
+                    largest = abs(v)
+            output = []
+            if largest == 0.0:
+                for _ in values:
+                    output.append(0.0)
+                return output
+            total = 0.0
+            for v in values:
+                total += (v / largest) * (v / largest)
+            inverse = 1.0 / math.sqrt(total / len(values) + eps / largest / largest)
+            for v, w in zip(values, weight):
+                output.append(v / largest * inverse * w)
+            return output
+    '''),
+    Version("rescale only when needed, math.fsum", "python", None, '''
+        def rmsnorm_python(values, weight, eps=1e-6):
+            largest = max(abs(v) for v in values)
+            if largest < 1e100:  # the squares fit a double: no rescaling needed
+                rms = math.sqrt(math.fsum(v * v for v in values) / len(values) + eps)
+                return [v / rms * w for v, w in zip(values, weight)]
+            scaled = [v / largest for v in values]
+            mean_square = math.fsum(s * s for s in scaled) / len(scaled)
+            rms = math.sqrt(mean_square + eps / largest / largest)
+            return [s / rms * w for s, w in zip(scaled, weight)]
+    '''),
+    Version("rsqrt, weight loaded first", "triton", None, _kernel('''
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            inverse_rms = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+            tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                     mask=mask)
+    ''')),
+    Version("several rows per program", "triton", None, '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, output_row_stride,
+                           input_row_stride, n_rows, n_cols, eps, ROWS: tl.constexpr,
+                           BLOCK: tl.constexpr):
+            rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]  # (ROWS, 1)
+            cols = tl.arange(0, BLOCK)[None, :]  # (1, BLOCK)
+            mask = (rows < n_rows) & (cols < n_cols)
+            x = tl.load(input_ptr + rows * input_row_stride + cols, mask=mask,
+                        other=0.0).to(tl.float32)
+            w = tl.load(weight_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            mean_square = tl.sum(x * x, axis=1, keep_dims=True) / n_cols  # (ROWS, 1)
+            y = x * tl.rsqrt(mean_square + eps) * w
+            tl.store(output_ptr + rows * output_row_stride + cols, y, mask=mask)
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+            rows_per_program = 4
+            rmsnorm_kernel[(triton.cdiv(n_rows, rows_per_program),)](
+                output, x, weight, output.stride(0), x.stride(0), n_rows, n_cols, eps,
+                ROWS=rows_per_program, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    '''),
+    Version("looped over chunks, two passes", "triton", None, '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, output_row_stride,
+                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            x_row = input_ptr + row * input_row_stride
+            squares = tl.zeros((BLOCK,), tl.float32)
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + tl.arange(0, BLOCK)
+                x = tl.load(x_row + offsets, mask=offsets < n_cols, other=0.0).to(tl.float32)
+                squares += x * x
+            inverse_rms = tl.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
+            for start in range(0, n_cols, BLOCK):
+                offsets = start + tl.arange(0, BLOCK)
+                mask = offsets < n_cols
+                x = tl.load(x_row + offsets, mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                         mask=mask)
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+            block = min(triton.next_power_of_2(n_cols), 256)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0), n_cols,
+                                      eps, BLOCK=block)
+            return output
+    '''),
+    Version("contiguous copy in the launcher", "triton", None, '''
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            x = x.contiguous()
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, n_cols, n_cols, n_cols, eps,
+                                      BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    '''),
+)

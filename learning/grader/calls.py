@@ -1,0 +1,271 @@
+"""One call of the learner's function on a case: its input built, its outputs pre-filled with NaN
+where the case asks, kernel launches counted, and what happened described as plain data.
+
+Runs in the learner's process (``learning.grader.worker``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+
+from learning.grader import allocations, lineage
+from learning.grader.declarations import Case
+from learning.grader.learner_code import cut as _cut
+from learning.grader.learner_code import (
+    dot_shapes,
+    learner_traceback,
+    root_cause,
+    safe_str,
+    suggestion,
+)
+from learning.grader.returned import Raised, Returned
+from learning.grader.summarise import is_tensor, plain_tensor, summarise
+from learning.grader.tensors import TensorSpec
+
+# Written over fresh allocations on the second run of a case that came back with NaN: an element
+# still holding it was never written. Negative, so no softmax or norm output can equal it.
+UNWRITTEN_SENTINEL = -12345.0
+
+
+def _materialise(args: tuple, device: str) -> tuple:
+    return tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a) for a in args)
+
+
+def _snapshot(args: tuple) -> tuple:
+    return tuple(a.clone() if is_tensor(a) else copy.deepcopy(a) for a in args)
+
+
+# A tensor argument whose memory is larger than this is not copied after a launch (its output is
+# then not compared with what the kernel left): no case's output comes near it.
+LARGEST_KEPT_BYTES = 256 * 2**20
+
+
+class LaunchCounter:
+    """Counts launches of any @triton.jit function, compiled or interpreted, so that the grader
+    can tell a kernel part's result that no kernel computed (torch.softmax, say); and keeps what
+    the last launch left in the memory of each tensor it was given, so that a result the kernel
+    stored and other code then changed (``y.copy_(torch.softmax(x))`` after the launch) is seen."""
+
+    def __init__(self):
+        self.count = 0
+        self.installed = False
+        # storage address: (the storage, a copy of it as the last launch given it left it)
+        self.left: dict[int, tuple] = {}
+        # storage address: the storage, of every tensor a launch of this call was given (held,
+        # so that no other tensor takes its address while the call runs)
+        self.given: dict[int, object] = {}
+
+    def install(self) -> bool:
+        classes = []
+        with contextlib.suppress(ImportError):
+            from triton.runtime.jit import JITFunction
+
+            classes.append(JITFunction)
+        with contextlib.suppress(ImportError):
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        for function_class in classes:
+            if hasattr(function_class, "run"):
+                function_class.run = self._counted(function_class.run)
+                self.installed = True
+        return self.installed
+
+    def _counted(self, original_run):
+        counter = self
+
+        def run(self, *args, **kwargs):
+            counter.count += 1
+            launched = original_run(self, *args, **kwargs)
+            counter._keep([*args, *kwargs.values()])
+            return launched
+
+        return run
+
+    def _keep(self, arguments: list):
+        """Copy the memory of every tensor argument as the launch left it (a copy queued on the
+        launch's own stream, so taken after the kernel ends)."""
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be read is not kept
+                storage = argument.untyped_storage()
+                self.given[storage.data_ptr()] = storage
+                if storage.nbytes() <= LARGEST_KEPT_BYTES:
+                    # the storage itself is held too: freed, its address could be reused by a
+                    # tensor no kernel was given
+                    self.left[storage.data_ptr()] = (storage, storage.clone())
+
+    def taken(self) -> int | None:
+        """Launches since the last call, or None when launches cannot be seen here."""
+        count, self.count = self.count, 0
+        self.left, self.given = {}, {}
+        return count if self.installed else None
+
+    def computed_by_torch(self, result, made: dict) -> str:
+        """The torch function that computed a returned tensor (learning.grader.lineage), or
+        "" where each came from a kernel's memory, an input or an allocation."""
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        for tensor in returned:
+            if is_tensor(tensor):
+                with contextlib.suppress(Exception):
+                    name = lineage.computed_by_torch(plain_tensor(tensor), made, self.given)
+                    if name:
+                        return name
+        return ""
+
+    def changed_since_launch(self, result) -> tuple[int, ...]:
+        """The positions of the returned tensors (0 for a lone tensor) whose values differ from
+        what the last launch that was given their memory left there: code outside a kernel
+        changed them afterwards."""
+        import torch
+
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        changed = []
+        for position, tensor in enumerate(returned):
+            if not is_tensor(tensor):
+                continue
+            try:
+                tensor = plain_tensor(tensor).detach()
+                kept = self.left.get(tensor.untyped_storage().data_ptr())
+                if kept is None:
+                    continue
+                left = kept[1]
+                then = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+                then.set_(left, tensor.storage_offset(), tensor.shape, tensor.stride())
+                if not _same_bits(tensor, then):
+                    changed.append(position)
+            except Exception:  # noqa: BLE001 - not comparable (a view the copy cannot take)
+                continue
+        return tuple(changed)
+
+
+def _same_bits(a, b) -> bool:
+    """Equal bit for bit (NaN equal to the same NaN)."""
+    a, b = a.contiguous().flatten(), b.contiguous().flatten()
+    if a.element_size() == 0 or a.numel() == 0:
+        return True
+    return bool((a.view(-1).view(_bits_type(a)) == b.view(-1).view(_bits_type(b))).all())
+
+
+def _bits_type(tensor):
+    import torch
+
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
+
+
+def _synchronise(device: str):
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
+              learner_file: str, launches: LaunchCounter | None = None):
+    """Run one case and describe what happened."""
+    try:
+        args = _materialise(args_spec, device)
+        before = _snapshot(args)
+    except Exception as exc:  # noqa: BLE001 - the grader's own step, not the learner's code
+        raise InputNotBuilt(_cut(f"{type(exc).__name__}: {safe_str(exc)}", 300)) from exc
+    fill = uses_tensors and case.fill_outputs_with_nan
+    record = None
+    if launches is not None:
+        launches.taken()  # launches the grader's own steps made do not count
+    # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
+    recorder = lineage.function_mode() if launches is not None else None
+    start = time.perf_counter()
+    try:
+        with allocations.controlled(math.nan, device == "cuda") if fill else \
+                contextlib.nullcontext() as record:
+            with recorder if recorder is not None else contextlib.nullcontext():
+                result = function(*args)
+            _synchronise(device)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
+        seconds = time.perf_counter() - start
+        cause = root_cause(exc)
+        not_started = isinstance(cause, NotImplementedError)
+        name = type(cause).__name__
+        # By its words (on a CPU only code imitating CUDA says them): a bad address, or
+        # another CUDA error, after which the context can run nothing more.
+        fault = _gpu_fault(cause)
+        if fault == "address":
+            name = "CudaFault"
+        return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
+                      learner_traceback(exc, learner_file),
+                      not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+    seconds = time.perf_counter() - start
+    try:
+        returned = summarise(result, args, before)
+    except Exception as exc:  # noqa: BLE001 - a returned object that resists being read
+        returned = Returned(_type_name(result), None,
+                            note=_cut(f"could not read it: {type(exc).__name__}: "
+                                      f"{safe_str(exc)}", 300))
+    returned.seconds = seconds
+    if launches is not None:
+        returned.changed_after_launch = launches.changed_since_launch(result)
+        if recorder is not None:
+            returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
+    returned.kernel_launches = launches.taken() if launches is not None else None
+    returned.guard_damage = record.damaged() if record is not None else 0
+    if fill and returned.values is not None and _has_nan(returned.values):
+        returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
+    return returned
+
+
+def _type_name(value) -> str:
+    try:
+        return type(value).__name__
+    except Exception:  # noqa: BLE001
+        return "object"
+
+
+def _has_nan(values) -> bool:
+    import numpy as np
+
+    return bool(np.isnan(values).any())
+
+
+_ADDRESS_FAULTS = ("illegal memory access", "illegal address", "address space")
+_CONTEXT_LOST = ("cuda error", "misaligned", "unspecified launch failure")
+
+
+def _gpu_fault(exc: BaseException) -> str:
+    """"address" for a load or store at a bad address, "lost" for another CUDA error (the
+    context may be unusable after it), "" for anything else."""
+    text = safe_str(exc).lower()
+    if any(s in text for s in _ADDRESS_FAULTS):
+        return "address"
+    return "lost" if any(s in text for s in _CONTEXT_LOST) else ""
+
+
+class InputNotBuilt(Exception):
+    """The grader could not build a case's input (the GPU stopped working, say)."""
+
+
+def _find_unwritten(function, args_spec, device, first_values):
+    """Run again with a different fill: elements NaN before and holding the fill now were never
+    written by the learner's code (as opposed to computed as NaN)."""
+    import numpy as np
+
+    args = _materialise(args_spec, device)
+    try:
+        with allocations.controlled(UNWRITTEN_SENTINEL, False):
+            result = function(*args)
+            _synchronise(device)
+        import torch
+
+        again = result.detach().to("cpu", dtype=torch.float64).numpy()
+        stored = torch.tensor(UNWRITTEN_SENTINEL, dtype=result.dtype).item()
+    except BaseException:
+        return None
+    if again.shape != first_values.shape:
+        return None
+    unwritten = np.isnan(first_values) & (again == stored)
+    return unwritten if unwritten.any() else None

@@ -1,0 +1,195 @@
+"""Turn what a worker's process said into judged case results: each case's verdict, then the
+named bugs that the part's other cases rule out.
+
+A case is judged against the float64 reference (``learning.grader.compare``); a bug named on
+one case is kept only where the rest of the learner's cases agree with its replay
+(``learning.grader.replays``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from learning.grader import compare, replays, stopped
+from learning.grader.declarations import Case, Part
+from learning.grader.replays import Expected, WrongOutput
+from learning.grader.results import CaseResult, PartResult, mark_not_run
+from learning.grader.returned import Returned, Skipped
+from learning.grader.tensors import TensorSpec
+from learning.grader.worker_events import CaseKey
+from learning.grader.worker_run import WorkerRun
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A case that faulted on the GPU, run once more in Triton's interpreter: what it did
+    there, or why it could not run there."""
+
+    outcome: object = None  # Returned or Raised, when it ran
+    unavailable: str = ""  # why it could not run there ("" when it ran)
+
+
+class Explained(NamedTuple):
+    """A wrong output that known bugs' replays explain: the verdict that names them."""
+
+    verdict: compare.Verdict
+    output: WrongOutput
+
+
+def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun] | None = None):
+    """Turn the worker's events for ``parts`` into judged case results; a case in ``reruns``
+    is told with what it did in the interpreter."""
+    for part_result in parts:
+        part = part_result.part
+        if part.name in run.heard.missing:
+            part_result.problem = run.heard.missing[part.name]
+            mark_not_run([part_result], f"{part.function} is missing")
+            continue
+        if part.name not in run.heard.touched:
+            continue
+        part_result.cases = []
+        passed: list[Expected] = []  # the cases the learner's code passed
+        failed: list[WrongOutput] = []  # those it got wrong, with numbers, no bug explains
+        missed: list[Expected] = []  # every case it failed or raised in
+        explained: list[Explained] = []  # wrong numbers a bug explains
+        for case in part.cases:
+            outcome = run.heard.outcomes.get(CaseKey(part.name, case.name))
+            verdict, expected = _verdict(run, part, case, outcome, reruns or {})
+            part_result.cases.append(CaseResult(case.name, case.purpose, verdict))
+            if expected is None or not case.replays:
+                continue
+            if verdict.status in ("failed", "error"):
+                missed.append(expected)
+            if verdict.passed:
+                passed.append(expected)
+            elif part.returns != "exact" and verdict.status == "failed" \
+                    and verdict.mismatch_count and not verdict.causes:
+                # A wrong output no known bug explains: a named bug must not predict another.
+                failed.append(WrongOutput(outcome.values, *expected))
+            elif part.returns != "exact" and verdict.status == "failed" \
+                    and verdict.mismatch_count:
+                explained.append(Explained(verdict, WrongOutput(outcome.values, *expected)))
+        _drop_contradicted(part_result, passed, failed, missed)
+        if not failed and all(c.verdict.status in ("passed", "skipped", "not-run") or
+                              any(c.verdict is e.verdict for e in explained)
+                              for c in part_result.cases):
+            _keep_the_one_explanation(explained)
+
+
+def _drop_contradicted(part_result: PartResult, passed: list[Expected],
+                       failed: list[WrongOutput], missed: list[Expected]):
+    """A bug whose replay matched one case is not the learner's if their other cases rule it
+    out: their code passed a case the bug would have failed, or returned another wrong output
+    than the bug gives. Two mistakes can raise the same error, or agree on one row. A bug
+    named on weak evidence alone (an exception's type, an output with no finite value) must also
+    explain every failure: it is dropped if the learner failed a case the bug passes."""
+    verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
+    named = {bug.key: bug for v in verdicts for bug in v.causes}
+    weak_only = {key for key in named if all(key in v.weak for v in verdicts
+                                             if key in {b.key for b in v.causes})}
+    wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)
+             or key in weak_only and any(replays.predicts_pass(bug, *case) for case in missed)}
+    for verdict in verdicts:
+        verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
+
+
+def _keep_the_one_explanation(explained: list[Explained]) -> None:
+    """When one bug explains every wrong output of a part, another bug named beside it on some
+    cases is dropped where its replay gives another output than the learner's on one of the
+    rest: a result rounded for display can equal a wrong-scale replay where the softmax is
+    one-hot, but only rounding explains every case. Called only when every failure of the part
+    is a wrong output some bug explains; two real mistakes leave no single explanation."""
+    if len(explained) < 2:
+        return
+    keys = [{b.key for b in e.verdict.causes} for e in explained]
+    everywhere = set.intersection(*keys)
+    if len(everywhere) != 1:
+        return
+    beside = {b.key: b for e in explained for b in e.verdict.causes if b.key not in everywhere}
+    wrong = {key for key, bug in beside.items()
+             if getattr(bug.detect, "explains", None) is not None
+             and any(bug.detect.explains(*e.output) is False for e in explained)}
+    for e in explained:
+        e.verdict.causes = tuple(b for b in e.verdict.causes if b.key not in wrong)
+
+
+def _may_skip(heard, case: Case) -> bool:
+    """Whether the grader itself skips ``case`` in this run: the learner's code runs in the
+    process that reports each case, so a report of "skipped" counts only where a skip is due
+    (a GPU-only case where kernels run in the interpreter; a bfloat16 case where they are
+    compiled, on a GPU that lacks it). The mode, and whether the GPU has bfloat16, are what
+    the worker said before the learner's import."""
+    interpreted = heard.mode is None or heard.mode.interpret
+    if not interpreted and not heard.mode.bfloat16 and any(
+            isinstance(a, TensorSpec) and a.dtype == "bfloat16" for a in case.make_args()):
+        return True
+    return case.gpu_only and interpreted
+
+
+def _verdict(run: WorkerRun, part: Part, case: Case, outcome,
+             reruns: dict[CaseKey, Rerun]) -> tuple[compare.Verdict, Expected | None]:
+    """The case's verdict, and what it was judged against, when it was."""
+    heard = run.heard
+    if outcome is None:
+        if heard.current == (part.name, case.name):
+            return stopped.failure_verdict(run), None
+        if any(o is not None and getattr(o, "not_started", False)
+               for (p, _), o in heard.outcomes.items() if p == part.name):
+            return compare.Verdict("not-started", "not started"), None
+        if heard.abandoned and heard.abandoned.part == part.name:
+            return compare.Verdict("not-run", heard.abandoned.why), None
+        return compare.Verdict("not-run", "not run: an earlier case stopped the process"), None
+    if isinstance(outcome, Skipped):
+        if _may_skip(heard, case):
+            return compare.Verdict("skipped", outcome.reason), None
+        reason = str(outcome.reason)
+        return compare.Verdict("not-run", reason if reason.startswith("not run:") else (
+            "not run: the process that ran your code reported this case skipped, and only a "
+            "GPU-only case without a GPU, or a bfloat16 case on a GPU without bfloat16, is "
+            "skipped")), None
+    args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
+    want = reference(part, args)
+    expect = {}
+    specs = [a for a in case.make_args() if isinstance(a, TensorSpec)]
+    expect["filename"] = run.settings.module_path.name
+    if specs:
+        expect["dtype"] = specs[0].dtype
+        expect["device"] = "cpu" if heard.mode is None or heard.mode.interpret else "cuda"
+    if isinstance(outcome, Returned) or hasattr(outcome, "not_started"):
+        verdict = compare.judge(part, case, outcome, args, want, expect)
+        rerun = reruns.get(CaseKey(part.name, case.name))
+        if rerun is not None:
+            verdict = _with_rerun(part, case, verdict, rerun, args, want, expect)
+        tolerance = case.tolerance or part.tolerance
+        return verdict, Expected(args, want, tolerance.atol, tolerance.rtol)
+    return compare.Verdict("error", f"unexpected outcome {outcome!r}"), None
+
+
+def _with_rerun(part: Part, case: Case, verdict: compare.Verdict, rerun: Rerun, args, want,
+                expect: dict) -> compare.Verdict:
+    """A GPU fault's verdict, told with what the same case did in the interpreter."""
+    fault = verdict.summary.splitlines()[0] if verdict.summary else "the GPU faulted"
+    if rerun.unavailable:
+        verdict.summary = f"{verdict.summary}; it could not be re-run in Triton's interpreter " \
+                          f"to find the line ({rerun.unavailable})"
+        return verdict
+    outcome = rerun.outcome
+    there = compare.judge(part, case, outcome, args, want, dict(expect, device="cpu"))
+    if getattr(outcome, "exc_type", "") == "OutOfBoundsAccess":
+        there.summary = f"on the GPU: {fault}; re-run in Triton's interpreter, which checks " \
+                        f"every address: {there.summary}"
+        return there
+    done = "it passed" if there.passed else f"{there.summary.splitlines()[0]}"
+    verdict.summary = f"{verdict.summary}; re-run in Triton's interpreter: {done}"
+    return verdict
+
+
+def reference(part: Part, args: tuple):
+    """The reference's answer to ``args``: exact for an exact part, else float64."""
+    if part.returns == "exact":
+        return part.reference(*args)
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        return np.asarray(part.reference(*args), dtype=np.float64)

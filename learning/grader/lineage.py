@@ -1,0 +1,134 @@
+"""Where a kernel part's returned tensor came from: a kernel, or torch computing the answer.
+
+A kernel part grades what a kernel of the learner's stores. A call that launches a kernel and
+then returns something torch computed (``return torch.softmax(x, -1)`` left in from debugging,
+or a result copied into a fresh tensor) passes the launch count and the values. So while the
+learner's function runs, a torch function mode notes, for every memory a torch function made or
+wrote, which function it was and which memories it read. After the call, the returned tensor's
+memory is followed back through copies (``copy_``, ``to``, ``clone``, ``cat``, ...) to where
+it was made: a memory some launch was given ends the walk (a kernel's output, or a tensor a
+kernel read), and so does one made before the call or merely allocated; one made by any other
+function is torch's own result, and that function is named. (A function mode, not a dispatch
+mode: entering the latter imports torch's compiler, a second of every fresh worker's time.)
+
+Runs in the learner's process (``learning.grader.calls``).
+"""
+
+from __future__ import annotations
+
+# Functions that move, cast or gather values without computing new ones: the walk goes on
+COPIES = {
+    "copy_", "to", "clone", "contiguous", "cat", "concat", "concatenate", "stack", "hstack",
+    "vstack", "float", "double", "half", "bfloat16", "type", "type_as", "cpu", "cuda",
+    "reshape", "flatten", "ravel", "__getitem__", "__setitem__", "index_select", "repeat",
+    "tile", "clone_", "narrow_copy", "masked_select", "take", "gather", "pad",
+}
+# Functions that allocate or fill memory with constants: no kernel wrote it, and no value of
+# the answer was computed into it (a never-written output is judged by its values)
+ALLOCATIONS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+    "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+    "fill_", "zero_", "resize_", "tensor", "as_tensor", "from_numpy", "arange", "empty_permuted",
+    "new_tensor",
+}
+MOST_STEPS = 64  # memories followed back from the returned one
+
+
+def function_mode():
+    """A new ``Recorder`` (a torch function mode), or None where torch has none."""
+    try:
+        from torch.overrides import TorchFunctionMode
+    except ImportError:
+        return None
+
+    class Recorder(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.made: dict[int, tuple[str, tuple[int, ...]]] = {}  # memory: (function, read)
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            try:
+                self._note(func, args, kwargs, out)
+            except Exception:  # noqa: BLE001 - noting must never change what the call does
+                pass
+            return out
+
+        def _note(self, func, args, kwargs, out):
+            name = getattr(func, "__name__", "")
+            if name.startswith("__") and name not in _NOTED_SPECIAL:
+                return  # a property read (x.grad), a copy for pickling, ...: no computation
+            read = {_address(t) for t in _tensors((args, kwargs))}
+            written = {_address(t) for t in _tensors(kwargs.get("out"))}
+            if args and _is_tensor(args[0]) and (name == "__setitem__" or (
+                    name.endswith("_") and not name.startswith("__"))):
+                written.add(_address(args[0]))  # an in-place method writes its tensor
+            made = {_address(t) for t in _tensors(out)} - read  # new memory (views are not)
+            for address in written | made:
+                self.made[address] = (name, tuple(read - {address}))
+
+    return Recorder()
+
+
+def computed_by_torch(result, made: dict, given) -> str:
+    """The torch function that computed the returned tensor's memory ("" when a kernel was
+    given it, or it was made before the call, or only allocated, copied from one of those);
+    ``given`` holds the memories the call's launches were given."""
+    if not _is_tensor(result):
+        return ""
+    try:
+        start = _address(result)
+    except Exception:  # noqa: BLE001 - a tensor without memory of its own to follow
+        return ""
+    seen, queue = set(), [start]
+    while queue and len(seen) < MOST_STEPS:
+        address = queue.pop(0)
+        if address in seen or address in given:
+            continue
+        seen.add(address)
+        entry = made.get(address)
+        if entry is None:
+            continue
+        name, read = entry
+        if name in COPIES:
+            queue.extend(read)
+        elif name not in ALLOCATIONS:
+            return _shown(name)
+    return ""
+
+
+def _shown(name: str) -> str:
+    """A function as the learner wrote it: an operator's method by its operation
+    ("__rmul__" is mul), anything else by its name."""
+    if name.startswith("__") and name.endswith("__"):
+        bare = name.strip("_")
+        return bare[1:] if bare[:1] in ("r", "i") and bare[1:] in _OPERATORS else bare
+    return name
+
+
+_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or"}
+# The special methods noted: the operators (plain, reflected, in place) and item access
+_NOTED_SPECIAL = {f"__{kind}{op}__" for kind in ("", "r", "i") for op in _OPERATORS} | {
+    "__neg__", "__abs__", "__getitem__", "__setitem__"}
+
+
+def _is_tensor(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _address(tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _tensors(value):
+    if _is_tensor(value):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)

@@ -1,0 +1,96 @@
+"""Ready the worker to import the learner's module: the libraries it imports loaded first, then
+the memory cap and the filter that keeps its code from the grader's processes.
+
+The filter and the cap are the last steps before the learner's code runs (its import, in every
+kind of worker run: grading, a memory map, named steps).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from learning.grader import containment
+from learning.grader.channel import Channel
+
+# Libraries a learner's module usually imports: loaded before the clock on the learner's import
+# starts, so that its limit measures their code, not torch's start-up on a slow machine.
+WARM_IMPORTS = ("numpy", "torch", "triton", "triton.language")
+
+
+def warm_up(path: str) -> None:
+    """Import the heavy libraries ``path`` imports at its top level, ahead of the learner's
+    own import (whose time limit should not pay for them). Errors are left for that import."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    wanted = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            wanted.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            wanted.add(node.module)
+    for name in WARM_IMPORTS:
+        if name in wanted or any(w.startswith(name + ".") for w in wanted):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the learner's import reports it
+                pass
+
+
+def cap_memory(allowance_gib: float) -> bool:
+    """Limit this process's address space to what it maps now plus ``allowance_gib`` (Linux
+    only; never where CUDA runs, which reserves far more address space than it uses). Where
+    it cannot (no /proc on macOS, no resource module on Windows) nothing is capped: the time
+    limit still ends a runaway allocation, and check says so when --memory is asked for."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            pages = int(handle.read().split()[0])
+        limit = pages * os.sysconf("SC_PAGE_SIZE") + int(allowance_gib * (1 << 30))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        # Hard as well as soft: the learner's code may not lift it (nor, where the filter of
+        # learning.grader.containment holds, try: setrlimit is refused there)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
+
+
+class LockDown:
+    """The last step before the learner's code runs: the memory cap, then the filter that keeps
+    it from the grader's processes (learning.grader.containment). Either may be missing here;
+    the grader's own limits hold without them."""
+
+    def __init__(self, grader_pid: int, channel: Channel):
+        self.grader_pid = grader_pid
+        self.channel = channel
+
+    def __call__(self, memory_gib: float, device: str):
+        if device == "cpu" and memory_gib > 0:
+            cap_memory(memory_gib)
+        if containment.available():
+            containment.limit_tasks()
+        why = containment.lock_down(containment.grader_processes(self.grader_pid)) \
+            if containment.available() else "no guard on this system"
+        self.channel.send("contained", why)
+
+
+def prepare_import(module_path: str, memory_gib: float, lock_down: LockDown | None, device: str):
+    """Everything before the learner's import: the module's folder (the course's top level)
+    first on the path, the libraries it imports warmed, then the lock-down, or, without one (a
+    test's direct call), the memory cap alone."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+    warm_up(module_path)
+    if lock_down is not None:
+        lock_down(memory_gib, device)
+    elif device == "cpu" and memory_gib > 0:
+        cap_memory(memory_gib)

@@ -1,0 +1,171 @@
+"""Run a check's parts in worker processes, one after another, until each has run or cannot.
+
+After a GPU fault the cases after the faulting one run in a fresh process (a faulted CUDA
+context can run nothing more, but the learner should see every case), and at the end the
+faulted cases run once more in the interpreter, whose bounds checks name the line and lanes. A
+process that dies, hangs or gives up in a case ends that part; later parts get a fresh one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from learning.grader import childproc, containment, judging, stopped
+from learning.grader.judging import Rerun
+from learning.grader.results import CheckResult, PartResult, Timeline, mark_not_run
+from learning.grader.worker_events import CaseKey
+from learning.grader.worker_run import Settings, WorkerRun
+
+# GPU faults in one check, each costing a fresh process (a fork of the warm one, usually),
+# before the rest of the part is left unrun.
+MAX_GPU_FAULTS = 24
+
+
+class LastRun(NamedTuple):
+    """The run that judged a part last, and the part's result it filled."""
+
+    run: WorkerRun
+    part_result: PartResult
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What the processes left besides the results: the learner's output, as it came from
+    each, and the kernels the interpreter launched (for the GPU compile check)."""
+
+    output: str
+    launches: list
+
+
+@dataclass
+class _Progress:
+    """How far a check's parts have got, between one worker process and the next."""
+
+    pending: list[PartResult]  # the parts still to run, in order
+    only: dict[str, list[str]] | None = None  # after a GPU fault: the faulted part's cases left
+    carried: dict[CaseKey, object] = field(default_factory=dict)  # judged before that fault
+    faults: list[CaseKey] = field(default_factory=list)
+    latest: dict[str, LastRun] = field(default_factory=dict)  # by part name
+    output: list[str] = field(default_factory=list)
+    launches: list = field(default_factory=list)
+
+    def collect(self, run: WorkerRun):
+        judging.collect(run, self.pending)
+        self.latest.update((p.part.name, LastRun(run, p)) for p in self.pending
+                           if p.part.name in run.heard.touched)
+
+    def resume_after(self, fault: CaseKey, run: WorkerRun):
+        """The next process runs the faulted part's cases after ``fault``, and the parts after
+        it; what this one judged is carried over."""
+        self.faults.append(fault)
+        faulted = next(p for p in self.pending if p.part.name == fault.part)
+        names = [c.name for c in faulted.part.cases]
+        self.carried = dict(run.heard.outcomes)
+        self.only = {fault.part: names[names.index(fault.case) + 1:]}
+        self.pending = self.pending[self.pending.index(faulted):]
+
+    def give_up_on_stopped_part(self, run: WorkerRun):
+        """The process died, hung or gave up in a case: the rest of that part cannot be
+        trusted to run, but later parts get a fresh process."""
+        heard = run.heard
+        stopped_in = heard.current.part if heard.current else heard.abandoned.part \
+            if heard.abandoned else self.pending[0].part.name
+        broken = next(p for p in self.pending if p.part.name == stopped_in)
+        self.pending = self.pending[self.pending.index(broken) + 1:]
+        self.carried, self.only = {}, None
+
+
+def run_parts(settings: Settings, result: CheckResult, compiler: childproc.CompileRun | None,
+              timeline: Timeline) -> Ran:
+    """Run every part of ``result`` that can run, filling its part results and what the
+    processes said of the check (its mode, notes, problems, borrowed modules)."""
+    progress = _Progress(list(result.parts))
+    retried = False
+    while progress.pending:
+        run = WorkerRun(settings, [p.part for p in progress.pending], compiler=compiler,
+                        only=progress.only, carried=progress.carried, timeline=timeline)
+        run.execute()
+        if run.ended.status_lost and not retried and _filtered():
+            # the warm process that forked the worker went away with it, so how the worker
+            # ended is unknown: not evidence against the learner's code, which the filter
+            # keeps from signalling it. Once, the same parts run again in a fresh process (a
+            # second loss is judged as it stands).
+            retried = True
+            result.add_note("the warm process that ran your code went away during the check, "
+                            "and your parts ran again in a fresh process")
+            timeline.note("worker: status lost with the warm process; run again")
+            continue
+        progress.output.append(run.output)
+        for note in run.notes:
+            result.add_note(note)
+        result.add_note(run.repair_note())
+        progress.launches += run.heard.launches
+        result.borrowed += [name for name in run.heard.borrowed if name not in result.borrowed]
+        if run.heard.mode is not None:
+            result.mode = run.heard.mode
+        if run.heard.environment_problem:
+            result.environment_problem = run.heard.environment_problem
+            mark_not_run(progress.pending, "not run: " + run.heard.environment_problem)
+            break
+        problem = stopped.import_problem(run)
+        if problem is not None:
+            result.import_problem = problem
+            mark_not_run(progress.pending, "the module could not be imported")
+            break
+        progress.collect(run)
+        fault = run.heard.gpu_fault()
+        if fault is not None and len(progress.faults) < MAX_GPU_FAULTS:
+            progress.resume_after(fault, run)
+            continue
+        if run.heard.finished:
+            break
+        progress.give_up_on_stopped_part(run)
+    if progress.faults:
+        faulted = [progress.latest[name].part_result
+                   for name in dict.fromkeys(f.part for f in progress.faults)]
+        reruns = _rerun_in_interpreter(settings, faulted, progress.faults, result, timeline)
+        for part_result in faulted:
+            judging.collect(progress.latest[part_result.part.name].run, [part_result], reruns)
+    return Ran("".join(progress.output), progress.launches)
+
+
+def _filtered() -> bool:
+    """Whether the learner's code runs under the filter that keeps it from signalling the
+    grader's processes (the warm one included): Linux, with the guard on, on a machine the
+    filter knows. Without it, a module that stopped the warm process would stop the check's
+    own process in a fresh run."""
+    return containment.available() and containment.machine() in containment._SYSCALLS
+
+
+def _rerun_in_interpreter(settings: Settings, parts: list[PartResult], faults: list[CaseKey],
+                          result: CheckResult, timeline: Timeline) -> dict[CaseKey, Rerun]:
+    """The cases that faulted on the GPU, once more in Triton's interpreter, in one process."""
+    reruns, wanted = {}, {}
+    for fault in faults:
+        case = next(c for p in parts if p.part.name == fault.part for c in p.part.cases
+                    if c.name == fault.case)
+        if case.gpu_only:
+            reruns[fault] = Rerun(unavailable="the case runs only on a GPU")
+        else:
+            wanted.setdefault(fault.part, []).append(fault.case)
+    if not wanted:
+        return reruns
+    interpreted = dataclasses.replace(settings, force_interpret=True, import_seconds=None)
+    run = WorkerRun(interpreted, [p.part for p in parts if p.part.name in wanted], only=wanted,
+                    timeline=timeline)
+    run.execute()
+    result.add_note(run.repair_note())
+    for part_name, names in wanted.items():
+        for case_name in names:
+            key = CaseKey(part_name, case_name)
+            outcome = run.heard.outcomes.get(key)
+            if run.heard.environment_problem:
+                reruns[key] = Rerun(unavailable=run.heard.environment_problem)
+            elif outcome is None:
+                reruns[key] = Rerun(unavailable="the interpreter run stopped before this case "
+                                                "finished")
+            else:
+                reruns[key] = Rerun(outcome)
+    return reruns

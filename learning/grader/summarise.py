@@ -1,0 +1,228 @@
+"""What the learner's function returned, and did to its arguments, read as plain data.
+
+Runs in the learner's process. A value is read through the base classes' own methods, never
+its own, so that nothing the learner's code defines takes part in what crosses to the grader
+(``learning.grader.returned``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from numbers import Real
+
+from learning.grader.learner_code import cut as _cut
+from learning.grader.returned import Returned
+
+# Values read from one returned output at most: ten times the largest case's input (3.2
+# million elements), so that an output far larger than any case asks for cannot make the
+# grader copy gigabytes (tests/test_hostile.py checks the margin against every case)
+MAX_VALUES = 1 << 25
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def summarise(result, args, args_before) -> Returned:
+    """Reduce whatever the learner returned to plain data. A subclass of float, int, str,
+    list, tuple or Tensor is read by its plain value, through the base class's own methods,
+    so that overriding __float__, __iter__ or __torch_function__ changes nothing."""
+    import numpy as np
+
+    type_name = _plain_type_name(result)
+    changed = _changed_args(args, args_before)
+    mutated = bool(changed)
+    autograd = _autograd_changed(args, args_before)
+    if is_tensor(result):
+        tensor = plain_tensor(result).detach()
+        try:
+            if tensor.numel() > MAX_VALUES:
+                values, note = None, _too_many(tensor.numel())
+            else:
+                values = tensor.to("cpu", dtype=_torch().float64).numpy().copy()
+                note = ""
+        except (RuntimeError, TypeError) as exc:
+            values, note = None, f"could not read the tensor's values: {exc}"
+        aliases = any(is_tensor(a) and _shares_memory(tensor, a) for a in args)
+        return Returned(
+            type_name="Tensor",
+            values=values,
+            shape=tuple(tensor.shape),
+            dtype=str(tensor.dtype).removeprefix("torch."),
+            device=tensor.device.type,
+            note=note,
+            input_mutated=mutated,
+            changed_args=changed,
+            input_autograd_changed=autograd,
+            aliases_input=aliases,
+        )
+    raw = _plain_copy(result) if _is_plain(result) else None
+    if _is_number(result):
+        return Returned(type_name, np.array(_plain_float(result)), shape=(),
+                        input_mutated=mutated, changed_args=changed,
+                        input_autograd_changed=autograd, raw=raw)
+    if isinstance(result, (list, tuple)):
+        aliases = any(result is a for a in args)
+        items = _items(result)
+        values, note = _nested_numbers(items)
+        shape = values.shape if values is not None else (len(items),)
+        return Returned(type_name, values, shape=tuple(shape), note=note, input_mutated=mutated,
+                        changed_args=changed, input_autograd_changed=autograd,
+                        aliases_input=aliases, raw=raw)
+    note = _cut(repr(result), 200)
+    return Returned(type_name, None, note=note, input_mutated=mutated, changed_args=changed,
+                    input_autograd_changed=autograd, raw=raw)
+
+
+_PLAIN_TYPES = (bool, int, float, str, list, tuple, dict)
+
+
+def _plain_type_name(value) -> str:
+    """The name a value is judged by: a subclass of a built-in type (a numpy float64, a list
+    subclass, a namedtuple) by the built-in type it extends, anything else by its own."""
+    kind = type(value)
+    if kind not in _PLAIN_TYPES:
+        kind = next((base for base in _PLAIN_TYPES if isinstance(value, base)), kind)
+    return kind.__name__
+
+
+def _items(sequence) -> list:
+    """The elements a list or tuple (or a subclass of one) holds, read through the base
+    class: an overridden __iter__ or __getitem__ is not asked."""
+    return list(list.__iter__(sequence) if isinstance(sequence, list)
+                else tuple.__iter__(sequence))
+
+
+def _too_many(count: int, at_least: bool = False) -> str:
+    return (f"it holds {'more than ' if at_least else ''}{count - (1 if at_least else 0):,} "
+            f"values, more than any case's output ({MAX_VALUES:,}): not read")
+
+
+def _plain_float(value) -> float:
+    """A number's value as a plain float: a float subclass's own value, not its __float__."""
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, int):
+        return float(int.__int__(value))
+    return float.__float__(float(value))  # numpy scalars and other Reals, as they say
+
+
+def _plain_copy(value):
+    """Small plain data (``_is_plain``) rebuilt of exactly bool, int, float, str, list, tuple
+    and dict, whatever subclasses the learner's code returned."""
+    if value is None or type(value) is bool:
+        return value
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (list, tuple)):
+        items = [_plain_copy(v) for v in _items(value)]
+        return items if isinstance(value, list) else tuple(items)
+    return {_plain_copy(k): _plain_copy(v) for k, v in dict.items(value)}
+
+
+def _nested_numbers(items: list):
+    """A float64 array of a (possibly nested) list of numbers, or None and why not."""
+    import numpy as np
+
+    def plain(item):
+        if isinstance(item, (list, tuple)):
+            return [plain(v) for v in _items(item)]
+        if not _is_number(item):
+            odd.add(type(item).__name__)
+            return 0.0
+        return _plain_float(item)
+
+    odd: set[str] = set()
+    count, stack = 0, [items]
+    while stack:  # counted before anything is copied, a whole list of numbers at a time
+        sequence = stack.pop()
+        kinds = set(map(type, sequence))
+        if any(issubclass(kind, (list, tuple)) for kind in kinds):
+            inner = [_items(v) for v in sequence if isinstance(v, (list, tuple))]
+            count += len(sequence) - len(inner)
+            stack.extend(inner)
+        else:
+            count += len(sequence)
+        if count > MAX_VALUES:
+            return None, _too_many(MAX_VALUES + 1, at_least=True)
+    values = [plain(v) for v in items]
+    if odd:
+        return None, f"it holds {', '.join(sorted(odd))} values, not numbers"
+    try:
+        return np.array(values, dtype=np.float64), ""
+    except ValueError:
+        return None, "its rows have different lengths"
+
+
+def plain_tensor(value):
+    """A tensor subclass seen as a plain torch.Tensor on the same memory, so that reading
+    it runs none of the subclass's methods."""
+    torch = _torch()
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(value, torch.Tensor)
+
+
+def _is_plain(value, depth: int = 0) -> bool:
+    """Small plain data (what an exact-answer part returns) that can cross to the grader."""
+    if depth > 4:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return not isinstance(value, str) or len(value) <= 1000
+    if isinstance(value, (list, tuple)) and len(_items(value)) <= 1000:
+        return all(_is_plain(v, depth + 1) for v in _items(value))
+    if isinstance(value, dict) and dict.__len__(value) <= 100:
+        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1)
+                   for k, v in dict.items(value))
+    return False
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def is_tensor(value) -> bool:
+    return "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor)
+
+
+def _shares_memory(a, b) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+
+
+def _changed_args(now, before) -> tuple[int, ...]:
+    """The positions of the arguments the call changed."""
+    changed = []
+    for index, (a, b) in enumerate(zip(now, before)):
+        if is_tensor(a):
+            same = a.shape == b.shape and _torch().equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
+        elif isinstance(a, list):
+            same = len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+        else:
+            same = a == b
+        if not same:
+            changed.append(index)
+    return tuple(changed)
+
+
+def _autograd_changed(now, before) -> bool:
+    """Whether the call turned a tensor argument's requires_grad on or off, or left a .grad on
+    it (``before`` holds clones taken before the call, which keep the flag; the arguments are
+    leaves, the only tensors whose .grad autograd fills)."""
+    return any(is_tensor(a) and (a.requires_grad != b.requires_grad
+                                 or (a.is_leaf and a.grad is not None))
+               for a, b in zip(now, before))
+
+
+def _same_value(x, y) -> bool:
+    if _is_number(x) and _is_number(y) and math.isnan(float(x)) and math.isnan(float(y)):
+        return True
+    return x == y
