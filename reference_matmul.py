@@ -35,7 +35,10 @@ fast:
 4. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
    launches. The first call for a product (its shapes, strides, dtype, device and the
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
-   remembers the fastest in a ``_Plan``, with the kernel that Triton compiled for it. Every
+   remembers the cheapest in a ``_Plan``, with the kernel that Triton compiled for it: the
+   cost of a row is its GPU time, or its host time per call where that is longer (a small
+   product's kernel can end before the next call is launched, and then the launch is what a
+   program waits for). Every
    later call for that product skips the checks, the choice and Triton's own launch path
    (which binds, specializes and looks the kernel up again on every call): it launches the
    compiled kernel directly (``_direct_launcher``). An operand whose rows do not start on
@@ -54,6 +57,7 @@ Importing this module defines the kernels and does nothing else.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 
 import torch
@@ -128,6 +132,10 @@ CONFIGS = (
     TileConfig(128, 256, 64, 8, 8, 3, tma=True),
     TileConfig(128, 256, 64, 8, 8, 4, tma=True),
     TileConfig(128, 128, 64, 8, 4, 4, tma=True),
+    # The small products' tiles with tensor descriptors: 1024 cubed makes 64 tiles of 128 x 128
+    # for 132 multiprocessors, and 128 of these.
+    TileConfig(64, 128, 64, 8, 4, 4, tma=True),
+    TileConfig(128, 64, 64, 8, 4, 4, tma=True),
 )
 
 # The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
@@ -155,6 +163,9 @@ SKINNY_CONFIGS = (
     # each tile's copy, the rest wait on it.
     TileConfig(16, 32, 256, 1, 4, 4, tma=True),
     TileConfig(16, 64, 128, 1, 4, 4, split_k=4, tma=True),
+    # The long step and the split in 2 with tensor descriptors: fewer, larger copies in flight.
+    TileConfig(16, 32, 512, 1, 4, 3, tma=True),
+    TileConfig(16, 64, 256, 1, 4, 4, split_k=2, tma=True),
 )
 
 #: The configurations the interpreter runs (it times nothing, so there is nothing to tune);
@@ -226,18 +237,20 @@ def _matmul(
         k_start = tl.program_id(1) * k_split
         k_len = min(k_split, K - k_start)
     ks = k_start + steps  # (BLOCK_K,)
-    a_rows = rows_a[:, None] * stride_am  # (BLOCK_M, 1): where the tile's rows of A start
-    b_rows = ks[:, None] * stride_bk  # (BLOCK_K, 1): the same for B
+    a_rows = rows_a * stride_am  # (BLOCK_M,): where the tile's rows of A start
+    b_rows = ks * stride_bk  # (BLOCK_K,): the same for B
     if ALIGNED:
         # Promises the compiler cannot prove on its own when a row is, say, 1000 elements
         # long (Triton notices only multiples of 16 in its arguments): every row of A and B
         # starts on a 16-byte boundary, and the columns of B come in runs of VEC that start
         # on one. With them each thread loads 16 bytes at a time instead of one element.
-        a_rows = tl.multiple_of(a_rows, [VEC, 1])
-        b_rows = tl.multiple_of(b_rows, [VEC, 1])
+        # (Made on the 1-D offsets: a promise on a broadcast (BLOCK, 1) column also speaks
+        # for its one-wide axis, and Triton 3.6 then loads element by element.)
+        a_rows = tl.multiple_of(a_rows, VEC)
+        b_rows = tl.multiple_of(b_rows, VEC)
         cols_b = tl.max_contiguous(tl.multiple_of(cols_b, VEC), VEC)
-    a_ptrs = a_ptr + a_rows + ks[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
-    b_ptrs = b_ptr + b_rows + cols_b[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    a_ptrs = a_ptr + a_rows[:, None] + ks[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + b_rows[:, None] + cols_b[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for _ in range(0, k_len // BLOCK_K):  # the whole steps, with no mask
@@ -247,11 +260,15 @@ def _matmul(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     if not EVEN_K:
-        # The last, partial step, peeled off the loop: its first k_len % BLOCK_K columns of A
-        # and rows of B are real, the rest read 0 on both operands (0 * anything adds nothing).
-        rest = k_len % BLOCK_K
-        a = tl.load(a_ptrs, mask=steps[None, :] < rest, other=0.0)
-        b = tl.load(b_ptrs, mask=steps[:, None] < rest, other=0.0)
+        # The last, partial step, peeled off the loop: its columns of A and rows of B before
+        # the share's end are real, the rest read 0 on both operands (0 * anything adds
+        # nothing). The mask compares positions in K with the end, not the step's offsets
+        # with the remainder: where K is a multiple of 16, Triton then sees the mask constant
+        # over runs of 16 and still loads 16 bytes at a time.
+        last = k_start + (k_len // BLOCK_K) * BLOCK_K + steps  # (BLOCK_K,)
+        end = k_start + k_len
+        a = tl.load(a_ptrs, mask=last[None, :] < end, other=0.0)
+        b = tl.load(b_ptrs, mask=last[:, None] < end, other=0.0)
         acc = tl.dot(a, b, acc)
 
     c = acc.to(c_ptr.dtype.element_ty)  # one rounding, at the end (none into float32 partials)
@@ -329,11 +346,15 @@ def _interpreted() -> bool:
     return not isinstance(_matmul, triton.runtime.jit.JITFunction)
 
 
+_STAY = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
 def _on_device(t: torch.Tensor):
     """Make ``t``'s GPU the current one for the launch (Triton launches on the current one)."""
-    if t.device.type != "cuda" or t.device.index in (None, torch.cuda.current_device()):
-        return contextlib.nullcontext()
-    return torch.cuda.device(t.device)
+    device = t.device
+    if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
+        return _STAY
+    return torch.cuda.device(device)
 
 
 def _check(a: object, b: object) -> None:
@@ -574,17 +595,40 @@ def _time_ms(fn) -> float:
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
+def _host_ms(fn, calls: int = 50) -> float:
+    """Milliseconds of the host's time per call of fn(), ``calls`` back to back: what a call
+    costs the Python program that makes it, the GPU not waited for."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e3
+
+
+def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> float:
+    """What one call of this plan costs a program that calls matmul again and again: the GPU's
+    time for it, or the host's time to make the call where that is longer (a small product's
+    kernel can end before the next call has been launched)."""
+    device = _time_ms(lambda: plan(a, b))
+    host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)))
+    return max(device, host)
+
+
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
-    """Time a plan for every candidate row and keep the fastest, as triton.autotune would. A
-    row that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and
-    the chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
+    """Time a plan for every candidate row and keep the cheapest (``_cost_ms``), as
+    triton.autotune would. A row that fails on this GPU (too much shared memory, a compiler's
+    refusal) is skipped, and the chosen plan says which in ``skipped``; if every row fails,
+    the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
     if len(plans) == 1:
         return plans[0]
     times, skipped = {}, {}
     for plan in plans:
         try:
-            times[plan] = _time_ms(lambda plan=plan: plan(a, b))
+            times[plan] = _cost_ms(plan, a, b)
         except Exception as error:  # noqa: BLE001 (any failure rules the row out)
             skipped[plan.config] = error
     if not times:
@@ -609,8 +653,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None
         except (AttributeError, TypeError):  # not tensors: the checks below say what is wrong
             plan = None
         if plan is not None:
-            with _on_device(a):
-                return plan(a, b)
+            return _launch(plan, a, b)
     _check(a, b)
     m, k = a.shape
     n = b.shape[1]
@@ -621,6 +664,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None
             return _Plan(a, b, config)(a, b)
         plan = _choose(a, b)
         _PLANS[_key(a, b)] = plan
+        return plan(a, b)
+
+
+def _launch(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    with _on_device(a):
         return plan(a, b)
 
 

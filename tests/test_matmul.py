@@ -339,8 +339,11 @@ def test_the_peeled_k_step_and_the_edges_are_exact(m, n, k, device, fresh_plans)
     a, b = integers((m, k), torch.float16, device, m), integers((k, n), torch.float16, device, n)
     assert exact(a, b, rm.matmul(a, b))
     plan = rm._PLANS[rm._key(a, b)]
-    assert plan.config == (rm._candidates(a, b)[0])
-    assert plan.config.split_k > 1 if m <= rm.SKINNY_M else plan.config.split_k == 1
+    if rm._interpreted():  # one fixed row each: the skinny one splits K
+        assert plan.config == rm._candidates(a, b)[0]
+        assert plan.config.split_k > 1 if m <= rm.SKINNY_M else plan.config.split_k == 1
+    else:  # the fastest of the table's rows, timed
+        assert plan.config in rm._candidates(a, b)
 
 
 @pytest.mark.parametrize("k, splits", [(20, 1), (64, 2), (70, 2), (200, 2)])
@@ -417,7 +420,7 @@ def test_the_first_call_chooses_and_the_next_ones_reuse_the_choice(device, fresh
         return (2.0, 1.0)[(len(timed) - 1) % 2]
 
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
-    monkeypatch.setattr(rm, "_time_ms", fake_time_ms)
+    monkeypatch.setattr(rm, "_cost_ms", lambda plan, a, b: fake_time_ms(lambda: plan(a, b)))
     a = integers((40, 50), torch.float16, device, 8)
     b = integers((50, 30), torch.float16, device, 9)
     assert rm.chosen_config(a, b) is None
@@ -455,7 +458,8 @@ def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
 
     calls = []
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
-    monkeypatch.setattr(rm, "_time_ms", fails_on_the_first_row)
+    monkeypatch.setattr(rm, "_cost_ms",
+                        lambda plan, a, b: fails_on_the_first_row(lambda: plan(a, b)))
     a = integers((40, 50), torch.float16, device, 8)
     b = integers((50, 30), torch.float16, device, 9)
     assert exact(a, b, rm.matmul(a, b))
@@ -467,9 +471,31 @@ def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
     def always_fails(fn):
         raise RuntimeError("no kernel")
 
-    monkeypatch.setattr(rm, "_time_ms", always_fails)
+    monkeypatch.setattr(rm, "_cost_ms", lambda plan, a, b: always_fails(lambda: plan(a, b)))
     with pytest.raises(RuntimeError, match="no kernel"):
         rm.matmul(a[:, :40], b[:40])
+
+
+def test_a_row_is_ranked_by_the_longer_of_its_gpu_and_host_times(device, fresh_plans,
+                                                                  monkeypatch):
+    # the first row's kernel is faster on the GPU, but a call of it costs the host more than
+    # the second row's whole call: a program calling it again and again waits for the host
+    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
+    gpu = {rows[0]: 0.004, rows[1]: 0.006}
+    host = {rows[0]: 0.009, rows[1]: 0.007}
+    ran = []  # the row of every plan called, last the one being timed
+    real_call = rm._Plan.__call__
+    monkeypatch.setattr(rm._Plan, "__call__",
+                        lambda plan, a, b: (ran.append(plan.config), real_call(plan, a, b))[1])
+    monkeypatch.setattr(rm, "_time_ms", lambda fn: (fn(), gpu[ran[-1]])[1])
+    monkeypatch.setattr(rm, "_host_ms", lambda fn: (fn(), host[ran[-1]])[1])
+    monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
+    a = integers((40, 50), torch.float16, device, 8)
+    b = integers((50, 30), torch.float16, device, 9)
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[1]
+    host[rows[0]] = 0.005  # now the first row is the cheaper both ways
+    rm.forget_choices()
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[0]
 
 
 class FakeCompiled:
