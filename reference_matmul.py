@@ -126,6 +126,9 @@ CONFIGS = (
     # Small products (or few tiles): more, smaller programs keep every multiprocessor busy.
     TileConfig(128, 64, 64, 8, 4, 4),
     TileConfig(64, 128, 64, 8, 4, 4),
+    # The same, one stage deeper: at 1024 cubed on an H200 the fastest pointer row measured
+    # (lab/probes/matmul_rows_probe.py).
+    TileConfig(64, 128, 64, 8, 4, 5),
     TileConfig(64, 64, 64, 8, 4, 3),
     # The large tiles again with tensor descriptors (Hopper's TMA: one copy instruction per
     # tile, the edges filled with zeros by the hardware), where the GPU and the rows allow.
@@ -608,20 +611,26 @@ def _host_ms(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e3
 
 
-def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> float:
-    """What one call of this plan costs a program that calls matmul again and again: the GPU's
-    time for it, or the host's time to make the call where that is longer (a small product's
-    kernel can end before the next call has been launched)."""
+#: Rows whose costs are within this factor of the cheapest count as tied, and the one with the
+#: shortest GPU time wins: where every row's cost is the host's launch (small products), that
+#: still picks the fastest kernel for programs that replay calls in a CUDA graph.
+TIE = 1.05
+
+
+def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """What one call of this plan costs a program that calls matmul again and again, and the
+    GPU's time for it: the cost is the GPU's time, or the host's time to make the call where
+    that is longer (a small product's kernel can end before the next call is launched)."""
     device = _time_ms(lambda: plan(a, b))
     host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)))
-    return max(device, host)
+    return max(device, host), device
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
-    """Time a plan for every candidate row and keep the cheapest (``_cost_ms``), as
-    triton.autotune would. A row that fails on this GPU (too much shared memory, a compiler's
-    refusal) is skipped, and the chosen plan says which in ``skipped``; if every row fails,
-    the first error is raised."""
+    """Time a plan for every candidate row and keep the cheapest (``_cost_ms``; of rows tied
+    within ``TIE``, the fastest on the GPU), as triton.autotune would. A row that fails on
+    this GPU (too much shared memory, a compiler's refusal) is skipped, and the chosen plan
+    says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
     if len(plans) == 1:
         return plans[0]
@@ -633,7 +642,9 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
             skipped[plan.config] = error
     if not times:
         raise next(iter(skipped.values()))
-    best = min(times, key=times.get)
+    cheapest = min(cost for cost, _ in times.values())
+    best = min((plan for plan, (cost, _) in times.items() if cost <= cheapest * TIE),
+               key=lambda plan: times[plan][1])
     best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
     return best
 

@@ -417,7 +417,7 @@ def test_the_first_call_chooses_and_the_next_ones_reuse_the_choice(device, fresh
     def fake_time_ms(fn):  # runs the candidate once, and says the second row is faster
         fn()
         timed.append(fn)
-        return (2.0, 1.0)[(len(timed) - 1) % 2]
+        return ((2.0, 2.0), (1.0, 1.0))[(len(timed) - 1) % 2]
 
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
     monkeypatch.setattr(rm, "_cost_ms", lambda plan, a, b: fake_time_ms(lambda: plan(a, b)))
@@ -454,7 +454,7 @@ def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
             calls.append("first")
             raise RuntimeError("out of resources: shared memory, Required: 300000")
         calls.append("second")
-        return 1.0
+        return 1.0, 1.0
 
     calls = []
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
@@ -496,6 +496,12 @@ def test_a_row_is_ranked_by_the_longer_of_its_gpu_and_host_times(device, fresh_p
     host[rows[0]] = 0.005  # now the first row is the cheaper both ways
     rm.forget_choices()
     assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[0]
+    # both bound by the host, within TIE of each other: the faster kernel wins, whichever
+    # host time is the lower
+    gpu.update({rows[0]: 0.003, rows[1]: 0.002})
+    host.update({rows[0]: 0.0100, rows[1]: 0.0102})
+    rm.forget_choices()
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[1]
 
 
 class FakeCompiled:
