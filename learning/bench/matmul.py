@@ -396,6 +396,15 @@ def summarise(results: list[dict]) -> dict:
     return shapes
 
 
+def most_chosen(configs: list[str]) -> str:
+    """The configuration the autotuner chose most often, with how often when it wavered."""
+    if not configs:
+        return "-"
+    best = max(dict.fromkeys(configs), key=configs.count)
+    count = configs.count(best)
+    return best if count == len(configs) else f"{best} ({count} of {len(configs)} rounds)"
+
+
 def goal(m: int, shape: dict) -> str:
     """Whether the medians meet issue 36's goals for this product, and which one fails."""
     device, call = shape["device_ratios"], shape["call_ratios"]
@@ -415,8 +424,6 @@ def goal(m: int, shape: dict) -> str:
 def table_lines(results: list[dict]) -> list[str]:
     """The run as a Markdown table: medians over its rounds, each ratio's lowest and highest
     round, and the goal."""
-    from learning.exercises.matmul.explainer import _most_chosen
-
     shapes = summarise(results)
     present = [name for name in ("yours", "reference", "torch")
                if any(r["impl"] == name for r in results)]
@@ -438,7 +445,7 @@ def table_lines(results: list[dict]) -> list[str]:
             dtype, f"{m} x {n} x {k}", *cells(shape, "device"), ratio(shape["device_ratios"]),
             *cells(shape, "call"), ratio(shape["call_ratios"]),
             f"{tflops(m, n, k, _median(reference) / 1e3):.0f}" if reference else "-",
-            ratio(shape["copy"]), _most_chosen(shape["configs"]), goal(m, shape)]) + " |")
+            ratio(shape["copy"]), most_chosen(shape["configs"]), goal(m, shape)]) + " |")
     return lines
 
 

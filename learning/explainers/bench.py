@@ -366,6 +366,7 @@ def headline_table(_numbers=None) -> Table:
     for dtype, goal, median, spread, status in matmul.target().rows:
         rows.append((f"matmul {dtype} 4096 x 4096 x 4096, against torch.matmul (cuBLAS)", goal,
                      f"{median} (rounds: {spread})", status, "lab/results/matmul.json"))
+    rows.extend(_matmul_shape_rows(matmul))
     seq, d, dtype = attention.TARGET_SIZE
     for causal, _rounds, _ours, _sdpa, median, spread in attention.rounds().rows:
         met = "met" if float(median) >= attention.TARGET else "not met"
@@ -383,6 +384,57 @@ def headline_table(_numbers=None) -> Table:
     return Table(("goal", "target", "measured", "status", "results"), tuple(rows),
                  "Fractions of the copy ceiling for softmax; ratios to the peer for matmul and "
                  "attention. Each results file names the device, versions, date and command.")
+
+
+def _matmul_shape_rows(matmul) -> list[tuple]:
+    """The goals for the products models use, one per row: the GPU's time against
+    torch.matmul's per product, the host's time per call, the decoding step's share of the copy
+    ceiling; each figure with Triton 3.6 and 3.9 (medians over the rounds)."""
+    from learning.bench import matmul as bench
+
+    runs = [(data["env"]["triton"], bench.summarise(data["results"]))
+            for data in (matmul.load_results(matmul.RESULTS),
+                         matmul.load_results(matmul.RESULTS_TRITON39))
+            if data is not None and "timing" in data]
+    if not runs:
+        return []
+    where = "lab/results/matmul*.json"
+    rows = []
+    for m, n, k in dict.fromkeys(key[1:] for _, shapes in runs for key in shapes):
+        if (m, n, k) == matmul.TARGET_SIZE:  # its own rows above
+            continue
+        skinny = m <= bench.SKINNY_M
+        goal = bench.SKINNY_DEVICE_GOAL if skinny else bench.DEVICE_GOAL
+        cells, met = [], True
+        for version, shapes in runs:
+            figures = []
+            for dtype in ("fp16", "bf16"):
+                ratios = shapes.get((dtype, m, n, k), {}).get("device_ratios")
+                if ratios:
+                    figures.append(f"{dtype} {bench._median(ratios):.3f}")
+                    met = met and bench._median(ratios) >= goal
+            cells.append(f"{', '.join(figures)} ({version})")
+        rows.append((f"matmul {m} x {n} x {k}, fp16 and bf16, GPU time against torch.matmul",
+                     f">= {goal:.2f}", "; ".join(cells), "met" if met else "not met", where))
+    cells, met = [], True
+    for version, shapes in runs:
+        ratios = [bench._median(s["call_ratios"]) for s in shapes.values() if s["call_ratios"]]
+        within = sum(r <= bench.CALL_GOAL for r in ratios)
+        met = met and within == len(ratios)
+        cells.append(f"{within} of {len(ratios)} within, worst {max(ratios):.2f} ({version})")
+    rows.append(("matmul, the products above, host time per call against torch.matmul's",
+                 f"<= {bench.CALL_GOAL:.2f}", "; ".join(cells), "met" if met else "not met",
+                 where))
+    cells, met = [], True
+    for version, shapes in runs:
+        shares = [f"{key[0]} {bench._median(s['copy']):.2f}" for key, s in shapes.items()
+                  if s["copy"]]
+        met = met and all(float(s.split()[1]) >= bench.COPY_GOAL for s in shares)
+        cells.append(f"{', '.join(shares)} ({version})")
+    rows.append(("matmul decoding step (16 rows or fewer), share of the copy ceiling",
+                 f">= {bench.COPY_GOAL:.2f}", "; ".join(cells), "met" if met else "not met",
+                 where))
+    return rows
 
 
 def ceiling_text(_numbers=None) -> Text:

@@ -12,6 +12,7 @@ import math
 import struct
 from pathlib import Path
 
+from learning.bench import matmul as bench
 from learning.cli import ArgumentError
 from learning.course import COURSE_ROOT
 from learning.exercises.traffic.explainer import EXAMPLE_BANDWIDTH, EXAMPLE_PEAK_FLOPS
@@ -29,7 +30,13 @@ EXAMPLE_TENSOR_FLOPS = 1000e12  # FLOP/s
 INTENSITY_TILES = (1, 16, 32, 64, 128, 256)
 RESULTS = COURSE_ROOT / "lab" / "results" / "matmul.json"
 LAUNCH_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_launch_probe.json"
+RESULTS_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_triton39.json"
+HOST_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_host_probe.json"
+EDGES_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_edges.json"
+EDGES_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_edges_triton39.json"
+ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
 TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
+TARGET_SIZE = (4096, 4096, 4096)
 
 
 def worked_matrices(m: int, n: int, k: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -328,11 +335,14 @@ def load_results(path: Path = RESULTS) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _provenance(data: dict) -> str:
+def _provenance(data: dict, command: bool = True) -> str:
+    """Where and when the run was made, and by what command (or where to find it: a terminal's
+    page has no room for a command as long as a list of products)."""
     env = data["env"]
+    said = f"command `{data['command']}`" if command else \
+        "its command is in lab/results/matmul.json"
     return (f"{env['device']} ({env['sms']} SMs), torch {env['torch']}, triton "
-            f"{env['triton']}, CUDA {env['cuda']}, {env['date']}; command "
-            f"`{data['command']}`.")
+            f"{env['triton']}, CUDA {env['cuda']}, {env['date']}; {said}.")
 
 
 NOT_MEASURED = ("Not yet measured on a GPU: lab/results/matmul.json is not committed. On a "
@@ -378,15 +388,6 @@ def _spread(values: list[float], digits: int = 2) -> str:
         f"{min(values):.{digits}f} to {max(values):.{digits}f}"
 
 
-def _most_chosen(configs: list[str]) -> str:
-    """The configuration the autotuner chose most often, with how often when it wavered."""
-    if not configs:
-        return "-"
-    best = max(dict.fromkeys(configs), key=configs.count)
-    count = configs.count(best)
-    return best if count == len(configs) else f"{best} ({count} of {len(configs)} rounds)"
-
-
 def _rounds_said(data: dict) -> str:
     rounds = data.get("rounds", 1)
     if "timing" in data:  # the bench of issue 36: the GPU's own time, the tiles chosen once
@@ -404,7 +405,7 @@ def _rounds_said(data: dict) -> str:
             "rounds. ")
 
 
-def measured(_numbers=None, data: dict | None = None):
+def measured(_numbers=None, data: dict | None = None, command: bool = True):
     """TFLOP/s of the reference and of torch.matmul per size and dtype: medians over the run's
     rounds, the ratio's median and range, and the autotuner's choice."""
     data = data if data is not None else load_results()
@@ -416,10 +417,10 @@ def measured(_numbers=None, data: dict | None = None):
         rows.append((dtype, f"{m} x {n} x {k}", _median_cell(shape, "reference"),
                      _median_cell(shape, "torch"),
                      f"{_median(ratios):.2f}" if ratios else "-", _spread(ratios),
-                     _most_chosen(shape["configs"])))
+                     bench.most_chosen(shape["configs"])))
     return Table(("dtype", "M x N x K", "reference TFLOP/s", "torch.matmul TFLOP/s",
                   "reference / torch", "lowest to highest", "configuration the autotuner chose"),
-                 tuple(rows), _rounds_said(data) + _provenance(data))
+                 tuple(rows), _rounds_said(data) + _provenance(data, command))
 
 
 def configs(_numbers=None, data: dict | None = None):
@@ -451,7 +452,7 @@ def target(_numbers=None, data: dict | None = None):
     shapes = summarise(data["results"])
     lines = []
     for dtype in ("fp16", "bf16"):
-        ratios = shapes.get((dtype, 4096, 4096, 4096), {}).get("ratios")
+        ratios = shapes.get((dtype, *TARGET_SIZE), {}).get("ratios")
         if ratios:
             median = _median(ratios)
             status = "not met" if median < TARGET else "met" if ratios[0] >= TARGET else \
@@ -486,6 +487,126 @@ def launch(_numbers=None, path: Path = LAUNCH_PROBE):
                  "work). Each phase after the first made the autotuner choose again "
                  f"(reference_matmul.forget_choices). {env['device']}, torch {env['torch']}, "
                  f"triton {env['triton']}, {env['date']}; command `{data['command']}`.")
+
+
+def _not_committed(path: Path, command: str) -> Text:
+    return Text(f"Not measured: lab/results/{path.name} is not committed; on a CUDA GPU, "
+                f"{command} --json lab/results/{path.name} writes it.")
+
+
+def _env_said(data: dict) -> str:
+    env = data["env"]
+    return (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
+            f"command `{data['command']}`.")
+
+
+def shapes(_numbers=None, path: Path = RESULTS):
+    """The products models use, each judged by its goals: the GPU's time per call (a CUDA
+    graph), the host's time per call, for the reference and torch.matmul, medians over the
+    rounds with each ratio's range, the share of the copy ceiling for a few rows, the tiles
+    the reference chose and whether the goals are met."""
+    data = load_results(path)
+    if data is None or "timing" not in data:
+        return _not_committed(path, "python -m learning.bench matmul --rounds 5")
+    rows = []
+    for (dtype, m, n, k), shape in bench.summarise(data["results"]).items():
+        device, call = shape["device"], shape["call"]
+
+        def us(values):
+            return f"{_median(values):,.1f}" if values else "-"
+
+        def ratio(values):
+            return f"{_median(values):.2f} ({_spread(values)})" if values else "-"
+
+        rows.append((dtype, f"{m} x {n} x {k}", us(device.get("reference")),
+                     us(device.get("torch")), ratio(shape["device_ratios"]),
+                     us(call.get("reference")), us(call.get("torch")),
+                     ratio(shape["call_ratios"]),
+                     f"{_median(shape['copy']):.2f}" if shape["copy"] else "-",
+                     bench.most_chosen(shape["configs"]), bench.goal(m, shape)))
+    return Table(("dtype", "M x N x K", "GPU us", "torch GPU us", "torch / reference",
+                  "call us", "torch call us", "reference / torch", "copy share", "tiles",
+                  "goals"), tuple(rows),
+                 f"Medians over {data.get('rounds', 1)} rounds, each timing the reference and "
+                 "then torch.matmul; ranges over the rounds. GPU: "
+                 f"{data['timing']['device']}. Call: {data['timing']['call']}. Goals: GPU "
+                 f"time at least {bench.DEVICE_GOAL:.2f} of torch.matmul's speed "
+                 f"({bench.SKINNY_DEVICE_GOAL:.2f} for {bench.SKINNY_M} rows or fewer, and "
+                 f"{bench.COPY_GOAL:.2f} of the copy ceiling), the call at most "
+                 f"{bench.CALL_GOAL:.1f} times torch.matmul's. " + _provenance(data))
+
+
+def shapes_triton39(_numbers=None):
+    """``shapes`` for the run with Triton 3.9."""
+    return shapes(path=RESULTS_TRITON39)
+
+
+def host(_numbers=None, path: Path = HOST_PROBE):
+    """lab/probes/matmul_host_probe.py: where the host's time per call goes, piece by piece."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_host_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    pieces: dict = {}
+    for r in data["rows"]:
+        pieces.setdefault((f"{r['M']} x {r['N']} x {r['K']}", r["piece"]), []).append(
+            r["host_us"])
+    rows = tuple((size, piece, f"{_median(values):.1f}", _spread(values, 1))
+                 for (size, piece), values in pieces.items())
+    chosen = "; ".join(f"{size.replace('x', ' x ')}: {label}"
+                       for size, label in data["configs"].items())
+    return Table(("M x N x K", "piece", "host us per call", "lowest to highest"), rows,
+                 f"{data['dtype']}; each piece called back to back without waiting for the "
+                 "GPU, medians of 3 rounds. Tiles chosen: " + chosen + ". " + _env_said(data))
+
+
+def edges(_numbers=None, path: Path = EDGES_PROBE):
+    """lab/probes/matmul_edges_probe.py: each off-tile remedy against the same tiles without
+    it, in the GPU's own time."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_edges_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        grouped.setdefault((f"{r['M']} x {r['N']} x {r['K']}", r["variant"], r["config"]),
+                           []).append(r)
+    rows = tuple((size, variant, f"{_median([r['device_us'] for r in runs]):,.1f}",
+                  f"{_median([r['tflops'] for r in runs]):,.0f}", config)
+                 for (size, variant, config), runs in grouped.items())
+    return Table(("M x N x K", "variant", "GPU us", "TFLOP/s", "tiles"), rows,
+                 f"{data['dtype']}; medians of {len(next(iter(grouped.values())))} rounds; "
+                 f"GPU time as the bench measures it. " + _env_said(data))
+
+
+def edges_triton39(_numbers=None):
+    """``edges`` for the run with Triton 3.9."""
+    return edges(path=EDGES_PROBE_TRITON39)
+
+
+def rows_tried(_numbers=None, path: Path = ROWS_PROBE, best: int = 5):
+    """lab/probes/matmul_rows_probe.py: per product, the rows fastest on the GPU of every row
+    tried, with their host time per call and whether the reference's table holds them."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_rows_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        if "device_us" in r:
+            grouped.setdefault(f"{r['M']} x {r['N']} x {r['K']}", {}).setdefault(
+                r["row"], []).append(r)
+    rows = []
+    for size, by_row in grouped.items():
+        torch_us = _median([r["device_us"] for r in by_row.pop("torch.matmul")])
+        ranked = sorted(by_row.items(),
+                        key=lambda item: _median([r["device_us"] for r in item[1]]))
+        for name, runs in ranked[:best]:
+            device = _median([r["device_us"] for r in runs])
+            rows.append((size, name, f"{device:.1f}", f"{torch_us / device:.2f}",
+                         f"{_median([r['host_us'] for r in runs]):.1f}"))
+        rows.append((size, "torch.matmul", f"{torch_us:.1f}", "1.00", "-"))
+    return Table(("M x N x K", "row ((table): one of the reference's)", "GPU us",
+                  "torch / row", "host us per call"), tuple(rows),
+                 f"{data['dtype']}; the {best} fastest on the GPU of every row tried per "
+                 f"product, medians of 3 rounds. " + _env_said(data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,7 +655,7 @@ def page(row=None) -> Page:
              "accumulator in either loses a long sum even when the answer itself is small:"),
         accumulator((1024, 128)),
         Heading("Measured on a GPU"),
-        measured(),
+        measured(command=False),
     )
     return result_page
 
@@ -552,4 +673,10 @@ BLOCKS = {
     "configs": configs,
     "target": target,
     "launch": launch,
+    "shapes": shapes,
+    "shapes_triton39": shapes_triton39,
+    "host": host,
+    "edges": edges,
+    "edges_triton39": edges_triton39,
+    "rows": rows_tried,
 }
