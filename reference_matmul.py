@@ -38,7 +38,8 @@ fast:
    remembers the cheapest in a ``_Plan``, with the kernel that Triton compiled for it: the
    cost of a row is its GPU time, or its host time per call where that is longer (a small
    product's kernel can end before the next call is launched, and then the launch is what a
-   program waits for). Every
+   program waits for); of rows within 5 % of the cheapest, the one whose other time is the
+   shorter wins. Every
    later call for that product skips the checks, the choice and Triton's own launch path
    (which binds, specializes and looks the kernel up again on every call): it launches the
    compiled kernel directly (``_direct_launcher``). An operand whose rows do not start on
@@ -194,6 +195,23 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
 
 
 @triton.jit
+def _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED: tl.constexpr,
+                VEC: tl.constexpr):
+    """Store a tile of C, masked to M x N. Where C's rows start on 16-byte boundaries
+    (``C_ALIGNED``: N a multiple of VEC, C contiguous), the kernel says so, and compares whole
+    runs of VEC columns with N: Triton then sees the mask constant over each run and stores 16
+    bytes at a time even where N, say 1000, is no multiple of 16 that it can see."""
+    c_rows = rows * stride_cm
+    if C_ALIGNED:
+        c_rows = tl.multiple_of(c_rows, VEC)
+        in_n = (cols // VEC) < N // VEC
+    else:
+        in_n = cols < N
+    c_ptrs = c_ptr + c_rows[:, None] + cols[None, :] * stride_cn
+    tl.store(c_ptrs, c, mask=(rows[:, None] < M) & in_n[None, :])
+
+
+@triton.jit
 def _matmul(
     c_ptr,  # the output C, (M, N), in the inputs' dtype; or float32 partial sums, (SPLIT_K, M, N)
     a_ptr,  # A, (M, K)
@@ -213,6 +231,7 @@ def _matmul(
     EVEN_K: tl.constexpr,  # every program's share of K is whole steps: no step needs a mask
     ALIGNED: tl.constexpr,  # A and B row-major, their rows and b_cols multiples of VEC
     VEC: tl.constexpr,  # elements in 16 bytes: 8 in 16-bit, 4 in float32
+    C_ALIGNED: tl.constexpr,  # N a multiple of VEC: C's rows start on 16-byte boundaries
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B, or with SPLIT_K > 1 the
     part of it that one share of K contributes.
@@ -277,8 +296,7 @@ def _matmul(
     c = acc.to(c_ptr.dtype.element_ty)  # one rounding, at the end (none into float32 partials)
     if SPLIT_K > 1:
         c_ptr += tl.program_id(1) * stride_cs
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED, VEC)
 
 
 @triton.jit
@@ -290,6 +308,7 @@ def _matmul_tma(
     M, N, K, k_split,  # as in _matmul
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
+    VEC: tl.constexpr, C_ALIGNED: tl.constexpr,  # as in _matmul
 ):
     """``_matmul`` with its tiles of A and B moved by tensor descriptors. The launcher makes
     one per operand on the host, with the operand's own shape and strides: a load names the
@@ -318,9 +337,8 @@ def _matmul_tma(
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if SPLIT_K > 1:
         c_ptr += tl.program_id(1) * stride_cs
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
-             mask=(rows[:, None] < M) & (cols[None, :] < N))
+    _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm, stride_cn, M, N,
+                C_ALIGNED, VEC)
 
 
 @triton.jit
@@ -524,12 +542,12 @@ class _Plan:
             # (shape, strides, block) of each operand's descriptor; only the base changes
             self.descriptors = (([m, k], list(a_strides), [config.block_m, config.block_k]),
                                 ([k, n], list(b_strides), [config.block_k, config.block_n]))
-            self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles),
-                                  options)
+            self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
+                                                      vec, n % vec == 0), options)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
-                k % config.block_k == 0, self.aligned, vec), options)
+                k % config.block_k == 0, self.aligned, vec, n % vec == 0), options)
         self.sum_splits = _Launch(_sum_splits, (triton.cdiv(m * n, SUM_BLOCK), 1, 1),
                                   (m * n, self.splits, SUM_BLOCK),
                                   {} if _interpreted() else {"num_warps": 4})
@@ -611,26 +629,28 @@ def _host_ms(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e3
 
 
-#: Rows whose costs are within this factor of the cheapest count as tied, and the one with the
-#: shortest GPU time wins: where every row's cost is the host's launch (small products), that
-#: still picks the fastest kernel for programs that replay calls in a CUDA graph.
+#: Rows whose costs are within this factor of the cheapest count as tied, and the one whose
+#: other time is the shortest wins: where the host's launch sets every row's cost (a small
+#: product), the fastest kernel, for programs that replay their calls in a CUDA graph; where
+#: the GPU sets it (a large product), the cheapest launch, for the Python that makes the call.
 TIE = 1.05
 
 
 def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     """What one call of this plan costs a program that calls matmul again and again, and the
-    GPU's time for it: the cost is the GPU's time, or the host's time to make the call where
-    that is longer (a small product's kernel can end before the next call is launched)."""
+    other time: the cost is the GPU's time for the call, or the host's time to make it where
+    that is longer (a small product's kernel can end before the next call is launched); the
+    other is the shorter of the two."""
     device = _time_ms(lambda: plan(a, b))
     host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)))
-    return max(device, host), device
+    return max(device, host), min(device, host)
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     """Time a plan for every candidate row and keep the cheapest (``_cost_ms``; of rows tied
-    within ``TIE``, the fastest on the GPU), as triton.autotune would. A row that fails on
-    this GPU (too much shared memory, a compiler's refusal) is skipped, and the chosen plan
-    says which in ``skipped``; if every row fails, the first error is raised."""
+    within ``TIE``, the one whose other time is the shortest), as triton.autotune would. A row
+    that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
+    chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
     if len(plans) == 1:
         return plans[0]

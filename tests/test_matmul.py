@@ -502,6 +502,11 @@ def test_a_row_is_ranked_by_the_longer_of_its_gpu_and_host_times(device, fresh_p
     host.update({rows[0]: 0.0100, rows[1]: 0.0102})
     rm.forget_choices()
     assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[1]
+    # both bound by the GPU, within TIE: the cheaper launch wins, though its kernel is slower
+    gpu.update({rows[0]: 0.100, rows[1]: 0.102})
+    host.update({rows[0]: 0.030, rows[1]: 0.010})
+    rm.forget_choices()
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[1]
 
 
 class FakeCompiled:
@@ -638,7 +643,7 @@ def compile_(m, n, k, row, aligned):
                 stride_bk=n, stride_bn=1, M=m, N=n, K=k, b_cols=n, k_split=k)
     constants = dict(BLOCK_M=row.block_m, BLOCK_N=row.block_n, BLOCK_K=row.block_k,
                      GROUP_M=row.group_m, SPLIT_K=1, EVEN_K=k % row.block_k == 0,
-                     ALIGNED=aligned, VEC=8)
+                     ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0)
     signature, attrs = {}, {}
     for i, name in enumerate(rm._matmul.arg_names):
         if i < 3:
@@ -657,7 +662,9 @@ def compile_(m, n, k, row, aligned):
     return {"copies16": len(re.findall(r"cp[.]async[.]cg[.]shared[.]global \\[[^]]*\\], "
                                        r"\\[[^]]*\\], 0x10", ptx)),
             "scalar_loads": len(re.findall(r"ld[.]global[.:\\w]*[.]b16 ", ptx)),
-            "loads": len(re.findall(r"ld[.]global", ptx))}
+            "loads": len(re.findall(r"ld[.]global", ptx)),
+            "stores16": len(re.findall(r"st[.]global[.:\\w]*[.]v4[.]b32 ", ptx)),
+            "scalar_stores": len(re.findall(r"st[.]global[.:\\w]*[.]b16 ", ptx))}
 
 def compile_tma(row):
     signature = {"c_ptr": "*bf16", "a_tiles": f"tensordesc<bf16[{row.block_m}, {row.block_k}]>",
@@ -665,7 +672,8 @@ def compile_tma(row):
                  "stride_cs": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "M": "i32",
                  "N": "i32", "K": "i32", "k_split": "i32"}
     constants = dict(stride_cn=1, BLOCK_M=row.block_m, BLOCK_N=row.block_n,
-                     BLOCK_K=row.block_k, GROUP_M=row.group_m, SPLIT_K=1)
+                     BLOCK_K=row.block_k, GROUP_M=row.group_m, SPLIT_K=1, VEC=8,
+                     C_ALIGNED=True)
     signature.update({name: "constexpr" for name in constants if name not in signature})
     compiled = triton.compile(ASTSource(rm._matmul_tma, signature, constants,
                                         {(0,): [["tt.divisibility", 16]]}),
@@ -707,6 +715,9 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     promised, not_promised = (found[name]["scalar_loads"]
                               for name in ("1000 promised", "1000 not promised"))
     assert 0 < promised <= not_promised // 4
+    # C's rows of 1000 elements too: promised, the tile is stored 16 bytes at a time
+    assert found["1000 promised"]["stores16"] > 0 and found["1000 promised"]["scalar_stores"] == 0
+    assert found["1000 not promised"]["scalar_stores"] > 0
     # a K of 4064 (63 and a half steps) on aligned rows: the last step loads by threads, but
     # 16 bytes at a time, as its mask ends on a multiple of 16
     assert found["4096 x 4096 x 4064"]["loads"] > 0
