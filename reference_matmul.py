@@ -642,7 +642,10 @@ def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, floa
     that is longer (a small product's kernel can end before the next call is launched); the
     other is the shorter of the two."""
     device = _time_ms(lambda: plan(a, b))
-    host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)))
+    # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
+    # as plain in a few calls, and its first call should not wait for many
+    calls = max(5, min(50, int(2.0 / max(device, 1e-3))))
+    host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)), calls)
     return max(device, host), min(device, host)
 
 

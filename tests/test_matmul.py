@@ -488,7 +488,7 @@ def test_a_row_is_ranked_by_the_longer_of_its_gpu_and_host_times(device, fresh_p
     monkeypatch.setattr(rm._Plan, "__call__",
                         lambda plan, a, b: (ran.append(plan.config), real_call(plan, a, b))[1])
     monkeypatch.setattr(rm, "_time_ms", lambda fn: (fn(), gpu[ran[-1]])[1])
-    monkeypatch.setattr(rm, "_host_ms", lambda fn: (fn(), host[ran[-1]])[1])
+    monkeypatch.setattr(rm, "_host_ms", lambda fn, calls: (fn(), host[ran[-1]])[1])
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
     a = integers((40, 50), torch.float16, device, 8)
     b = integers((50, 30), torch.float16, device, 9)
