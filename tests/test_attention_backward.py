@@ -7,7 +7,6 @@ by tests/test_exercises.py, like every exercise's.)"""
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 
@@ -186,10 +185,13 @@ def test_the_python_part_names_the_mistake(tmp_path, name, key):
     assert part.status == "failed" and failing_bugs(part) == {key}
 
 
+# one kernel mistake proves the Triton part's replays quick; the other is exhaustive (and in
+# test_exercises' exhaustive sweep of every catalogued mistake)
 @pytest.mark.parametrize("name, key", [("dK and dV overwritten by each query block",
                                         "not-accumulated"),
-                                       ("the causal mask in the dK, dV kernel only",
-                                        "causal-one-pass")])
+                                       pytest.param("the causal mask in the dK, dV kernel only",
+                                                    "causal-one-pass",
+                                                    marks=pytest.mark.exhaustive)])
 def test_the_triton_part_names_the_mistake(tmp_path, name, key):
     version = _version(name, "triton")
     (part,) = grade_text(tmp_path, "attention_backward",
@@ -303,9 +305,12 @@ def test_an_element_is_named_in_its_gradient_with_its_own_index():
                                     [[0.0]] * 2, [0.0] * 2), (9, 1)) == ()
 
 
-def test_a_hints_code_lines_print_whole_at_80_columns(tmp_path):
+def test_a_hints_code_lines_print_whole_at_80_columns(tmp_path, capsys, monkeypatch):
     # code in a hint stands on lines of its own, each short enough that no terminal of 80
-    # columns breaks it, and the command prints each as written
+    # columns breaks it, and the command prints each as written (its main, in this process:
+    # a fresh one would import torch again only to print the same lines)
+    from learning import check
+
     for each in registry.all_exercises():
         for part in each.parts:
             for hint in part.hints:
@@ -313,16 +318,15 @@ def test_a_hints_code_lines_print_whole_at_80_columns(tmp_path):
                     assert not line.startswith("    ") or len(line) <= 76, (each.name, line)
     (tmp_path / "attention_backward.py").write_text(solution_text("attention_backward"))
     hint = TRITON.hints[3]
-    done = subprocess.run([sys.executable, "-m", "learning.check", "attention_backward",
-                           "--part", "triton", "--hint", "4", "--root", str(tmp_path)],
-                          capture_output=True, text=True, cwd=COURSE_ROOT, timeout=120,
-                          env={**os.environ, "COLUMNS": "80"})
-    assert done.returncode == 0, done.stderr
-    printed = done.stdout.splitlines()
+    monkeypatch.setenv("COLUMNS", "80")
+    assert check.main(["attention_backward", "--part", "triton", "--hint", "4", "--root",
+                       str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    printed = out.splitlines()
     code = [line for line in hint.splitlines() if line.startswith("    ")]
     assert len(code) >= 4
     for line in code:
-        assert line in printed, (line, done.stdout)
+        assert line in printed, (line, out)
     assert all(len(line) <= 80 for line in printed)
 
 

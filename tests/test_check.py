@@ -308,11 +308,27 @@ def faulting_module(first_call: str, later_calls: str) -> str:
     return body
 
 
-def test_after_a_gpu_fault_every_later_case_still_runs(tmp_path, capsys):
-    write_module(tmp_path, "softmax", faulting_module(FAULT, FAULT))
-    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "triton",
-                          "--json")
-    cases = {c["name"]: c for c in __import__("json").loads(out)["parts"][0]["cases"]}
+@pytest.fixture(scope="module")
+def faulted_check(tmp_path_factory):
+    """One check (both parts, --json) of a module whose 'many rows' faults every time, which the
+    two tests of a fault's aftermath read: seconds of interpreter re-runs, taken once."""
+    import contextlib
+    import io
+
+    folder = tmp_path_factory.mktemp("faulted")
+    write_module(folder, "softmax", faulting_module(FAULT, FAULT))
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        for key, value in WIDE.items():
+            patch.setenv(key, value)
+        code = check.main(["softmax", "--root", str(folder), "--json"])
+    return code, out.getvalue()
+
+
+def test_after_a_gpu_fault_every_later_case_still_runs(faulted_check):
+    code, out = faulted_check
+    (triton,) = [p for p in __import__("json").loads(out)["parts"] if p["name"] == "triton"]
+    cases = {c["name"]: c for c in triton["cases"]}
     assert cases["many rows"]["status"] == "error"
     assert "illegal memory access" in cases["many rows"]["summary"]
     assert "re-run in Triton's interpreter" in cases["many rows"]["summary"]
@@ -403,10 +419,9 @@ def test_any_cuda_error_ends_the_process_but_only_a_bad_address_names_a_cause(tm
     assert "exited" not in out
 
 
-def test_a_gpu_fault_keeps_the_grades_of_the_parts_before_it(tmp_path, capsys):
+def test_a_gpu_fault_keeps_the_grades_of_the_parts_before_it(faulted_check):
     # the Python part ran in the process that later faulted: its grades must survive
-    write_module(tmp_path, "softmax", faulting_module(FAULT, FAULT))
-    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--json")
+    code, out = faulted_check
     python, triton = __import__("json").loads(out)["parts"]
     assert [c["status"] for c in python["cases"]] == ["passed"] * len(python["cases"])
     assert python["cases"] and code == 1

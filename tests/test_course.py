@@ -59,6 +59,9 @@ def test_every_exercise_has_its_module_stub_solution_and_lessons():
             assert lesson is not None and lesson.number == part.lesson
 
 
+# test_exercises' test_importing_each_stub_only_defines imports triton_kernels and every stub
+# in the quick run's one process: this one is exhaustive
+@pytest.mark.exhaustive
 def test_importing_modules_runs_no_kernels(tmp_path):
     import subprocess
     import sys

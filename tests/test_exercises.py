@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import pytest
 
+from learning.exercises import solution_path
 from learning.grader import registry, stuck
 from learning.grader.catalogue import DIAGNOSES, versions
 from learning.grader.compare import COMMON_BUGS
@@ -91,15 +92,24 @@ def test_stub_reports_every_part_not_started(tmp_path, name):
 
 
 def test_importing_each_stub_only_defines():
-    # one fresh process imports every stub, each printing its name once imported: importing
-    # torch once, not once per exercise, and a stub that runs code names itself by stopping
+    # one fresh process imports every stub, then every reference solution and triton_kernels,
+    # each printing its name once imported: importing torch once, not once per module, and a
+    # module that runs code names itself by stopping
     for name in NAMES:
         assert "raise NotImplementedError" in stub_text(name), name
-    probe = "".join(f"import {name}; print({name!r}, flush=True)\n" for name in NAMES)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          cwd=COURSE_ROOT, env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"},
-                          timeout=120)
-    assert done.returncode == 0 and done.stdout.split() == NAMES, done.stderr
+    solutions = [str(solution_path(name)) for name in NAMES]
+    probe = "".join(f"import {name}; print({name!r}, flush=True)\n" for name in NAMES) + (
+        "import importlib.util, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    spec = importlib.util.spec_from_file_location('solution', path)\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "    print(path, flush=True)\n"
+        "import triton_kernels; print('triton_kernels', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", probe, *solutions], capture_output=True,
+                          text=True, cwd=COURSE_ROOT,
+                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [*NAMES, *solutions, "triton_kernels"], done.stderr
 
 
 @pytest.mark.parametrize("name, version", [

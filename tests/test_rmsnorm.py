@@ -17,6 +17,9 @@ from tests.helpers import (
 )
 
 
+# test_exercises' test_importing_each_stub_only_defines imports every stub and solution, this
+# one's included, in the quick run's one process: this one is exhaustive
+@pytest.mark.exhaustive
 def test_importing_the_stub_and_the_solution_runs_nothing():
     probe = ("import importlib.util, sys\n"
              "for path in sys.argv[1:]:\n"

@@ -105,10 +105,13 @@ def test_a_process_killed_by_a_signal_is_reported_with_the_signal_and_its_likely
     assert not result.ok and seconds < PYTHON_PART_SECONDS
 
 
+# raise SystemExit and exit() raise the SystemExit sys.exit(0) raises: the quick run takes
+# sys.exit(0) and os._exit(0), the other two are exhaustive
 @pytest.mark.parametrize("call, status, message", [
     ("sys.exit(0)", "error", "the code called sys.exit()"),
-    ("raise SystemExit", "error", "the code called sys.exit()"),
-    ("exit()", "error", "the code called sys.exit()"),
+    pytest.param("raise SystemExit", "error", "the code called sys.exit()",
+                 marks=pytest.mark.exhaustive),
+    pytest.param("exit()", "error", "the code called sys.exit()", marks=pytest.mark.exhaustive),
     ("os._exit(0)", "crashed", "the process exited (status 0) in case python/worked example"),
 ])
 def test_any_exit_from_a_call_is_a_failure_never_a_pass(tmp_path, call, status, message):

@@ -187,7 +187,9 @@ class Guard:
         return sorted(folders)
 
     def repair(self, aside: Path) -> Repairs:
-        """Put back what changed; ``aside`` is the folder added files are moved into."""
+        """Put back what changed; ``aside`` is the folder added files are moved into. Called once
+        a guard: its stamps are not taken again afterwards (each costs a stat of every installed
+        file this process loaded)."""
         repairs = Repairs()
         for path, (data, mode) in self.kept.items():
             try:
@@ -217,20 +219,17 @@ class Guard:
                 _move_away(Path(path), aside, repairs)
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
-        self.installed = _stamps(self.installed)
         for path, stamp in self.compiled.items():
             if _stamps([path]).get(path) != stamp and os.path.lexists(path):
                 before = len(repairs.set_aside)
                 _move_away(Path(path), aside, repairs)
                 repairs.compiled += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
-        self.compiled = {path: _stamps([path]).get(path) for path in self.compiled}
         for path, stamp in _caches(self.root / "learning").items():
             if self.caches.get(path) != stamp and not _compiled_from_its_source(Path(path)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                     repairs.caches_deleted += 1
-        self.caches = _caches(self.root / "learning")
         repairs.beside = self.nearby.repair(aside)
         return repairs
 
