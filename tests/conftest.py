@@ -31,6 +31,21 @@ def production_layer():
     import lab.production  # noqa: F401 (importing it installs the layer)
 
 
+@pytest.fixture(autouse=True)
+def compile_check_where_proven(request, monkeypatch):
+    """The GPU compile check (learning/grader/gpu_compile.py) runs in the tests that prove it,
+    marked ``compile_check``, and in the exhaustive sweeps, which grade every catalogued
+    version with it; elsewhere in the quick set it is turned off, as a learner can turn it off:
+    it costs a process and a compile per check, and those tests judge the cases, not it."""
+    from learning.grader import gpu_compile
+
+    if request.node.get_closest_marker("compile_check") or \
+            request.node.get_closest_marker("exhaustive"):
+        monkeypatch.delenv(gpu_compile.OFF_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(gpu_compile.OFF_SWITCH, "0")
+
+
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker more than the machine has cores. A fifth of the quick run is
     spent waiting (on the bounded waits the robustness tests prove, and on the processes a

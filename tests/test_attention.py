@@ -287,6 +287,7 @@ def test_the_memory_map_of_a_batch_head_swap_labels_rows_and_draws_every_wrong_o
         " ".join(q).split())
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_path):
     text = solution_text("attention").replace("block_m, block_n = 16, 16",
@@ -300,6 +301,7 @@ def test_blocks_of_8_keys_run_in_the_interpreter_and_fail_the_gpu_compile(tmp_pa
     assert "the block of keys for p @ v" in rejected.hint and "of at least 16" in rejected.hint
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_blocks_of_8_queries_compile_where_triton_takes_them(tmp_path):
     # BLOCK_M is the M of both tl.dots: no floor from Triton 3.5 on
@@ -313,6 +315,7 @@ def test_blocks_of_8_queries_compile_where_triton_takes_them(tmp_path):
     assert part.compile_check.ran and not part.compile_check.rejected
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_a_finished_kernel_passes_and_compiles(tmp_path):
     part = _grade_triton(tmp_path, solution_text("attention"))

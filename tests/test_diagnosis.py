@@ -198,6 +198,7 @@ def bytes_moved(kernels, arrays, element_bytes):
     assert "likely cause, one of:" in console.export_text()
 
 
+@pytest.mark.compile_check
 def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys, mode):
     code = _replace(solution_text("softmax"), "output = numerator / denominator",
                     "output = numerator / (denominator + 0.01)")

@@ -14,6 +14,8 @@ import pytest
 from learning.grader import gpu_compile, registry
 from tests.helpers import grade_text, solution_text
 
+pytestmark = pytest.mark.compile_check  # every test here is about the compile check
+
 ALL = ",".join(gpu_compile.TARGETS)
 KERNEL_EXERCISES = [e.name for e in registry.all_exercises()
                     if any(p.needs_kernels for p in e.parts)]

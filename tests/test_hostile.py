@@ -947,6 +947,7 @@ softmax_python = types.FunctionType(_function, {{"math": math}})
 @linux_only
 @pytest.mark.parametrize("filtered_here", [
     True, pytest.param(False, marks=pytest.mark.exhaustive)], ids=["filter", "no-filter"])
+@pytest.mark.compile_check
 def test_a_stopped_compile_check_costs_seconds(tmp_path, mode, monkeypatch, filtered_here):
     # under the filter the learner's code cannot stop it; without, the check gives up on it
     if not mode.interpret:
@@ -1355,6 +1356,7 @@ def test_a_pass_with_the_reference_loaded_is_not_recorded(tmp_path, capsys):
     assert state.load(tmp_path).grade("softmax", "python").status == "passed"
 
 
+@pytest.mark.compile_check
 @linux_only
 def test_the_compile_check_runs_the_learners_statements_only_after_every_run(tmp_path, mode):
     # run earlier, a thread of the module's, started in the compile check's process, could

@@ -124,6 +124,7 @@ def _grade_triton(tmp_path, text):
     return grade_text(tmp_path, "matmul", text, ["triton"]).parts[0]
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_a_k_step_below_16_runs_in_the_interpreter_and_fails_the_gpu_compile(tmp_path):
     text = solution_text("matmul").replace("block_m, block_n, block_k = 32, 32, 32",
@@ -170,6 +171,7 @@ def test_the_advice_on_tl_dot_sizes_follows_the_compiler_message():
     assert "of at least 8" in _hint("Input shapes should have M >= 1, N >= 1 and K >= 8")
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_a_float16_accumulator_that_becomes_float32_fails_only_the_gpu_compile(tmp_path):
     # acc += tl.dot(a, b) turns a float16 acc into float32: the interpreter lets the loop's
@@ -197,6 +199,7 @@ FLOAT16_ADDITIONS = {"each product rounded": "acc += tl.dot(a, b).to(tl.float16)
 @pytest.mark.parametrize("added", [
     added if i == 0 else pytest.param(added, marks=pytest.mark.exhaustive)
     for i, added in enumerate(FLOAT16_ADDITIONS.values())], ids=list(FLOAT16_ADDITIONS))
+@pytest.mark.compile_check
 def test_a_float16_accumulator_on_float32_inputs_fails_and_is_named(tmp_path, added):
     text = solution_text("matmul").replace(
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -253,6 +256,7 @@ def test_the_advice_on_a_loop_carried_type_reads_the_types_from_the_message():
     assert reshaped.startswith("acc changes shape inside the loop") and "dtype" not in reshaped
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_a_finished_kernel_passes_and_compiles(tmp_path):
     part = _grade_triton(tmp_path, solution_text("matmul"))

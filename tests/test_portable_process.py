@@ -65,6 +65,7 @@ def test_the_switch_chooses_the_portable_path(monkeypatch):
     assert handover.portable()  # on Windows, always
 
 
+@pytest.mark.compile_check
 def test_a_right_answer_passes_every_part(tmp_path, portable, mode):
     result = grade_text(tmp_path, "softmax", solution_text("softmax"))
     assert result.ok, [(c.name, c.verdict.summary) for p in result.parts for c in p.cases

@@ -230,6 +230,7 @@ def _kernel_line(text: str, fragment: str) -> int:
     (lambda t: t.replace(_STORE, _STORE + "    return output\n"),
      "    return output", "tt.return", "a kernel cannot return a value"),
 ], ids=["break", "if-on-a-block", "returns-a-value"])
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, fragment,
                                                                 message, cause):
@@ -251,6 +252,7 @@ def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, f
     assert f"Grade: Triton {part.passed}/{part.graded} (rejected by the GPU compiler)" in shown
 
 
+@pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_the_reference_kernel_compiles_and_the_check_costs_little(tmp_path):
     result, seconds = grade(tmp_path, solution_text("softmax"), ["triton"])
