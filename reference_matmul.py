@@ -31,20 +31,21 @@ fast:
    seen, each with the reason it is in the table. Products of a few rows (a language model
    decoding a few tokens: M of 16 or fewer) read a large B once and do little arithmetic on
    it, so their tiles are narrow, and some split K between programs (``SPLIT_K``) so that
-   every multiprocessor streams a share of B; ``_sum_splits`` then adds the shares.
+   every multiprocessor streams a share of B; the program that finishes a tile's share last
+   adds the others' (``_finish_tile``), in the same launch.
 4. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
    launches. The first call for a product (its shapes, strides, dtype, device and the
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
    remembers the cheapest in a ``_Plan``, with the kernel that Triton compiled for it: the
    cost of a row is its GPU time, or its host time per call where that is longer (a small
    product's kernel can end before the next call is launched, and then the launch is what a
-   program waits for); of rows within 5 % of the cheapest, the one whose other time is the
-   shorter wins. Every
-   later call for that product skips the checks, the choice and Triton's own launch path
-   (which binds, specializes and looks the kernel up again on every call): it launches the
-   compiled kernel directly (``_direct_launcher``). An operand whose rows do not start on
-   16-byte boundaries (4097 columns of 2 bytes) is first copied into one whose rows do
-   (``_aligned_copy``), where the product is large enough for the copy to pay.
+   program waits for); of rows whose cost is within 30 % of the cheapest (``TIE``), the
+   fastest on the GPU wins. Every later call for that product skips the checks, the choice
+   and Triton's own launch path (which binds, specializes and looks the kernel up again on
+   every call): it launches the compiled kernel directly (``_direct_launcher``). An operand
+   whose rows do not start on 16-byte boundaries (4097 columns of 2 bytes) is first copied
+   into one whose rows do (``_aligned_copy``), where the product is large enough for the
+   copy to pay.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -95,6 +96,8 @@ class TileConfig:
     num_stages: int
     split_k: int = 1
     tma: bool = False  # tiles moved by tensor descriptors (_matmul_tma) instead of pointers
+    # one program per multiprocessor walks tile after tile (_matmul_persistent; with tma only)
+    persistent: bool = False
 
     def shared_bytes(self, element_bytes: int) -> int:
         """Shared memory the software pipeline holds: num_stages tiles of A and of B."""
@@ -104,8 +107,9 @@ class TileConfig:
     def label(self) -> str:
         split = f", K split in {self.split_k}" if self.split_k > 1 else ""
         tma = ", tensor descriptors" if self.tma else ""
+        persistent = ", persistent" if self.persistent else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} group {self.group_m}, "
-                f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}")
+                f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}{persistent}")
 
 
 # The tuning table: the first call for a product times every row that fits in shared memory
@@ -140,6 +144,16 @@ CONFIGS = (
     # for 132 multiprocessors, and 128 of these.
     TileConfig(64, 128, 64, 8, 4, 4, tma=True),
     TileConfig(128, 64, 64, 8, 4, 4, tma=True),
+    # The same small tiles with longer or more steps in flight: at 1024 cubed on an H200 the
+    # fastest rows measured (lab/probes/matmul_rows_probe.py), as fast as cuBLAS.
+    TileConfig(64, 128, 128, 8, 4, 4, tma=True),
+    TileConfig(64, 128, 64, 8, 4, 6, tma=True),
+    # One program per multiprocessor, walking tiles (_matmul_persistent): where K is short,
+    # the next tile's loads overlap this one's last steps and its store: at 4096 x 4096 x 512
+    # on an H200, as fast as cuBLAS, where a program per tile is some 10 % slower.
+    TileConfig(128, 256, 64, 8, 8, 3, tma=True, persistent=True),
+    TileConfig(128, 256, 64, 8, 8, 4, tma=True, persistent=True),
+    TileConfig(128, 128, 64, 8, 4, 4, tma=True, persistent=True),
 )
 
 # The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
@@ -155,12 +169,8 @@ SKINNY_CONFIGS = (
     TileConfig(16, 32, 128, 1, 4, 6),
     TileConfig(16, 32, 256, 1, 4, 6),
     TileConfig(16, 32, 512, 1, 4, 3),
-    # 256 programs of 16 columns: two per multiprocessor, each half as wide.
-    TileConfig(16, 16, 256, 1, 4, 4),
-    # 64 strips of 64 columns, K split in 4: 256 programs, then a pass that adds the four.
+    # 64 strips of 64 columns, K split in 4: 256 programs; each tile's last adds the four.
     TileConfig(16, 64, 128, 1, 4, 4, split_k=4),
-    # 32 strips of 128 columns, K split in 8: 256 programs with 256-byte rows of B.
-    TileConfig(16, 128, 128, 1, 4, 4, split_k=8),
     # 64 strips of 64 columns, K split in 2: 128 programs, each twice the bytes in flight.
     TileConfig(16, 64, 256, 1, 4, 4, split_k=2),
     # The 32-column strips and the split in 4 with tensor descriptors: a few threads issue
@@ -170,27 +180,30 @@ SKINNY_CONFIGS = (
     # The long step and the split in 2 with tensor descriptors: fewer, larger copies in flight.
     TileConfig(16, 32, 512, 1, 4, 3, tma=True),
     TileConfig(16, 64, 256, 1, 4, 4, split_k=2, tma=True),
+    # The long step 4 deep, and 2 warps 6 deep, with tensor descriptors: the fastest rows
+    # measured on an H200 for 8 x 4096 x 4096 (lab/probes/matmul_rows_probe.py).
+    TileConfig(16, 32, 512, 1, 4, 4, tma=True),
+    TileConfig(16, 32, 256, 1, 2, 6, tma=True),
 )
 
 #: The configurations the interpreter runs (it times nothing, so there is nothing to tune);
-#: the skinny one splits K so that its second pass runs in the interpreter's tests too.
+#: the skinny one splits K so that the split's finish (_finish_tile) runs in its tests too.
 INTERPRETER_CONFIG = TileConfig(32, 32, 32, 4, 4, 1)
 INTERPRETER_SKINNY = TileConfig(16, 32, 32, 1, 4, 1, split_k=2)
 
 
 @triton.jit
-def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """Which tile of C this program computes: programs come in groups of GROUP_M tile rows;
-    inside a group they go down a column of tiles before moving right, so neighbours in time
-    share panels of A and B."""
-    pid = tl.program_id(0)
+def _tile(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Which tile of C the tile-th program computes: programs come in groups of GROUP_M tile
+    rows; inside a group they go down a column of tiles before moving right, so neighbours in
+    time share panels of A and B."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
+    first_m = (tile // per_group) * GROUP_M
     height = min(tiles_m - first_m, GROUP_M)  # the last group may have fewer tile rows
-    pid_m = first_m + (pid % per_group) % height
-    pid_n = (pid % per_group) // height
+    pid_m = first_m + (tile % per_group) % height
+    pid_n = (tile % per_group) // height
     return pid_m, pid_n
 
 
@@ -212,11 +225,49 @@ def _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED: tl.
 
 
 @triton.jit
+def _finish_tile(c_ptr, acc, rows, cols, stride_cm, stride_cn, M, N, partial_ptr, arrivals_ptr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
+                 C_ALIGNED: tl.constexpr, VEC: tl.constexpr):
+    """Round a program's float32 sum to C's dtype and store it, once the tile's sum is whole.
+
+    With SPLIT_K programs per tile, each holds one share of K's sum. Each writes its share to
+    its own BLOCK_M x BLOCK_N slot of the workspace (``partial_ptr``, float32), then counts
+    itself in at the tile's arrival counter (``arrivals_ptr``, int32, zero at launch); the
+    program that arrives last adds the other shares to its own, stores C and sets the counter
+    back to zero for the next launch. Nobody waits for anybody (the programs of a tile need
+    not run at the same time), and the sum needs no second kernel.
+    """
+    if SPLIT_K > 1:
+        tile_size: tl.constexpr = BLOCK_M * BLOCK_N
+        tile = tl.program_id(0)
+        share = tl.program_id(1)
+        slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        shares = partial_ptr + tile.to(tl.int64) * (SPLIT_K * tile_size)
+        tl.store(shares + share * tile_size + slot, acc)
+        # Every thread's store is done before one thread counts the program in; the count is
+        # a release (what was stored before it is seen by whoever reads the count after it)
+        # and an acquire (the last program sees every share counted before its own).
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            for s in tl.static_range(SPLIT_K):
+                if s != share:  # ".cg": from L2, where the other programs' stores are
+                    acc += tl.load(shares + s * tile_size + slot, cache_modifier=".cg")
+            tl.atomic_xchg(arrivals_ptr + tile, 0)
+            _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm,
+                        stride_cn, M, N, C_ALIGNED, VEC)
+    else:
+        _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm, stride_cn,
+                    M, N, C_ALIGNED, VEC)
+
+
+@triton.jit
 def _matmul(
-    c_ptr,  # the output C, (M, N), in the inputs' dtype; or float32 partial sums, (SPLIT_K, M, N)
+    c_ptr,  # the output C, (M, N), in the inputs' dtype
     a_ptr,  # A, (M, K)
     b_ptr,  # B, (K, N)
-    stride_cs,  # elements between two programs' partial sums of one tile (SPLIT_K > 1)
+    partial_ptr,  # SPLIT_K > 1: float32 workspace, a BLOCK_M x BLOCK_N slot per program
+    arrivals_ptr,  # SPLIT_K > 1: int32, one counter per tile of C, zero at launch
     stride_cm, stride_cn,  # elements between neighbours down a column and along a row of C
     stride_am, stride_ak,  # the same for A
     stride_bk, stride_bn,  # the same for B
@@ -241,7 +292,7 @@ def _matmul(
     multiple of BLOCK_K and every program's share of K non-empty. Any strides; ALIGNED only
     where the launcher checked what it claims.
     """
-    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
     steps = tl.arange(0, BLOCK_K)  # (BLOCK_K,)
@@ -293,10 +344,9 @@ def _matmul(
         b = tl.load(b_ptrs, mask=last[:, None] < end, other=0.0)
         acc = tl.dot(a, b, acc)
 
-    c = acc.to(c_ptr.dtype.element_ty)  # one rounding, at the end (none into float32 partials)
-    if SPLIT_K > 1:
-        c_ptr += tl.program_id(1) * stride_cs
-    _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED, VEC)
+    # one rounding, at the end, of the whole sum (shares of K are added in float32)
+    _finish_tile(c_ptr, acc, rows, cols, stride_cm, stride_cn, M, N, partial_ptr, arrivals_ptr,
+                 BLOCK_M, BLOCK_N, SPLIT_K, C_ALIGNED, VEC)
 
 
 @triton.jit
@@ -304,7 +354,8 @@ def _matmul_tma(
     c_ptr,  # as in _matmul
     a_tiles,  # a tensor descriptor of A, (M, K), in blocks of BLOCK_M x BLOCK_K
     b_tiles,  # a tensor descriptor of B, (K, N), in blocks of BLOCK_K x BLOCK_N
-    stride_cs, stride_cm, stride_cn,  # as in _matmul
+    partial_ptr, arrivals_ptr,  # as in _matmul
+    stride_cm, stride_cn,  # as in _matmul
     M, N, K, k_split,  # as in _matmul
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
@@ -320,7 +371,7 @@ def _matmul_tma(
     Preconditions as ``_matmul``, and A and B row-major with rows that start on 16-byte
     boundaries (``_Plan`` copies them where they do not).
     """
-    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if SPLIT_K == 1:
         k_start = 0
         k_end = K
@@ -335,30 +386,42 @@ def _matmul_tma(
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if SPLIT_K > 1:
-        c_ptr += tl.program_id(1) * stride_cs
-    _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm, stride_cn, M, N,
-                C_ALIGNED, VEC)
+    _finish_tile(c_ptr, acc, rows, cols, stride_cm, stride_cn, M, N, partial_ptr, arrivals_ptr,
+                 BLOCK_M, BLOCK_N, SPLIT_K, C_ALIGNED, VEC)
 
 
 @triton.jit
-def _sum_splits(
-    c_ptr,  # C, contiguous, in the inputs' dtype
-    partial_ptr,  # the SPLIT_K partial sums of C, float32, (SPLIT_K, M, N) contiguous
-    size,  # M * N
-    SPLIT_K: tl.constexpr,
-    BLOCK: tl.constexpr,  # elements of C per program
+def _matmul_persistent(
+    c_ptr, a_tiles, b_tiles,  # as in _matmul_tma
+    stride_cm, stride_cn, M, N, K,  # as in _matmul
+    programs,  # programs launched: one per multiprocessor, or fewer where there are fewer tiles
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, VEC: tl.constexpr, C_ALIGNED: tl.constexpr,  # as in _matmul
 ):
-    """C = the sum of the partial products, in float32, rounded once to C's dtype."""
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < size
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):
-        total += tl.load(partial_ptr + s * size + offsets, mask=mask, other=0.0)
-    tl.store(c_ptr + offsets, total.to(c_ptr.dtype.element_ty), mask=mask)
+    """``_matmul_tma`` with one program per multiprocessor, each computing tile after tile
+    (the tile-th, then the (tile + programs)-th, ...). Where K is short (4096 x 4096 x 512:
+    eight steps per tile), a program per tile spends much of its life filling its pipeline
+    and storing its tile; here the loop over tiles and K is one loop to the compiler
+    (``flatten``), which then loads the next tile's first steps while this tile's last ones
+    multiply and its sum is stored.
+
+    Preconditions as ``_matmul_tma``, with no split of K.
+    """
+    steps = tl.cdiv(K, BLOCK_K)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, programs, flatten=True):
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for step in range(steps):
+            a = a_tiles.load([pid_m * BLOCK_M, step * BLOCK_K])
+            b = b_tiles.load([step * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm, stride_cn, M,
+                    N, C_ALIGNED, VEC)
 
 
-SUM_BLOCK = 1024  # elements of C per program of _sum_splits
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -501,6 +564,46 @@ def _descriptors_fit(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (copy_a or _row_major_aligned(a)) and (copy_b or _row_major_aligned(b))
 
 
+def _programs(device: torch.device) -> int:
+    """How many programs a persistent kernel launches: one per multiprocessor (four in the
+    interpreter, enough for each to walk several tiles in the tests)."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _current_stream(device: torch.device) -> int:
+    """The handle of ``device``'s current stream (0 for the CPU, where the interpreter runs)."""
+    if device.type != "cuda":
+        return 0
+    if _RAW_STREAM is not None:  # what Triton's own launch asks: a fraction of a microsecond
+        return _RAW_STREAM(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+class _Describe:
+    """Makes the tensor descriptor of one operand for each call: a copy of a template checked
+    once, with the call's tensor as its base. Building a descriptor checks its arguments again
+    every time (about as long as the launch itself); the plan's key has already checked what
+    they would (the shapes, the strides and the pointer's alignment)."""
+
+    def __init__(self, dtype, device, shape: list, strides: list, block: list):
+        sample = torch.empty(16, dtype=dtype, device=device)  # any base on 16 bytes will do
+        self.cls = _descriptor_class()
+        fields = dict(vars(self.cls(sample, shape, strides, block)))
+        del fields["base"]
+        self.fields = fields
+
+    def __call__(self, t: torch.Tensor):
+        described = object.__new__(self.cls)
+        described.__dict__.update(self.fields)
+        described.base = t
+        return described
+
+
 class _Plan:
     """How one product is computed, worked out on its first call: the configuration, which
     operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
@@ -529,9 +632,11 @@ class _Plan:
         grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), self.splits, 1)
         options = {} if _interpreted() else {"num_warps": config.num_warps,
                                              "num_stages": config.num_stages}
-        c_strides = (m * n, n, 1)  # C contiguous, or the partial sums (splits, M, N)
+        c_strides = (n, 1)  # C is contiguous
         tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
-        self.descriptors = None
+        self.tiles = grid[0]
+        self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # per stream (_scratch)
+        self.descriptors = self.describe = None
         if config.tma:
             if not rows_aligned or _descriptor_class() is None:
                 raise ValueError(f"matmul: {config.label} moves tiles by tensor descriptors, "
@@ -542,15 +647,39 @@ class _Plan:
             # (shape, strides, block) of each operand's descriptor; only the base changes
             self.descriptors = (([m, k], list(a_strides), [config.block_m, config.block_k]),
                                 ([k, n], list(b_strides), [config.block_k, config.block_n]))
-            self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                      vec, n % vec == 0), options)
+            self.describe = tuple(_Describe(a.dtype, a.device, *d) for d in self.descriptors)
+            if config.persistent:
+                if self.splits > 1:
+                    raise ValueError(f"matmul: {config.label}: a persistent row does not split "
+                                     "K; drop split_k or persistent")
+                programs = min(self.tiles, _programs(a.device))
+                self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
+                    *c_strides, m, n, k, programs, *tiles[:4], vec, n % vec == 0), options)
+            else:
+                self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
+                                                          vec, n % vec == 0), options)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
                 k % config.block_k == 0, self.aligned, vec, n % vec == 0), options)
-        self.sum_splits = _Launch(_sum_splits, (triton.cdiv(m * n, SUM_BLOCK), 1, 1),
-                                  (m * n, self.splits, SUM_BLOCK),
-                                  {} if _interpreted() else {"num_warps": 4})
+
+    def _scratch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The split programs' workspace and arrival counters (``_finish_tile``), one pair per
+        stream: launches on one stream run one after the other and leave the counters at zero,
+        but launches on two streams may run at once. Made on a stream's first call; while a
+        CUDA graph is being captured, a new pair is made for each call and not kept (its
+        zeros are written when the graph is replayed, not when it is captured)."""
+        stream = _current_stream(self.device)
+        scratch = self.scratch.get(stream)
+        if scratch is None:
+            config = self.config
+            partial = torch.empty(self.tiles * self.splits * config.block_m * config.block_n,
+                                  dtype=torch.float32, device=self.device)
+            arrivals = torch.zeros(self.tiles, dtype=torch.int32, device=self.device)
+            scratch = (partial, arrivals)
+            if not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+                self.scratch[stream] = scratch
+        return scratch
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = torch.empty(self.shape, dtype=self.dtype, device=self.device)
@@ -558,22 +687,20 @@ class _Plan:
             a = _aligned_copy(a)
         if self.copy_b:
             b = _aligned_copy(b)
-        if self.descriptors is not None:
-            make = _descriptor_class()
-            a, b = (make(t, *described) for t, described in zip((a, b), self.descriptors))
-        if self.splits == 1:
+        if self.describe is not None:
+            a, b = self.describe[0](a), self.describe[1](b)
+        if self.config.persistent:
             self.matmul(c, a, b)
-            return c
-        partial = torch.empty((self.splits, *self.shape), dtype=torch.float32, device=c.device)
-        self.matmul(partial, a, b)
-        self.sum_splits(c, partial)
+        elif self.splits == 1:
+            self.matmul(c, a, b, c, c)  # no workspace: the two pointers are never read
+        else:
+            self.matmul(c, a, b, *self._scratch())
         return c
 
     @property
     def direct(self) -> bool:
-        """Whether the next call launches the compiled kernels directly."""
-        return self.matmul.direct is not None and \
-            (self.splits == 1 or self.sum_splits.direct is not None)
+        """Whether the next call launches the compiled kernel directly."""
+        return self.matmul.direct is not None
 
 
 def _key(a: torch.Tensor, b: torch.Tensor) -> tuple:
@@ -629,29 +756,31 @@ def _host_ms(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e3
 
 
-#: Rows whose costs are within this factor of the cheapest count as tied, and the one whose
-#: other time is the shortest wins: where the host's launch sets every row's cost (a small
-#: product), the fastest kernel, for programs that replay their calls in a CUDA graph; where
-#: the GPU sets it (a large product), the cheapest launch, for the Python that makes the call.
-TIE = 1.05
+#: A row is eligible when its cost (``_cost_ms``) is within this factor of the cheapest row's,
+#: and of the eligible rows the fastest on the GPU wins. A program that replays its calls in a
+#: CUDA graph pays only the GPU's time; one that calls from Python pays the cost, the host's
+#: time where that is the longer (a small product). The factor bounds what the second gives up
+#: for the first: where the host sets the cost, a launch at most 30 % dearer than the cheapest
+#: (a tensor descriptor's launch is dearer than a pointer's); where the GPU sets every row's
+#: cost, it changes nothing, the fastest kernel being the cheapest.
+TIE = 1.3
 
 
 def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     """What one call of this plan costs a program that calls matmul again and again, and the
-    other time: the cost is the GPU's time for the call, or the host's time to make it where
-    that is longer (a small product's kernel can end before the next call is launched); the
-    other is the shorter of the two."""
+    GPU's time for it: the cost is the GPU's time, or the host's time to make the call where
+    that is longer (a small product's kernel can end before the next call is launched)."""
     device = _time_ms(lambda: plan(a, b))
     # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
     # as plain in a few calls, and its first call should not wait for many
     calls = max(5, min(50, int(2.0 / max(device, 1e-3))))
     host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)), calls)
-    return max(device, host), min(device, host)
+    return max(device, host), device
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
-    """Time a plan for every candidate row and keep the cheapest (``_cost_ms``; of rows tied
-    within ``TIE``, the one whose other time is the shortest), as triton.autotune would. A row
+    """Time a plan for every candidate row and keep the fastest on the GPU of those whose cost
+    (``_cost_ms``) is within ``TIE`` of the cheapest, as triton.autotune would time them. A row
     that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
     chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]

@@ -46,16 +46,14 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
     rm.matmul(a, b)  # the first call chooses
     plan = rm._PLANS[rm._key(a, b)]
     c = torch.empty((m, n), dtype=dtype, device="cuda")
-    out = c if plan.splits == 1 else torch.empty((plan.splits, m, n), dtype=torch.float32,
-                                                 device="cuda")
+    # what the kernel takes past C: the split programs' workspace and counters, where it does
+    scratch = () if plan.config.persistent else plan._scratch() if plan.splits > 1 else (c, c)
     launch = plan.matmul
     assert launch.direct is not None, "this Triton's compiled kernel has no launcher of its own"
     operands, extra = (a, b), []
-    if plan.descriptors is not None:  # the kernel takes tensor descriptors of A and B
-        make = rm._descriptor_class()
-
+    if plan.describe is not None:  # the kernel takes tensor descriptors of A and B
         def described():
-            return tuple(make(t, *d) for t, d in zip((a, b), plan.descriptors))
+            return plan.describe[0](a), plan.describe[1](b)
 
         operands = described()
         extra = [("making the two tensor descriptors", described)]
@@ -64,9 +62,10 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
         ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
         *extra,
         ("the compiled kernel's own launcher",
-         lambda: launch.direct(out, *operands, *launch.fixed)),
+         lambda: launch.direct(c, *operands, *scratch, *launch.fixed)),
         ("Triton's usual launch, every argument given",
-         lambda: launch.kernel[launch.grid](out, *operands, *launch.fixed, **launch.options)),
+         lambda: launch.kernel[launch.grid](c, *operands, *scratch, *launch.fixed,
+                                            **launch.options)),
         ("the whole reference call", lambda: rm.matmul(a, b)),
         ("the whole call with config= (checks and a new plan each time)",
          lambda: rm.matmul(a, b, config=plan.config)),

@@ -24,22 +24,42 @@ from learning.bench.rowwise import environment
 
 T = rm.TileConfig
 MORE_SQUARE = (
-    T(64, 64, 64, 8, 4, 4), T(64, 128, 64, 8, 4, 3), T(64, 128, 64, 8, 4, 5),
-    T(64, 128, 128, 8, 4, 3), T(128, 64, 64, 8, 4, 3), T(128, 128, 64, 8, 4, 3),
-    T(128, 128, 128, 8, 8, 3), T(64, 256, 64, 8, 4, 3), T(128, 128, 64, 4, 8, 4),
-    T(64, 64, 64, 8, 4, 4, tma=True), T(64, 128, 64, 8, 4, 3, tma=True),
+    T(64, 64, 64, 8, 4, 4), T(64, 128, 64, 8, 4, 3), T(64, 128, 128, 8, 4, 3),
     T(64, 128, 128, 8, 4, 3, tma=True), T(128, 128, 64, 8, 8, 4, tma=True),
-    T(128, 128, 128, 8, 8, 3, tma=True), T(64, 256, 64, 8, 4, 3, tma=True),
     T(256, 128, 64, 8, 8, 3, tma=True),
-    T(128, 128, 64, 8, 4, 4, split_k=2), T(64, 128, 64, 8, 4, 4, split_k=2),
+    # K split in the same launch (_finish_tile): larger tiles, every multiprocessor busy
+    T(128, 128, 64, 8, 4, 4, split_k=2), T(128, 128, 64, 8, 8, 3, split_k=2),
+    T(128, 256, 64, 8, 8, 3, split_k=4), T(64, 128, 64, 8, 4, 4, split_k=2),
+    T(128, 128, 64, 8, 4, 4, split_k=2, tma=True), T(128, 128, 64, 8, 8, 4, split_k=2, tma=True),
+    T(128, 128, 128, 8, 8, 3, split_k=2, tma=True), T(128, 256, 64, 8, 8, 3, split_k=2, tma=True),
+    T(128, 256, 64, 8, 8, 3, split_k=4, tma=True), T(64, 128, 64, 8, 4, 4, split_k=2, tma=True),
+    T(128, 64, 64, 8, 4, 4, split_k=2, tma=True), T(128, 128, 64, 8, 4, 4, split_k=4, tma=True),
+    # one program per multiprocessor, tile after tile (_matmul_persistent)
+    T(128, 256, 64, 8, 8, 3, tma=True, persistent=True),
+    T(128, 256, 64, 8, 8, 4, tma=True, persistent=True),
+    T(256, 128, 64, 8, 8, 3, tma=True, persistent=True),
+    T(128, 128, 64, 8, 4, 4, tma=True, persistent=True),
+    T(128, 128, 64, 8, 8, 4, tma=True, persistent=True),
+    T(64, 128, 64, 8, 4, 4, tma=True, persistent=True),
+    # around the small products' best rows: deeper, wider in K, two warpgroups, other groups
+    T(64, 128, 128, 8, 4, 4, tma=True), T(64, 64, 128, 8, 4, 4, tma=True),
+    T(64, 128, 128, 8, 8, 3, tma=True), T(64, 128, 128, 4, 4, 3, tma=True),
+    T(64, 128, 128, 16, 4, 3, tma=True), T(64, 128, 128, 8, 4, 3, tma=True, persistent=True),
+    T(64, 64, 128, 8, 4, 4, tma=True, persistent=True), T(64, 128, 64, 8, 4, 6, tma=True),
 )
 MORE_SKINNY = (
-    T(16, 32, 256, 1, 4, 8), T(16, 32, 128, 1, 2, 8), T(16, 16, 512, 1, 4, 3),
+    T(16, 32, 128, 1, 2, 8), T(16, 32, 256, 1, 4, 4, split_k=2),
     T(16, 64, 256, 1, 4, 4, split_k=4), T(16, 64, 512, 1, 4, 3, split_k=4),
-    T(16, 128, 256, 1, 4, 3, split_k=8), T(16, 32, 256, 1, 2, 4),
-    T(16, 32, 256, 1, 4, 4, split_k=2),
-    T(16, 32, 256, 1, 4, 6, tma=True), T(16, 16, 512, 1, 4, 3, tma=True),
-    T(16, 64, 512, 1, 4, 3, split_k=4, tma=True), T(16, 32, 256, 1, 4, 4, split_k=2, tma=True),
+    T(16, 128, 256, 1, 4, 3, split_k=8), T(16, 128, 128, 1, 4, 6, split_k=8),
+    T(16, 256, 128, 1, 4, 4, split_k=8), T(16, 64, 128, 1, 4, 6, split_k=4),
+    T(16, 32, 256, 1, 4, 6, tma=True), T(16, 64, 256, 1, 4, 4, split_k=4, tma=True),
+    T(16, 128, 128, 1, 4, 4, split_k=8, tma=True), T(16, 128, 256, 1, 4, 3, split_k=4, tma=True),
+    T(16, 256, 128, 1, 4, 4, split_k=8, tma=True), T(16, 64, 512, 1, 4, 3, split_k=4, tma=True),
+    T(16, 128, 128, 1, 4, 6, split_k=8, tma=True), T(16, 64, 128, 1, 4, 8, split_k=4, tma=True),
+    # around the decoding step's best row: deeper, longer steps, narrower strips
+    T(16, 32, 256, 1, 4, 8, tma=True), T(16, 32, 128, 1, 4, 10, tma=True),
+    T(16, 16, 512, 1, 4, 4, tma=True), T(16, 16, 256, 1, 2, 8, tma=True),
+    T(16, 32, 512, 1, 4, 4, tma=True), T(16, 32, 256, 1, 2, 6, tma=True),
 )
 PRODUCTS = ((1024, 1024, 1024), (1000, 1000, 1000), (4096, 4096, 512), (8, 4096, 4096))
 
@@ -49,17 +69,26 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--products", help="e.g. 1024x1024x1024,8x4096x4096 (default: all)")
+    parser.add_argument("--skip-table", action="store_true",
+                        help="only the rows the tables do not hold, and torch.matmul")
+    parser.add_argument("--tail", type=int, default=0,
+                        help="only the last TAIL rows of each extra list (the rows added last)")
     options = parser.parse_args()
     env = environment()
     rows = []
-    for m, n, k in PRODUCTS:
+    products = PRODUCTS if not options.products else \
+        [tuple(int(x) for x in p.split("x")) for p in options.products.split(",")]
+    for m, n, k in products:
         case = bench.make_case(m, n, k, options.dtype)
         a, b = case["args"]
         inputs = bench.input_copies(a, b, env.get("l2_bytes"))
         skinny = m <= rm.SKINNY_M
         table = rm.SKINNY_CONFIGS if skinny else rm.CONFIGS
         runs = [(row.label + (" (table)" if row in table else ""), row)
-                for row in (*table, *(MORE_SKINNY if skinny else MORE_SQUARE))]
+                for row in (*(() if options.skip_table else table),
+                            *(MORE_SKINNY if skinny else MORE_SQUARE)[-options.tail:])
+                if not (options.skip_table and row in table)]
         runs.append(("torch.matmul", None))
         for name, row in runs:
             try:
