@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 36's measurement of the reference matmul on one GPU, in under 8 minutes: the matmul
+# Issue 36's measurement of the reference matmul on one GPU, in under 9 minutes: the matmul
 # GPU tests, the two probes, then the bench over the issue's products, its table printed last.
 #
 #     OUT=/some/folder bash lab/probes/matmul_gpu_run.sh
 #
 # Everything goes under $OUT: pytest-gpu-matmul.log, matmul_host_probe.{json,txt},
-# matmul_edges.{json,txt}, bench-matmul.log and matmul.json (the bench's every measurement).
-# Each step has a time limit (their sum is 470 s), and a step that fails or runs out says so
+# matmul_edges.{json,txt}, matmul_stream_floor.{json,txt}, bench-matmul.log and matmul.json
+# (the bench's every measurement).
+# Each step has a time limit (their sum is 530 s), and a step that fails or runs out says so
 # and lets the next one run.
 set -u
 OUT=${OUT:?set OUT to the folder for the logs}
@@ -35,6 +36,8 @@ step 25 "$OUT/matmul_host_probe.txt" \
     python lab/probes/matmul_host_probe.py --json "$OUT/matmul_host_probe.json"
 step 55 "$OUT/matmul_edges.txt" \
     python lab/probes/matmul_edges_probe.py --rounds 2 --json "$OUT/matmul_edges.json"
+step 60 "$OUT/matmul_stream_floor.txt" \
+    python lab/probes/matmul_stream_floor_probe.py --json "$OUT/matmul_stream_floor.json"
 step 180 "$OUT/bench-matmul.log" \
     python -m learning.bench matmul --sizes "$SIZES" --dtypes fp16,bf16 --rounds 5 \
     --no-configs --budget-s 130 --json "$OUT/matmul.json"
@@ -45,6 +48,9 @@ tail -n 22 "$OUT/matmul_host_probe.txt"
 echo
 echo "== off-tile remedies, device time (lab/probes/matmul_edges_probe.py)"
 tail -n 20 "$OUT/matmul_edges.txt"
+echo
+echo "== reading the decoding step's B, and nothing else (lab/probes/matmul_stream_floor_probe.py)"
+tail -n 10 "$OUT/matmul_stream_floor.txt"
 echo
 echo "== tests: $(grep -E '(passed|failed)' "$OUT/pytest-gpu-matmul.log" | tail -n 1)"
 echo "== bench (python -m learning.bench matmul, 5 rounds)"
