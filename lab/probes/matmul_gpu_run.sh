@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 36's measurement of the reference matmul on one GPU, in under 9 minutes: the matmul
-# GPU tests, the two probes, then the bench over the issue's products, its table printed last.
+# GPU tests, three probes, then the bench over the issue's products, its table printed last.
 #
 #     OUT=/some/folder bash lab/probes/matmul_gpu_run.sh
 #
