@@ -96,7 +96,7 @@ class TileConfig:
     num_stages: int
     split_k: int = 1
     tma: bool = False  # tiles moved by tensor descriptors (_matmul_tma) instead of pointers
-    # one program per multiprocessor walks tile after tile (_matmul_persistent; with tma only)
+    # one program per multiprocessor walks tile after tile (_matmul_persistent)
     persistent: bool = False
 
     def shared_bytes(self, element_bytes: int) -> int:
@@ -169,6 +169,9 @@ SKINNY_CONFIGS = (
     TileConfig(16, 32, 128, 1, 4, 6),
     TileConfig(16, 32, 256, 1, 4, 6),
     TileConfig(16, 32, 512, 1, 4, 3),
+    # 256 programs of 16 columns, two per multiprocessor: the one row whose pipeline fits a
+    # T4's 64 KiB in 16-bit.
+    TileConfig(16, 16, 256, 1, 4, 4),
     # 64 strips of 64 columns, K split in 4: 256 programs; each tile's last adds the four.
     TileConfig(16, 64, 128, 1, 4, 4, split_k=4),
     # 64 strips of 64 columns, K split in 2: 128 programs, each twice the bytes in flight.
@@ -392,32 +395,61 @@ def _matmul_tma(
 
 @triton.jit
 def _matmul_persistent(
-    c_ptr, a_tiles, b_tiles,  # as in _matmul_tma
-    stride_cm, stride_cn, M, N, K,  # as in _matmul
+    c_ptr,  # as in _matmul
+    a, b,  # tensor descriptors of A and B (TMA), as in _matmul_tma; or pointers, as in _matmul
+    stride_cm, stride_cn, stride_am, stride_ak, stride_bk, stride_bn,  # as in _matmul
+    M, N, K, b_cols,  # as in _matmul
     programs,  # programs launched: one per multiprocessor, or fewer where there are fewer tiles
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, VEC: tl.constexpr, C_ALIGNED: tl.constexpr,  # as in _matmul
+    GROUP_M: tl.constexpr,
+    TMA: tl.constexpr,  # a and b are tensor descriptors
+    EVEN_K: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
+    C_ALIGNED: tl.constexpr,  # as in _matmul
 ):
-    """``_matmul_tma`` with one program per multiprocessor, each computing tile after tile
-    (the tile-th, then the (tile + programs)-th, ...). Where K is short (4096 x 4096 x 512:
-    eight steps per tile), a program per tile spends much of its life filling its pipeline
-    and storing its tile; here the loop over tiles and K is one loop to the compiler
-    (``flatten``), which then loads the next tile's first steps while this tile's last ones
-    multiply and its sum is stored.
+    """One program per multiprocessor, each computing tile after tile of C (the tile-th, then
+    the (tile + programs)-th, ...). Where K is short (4096 x 4096 x 512: eight steps per tile),
+    a program per tile spends much of its life filling its pipeline and storing its tile; here
+    the loop over tiles and K is one loop to the compiler (``flatten``), which then loads the
+    next tile's first steps while this tile's last ones multiply and its sum is stored.
 
-    Preconditions as ``_matmul_tma``, with no split of K.
+    With pointers, a K that is not whole steps is masked on every step (a peeled step would
+    break the one loop in two). Preconditions as ``_matmul`` (or ``_matmul_tma``), with no
+    split of K.
     """
     steps = tl.cdiv(K, BLOCK_K)
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
     for tile in tl.range(tl.program_id(0), tiles, programs, flatten=True):
         pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for step in range(steps):
-            a = a_tiles.load([pid_m * BLOCK_M, step * BLOCK_K])
-            b = b_tiles.load([step * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if TMA:
+            for step in range(steps):
+                a_tile = a.load([pid_m * BLOCK_M, step * BLOCK_K])
+                b_tile = b.load([step * BLOCK_K, pid_n * BLOCK_N])
+                acc = tl.dot(a_tile, b_tile, acc)
+        else:  # as _matmul: rows past M and columns past b_cols wrap to real ones
+            a_rows = (rows % M) * stride_am
+            b_rows = ks * stride_bk
+            cols_b = cols % b_cols
+            if ALIGNED:
+                a_rows = tl.multiple_of(a_rows, VEC)
+                b_rows = tl.multiple_of(b_rows, VEC)
+                cols_b = tl.max_contiguous(tl.multiple_of(cols_b, VEC), VEC)
+            a_ptrs = a + a_rows[:, None] + ks[None, :] * stride_ak
+            b_ptrs = b + b_rows[:, None] + cols_b[None, :] * stride_bn
+            for step in range(steps):
+                if EVEN_K:
+                    a_tile = tl.load(a_ptrs)
+                    b_tile = tl.load(b_ptrs)
+                else:
+                    in_k = step * BLOCK_K + ks < K
+                    a_tile = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
+                    b_tile = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+                acc = tl.dot(a_tile, b_tile, acc)
+                a_ptrs += BLOCK_K * stride_ak
+                b_ptrs += BLOCK_K * stride_bk
         _store_tile(c_ptr, acc.to(c_ptr.dtype.element_ty), rows, cols, stride_cm, stride_cn, M,
                     N, C_ALIGNED, VEC)
 
@@ -648,16 +680,17 @@ class _Plan:
             self.descriptors = (([m, k], list(a_strides), [config.block_m, config.block_k]),
                                 ([k, n], list(b_strides), [config.block_k, config.block_n]))
             self.describe = tuple(_Describe(a.dtype, a.device, *d) for d in self.descriptors)
-            if config.persistent:
-                if self.splits > 1:
-                    raise ValueError(f"matmul: {config.label}: a persistent row does not split "
-                                     "K; drop split_k or persistent")
-                programs = min(self.tiles, _programs(a.device))
-                self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
-                    *c_strides, m, n, k, programs, *tiles[:4], vec, n % vec == 0), options)
-            else:
-                self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                          vec, n % vec == 0), options)
+        if config.persistent:
+            if self.splits > 1:
+                raise ValueError(f"matmul: {config.label}: a persistent row does not split K; "
+                                 "drop split_k or persistent")
+            programs = min(self.tiles, _programs(a.device))
+            self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
+                *c_strides, *a_strides, *b_strides, m, n, k, b_cols, programs, *tiles[:4],
+                config.tma, k % config.block_k == 0, self.aligned, vec, n % vec == 0), options)
+        elif config.tma:
+            self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
+                                                      vec, n % vec == 0), options)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,

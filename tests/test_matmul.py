@@ -327,6 +327,17 @@ def test_tensor_descriptors_read_zeros_past_every_edge(row, m, n, k, device):
     assert exact(a, b, rm.matmul(a, b, config=row))
 
 
+@pytest.mark.parametrize("m, n, k", [(70, 90, 104), (33, 45, 31), (64, 64, 64), (1, 17, 200)])
+def test_a_persistent_program_walks_every_tile_once(m, n, k, device):
+    # more tiles than programs (four in the interpreter), K whole steps and not (masked on
+    # every step), rows on 16 bytes and not
+    row = rm.TileConfig(32, 32, 32, 2, 4, 1, persistent=True)
+    a, b = integers((m, k), torch.float16, device, m), integers((k, n), torch.float16, device, n)
+    plan = rm._Plan(a, b, row)
+    assert plan.matmul.grid[0] == min(plan.tiles, rm._programs(a.device))
+    assert exact(a, b, plan(a, b))
+
+
 @pytest.mark.parametrize("row", [rm.TileConfig(16, 32, 32, 1, 4, 1, split_k=3),
                                  pytest.param(rm.TileConfig(16, 32, 32, 1, 4, 1, split_k=3,
                                                             tma=True), marks=needs_descriptors)],

@@ -46,6 +46,11 @@ MORE_SQUARE = (
     T(64, 128, 128, 8, 8, 3, tma=True), T(64, 128, 128, 4, 4, 3, tma=True),
     T(64, 128, 128, 16, 4, 3, tma=True), T(64, 128, 128, 8, 4, 3, tma=True, persistent=True),
     T(64, 64, 128, 8, 4, 4, tma=True, persistent=True), T(64, 128, 64, 8, 4, 6, tma=True),
+    # the persistent kernel with pointers (a cheaper launch), and pointer rows as deep as the
+    # descriptor rows that won at 1024 cubed
+    T(128, 256, 64, 8, 8, 3, persistent=True), T(128, 256, 64, 8, 8, 4, persistent=True),
+    T(128, 128, 64, 8, 4, 4, persistent=True), T(256, 128, 64, 8, 8, 3, persistent=True),
+    T(64, 128, 128, 8, 4, 4), T(64, 128, 64, 8, 4, 6),
 )
 MORE_SKINNY = (
     T(16, 32, 128, 1, 2, 8), T(16, 32, 256, 1, 4, 4, split_k=2),
