@@ -36,16 +36,15 @@ fast:
 4. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
    launches. The first call for a product (its shapes, strides, dtype, device and the
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
-   remembers the cheapest in a ``_Plan``, with the kernel that Triton compiled for it: the
-   cost of a row is its GPU time, or its host time per call where that is longer (a small
-   product's kernel can end before the next call is launched, and then the launch is what a
-   program waits for); of rows whose cost is within 30 % of the cheapest (``TIE``), the
-   fastest on the GPU wins. Every later call for that product skips the checks, the choice
-   and Triton's own launch path (which binds, specializes and looks the kernel up again on
-   every call): it launches the compiled kernel directly (``_direct_launcher``). An operand
-   whose rows do not start on 16-byte boundaries (4097 columns of 2 bytes) is first copied
-   into one whose rows do (``_aligned_copy``), where the product is large enough for the
-   copy to pay.
+   remembers the best in a ``_Plan``, with the kernel that Triton compiled for it: of the
+   rows within 5 % of the fastest on the GPU (``TIE``), the one whose call costs the host
+   least (a small product's kernel can end before the next call is launched, and then the
+   launch is what a program waits for). Every later call for that product skips the
+   checks, the choice and Triton's own launch path (which binds, specializes and looks the
+   kernel up again on every call): it launches the compiled kernel directly
+   (``_direct_launcher``). An operand whose rows do not start on 16-byte boundaries (4097
+   columns of 2 bytes) is first copied into one whose rows do (``_aligned_copy``), where the
+   product is large enough for the copy to pay.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -144,16 +143,18 @@ CONFIGS = (
     # for 132 multiprocessors, and 128 of these.
     TileConfig(64, 128, 64, 8, 4, 4, tma=True),
     TileConfig(128, 64, 64, 8, 4, 4, tma=True),
-    # The same small tiles with longer or more steps in flight: at 1024 cubed on an H200 the
-    # fastest rows measured (lab/probes/matmul_rows_probe.py), as fast as cuBLAS.
+    # The same small tiles with longer or more steps in flight, with descriptors and without:
+    # at 1024 cubed on an H200 the fastest rows measured (lab/probes/matmul_rows_probe.py).
     TileConfig(64, 128, 128, 8, 4, 4, tma=True),
     TileConfig(64, 128, 64, 8, 4, 6, tma=True),
+    TileConfig(64, 128, 128, 8, 4, 4),
+    TileConfig(64, 128, 64, 8, 4, 6),
     # One program per multiprocessor, walking tiles (_matmul_persistent): where K is short,
-    # the next tile's loads overlap this one's last steps and its store: at 4096 x 4096 x 512
+    # the next tile's loads overlap this one's last steps and its store. At 4096 x 4096 x 512
     # on an H200, as fast as cuBLAS, where a program per tile is some 10 % slower.
+    TileConfig(128, 256, 64, 8, 8, 3, persistent=True),
+    TileConfig(128, 256, 64, 8, 8, 4, persistent=True),
     TileConfig(128, 256, 64, 8, 8, 3, tma=True, persistent=True),
-    TileConfig(128, 256, 64, 8, 8, 4, tma=True, persistent=True),
-    TileConfig(128, 128, 64, 8, 4, 4, tma=True, persistent=True),
 )
 
 # The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
@@ -789,31 +790,26 @@ def _host_ms(fn, calls: int = 50) -> float:
     return elapsed / calls * 1e3
 
 
-#: A row is eligible when its cost (``_cost_ms``) is within this factor of the cheapest row's,
-#: and of the eligible rows the fastest on the GPU wins. A program that replays its calls in a
-#: CUDA graph pays only the GPU's time; one that calls from Python pays the cost, the host's
-#: time where that is the longer (a small product). The factor bounds what the second gives up
-#: for the first: where the host sets the cost, a launch at most 30 % dearer than the cheapest
-#: (a tensor descriptor's launch is dearer than a pointer's); where the GPU sets every row's
-#: cost, it changes nothing, the fastest kernel being the cheapest.
-TIE = 1.3
+#: Rows whose GPU time is within this factor of the fastest row's tie, and of those the one
+#: whose call costs the host least wins: a program that replays its calls in a CUDA graph
+#: pays only the GPU's time, and gives up at most this much of it; one that calls from Python
+#: pays the host's time too, which for a small product can be the longer of the two.
+TIE = 1.05
 
 
-def _cost_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    """What one call of this plan costs a program that calls matmul again and again, and the
-    GPU's time for it: the cost is the GPU's time, or the host's time to make the call where
-    that is longer (a small product's kernel can end before the next call is launched)."""
+def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """The GPU's time for one call of this plan, and the host's time to make one call."""
     device = _time_ms(lambda: plan(a, b))
     # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
     # as plain in a few calls, and its first call should not wait for many
     calls = max(5, min(50, int(2.0 / max(device, 1e-3))))
     host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)), calls)
-    return max(device, host), device
+    return device, host
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
-    """Time a plan for every candidate row and keep the fastest on the GPU of those whose cost
-    (``_cost_ms``) is within ``TIE`` of the cheapest, as triton.autotune would time them. A row
+    """Time a plan for every candidate row (``_times_ms``), as triton.autotune would, and keep
+    of the rows within ``TIE`` of the fastest on the GPU the one cheapest to launch. A row
     that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
     chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
@@ -822,13 +818,13 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     times, skipped = {}, {}
     for plan in plans:
         try:
-            times[plan] = _cost_ms(plan, a, b)
+            times[plan] = _times_ms(plan, a, b)
         except Exception as error:  # noqa: BLE001 (any failure rules the row out)
             skipped[plan.config] = error
     if not times:
         raise next(iter(skipped.values()))
-    cheapest = min(cost for cost, _ in times.values())
-    best = min((plan for plan, (cost, _) in times.items() if cost <= cheapest * TIE),
+    fastest = min(device for device, _ in times.values())
+    best = min((plan for plan, (device, _) in times.items() if device <= fastest * TIE),
                key=lambda plan: times[plan][1])
     best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
     return best
