@@ -35,6 +35,7 @@ HOST_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_host_probe.json"
 EDGES_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_edges.json"
 EDGES_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_edges_triton39.json"
 ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
+STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
 TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
 TARGET_SIZE = (4096, 4096, 4096)
 
@@ -593,7 +594,7 @@ def rows_tried(_numbers=None, path: Path = ROWS_PROBE, best: int = 5):
         if "device_us" in r:
             grouped.setdefault(f"{r['M']} x {r['N']} x {r['K']}", {}).setdefault(
                 r["row"], []).append(r)
-    rows = []
+    rows, rounds = [], max(r["round"] for r in data["rows"] if "round" in r) + 1
     for size, by_row in grouped.items():
         torch_us = _median([r["device_us"] for r in by_row.pop("torch.matmul")])
         ranked = sorted(by_row.items(),
@@ -606,7 +607,31 @@ def rows_tried(_numbers=None, path: Path = ROWS_PROBE, best: int = 5):
     return Table(("M x N x K", "row ((table): one of the reference's)", "GPU us",
                   "torch / row", "host us per call"), tuple(rows),
                  f"{data['dtype']}; the {best} fastest on the GPU of every row tried per "
-                 f"product, medians of 3 rounds. " + _env_said(data))
+                 f"product, medians of {rounds} rounds. " + _env_said(data))
+
+
+def stream_floor(_numbers=None, path: Path = STREAM_FLOOR):
+    """lab/probes/matmul_stream_floor_probe.py: what reading the decoding step's B, and
+    nothing else, reaches of the copy ceiling, beside the reference's and torch's products."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_stream_floor_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        grouped.setdefault(r["run"], []).append(r)
+    rows = tuple((run, f"{_median([r['device_us'] for r in runs]):.2f}",
+                  f"{_median([r['gbps'] for r in runs]):,.0f}",
+                  f"{_median([r['share_of_ceiling'] for r in runs]):.2f}",
+                  _spread([r["share_of_ceiling"] for r in runs]))
+                 for run, runs in grouped.items())
+    m, n, k = data["product"]
+    return Table(("what runs", "GPU us", "GB/s moved", "share of the copy ceiling",
+                  "lowest to highest"), rows,
+                 f"{data['dtype']}, B of {m} x {n} x {k} ({k * n * 2 // 2**20} MiB); "
+                 f"medians of {len(next(iter(grouped.values())))} rounds, GPU time as the "
+                 f"bench measures it; the copy ceiling is a 1 GiB copy, "
+                 f"{data['copy_ceiling_gbps']:,.0f} GB/s. The reference chose "
+                 f"{data['reference_row']}. " + _env_said(data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -679,4 +704,5 @@ BLOCKS = {
     "edges": edges,
     "edges_triton39": edges_triton39,
     "rows": rows_tried,
+    "floor": stream_floor,
 }
