@@ -151,7 +151,7 @@ CONFIGS = (
     TileConfig(64, 128, 64, 8, 4, 6),
     # One program per multiprocessor, walking tiles (_matmul_persistent): where K is short,
     # the next tile's loads overlap this one's last steps and its store. At 4096 x 4096 x 512
-    # on an H200, as fast as cuBLAS, where a program per tile is some 10 % slower.
+    # on an H200, as fast as cuBLAS, where a program per tile is slower.
     TileConfig(128, 256, 64, 8, 8, 3, persistent=True),
     TileConfig(128, 256, 64, 8, 8, 4, persistent=True),
     TileConfig(128, 256, 64, 8, 8, 3, tma=True, persistent=True),

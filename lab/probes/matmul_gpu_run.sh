@@ -12,7 +12,7 @@
 set -u
 OUT=${OUT:?set OUT to the folder for the logs}
 mkdir -p "$OUT"
-export PYTHONPATH=.
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}.  # a Triton put first stays first
 SIZES=4096,8192,2048,4096x4096x512,4097,1024,1000,8x4096x4096
 
 step() {  # step SECONDS LOG COMMAND...: run it with a limit, say how it ended
