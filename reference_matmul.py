@@ -26,7 +26,9 @@ fast:
    (Hopper's TMA, Triton 3.4 and later): the copy is bounded by each operand's shape, so the
    edges read zeros with no mask, wrap or peeled step at all. It needs rows on 16-byte
    boundaries; the table's rows marked ``tma`` run it where they can, and are timed beside
-   the others.
+   the others. ``_matmul_persistent`` (rows marked ``persistent``, with pointers or
+   descriptors) launches one program per multiprocessor, each walking tile after tile, so that
+   a short K's pipeline start and tile store overlap the next tile's loads.
 3. ``CONFIGS`` and ``SKINNY_CONFIGS``: the tile shapes timed the first time a product is
    seen, each with the reason it is in the table. Products of a few rows (a language model
    decoding a few tokens: M of 16 or fewer) read a large B once and do little arithmetic on
