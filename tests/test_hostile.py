@@ -1386,3 +1386,29 @@ _noted = _note_when() if "learning.grader.gpu_compile" in " ".join(_sys.orig_arg
     result = grade_text(tmp_path, "softmax", module, ["triton"])
     assert result.ok, rendered(result)
     assert marker.read_text() == "after the runs"
+
+
+@pytest.mark.compile_check
+def test_garbage_on_the_compile_checks_pipe_gets_a_note_not_a_traceback(tmp_path, mode):
+    # the compile check's process runs the learner's statements too, with its event pipe open:
+    # what they write there is not trusted to be the course's events
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    for garbage in ('("compiled", 5)', 'b"not a pickle"', '("finished", 1, 2)'):
+        module = solution_text("softmax") + f'''
+
+_GARBLE = """
+import os, pickle, struct, sys
+if "learning.grader.gpu_compile" in " ".join(sys.orig_argv):
+    payload = {garbage}
+    payload = payload if isinstance(payload, bytes) else pickle.dumps(payload)
+    os.write(int(sys.argv[sys.argv.index("--fd") + 1]),
+             struct.pack("<Q", len(payload)) + payload)
+"""
+_garbled = exec(_GARBLE)  # an assignment: the compile check's partial import runs it
+'''
+        result = grade_text(tmp_path, "softmax", module, ["triton"])
+        check = result.parts[0].compile_check
+        assert result.ok, rendered(result)
+        assert check is not None and not check.ran, garbage
+        assert "not one of the course's events" in check.note, check.note
