@@ -1412,3 +1412,26 @@ _garbled = exec(_GARBLE)  # an assignment: the compile check's partial import ru
         assert result.ok, rendered(result)
         assert check is not None and not check.ran, garbage
         assert "not one of the course's events" in check.note, check.note
+
+
+@linux_only
+def test_a_server_whose_key_a_module_made_stale_ends_once_replaced(tmp_path, warm_on):
+    # the key names the course's files by their times: a module that touches one makes every
+    # later check start a fresh server, and the one before, which no check can reach again,
+    # must not idle on holding torch (one more each time such a module is checked)
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    first = warm_server_pid(warm_on)
+    touched = COURSE_ROOT / "triton_kernels.py"
+    times = touched.stat()
+    module = solution_text("softmax") + f"\n\nimport os as _os\n_os.utime({str(touched)!r})\n"
+    try:
+        assert grade_text(tmp_path, "softmax", module, ["python"]).ok
+        for server in warm_process._connected.values():
+            server.close()  # as the check's process ends
+        warm_process._connected.clear()
+        again = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+    finally:
+        os.utime(touched, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert again.ok and FORKED in [what for _, what in again.timeline]
+    assert gone_within(first, 10), "the server of the stale key idled on"
+    assert len(list((warm_on / f"triton-course-{os.getuid()}").glob("*.sock"))) == 1
