@@ -1435,3 +1435,23 @@ def test_a_server_whose_key_a_module_made_stale_ends_once_replaced(tmp_path, war
     assert again.ok and FORKED in [what for _, what in again.timeline]
     assert gone_within(first, 10), "the server of the stale key idled on"
     assert len(list((warm_on / f"triton-course-{os.getuid()}").glob("*.sock"))) == 1
+
+
+def test_a_course_folder_renamed_by_the_module_is_put_back_and_told(tmp_path):
+    # renamed mid-check, every path the guard keeps leads nowhere: the check would pass and
+    # say nothing, and the learner's next command would find no course where it was
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    write_module(folder, "softmax", solution_text("softmax") + f'''
+
+import os as _os
+_os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
+''')
+    done = run_check(root, folder)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert root.is_dir() and not (tmp_path / "elsewhere").exists()
+    assert f"{root} (to elsewhere) was renamed and was put back" in text, text
+    write_module(folder, "softmax", WRONG)
+    assert run_check(root, folder).returncode == 1
