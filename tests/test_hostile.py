@@ -1386,3 +1386,72 @@ _noted = _note_when() if "learning.grader.gpu_compile" in " ".join(_sys.orig_arg
     result = grade_text(tmp_path, "softmax", module, ["triton"])
     assert result.ok, rendered(result)
     assert marker.read_text() == "after the runs"
+
+
+@pytest.mark.compile_check
+def test_garbage_on_the_compile_checks_pipe_gets_a_note_not_a_traceback(tmp_path, mode):
+    # the compile check's process runs the learner's statements too, with its event pipe open:
+    # what they write there is not trusted to be the course's events
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    for garbage in ('("compiled", 5)', 'b"not a pickle"', '("finished", 1, 2)'):
+        module = solution_text("softmax") + f'''
+
+_GARBLE = """
+import os, pickle, struct, sys
+if "learning.grader.gpu_compile" in " ".join(sys.orig_argv):
+    payload = {garbage}
+    payload = payload if isinstance(payload, bytes) else pickle.dumps(payload)
+    os.write(int(sys.argv[sys.argv.index("--fd") + 1]),
+             struct.pack("<Q", len(payload)) + payload)
+"""
+_garbled = exec(_GARBLE)  # an assignment: the compile check's partial import runs it
+'''
+        result = grade_text(tmp_path, "softmax", module, ["triton"])
+        check = result.parts[0].compile_check
+        assert result.ok, rendered(result)
+        assert check is not None and not check.ran, garbage
+        assert "not one of the course's events" in check.note, check.note
+
+
+@linux_only
+def test_a_server_whose_key_a_module_made_stale_ends_once_replaced(tmp_path, warm_on):
+    # the key names the course's files by their times: a module that touches one makes every
+    # later check start a fresh server, and the one before, which no check can reach again,
+    # must not idle on holding torch (one more each time such a module is checked)
+    assert grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"]).ok
+    first = warm_server_pid(warm_on)
+    touched = COURSE_ROOT / "triton_kernels.py"
+    times = touched.stat()
+    module = solution_text("softmax") + f"\n\nimport os as _os\n_os.utime({str(touched)!r})\n"
+    try:
+        assert grade_text(tmp_path, "softmax", module, ["python"]).ok
+        for server in warm_process._connected.values():
+            server.close()  # as the check's process ends
+        warm_process._connected.clear()
+        again = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+    finally:
+        os.utime(touched, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert again.ok and FORKED in [what for _, what in again.timeline]
+    assert gone_within(first, 10), "the server of the stale key idled on"
+    assert len(list((warm_on / f"triton-course-{os.getuid()}").glob("*.sock"))) == 1
+
+
+def test_a_course_folder_renamed_by_the_module_is_put_back_and_told(tmp_path):
+    # renamed mid-check, every path the guard keeps leads nowhere: the check would pass and
+    # say nothing, and the learner's next command would find no course where it was
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    write_module(folder, "softmax", solution_text("softmax") + f'''
+
+import os as _os
+_os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
+''')
+    done = run_check(root, folder)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert root.is_dir() and not (tmp_path / "elsewhere").exists()
+    assert f"{root} (to elsewhere) was renamed and was put back" in text, text
+    write_module(folder, "softmax", WRONG)
+    assert run_check(root, folder).returncode == 1

@@ -371,10 +371,14 @@ class CompileRun:
             buffer += chunk
             while len(buffer) >= FRAME_HEADER.size:
                 (size,) = FRAME_HEADER.unpack_from(buffer)
+                if size > MAX_EVENT_BYTES:
+                    return _GARBLED
                 if len(buffer) < FRAME_HEADER.size + size:
                     break
-                event = load_event(buffer[FRAME_HEADER.size:FRAME_HEADER.size + size])
+                event = _compile_event(buffer[FRAME_HEADER.size:FRAME_HEADER.size + size])
                 buffer = buffer[FRAME_HEADER.size + size:]
+                if event is None:
+                    return _GARBLED
                 if event[0] == "ready":
                     ready_seen = True
                     if event[1]:
@@ -383,3 +387,25 @@ class CompileRun:
                     results.append(event[1])
                 elif event[0] == "finished":
                     return ""
+
+
+# The compile check's process runs the learner's statements with its event pipe open: what
+# they write there ends the check's reading, with this note, instead of the grader.
+_GARBLED = "its process sent what is not one of the course's events"
+
+
+def _compile_event(frame: bytes) -> tuple | None:
+    """The compile check's event in ``frame``, or None when it is not one of its events."""
+    from learning.grader.gpu_compile import Compiled
+
+    try:
+        event = load_event(frame)
+    except Exception:  # noqa: BLE001 - whatever the frame holds
+        return None
+    shapes = {("ready", 2): lambda e: e[1] is None or isinstance(e[1], str),
+              ("compiled", 2): lambda e: isinstance(e[1], Compiled),
+              ("finished", 1): lambda e: True}
+    if not isinstance(event, tuple) or not event or not isinstance(event[0], str):
+        return None
+    fits = shapes.get((event[0], len(event)))
+    return event if fits is not None and fits(event) else None

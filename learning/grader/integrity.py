@@ -101,11 +101,14 @@ class Repairs:
     modes: list[str] = field(default_factory=list)  # files whose permissions were put back
     compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
+    moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
         learner's code is the likely writer, but another program could have been."""
         parts = []
+        if self.moved:
+            parts.append(f"{_listed(self.moved)} was renamed and was put back")
         if self.restored:
             parts.append(f"the course's own files changed ({_listed(self.restored)}) and were "
                          "put back as they were")
@@ -174,6 +177,8 @@ class Guard:
         self.watched = self._watched_folders()
         self.entries = {folder: nearby.entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
+        # the folders themselves: renamed, every path above would lead nowhere
+        self.folders = {folder: _identity(folder) for folder in (root, learner_folder)}
 
     def _keep(self, path: Path):
         with contextlib.suppress(OSError):
@@ -191,6 +196,10 @@ class Guard:
         a guard: its stamps are not taken again afterwards (each costs a stat of every installed
         file this process loaded)."""
         repairs = Repairs()
+        for folder, identity in self.folders.items():
+            moved = _put_folder_back(folder, identity)
+            if moved:
+                repairs.moved.append(moved)
         for path, (data, mode) in self.kept.items():
             try:
                 same = path.read_bytes() == data and not path.is_symlink()
@@ -232,6 +241,28 @@ class Guard:
                     repairs.caches_deleted += 1
         repairs.beside = self.nearby.repair(aside)
         return repairs
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _put_folder_back(folder: Path, identity: tuple[int, int] | None) -> str:
+    """Rename ``folder`` back from where the learner's code renamed it, beside itself; what
+    was done, in words ("" when it is where it was, or cannot be found)."""
+    if identity is None or os.path.lexists(folder):
+        return ""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder.parent):
+            found = entry.stat(follow_symlinks=False)
+            if (found.st_dev, found.st_ino) == identity:
+                os.rename(entry.path, folder)
+                return f"{folder} (to {entry.name})"
+    return ""
 
 
 def _mode(path: Path) -> int | None:

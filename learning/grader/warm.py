@@ -105,6 +105,7 @@ def server(force_interpret: bool) -> forkserver.ForkServer | None:
             return None  # this server could not run here before: do not pay for it again
         sock, ready_seconds = _connect_verified(path, interpret), READY_SECONDS
         if sock is None:
+            _retire_stale(where, path, interpret)
             sock, ready_seconds = _start_and_connect(path, refused, interpret), START_SECONDS
     except OSError:
         return None
@@ -134,6 +135,33 @@ def discard(connection: forkserver.ForkServer) -> None:
             path.unlink()
     _notes.append(f"the warm process {connection.lost or 'went away'}; it was replaced, and "
                   "this check started a fresh process")
+
+
+def _retire_stale(where: Path, fresh: Path, interpret: bool):
+    """Remove the sockets of this course's servers for this mode whose key is no longer
+    current (the course's files, touched by a learner's code or edited, changed it): no check
+    can use them again, and each would idle on, holding torch, for IDLE_SECONDS. A server whose
+    socket is gone ends once it has no check to serve; another checkout's is left alone."""
+    for path in where.glob("*.sock"):
+        if path == fresh:
+            continue
+        sock = _connect(path)
+        if sock is None:
+            continue
+        pid = _peer_pid(sock)
+        sock.close()
+        if pid and _impostor(pid, path, interpret) == "" and _cwd(pid) == COURSE_ROOT:
+            for stale in (path, Path(f"{path}{forkserver.MODULES_SUFFIX}")):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+
+
+def _cwd(pid: int) -> Path | None:
+    """The folder a process runs in (a warm server runs in the course's root)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
 
 
 def module_files() -> tuple[str, ...]:
