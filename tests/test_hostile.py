@@ -1415,6 +1415,36 @@ _garbled = exec(_GARBLE)  # an assignment: the compile check's partial import ru
 
 
 @linux_only
+def test_a_socket_that_accepts_no_connection_costs_seconds_not_the_check(tmp_path):
+    # A listener whose queue is full never answers a connect: looking through the warm
+    # folder's sockets (for a server to use, or stale ones to retire) gives up on it.
+    import threading
+
+    from learning.grader import warm
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(tmp_path / "full.sock"))
+    listener.listen(0)
+    fillers = []
+    for _ in range(3):  # fill the queue; the connects that do not fit are refused at once
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        filler.setblocking(False)
+        with contextlib.suppress(OSError):
+            filler.connect(str(tmp_path / "full.sock"))
+        fillers.append(filler)
+    done = []
+    looking = threading.Thread(target=lambda: done.append(
+        (warm._connect(tmp_path / "full.sock"),
+         warm._retire_stale(tmp_path, tmp_path / "fresh.sock", False))), daemon=True)
+    looking.start()
+    looking.join(4 * warm.CONNECT_SECONDS + 5)
+    try:
+        assert done == [(None, None)], "a socket that accepts nothing held the check"
+    finally:
+        for s in (listener, *fillers):
+            s.close()
+
+
 def test_a_server_whose_key_a_module_made_stale_ends_once_replaced(tmp_path, warm_on):
     # the key names the course's files by their times: a module that touches one makes every
     # later check start a fresh server, and the one before, which no check can reach again,

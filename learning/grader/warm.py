@@ -188,13 +188,20 @@ def take_notes() -> list[str]:
     return notes
 
 
+#: A server that accepts no connection (its queue full, or a listener that never accepts) is
+#: given this long; a connect with no limit would wait as long as it holds the socket.
+CONNECT_SECONDS = 2.0
+
+
 def _connect(path: Path) -> socket.socket | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(CONNECT_SECONDS)
     try:
         sock.connect(str(path))
-    except OSError:
+    except OSError:  # refused, missing, or no answer in time (socket.timeout is an OSError)
         sock.close()
         return None
+    sock.settimeout(None)  # what follows has limits of its own
     return sock
 
 
