@@ -346,7 +346,9 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
                   f"{exercise.name} ({part.function}):", highlight=False)
     console.print(escape(part.hints[level - 1]), highlight=False)
     if level == len(part.hints):
-        console.print(f"That is the last hint. Once the part passes, python -m learning.solution "
+        once = "the part passes" if len(exercise.parts) == 1 else \
+            f"every part of {exercise.name} passes"
+        console.print(f"That is the last hint. Once {once}, python -m learning.solution "
                       f"{exercise.name} shows the reference solution.", style="dim",
                       highlight=False)
     elif wanted:

@@ -94,15 +94,18 @@ def render_cases(exercise_name: str, part_name: str | None) -> str:
 
     exercise = registry.find(exercise_name)
     part = exercise.part((part_name or "").strip())
+    exact = part.returns == "exact"  # plain data: equal or not, no tolerance
     rows = []
     for case in part.cases:
-        tolerance = f"raises {case.raises}" if case.raises else \
+        tolerance = f"raises {case.raises}" if case.raises else "exact" if exact else \
             (case.tolerance or part.tolerance).describe()
         rows.append((case.name, case.purpose, tolerance,
                      "GPU only" if case.gpu_only else "everywhere"))
-    return to_markdown(Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows),
-                             "A value passes when |got - want| <= atol + rtol * |want|, want "
-                             "the float64 reference computed from the same (rounded) inputs."))
+    caption = "An answer passes when it equals the reference's, value for value and of the " \
+        "same kind (a whole number where the reference has one)." if exact else \
+        "A value passes when |got - want| <= atol + rtol * |want|, want the float64 " \
+        "reference computed from the same (rounded) inputs."
+    return to_markdown(Table(("Case", "What it tests", "Tolerance", "Runs"), tuple(rows), caption))
 
 
 def render_block(topic: str, block: str, args_text: str | None) -> str:

@@ -50,7 +50,7 @@ LESSONS = (
     Lesson("A1", "online-softmax", "Workshop: online softmax for rows wider than a block",
            "online_softmax", "triton", also=("python",)),
     Lesson("12", "matmul", "Tiled matrix multiplication: tl.dot, the K loop, 0 padding, L2 order, "
-           "autotuning", "matmul", "python", also=("triton",)),
+           "autotuning", "matmul", "python", also=("triton", "plan")),
     Lesson("13", "attention", "FlashAttention forward: softmax over key tiles, causal masks, the "
            "-inf guard", "attention", "python", also=("triton",)),
     Lesson("14", "attention-backward", "FlashAttention backward: lesson 11's softmax backward, "

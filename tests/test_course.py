@@ -163,3 +163,13 @@ def test_the_rmsnorm_overflow_section_is_what_torch_and_the_kernel_do(device):
     x = torch.full((2, n), 1e18, dtype=torch.float32, device=device)
     out = tk.rmsnorm(x, torch.ones(n, device=device))
     assert bool((out == 0).all())
+
+
+def test_a_part_s_section_is_a_heading_of_its_lesson():
+    sections = [(exercise, part) for exercise in registry.all_exercises()
+                for part in exercise.parts if part.section]
+    assert sections, "no part names the section that sets its task"
+    for exercise, part in sections:
+        lesson = course.lesson_for(exercise.name, part.name)
+        text = lesson.path.read_text(encoding="utf-8")
+        assert f"\n## {part.section}\n" in text, (exercise.name, part.name, part.section)

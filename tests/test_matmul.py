@@ -602,6 +602,28 @@ class FakeKernel:
         return launch
 
 
+@pytest.mark.parametrize("case", exercise.EXERCISE.part("plan").cases, ids=lambda c: c.name)
+def test_the_plan_the_learner_writes_is_the_one_the_reference_makes(case):
+    """matmul_plan's answer, the check's reference, agrees with what reference_matmul's _Plan
+    works out for tensors of those sizes and strides (the rows, the copies, the programs)."""
+    m, n, k, a_strides, b_strides, element_bytes, block = case.make_args()
+    want = exercise.plan_reference(m, n, k, a_strides, b_strides, element_bytes, block)
+    dtype = {2: torch.float16, 4: torch.float32}[element_bytes]
+
+    def tensor(shape, strides):  # a view of a buffer just long enough for these strides
+        span = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+        return torch.empty(span, dtype=dtype).as_strided(shape, strides)
+
+    a, b = tensor((m, k), a_strides), tensor((k, n), b_strides)
+    assert page.COPY_MIN_MACS == rm.PAD_MIN_MACS
+    assert (rm._row_major_aligned(a), rm._row_major_aligned(b)) == \
+        (want["a_aligned"], want["b_aligned"])
+    assert rm._copies(a, b) == (want["copy_a"], want["copy_b"])
+    plan = rm._Plan(a, b, rm.TileConfig(*block, 8, 4, 2))
+    assert plan.tiles == want["tiles"]
+    assert (plan.copy_a, plan.copy_b) == (want["copy_a"], want["copy_b"])
+
+
 def test_a_launch_goes_through_triton_once_then_straight_to_the_compiled_kernel():
     calls = []
     launch = rm._Launch(FakeKernel(FakeCompiled(calls)), (4, 2, 1), (7, 8, True), {"num_warps": 4})

@@ -183,7 +183,33 @@ def test_hints_come_in_levels_and_are_remembered(tmp_path, capsys):
         assert code == 0
         assert f"Hint {shown} of {len(hints)}" in out
         assert hints[shown - 1][:40] in out
-    assert "That is the last hint" in out
+    assert "That is the last hint. Once every part of softmax passes, python -m " \
+        "learning.solution softmax shows the reference solution." in " ".join(out.split())
+
+
+def test_a_part_set_late_in_its_lesson_says_where_its_task_starts(tmp_path, capsys):
+    write_module(tmp_path, "matmul", stub_text("matmul"))
+    code, out = run(capsys, check, "matmul", "--part", "plan", "--root", str(tmp_path))
+    assert 'matmul_plan still raises NotImplementedError; lessons/12-matmul.md, "Your second ' \
+        'task: plan the launch", starts it.' in " ".join(out.split())
+
+
+def test_numpy_scalars_in_an_exact_answer_are_named_with_the_fix(tmp_path, capsys):
+    write_module(tmp_path, "matmul", solution_text("matmul") + """
+
+import numpy as np
+_plain_plan = matmul_plan
+
+
+def matmul_plan(*args):
+    return {key: np.int64(value) if type(value) is int else np.bool_(value)
+            for key, value in _plain_plan(*args).items()}
+""")
+    code, out = run(capsys, check, "matmul", "--part", "plan", "--root", str(tmp_path))
+    said = " ".join(out.split())
+    assert code == 1 and "Plan 0/12" in said
+    assert "returned numpy scalars (numpy.bool, numpy.int64) where the reference has Python's " \
+        "own int, float and bool: convert each value with int(), float() or bool()" in said
 
 
 def test_a_failing_case_points_at_the_hint_that_helps(tmp_path, capsys):
@@ -805,19 +831,23 @@ def test_next_stays_on_a_lesson_whose_other_parts_are_not_started(tmp_path, caps
     code, out = run(capsys, check, "softmax_backward", "--root", str(tmp_path), "--part",
                     "python")
     assert code == 0
-    assert _last_line(out).endswith("Next: lessons/11-softmax-backward.md.")
+    assert _last_line(out).endswith("Next: the Triton part of lessons/11-softmax-backward.md "
+                                    "(python -m learning.check softmax_backward --part triton).")
 
 
-@pytest.mark.parametrize("exercise_name, lesson", [("attention", "13-attention"),
-                                                    ("matmul", "12-matmul")])
+@pytest.mark.parametrize("exercise_name, lesson, left", [
+    ("attention", "13-attention", "Triton part of lessons/13-attention.md (python -m "
+     "learning.check attention --part triton)"),
+    ("matmul", "12-matmul", "Triton and Plan parts of lessons/12-matmul.md (python -m "
+     "learning.check matmul)")])
 def test_after_a_python_part_passes_its_triton_part_comes_next(tmp_path, capsys,
-                                                              exercise_name, lesson):
+                                                              exercise_name, lesson, left):
     """A learner who starts at lesson 12 or 13 and passes the Python part is sent on to the
     Triton part of the same lesson, not back to lesson 01, which they never opened."""
     write_module(tmp_path, exercise_name, solution_text(exercise_name))
     code, out = run(capsys, check, exercise_name, "--root", str(tmp_path), "--part", "python")
     assert code == 0
-    assert _last_line(out).endswith(f"Next: lessons/{lesson}.md.")
+    assert _last_line(out).endswith(f"Next: the {left}.")
 
 
 def test_the_next_step_wraps_to_an_earlier_lesson_only_when_nothing_later_remains(tmp_path):
@@ -832,9 +862,13 @@ def test_the_next_step_wraps_to_an_earlier_lesson_only_when_nothing_later_remain
     saved.record("attention_backward", "triton", "passed", 1, 1)
     assert report.next_lesson_line(saved, start) == "Next: lessons/01-elementwise.md."
     matmul = course.lesson_for("matmul", "python")
-    assert report.next_lesson_line(saved, matmul) == "Next: lessons/12-matmul.md."
+    assert report.next_lesson_line(saved, matmul) == "Next: the Python, Triton and Plan parts " \
+        "of lessons/12-matmul.md (python -m learning.check matmul)."
     saved.record("matmul", "python", "passed", 1, 1)
     saved.record("matmul", "triton", "passed", 1, 1)
+    assert report.next_lesson_line(saved, matmul) == "Next: the Plan part of " \
+        "lessons/12-matmul.md (python -m learning.check matmul --part plan)."
+    saved.record("matmul", "plan", "passed", 1, 1)
     assert report.next_lesson_line(saved, matmul) == "Next: lessons/01-elementwise.md."
 
 

@@ -419,7 +419,11 @@ def _judge_exact(returned: Returned, want, part: Part | None = None) -> Verdict:
     # The value itself is shown once, on the "got" line under the summary: the summary says
     # only what kind of value it is.
     kind, wanted = type(got).__name__, type(want).__name__
-    if returned.raw is None:
+    if returned.raw is None and returned.numpy_scalars:
+        kinds = ", ".join(f"numpy.{name}" for name in returned.numpy_scalars)
+        summary = f"returned numpy scalars ({kinds}) where the reference has Python's own " \
+            "int, float and bool: convert each value with int(), float() or bool() (or .item())"
+    elif returned.raw is None:
         summary = "returned a value that differs from the reference"
     elif kind == wanted:
         summary = f"returned {_a(kind)} that differs from the reference"

@@ -121,6 +121,9 @@ class Part:
     # for outputs whose rows are probabilities.
     observe: tuple[str, ...] = ()
     steps: Steps | None = None  # the lesson's named steps, recorded when a case fails
+    # The heading of the lesson's section that sets this part's task, where it is not where the
+    # lesson starts its exercise (a third part that comes late in the lesson).
+    section: str = ""
     # Where the output is several results stacked along its second-to-last axis (attention's
     # dq, dk and dv), their names and lengths for a case's arguments, so that what differs is
     # said of each by name: ``pieces(args) -> (("dQ", 16), ("dK", 16), ("dV", 16))``.

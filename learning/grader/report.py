@@ -99,8 +99,9 @@ def _render_part(console: Console, exercise: Exercise, part_result: results.Part
                       highlight=False)
         return
     if status == "not-started":
+        where = _lesson_label(exercise, part) + (f', "{part.section}",' if part.section else "")
         console.print(f"  [yellow]not started[/yellow]: {part.function} still raises "
-                      f"NotImplementedError; {_lesson_label(exercise, part)} starts it.",
+                      f"NotImplementedError; {escape(where)} starts it.",
                       highlight=False)
         return
     if status == "missing":
@@ -362,8 +363,9 @@ def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
     """'Next: lessons/NN-name.md', the first lesson not done, or that every one is. Without
     Triton, the first whose Python part is not done, or where to take the Triton parts. With
     ``start``, the lesson of a part that has just passed, the first not done from that lesson
-    on in reading order (so the same exercise's Triton part follows its Python part), and the
-    earliest not done only when nothing from there on remains."""
+    on in reading order (so the same exercise's Triton part follows its Python part, and the
+    parts of that lesson still to pass are named), and the earliest not done only when nothing
+    from there on remains."""
     kernels = kernel_mode.triton_missing() is None
     graded = {e.name: tuple(p.name for p in e.parts if kernels or not p.needs_kernels)
               for e in registry.all_exercises()}
@@ -375,6 +377,17 @@ def next_lesson_line(state: State, start: course.Lesson | None = None) -> str:
                            for p in (following.part, *following.also)):
         return f"Next: lessons/{following.filename}, for its Python part (Triton cannot run " \
                "here)."
+    if following == start:  # staying on the lesson just worked on: say which parts are left
+        left = [p for p in (following.part, *following.also)
+                if p in graded.get(following.exercise, ())
+                and ((grade := state.grade(following.exercise, p)) is None
+                     or grade.status != "passed")]
+        if left:
+            which = joined([p.capitalize() for p in left])
+            command = f"python -m learning.check {following.exercise}" + \
+                (f" --part {left[0]}" if len(left) == 1 else "")
+            return f"Next: the {which} part{'s' if len(left) > 1 else ''} of " \
+                   f"lessons/{following.filename} ({command})."
     return f"Next: lessons/{following.filename}."
 
 

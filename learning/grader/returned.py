@@ -27,6 +27,9 @@ class Returned:
     aliases_input: bool = False
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
+    # the numpy scalar types found in a small container that is otherwise plain data (np.int64
+    # where an int would be): the reason ``raw`` is missing, said in words
+    numpy_scalars: tuple[str, ...] = ()
     guard_damage: int = 0  # elements written into the guard bands around new GPU tensors
     kernel_launches: int | None = None  # kernel parts: launches during the call (None: unseen)
     # kernel parts: the returned tensors (by position) that differ from what the last launch

@@ -72,7 +72,29 @@ def summarise(result, args, args_before) -> Returned:
                         aliases_input=aliases, raw=raw)
     note = _cut(repr(result), 200)
     return Returned(type_name, None, note=note, input_mutated=mutated, changed_args=changed,
-                    input_autograd_changed=autograd, raw=raw)
+                    input_autograd_changed=autograd, raw=raw,
+                    numpy_scalars=_numpy_scalars(result) if raw is None else ())
+
+
+def _numpy_scalars(value, depth: int = 0) -> tuple[str, ...]:
+    """The numpy scalar types (``int64``, ``bool``) in a small dict, list or tuple whose other
+    items are plain data; () where there are none, or anything else is not plain."""
+    found: set[str] = set()
+
+    def walk(item, depth: int) -> bool:
+        if depth > 4:
+            return False
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(item, numpy.generic):
+            found.add(type(item).__name__)
+            return True
+        if isinstance(item, dict) and dict.__len__(item) <= 100:
+            return all(walk(k, depth + 1) and walk(v, depth + 1) for k, v in dict.items(item))
+        if isinstance(item, (list, tuple)) and len(_items(item)) <= 1000:
+            return all(walk(v, depth + 1) for v in _items(item))
+        return _is_plain(item, depth)
+
+    return tuple(sorted(found)) if walk(value, depth) else ()
 
 
 _PLAIN_TYPES = (bool, int, float, str, list, tuple, dict)

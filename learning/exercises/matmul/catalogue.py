@@ -292,7 +292,72 @@ TRITON = (
     '''),
 )
 
-WRONG = PYTHON + TRITON
+
+# The plan's versions replace matmul_plan; this is the solution's body with one change each.
+_PLAN = '''
+    def matmul_plan(m, n, k, a_strides, b_strides, element_bytes, block):
+        block_m, block_n, block_k = block
+        tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+        k_steps = triton.cdiv(k, block_k)
+
+        def aligned(strides):
+            return strides[1] == 1 and strides[0] * element_bytes % 16 == 0
+
+        a_aligned, b_aligned = aligned(a_strides), aligned(b_strides)
+        large = m * n * k >= 2**28
+        return {
+            "tiles": tiles,
+            "k_steps": k_steps,
+            "peeled": k % block_k != 0,
+            "a_aligned": a_aligned,
+            "b_aligned": b_aligned,
+            "copy_a": not a_aligned and large,
+            "copy_b": not b_aligned and large,
+            "padding": tiles * block_m * block_n * k_steps * block_k - m * n * k,
+        }
+'''
+
+
+def _plan(*edits: tuple[str, str]) -> str:
+    """The solution's plan with each (old, new) edit made; an edit that finds nothing fails."""
+    text = _PLAN
+    for old, new in edits:
+        if old not in text:
+            raise ValueError(f"the catalogue's plan has no {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
+PLAN = (
+    Version("whole tiles and steps only", "plan", "whole-tiles", _plan(
+        ("triton.cdiv(m, block_m) * triton.cdiv(n, block_n)", "(m // block_m) * (n // block_n)"),
+        ("k_steps = triton.cdiv(k, block_k)", "k_steps = k // block_k"))),
+    Version("alignment tested on the stride in elements", "plan", "aligned-in-elements", _plan(
+        ("strides[0] * element_bytes % 16 == 0", "strides[0] % 16 == 0"))),
+    Version("the column stride not looked at", "plan", "column-stride-ignored", _plan(
+        ("return strides[1] == 1 and strides[0]", "return strides[0]"))),
+    Version("peeled when K is whole steps", "plan", "peeled-inverted", _plan(
+        ('"peeled": k % block_k != 0', '"peeled": k % block_k == 0'))),
+    Version("peeled when K is not a multiple of 16", "plan", "peeled-by-16", _plan(
+        ('"peeled": k % block_k != 0', '"peeled": k % 16 != 0'))),
+    Version("every unaligned operand copied", "plan", "copies-every-size", _plan(
+        ('"copy_a": not a_aligned and large', '"copy_a": not a_aligned'),
+        ('"copy_b": not b_aligned and large', '"copy_b": not b_aligned'))),
+    Version("the padding of the K edge left out", "plan", "padding-without-k", _plan(
+        ("block_n * k_steps * block_k - m * n * k", "block_n * k - m * n * k"))),
+    Version("the work done, not the padding", "plan", "padding-not-subtracted", _plan(
+        ("block_n * k_steps * block_k - m * n * k", "block_n * k_steps * block_k"))),
+    Version("the K step spelt as in the kernel", "plan", "error:name-not-defined", _plan(
+        ("k_steps = triton.cdiv(k, block_k)", "k_steps = triton.cdiv(k, BLOCK_K)"))),
+    Version("every operand of a large product copied, aligned or not", "plan", "unknown", _plan(
+        ('"copy_a": not a_aligned and large', '"copy_a": large'),
+        ('"copy_b": not b_aligned and large', '"copy_b": large'))),
+    Version("the padding counted per program", "plan", "unknown", _plan(
+        ("block_n * k_steps * block_k - m * n * k",
+         "block_n * k_steps * block_k // tiles - m * n * k // tiles"))),
+)
+
+WRONG = PYTHON + TRITON + PLAN
 
 RIGHT = (
     Version("whole-row products, no tiles", "python", None, '''
@@ -372,5 +437,22 @@ RIGHT = (
             matmul_kernel[grid](c, a, b, N, 1, K, 1, N, 1, M, N, K,
                                 BLOCK_M=16, BLOCK_N=64, BLOCK_K=16)
             return c
+    '''),
+    Version("a plan in other words: math.ceil, and the bytes of a row", "plan", None, '''
+        def matmul_plan(m, n, k, a_strides, b_strides, element_bytes, block):
+            import math
+
+            bm, bn, bk = block
+            tiles = math.ceil(m / bm) * math.ceil(n / bn)
+            steps = math.ceil(k / bk)
+            row_bytes_a, row_bytes_b = a_strides[0] * element_bytes, b_strides[0] * element_bytes
+            a_ok = a_strides[1] == 1 and row_bytes_a % 16 == 0
+            b_ok = b_strides[1] == 1 and row_bytes_b % 16 == 0
+            worth = m * n * k >= 2 ** 28
+            plan = {"tiles": tiles, "k_steps": steps, "peeled": steps * bk != k}
+            plan.update(a_aligned=a_ok, b_aligned=b_ok, copy_a=worth and not a_ok,
+                        copy_b=worth and not b_ok)
+            plan["padding"] = tiles * steps * bm * bn * bk - m * n * k
+            return plan
     '''),
 )

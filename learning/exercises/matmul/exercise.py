@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from learning.exercises.matmul import explainer as worked_example
+from learning.exercises.matmul.explainer import plan_reference, planned  # shared with the page
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
 from learning.grader.tensors import TensorSpec, round_to_dtype
@@ -533,6 +534,191 @@ def _in_tile_program(loops: dict, args: tuple) -> str:
 TRITON_STEPS = Steps(("rows", "cols", "acc", "ks", "a", "b", "c"), _in_tile_program,
                      function="matmul_kernel")
 
+# ---------------------------------------------------------------------------------------------
+# Lesson 12, part 3: matmul_plan, what a launcher works out for one product before it launches:
+# the facts reference_matmul's _Plan derives from the sizes, the strides and the tile (tiles of C,
+# K steps and a peeled last step, rows on 16-byte boundaries, which operands are worth copying,
+# the multiply-adds spent on padding). All whole numbers and truths, so the answer is exact, and
+# each known mistake is recognised in the fields it changes. The model itself (plan_reference)
+# lives in the explainer, whose table of plans lesson 12 shows.
+#
+# Known mistakes: each is the plan with one rule replaced. A mistake is named only where every
+# field it changes holds exactly what the mistake gives, and the rest of its fields the right
+# values: the fields one rule feeds (a copy follows from the alignment) go together, so right
+# alignments with wrong copies are not taken for an alignment mistake.
+
+
+def _whole_tiles(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block, count=lambda x, y: x // y)
+
+
+def _aligned_in_elements(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 aligned=lambda strides, _: strides[1] == 1 and strides[0] % 16 == 0)
+
+
+def _column_stride_ignored(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 aligned=lambda strides, size: strides[0] * size % 16 == 0)
+
+
+def _peeled_inverted(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 peeled=lambda k, block_k: k % block_k == 0)
+
+
+def _peeled_by_16(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 peeled=lambda k, block_k: k % 16 != 0)
+
+
+def _copies_every_size(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 copies=lambda a_aligned, b_aligned, macs: (not a_aligned, not b_aligned))
+
+
+def _padding_without_k(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 padding=lambda m, n, k, tiles, block, k_steps:
+                 tiles * block[0] * block[1] * k - m * n * k)
+
+
+def _padding_not_subtracted(m, n, k, a_strides, b_strides, element_bytes, block):
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block,
+                 padding=lambda m, n, k, tiles, block, k_steps:
+                 tiles * block[0] * block[1] * k_steps * block[2])
+
+
+class _fields_as:  # noqa: N801 - used like a function: Bug(..., _fields_as(replay, fields))
+    """A ``Bug.detect`` that recognises a mistake in the fields it changes (see above)."""
+
+    def __init__(self, replay, fields: tuple[str, ...]):
+        self.replay, self.fields = replay, fields
+
+    def _buggy(self, args) -> dict | None:
+        try:
+            return self.replay(*args)
+        except (ArithmeticError, ValueError, TypeError, IndexError):
+            return None
+
+    def __call__(self, got, args, want) -> bool:
+        buggy = self._buggy(args)
+        if buggy is None or not isinstance(got, dict) or not all(f in got for f in self.fields):
+            return False
+        return any(not _same(buggy[f], want[f]) for f in self.fields) and \
+            all(_same(got[f], buggy[f]) for f in self.fields)
+
+    def predicts_failure(self, args, want, atol: float, rtol: float) -> bool | None:
+        buggy = self._buggy(args)
+        if buggy is None:
+            return None
+        return any(not _same(buggy[f], want[f]) for f in self.fields)
+
+
+def _same(got, want) -> bool:
+    """Equal as the check compares an exact answer (True equals 1, as in Python)."""
+    return got == want
+
+
+_PLAN_ALIGNMENT = ("a_aligned", "b_aligned", "copy_a", "copy_b")
+
+PLAN_BUGS = (
+    Bug("whole-tiles", "a count of whole tiles or steps (M // BLOCK_M, K // BLOCK_K): a tile "
+        "or step cut by an edge is still one, so round up, (x + block - 1) // block, which is "
+        "what triton.cdiv computes; the padding follows from the counts",
+        _fields_as(_whole_tiles, ("tiles", "k_steps", "padding")), hint=1),
+    Bug("aligned-in-elements", "alignment was tested on the stride in elements "
+        "(stride % 16): a row starts on a 16-byte boundary when stride * element_bytes is a "
+        "multiple of 16, so 1000 two-byte elements (2000 bytes) are aligned and 1004 four-byte "
+        "ones (4016 bytes) too", _fields_as(_aligned_in_elements, _PLAN_ALIGNMENT), hint=3),
+    Bug("column-stride-ignored", "an operand whose elements along a row are not adjacent "
+        "(column stride other than 1, as in a[:, ::2]) was called aligned: 16 bytes in one "
+        "load need 16 adjacent bytes, so test strides[1] == 1 as well",
+        _fields_as(_column_stride_ignored, _PLAN_ALIGNMENT), hint=3),
+    Bug("peeled-inverted", "\"peeled\" is the other way round: the last step is cut, and so "
+        "peeled off the loop and masked, when BLOCK_K does not divide K (k % BLOCK_K != 0)",
+        _fields_as(_peeled_inverted, ("peeled",)), hint=2),
+    Bug("peeled-by-16", "\"peeled\" was tested against 16 instead of the K step: the last "
+        "step is cut when BLOCK_K does not divide K (4064 is a multiple of 16, not of 64)",
+        _fields_as(_peeled_by_16, ("peeled",)), hint=2),
+    Bug("copies-every-size", "every unaligned operand was copied, whatever the product's size: "
+        "the copy pays only where the product does at least 2**28 multiply-adds "
+        "(m * n * k >= 2**28); below it, the copy costs about what it saves",
+        _fields_as(_copies_every_size, ("copy_a", "copy_b")), hint=4),
+    Bug("padding-without-k", "the padding counts the edge tiles' rows and columns but not the "
+        "K loop's last, cut step: every program multiplies k_steps * BLOCK_K along K, so the "
+        "work done is tiles * BLOCK_M * BLOCK_N * k_steps * BLOCK_K",
+        _fields_as(_padding_without_k, ("padding",)), hint=4),
+    Bug("padding-not-subtracted", "\"padding\" is the whole work done, tiles times steps "
+        "times the tile's volume: the padding is what is left after m * n * k, the "
+        "multiply-adds the product needs", _fields_as(_padding_not_subtracted, ("padding",)),
+        hint=4),
+)
+
+
+def _plan_args(m, n, k, a_strides=None, b_strides=None, element_bytes=2, block=(128, 128, 64)):
+    def make():
+        return (m, n, k, tuple(a_strides or (k, 1)), tuple(b_strides or (n, 1)),
+                element_bytes, tuple(block))
+
+    return make
+
+
+PLAN_CASES = (
+    Case("1024 cubed", "every size a multiple of every block: no program or step cut, rows of "
+         "2048 bytes, no padding", _plan_args(1024, 1024, 1024), catches=("peeled-inverted",)),
+    Case("1000 cubed", "no block divides 1000: 8 x 8 tiles of 128 x 128, 16 steps of 64, the "
+         "last cut at 1000 - 960 = 40; rows of 2000 bytes start on 16-byte boundaries",
+         _plan_args(1000, 1000, 1000),
+         catches=("whole-tiles", "aligned-in-elements", "padding-without-k",
+                  "padding-not-subtracted")),
+    Case("4097 cubed", "one past a tile in every direction: rows of 8194 bytes, never on "
+         "16-byte boundaries, and a product large enough to copy both operands",
+         _plan_args(4097, 4097, 4097, block=(128, 256, 64)),
+         catches=("whole-tiles", "padding-without-k")),
+    Case("small and unaligned", "rows of 202 bytes, but 64 x 64 x 101 is too small a product for "
+         "a copy to pay", _plan_args(64, 64, 101, b_strides=(64, 1)),
+         catches=("copies-every-size",)),
+    Case("a short K cut by the step", "4096 x 4096 x 4064: K a multiple of 16 but not of the "
+         "K step of 64, so the last step is cut",
+         _plan_args(4096, 4096, 4064, block=(128, 256, 64)),
+         catches=("peeled-inverted", "peeled-by-16", "whole-tiles")),
+    Case("every other column", "a = wide[:, ::2], strides (2048, 2): rows 4096 bytes apart, "
+         "but no two elements of a row adjacent",
+         _plan_args(1024, 1024, 1024, a_strides=(2048, 2)),
+         catches=("column-stride-ignored",)),
+    Case("transposed b", "b = bt.T, strides (1, 1024): b's rows are bt's columns, one element "
+         "each 2048 bytes apart", _plan_args(1024, 1024, 1024, b_strides=(1, 1024)), catches=()),
+    Case("float32 rows of 1004", "four-byte elements: 1004 of them are 4016 bytes, a multiple "
+         "of 16, though 1004 is not", _plan_args(1024, 1024, 1004, element_bytes=4),
+         catches=("aligned-in-elements",)),
+    Case("float16 rows of 1004", "the same K in two-byte elements: 2008 bytes, not a multiple "
+         "of 16", _plan_args(1024, 1024, 1004), catches=()),
+    Case("decoding step", "8 x 4096 x 4096 in tiles of 16 x 32 with K steps of 512: half of "
+         "every tile's rows is padding", _plan_args(8, 4096, 4096, block=(16, 32, 512)),
+         catches=("whole-tiles", "padding-not-subtracted")),
+    Case("exactly 2**28 multiply-adds", "1024 x 1024 x 256 with a's rows 257 elements apart: "
+         "as large as a product must be for the copy to pay", _plan_args(
+             1024, 1024, 256, a_strides=(257, 1)), catches=()),
+    Case("one row short of 2**28", "1023 x 1024 x 256, the same a: one row fewer, no copy",
+         _plan_args(1023, 1024, 256, a_strides=(257, 1)), catches=("copies-every-size",)),
+)
+
+PLAN_HINTS = (
+    "A tile or step cut by an edge is still a whole one: tiles = "
+    "cdiv(m, BLOCK_M) * cdiv(n, BLOCK_N) and k_steps = cdiv(k, BLOCK_K), with cdiv(x, y) = "
+    "(x + y - 1) // y.",
+    "The last step of the K loop is cut, peeled off and masked, when BLOCK_K does not divide "
+    "K: peeled = k % BLOCK_K != 0.",
+    "An operand's rows start on 16-byte boundaries when its elements along a row are adjacent "
+    "and a row's length in bytes is a multiple of 16: strides[1] == 1 and strides[0] * "
+    "element_bytes % 16 == 0.",
+    "copy_a = not a_aligned and m * n * k >= 2**28 (the same for b); padding = tiles * "
+    "BLOCK_M * BLOCK_N * k_steps * BLOCK_K - m * n * k, the multiply-adds done beyond those "
+    "the product needs.",
+)
+
+
 EXERCISE = Exercise(
     name="matmul",
     title="Tiled matrix multiplication: derive the tiles, then write them with tl.dot",
@@ -546,5 +732,9 @@ EXERCISE = Exercise(
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
              hints=TRITON_HINTS, steps=TRITON_STEPS),
+        Part("plan", "matmul_plan: what the launcher works out before it launches",
+             lesson="12", function="matmul_plan", reference=plan_reference, cases=PLAN_CASES,
+             tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=PLAN_BUGS, returns="exact",
+             hints=PLAN_HINTS, section="Your second task: plan the launch"),
     ),
 )

@@ -610,6 +610,85 @@ def rows_tried(_numbers=None, path: Path = ROWS_PROBE, best: int = 5):
                  f"product, medians of {rounds} rounds. " + _env_said(data))
 
 
+# ---------------------------------------------------------------------------------------------
+# matmul_plan (lesson 12's third part): what a launcher works out for one product before it
+# launches, the facts reference_matmul's _Plan derives. The check's reference and the lesson's
+# table of plans both come from here.
+
+#: An operand whose rows do not start on 16-byte boundaries is copied into aligned rows only
+#: where the product does at least this many multiply-adds (reference_matmul.PAD_MIN_MACS):
+#: below it, the unaligned kernel runs for about as long as launching the copy costs.
+COPY_MIN_MACS = 2**28
+
+
+def _rows_aligned(strides, element_bytes: int) -> bool:
+    return strides[1] == 1 and strides[0] * element_bytes % 16 == 0
+
+
+def planned(m, n, k, a_strides, b_strides, element_bytes, block, *, count=_cdiv,
+            aligned=_rows_aligned, peeled=None, copies=None, padding=None) -> dict:
+    """The plan, each fact computed by the given rule (the lesson's by default): the check's
+    known mistakes (learning/exercises/matmul/exercise.py) replace one rule each."""
+    block_m, block_n, block_k = block
+    tiles = count(m, block_m) * count(n, block_n)
+    k_steps = count(k, block_k)
+    a_aligned = aligned(a_strides, element_bytes)
+    b_aligned = aligned(b_strides, element_bytes)
+    large = m * n * k >= COPY_MIN_MACS
+    copy_a, copy_b = copies(a_aligned, b_aligned, m * n * k) if copies else \
+        (not a_aligned and large, not b_aligned and large)
+    done = tiles * block_m * block_n * k_steps * block_k
+    return {
+        "tiles": tiles,
+        "k_steps": k_steps,
+        "peeled": peeled(k, block_k) if peeled else k % block_k != 0,
+        "a_aligned": a_aligned,
+        "b_aligned": b_aligned,
+        "copy_a": copy_a,
+        "copy_b": copy_b,
+        "padding": padding(m, n, k, tiles, block, k_steps) if padding else done - m * n * k,
+    }
+
+
+def plan_reference(m, n, k, a_strides, b_strides, element_bytes, block) -> dict:
+    """The plan of C = A @ B, A (m, k) and B (k, n) of these strides (in elements) and
+    ``element_bytes``-byte elements, both starting on 16-byte boundaries, in tiles of ``block``
+    = (BLOCK_M, BLOCK_N, BLOCK_K)."""
+    return planned(m, n, k, a_strides, b_strides, element_bytes, block)
+
+
+#: The products of "How fast it is" (and a K the step does not divide), each with a row of the
+#: reference's table that suits it: (M, N, K) and (BLOCK_M, BLOCK_N, BLOCK_K).
+PLAN_EXAMPLES = (
+    ((4096, 4096, 4096), (128, 256, 64)),
+    ((4096, 4096, 512), (128, 256, 64)),
+    ((4096, 4096, 4064), (128, 256, 64)),
+    ((4097, 4097, 4097), (128, 256, 64)),
+    ((1024, 1024, 1024), (64, 128, 128)),
+    ((1000, 1000, 1000), (64, 128, 64)),
+    ((8, 4096, 4096), (16, 32, 512)),
+)
+
+
+def plans(_numbers=None) -> Table:
+    """matmul_plan's answer for each of PLAN_EXAMPLES, from the check's own reference."""
+    rows = []
+    for (m, n, k), block in PLAN_EXAMPLES:
+        plan = plan_reference(m, n, k, (k, 1), (n, 1), 2, block)
+        done = plan["padding"] + m * n * k
+        copies = [name for name in ("A", "B") if plan[f"copy_{name.lower()}"]]
+        rows.append((f"{m}x{n}x{k}", "x".join(str(v) for v in block),
+                     f"{plan['tiles']:,}", str(plan["k_steps"]),
+                     "cut" if plan["peeled"] else "whole",
+                     " ".join("yes" if plan[f"{x}_aligned"] else "no" for x in "ab"),
+                     "+".join(copies) or "none", f"{plan['padding'] / done:.1%}"))
+    return Table(("M x N x K", "tile", "tiles", "K steps", "last step", "rows aligned (A B)",
+                  "copies", "padding"), tuple(rows),
+                 "Two-byte elements, A and B contiguous, tiles (BLOCK_M x BLOCK_N x BLOCK_K) "
+                 "from the reference's table; padding as a share of the multiply-adds done. "
+                 "Computed by the check's reference for matmul_plan.")
+
+
 def stream_floor(_numbers=None, path: Path = STREAM_FLOOR):
     """lab/probes/matmul_stream_floor_probe.py: what reading the decoding step's B, and
     nothing else, reaches of the copy ceiling, beside the reference's and torch's products."""
@@ -679,6 +758,11 @@ def page(row=None) -> Page:
         Text("A float16 value tops out at 65504 and a bfloat16 stores 7 bits of mantissa. An "
              "accumulator in either loses a long sum even when the answer itself is small:"),
         accumulator((1024, 128)),
+        Heading("Planning a launch (matmul_plan)"),
+        Text("Before it launches, a launcher works out the tiles, the K steps and whether the "
+             "last is cut, whether each operand's rows start on 16-byte boundaries (in bytes, "
+             "not elements), which operands are worth copying, and what the padding costs:"),
+        plans(),
         Heading("Measured on a GPU"),
         measured(command=False),
     )
@@ -705,4 +789,5 @@ BLOCKS = {
     "edges_triton39": edges_triton39,
     "rows": rows_tried,
     "floor": stream_floor,
+    "plans": plans,
 }

@@ -82,3 +82,27 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                         b.stride(0), b.stride(1), m, n, k,
                         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return c
+
+
+def matmul_plan(m: int, n: int, k: int, a_strides: tuple[int, int], b_strides: tuple[int, int],
+                element_bytes: int, block: tuple[int, int, int]) -> dict:
+    """What a launcher works out for C = A @ B before it launches (lesson 12)."""
+    block_m, block_n, block_k = block
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    k_steps = triton.cdiv(k, block_k)
+
+    def aligned(strides):  # adjacent elements, each row a whole number of 16-byte pieces
+        return strides[1] == 1 and strides[0] * element_bytes % 16 == 0
+
+    a_aligned, b_aligned = aligned(a_strides), aligned(b_strides)
+    large = m * n * k >= 2**28
+    return {
+        "tiles": tiles,
+        "k_steps": k_steps,
+        "peeled": k % block_k != 0,
+        "a_aligned": a_aligned,
+        "b_aligned": b_aligned,
+        "copy_a": not a_aligned and large,
+        "copy_b": not b_aligned and large,
+        "padding": tiles * block_m * block_n * k_steps * block_k - m * n * k,
+    }

@@ -1,4 +1,5 @@
-"""Matrix multiplication, twice: tiled in plain Python, then written with tl.dot (lesson 12).
+"""Matrix multiplication: tiled in plain Python, written with tl.dot, then planned for any
+shape, as a launcher plans it (lesson 12).
 
 This is your file: edit it, then grade it with
 
@@ -62,3 +63,25 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     # TODO(lesson 12): allocate C, launch one program per tile (triton.cdiv), return C.
     raise NotImplementedError("matmul_triton is not written yet: lesson 12 starts it")
+
+
+def matmul_plan(m: int, n: int, k: int, a_strides: tuple[int, int], b_strides: tuple[int, int],
+                element_bytes: int, block: tuple[int, int, int]) -> dict:
+    """What a launcher works out for C = A @ B before it launches (lesson 12, "Your second
+    task").
+
+    A is (m, k) with strides ``a_strides`` and B is (k, n) with ``b_strides``, in elements;
+    each element is ``element_bytes`` bytes and both start on a 16-byte boundary. The tiles are
+    ``block`` = (BLOCK_M, BLOCK_N, BLOCK_K). Return a dict of:
+
+    - "tiles": how many tiles of C (one program each, in the kernel you wrote);
+    - "k_steps": how many steps of BLOCK_K the K loop takes;
+    - "peeled": whether the last step is cut by K, and so peeled off the loop and masked;
+    - "a_aligned", "b_aligned": whether every row of the operand starts on a 16-byte boundary,
+      its elements along a row adjacent;
+    - "copy_a", "copy_b": whether to copy the operand into aligned rows: it is not aligned, and
+      the product does at least 2**28 multiply-adds;
+    - "padding": how many multiply-adds the tiles do beyond the m * n * k the product needs.
+    """
+    # TODO(lesson 12): the counts, the alignment in bytes, the copies, the padding.
+    raise NotImplementedError("matmul_plan is not written yet: lesson 12's second task")
