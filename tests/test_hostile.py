@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -1485,3 +1486,56 @@ _os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
     assert f"{root} (to elsewhere) was renamed and was put back" in text, text
     write_module(folder, "softmax", WRONG)
     assert run_check(root, folder).returncode == 1
+
+
+def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside(
+        tmp_path, monkeypatch):
+    # With no warm process, the check's own process never loads what its worker runs (torch,
+    # triton): the worker says, before the learner's code runs, what it loaded. Here a library
+    # of the test's own, in the worker's user site-packages, stands in for installed code: the
+    # worker loads it at start-up (sitecustomize), the module appends to it.
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site_folder = tmp_path / "user" / "lib" / version / "site-packages"
+    site_folder.mkdir(parents=True)
+    library = site_folder / "sentinel_library.py"
+    library.write_text("VALUE = 1\n", encoding="utf-8")
+    (site_folder / "sitecustomize.py").write_text("import sentinel_library  # noqa\n",
+                                                  encoding="utf-8")
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "user"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site_folder), course_pythonpath()]))
+    monkeypatch.setenv(warm_process.SWITCH, "0")
+    monkeypatch.setattr(forkserver, "enabled", lambda: False)  # a worker of its own start-up
+    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{site_folder}/",))
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"with open({str(library)!r}, 'a') as _handle:\n"
+               "    _handle.write('print(\"planted\")\\n')\n" + PYTHON_PART_ONLY)
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert not library.exists(), "the changed library was left where the next worker runs it"
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs changed" in note and "sentinel_library" in note, note
+
+
+@linux_only
+def test_the_worker_goes_on_to_the_learners_code_only_once_the_grader_read_its_words():
+    # A process can open its own pipe again for reading (/proc/self/fd/N) and take out what
+    # the grader has not read yet: what the worker said before the learner's code ran (the
+    # stamps of the installed files, the phase) is read by the grader first.
+    from learning.grader.channel import Channel
+
+    read_end, write_end = os.pipe()
+    channel = Channel(write_end)
+    channel.send("installed", {"/a/file.py": (1, 2, 3)})
+    assert not channel.drained(seconds=0.2)  # nobody read it
+    stolen = os.open(f"/proc/self/fd/{write_end}", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert os.read(stolen, 1 << 16)  # what the learner's code could take, had it run
+    finally:
+        os.close(stolen)
+    channel.send("importing")
+    started = time.monotonic()
+    reader = threading.Timer(0.3, lambda: os.read(read_end, 1 << 16))
+    reader.start()
+    assert channel.drained(seconds=5.0) and time.monotonic() - started >= 0.25
+    reader.join()
+    os.close(read_end)

@@ -180,6 +180,17 @@ class Guard:
         # the folders themselves: renamed, every path above would lead nowhere
         self.folders = {folder: _identity(folder) for folder in (root, learner_folder)}
 
+    def watch_installed(self, stamps: dict):
+        """Watch too the installed files a worker process loaded, by the stamps it took before
+        the learner's code ran (sent over its event pipe, see installed_stamps): what a worker
+        runs is more than this process loaded (torch, triton), and a list of it kept in a file
+        could be rewritten by the learner's code."""
+        prefixes = _installed_prefixes()
+        for path, stamp in stamps.items():
+            if isinstance(path, str) and path not in self.installed and \
+                    _installed(path, prefixes) and isinstance(stamp, tuple):
+                self.installed[path] = stamp
+
     def _keep(self, path: Path):
         with contextlib.suppress(OSError):
             self.kept[path] = (path.read_bytes(), stat.S_IMODE(os.stat(path).st_mode))
@@ -294,6 +305,11 @@ def _compiled_caches(paths) -> list[str]:
             with contextlib.suppress(ValueError, NotImplementedError):
                 found.append(importlib.util.cache_from_source(path))
     return found
+
+
+def installed_stamps() -> dict[str, tuple]:
+    """The stamps of the installed files this process loaded, for Guard.watch_installed."""
+    return _stamps(_loaded_files())
 
 
 def _loaded_files() -> set[str]:

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from learning.grader import containment
+from learning.grader import containment, integrity
 from learning.grader.channel import Channel
 
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
@@ -82,6 +82,11 @@ class LockDown:
         why = containment.lock_down(containment.grader_processes(self.grader_pid)) \
             if containment.available() else "no guard on this system"
         self.channel.send("contained", why)
+        # what this process loaded of installed code (torch, triton), as it is before the
+        # learner's code runs, for the check to compare afterwards (integrity.Guard)
+        self.channel.send("installed", integrity.installed_stamps())
+        # and read by the grader before the learner's code can open this pipe for reading
+        self.channel.drained()
 
 
 def prepare_import(module_path: str, memory_gib: float, lock_down: LockDown | None, device: str):

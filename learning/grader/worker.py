@@ -55,6 +55,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     watch.install()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
     channel.send("importing")
+    channel.drained()  # read before the learner's code could take it off the pipe
     module, problem = import_learner_module(module_path)
     if problem is None and _interprets(os.environ.get("TRITON_INTERPRET")) != interpreting:
         problem = _mode_changed(module_path, interpreting)
