@@ -1539,3 +1539,45 @@ def test_the_worker_goes_on_to_the_learners_code_only_once_the_grader_read_its_w
     assert channel.drained(seconds=5.0) and time.monotonic() - started >= 0.25
     reader.join()
     os.close(read_end)
+
+
+# A process of the learner's own computes out of the audit hook's sight: one forked keeps the
+# hook and says what it saw; a Python started afresh (or a shell, which may start one) is noted.
+_SOLUTION = str(solution_path("softmax"))
+_CHILD = f"open({_SOLUTION!r}).read(); print(0.5)"
+STARTS_A_PROCESS = {
+    "subprocess": f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {_CHILD!r}])\n",
+    "os.system": f"import os, sys\nos.system(sys.executable + ' -c ' + repr({_CHILD!r}))\n",
+    "posix_spawn": f"import os, sys\n_pid = os.posix_spawn(sys.executable, ['python', '-c', "
+                   f"{_CHILD!r}], dict(os.environ))\nos.waitpid(_pid, 0)\n",
+    "a copy of python, in a shell": "import os, shutil, subprocess, sys, tempfile\n"
+                                    "_copy = os.path.join(tempfile.mkdtemp(), 'calc')\n"
+                                    "shutil.copy(os.path.realpath(sys.executable), _copy)\n"
+                                    f"subprocess.run([_copy, '-c', {_CHILD!r}])\n",
+    "multiprocessing, spawned": "import multiprocessing\n"
+                                "_p = multiprocessing.get_context('spawn').Process(target=print)\n"
+                                "_p.start()\n_p.join()\n",
+    "multiprocessing, forked": "import multiprocessing\n"
+                               "def _borrow():\n"
+                               "    import learning.exercises.softmax.solution  # noqa\n"
+                               "_p = multiprocessing.get_context('fork').Process(target=_borrow)\n"
+                               "_p.start()\n_p.join()\n",
+}
+
+
+@linux_only
+@pytest.mark.parametrize("route", sorted(STARTS_A_PROCESS))
+def test_a_python_the_module_starts_is_noted_and_its_pass_not_recorded(tmp_path, route):
+    result = grade_text(tmp_path, "softmax", STARTS_A_PROCESS[route] + PYTHON_PART_ONLY,
+                        ["python"])
+    assert result.ok, rendered(result)
+    assert result.borrowed, route
+    line = " ".join(rendered(result).split())
+    assert "so no part's pass is recorded" in line, line
+
+
+def test_a_program_that_runs_no_python_is_not_taken_for_borrowing(tmp_path):
+    module = "import subprocess\nsubprocess.run(['true'])\nsubprocess.run(['ls', '/'], " \
+             "capture_output=True)\n" + PYTHON_PART_ONLY
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok and result.borrowed == [], result.borrowed

@@ -51,7 +51,9 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
               if only is None or p.name not in only or c.name in only[p.name]}
     prepare_import(module_path, memory_gib, lock_down, kernels.device)
     loaded_before = borrowed.loaded_reference_modules()
-    watch = borrowed.Watch(module_path)
+    # what it finds is sent at once: from a forked process too, and before the learner's code
+    # could change what the watch holds
+    watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
     watch.install()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
     channel.send("importing")

@@ -107,7 +107,8 @@ class Heard:
         elif kind == "steps":
             self.steps[event[1]] = event[2]
         elif kind == "borrowed":
-            self.borrowed = [str(name) for name in event[1]]
+            # sent as each is found, from the worker or a process it forked: added up
+            self.borrowed += [n for n in map(str, event[1]) if n not in self.borrowed]
         elif kind == "finished":
             self.finished = True
 
