@@ -1581,3 +1581,25 @@ def test_a_program_that_runs_no_python_is_not_taken_for_borrowing(tmp_path):
              "capture_output=True)\n" + PYTHON_PART_ONLY
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok and result.borrowed == [], result.borrowed
+
+
+TORCH_PASSED_AS_A_KERNEL = '''
+import torch
+from learning.grader import calls as _calls
+
+_calls.LaunchCounter.taken = lambda self: 1  # "a kernel ran"
+_calls.LaunchCounter.computed_by_torch = lambda self, result, made: ""
+_calls.LaunchCounter.changed_since_launch = lambda self, result: ()
+
+
+def softmax_triton(x):
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+'''
+
+
+def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tmp_path):
+    result = grade_text(tmp_path, "softmax", TORCH_PASSED_AS_A_KERNEL, ["triton"])
+    triton = result.parts[0]
+    assert triton.status != "passed" and triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"grader-changed"}, keys

@@ -16,7 +16,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-from learning.grader import borrowed, containment, registry, stuck
+from learning.grader import borrowed, containment, registry, stuck, tampering
 from learning.grader import mode as kernel_mode
 from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
@@ -24,7 +24,7 @@ from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.learner_code import import_learner_module
 from learning.grader.loading import LockDown, prepare_import
 from learning.grader.recordings import run_map, run_steps
-from learning.grader.returned import ImportProblem, Raised, Skipped
+from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
 from learning.grader.tensors import TensorSpec
 
 
@@ -36,6 +36,8 @@ class _Kernels:
     # what the interpreter launched, sent for the GPU compile check (gpu_compile.LaunchRecorder)
     recorder: object = None
     launches: LaunchCounter | None = None  # None: no part of this run launches kernels
+    # the grader's own code here, as it was before the learner's import (learning.grader.tampering)
+    untouched: tampering.Snapshot | None = None
 
 
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
@@ -56,6 +58,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
     watch.install()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
+    if kernels.launches is not None:
+        kernels.untouched = tampering.Snapshot()
     channel.send("importing")
     channel.drained()  # read before the learner's code could take it off the pipe
     module, problem = import_learner_module(module_path)
@@ -172,6 +176,9 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 channel.send("abandon", part.name, "not run: the grader could not build an "
                              "earlier case's input")
                 return False
+            if part.needs_kernels and kernels.untouched is not None and \
+                    isinstance(outcome, Returned):
+                outcome.grader_changed = tuple(kernels.untouched.changes())
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.
