@@ -1603,3 +1603,24 @@ def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tm
     assert triton.status != "passed" and triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys == {"grader-changed"}, keys
+
+
+@linux_only
+def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
+    # Either would turn warm checks off for every later check, with nothing said: the folder
+    # is refused once others may enter it, and a marker says the server cannot run here.
+    where = warm_process.folder()
+    guard = integrity.Guard(tmp_path)
+    os.chmod(where, 0o755)
+    marker = where / f"{warm_process.key(True)}.refused"
+    marker.touch()
+    repairs = guard.repair(tmp_path / "aside")
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700 and not marker.exists()
+    assert warm_process.folder() == where
+    assert "turned the warm process off" in repairs.note("aside"), repairs.note("aside")
+    # and a folder replaced by a link leads nowhere once the learner's code has ended
+    guard = integrity.Guard(tmp_path)
+    shutil.rmtree(where)
+    where.symlink_to(tmp_path)
+    guard.repair(tmp_path / "aside")
+    assert warm_process.folder() == where and not where.is_symlink()

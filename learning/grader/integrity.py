@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import nearby
+from learning.grader import nearby, warm
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -102,6 +102,7 @@ class Repairs:
     compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
     moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
+    warm: list[str] = field(default_factory=list)  # the warm process's folder, put back
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
@@ -125,6 +126,9 @@ class Repairs:
                          "again from their sources")
         if self.modes:
             parts.append(f"the permissions of {_listed(self.modes)} changed and were put back")
+        if self.warm:
+            parts.append(f"{_listed(self.warm)}, which would have turned the warm process off "
+                         "for later checks, and was put back")
         if self.beside.grades:
             parts.append(f"{_listed(self.beside.grades)} changed and was put back (grades are "
                          "written by the check, after your code has ended)")
@@ -179,6 +183,7 @@ class Guard:
         self.caches = _caches(root / "learning")
         # the folders themselves: renamed, every path above would lead nowhere
         self.folders = {folder: _identity(folder) for folder in (root, learner_folder)}
+        self.warm_folder = warm.FolderGuard()
 
     def watch_installed(self, stamps: dict):
         """Watch too the installed files a worker process loaded, by the stamps it took before
@@ -251,6 +256,7 @@ class Guard:
                     os.unlink(path)
                     repairs.caches_deleted += 1
         repairs.beside = self.nearby.repair(aside)
+        repairs.warm = self.warm_folder.repair()
         return repairs
 
 
