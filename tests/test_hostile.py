@@ -1624,3 +1624,29 @@ def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_pa
     where.symlink_to(tmp_path)
     guard.repair(tmp_path / "aside")
     assert warm_process.folder() == where and not where.is_symlink()
+
+
+def test_what_a_first_launch_loads_is_loaded_before_the_learners_code_is_watched(tmp_path):
+    # Triton imports modules at its first launch (its code generator, ...): first loaded during
+    # a case, their files were never among those the check watches, and code planted in one
+    # ran in every later check. The worker loads them before the learner's import.
+    (tmp_path / "launch.py").write_text('''
+import torch, triton, triton.language as tl
+from learning.grader import integrity, loading
+
+loading.load_launch_modules()
+watched = set(integrity.installed_stamps())
+
+@triton.jit
+def double(pointer, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(pointer + offsets, tl.load(pointer + offsets) * 2)
+
+double[(1,)](torch.ones(8), BLOCK=8)
+print(sorted(set(integrity.installed_stamps()) - watched))
+''', encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=course_pythonpath(), TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, str(tmp_path / "launch.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -43,6 +43,35 @@ def warm_up(path: str) -> None:
                 pass
 
 
+_launched_once = False
+
+
+def load_launch_modules() -> None:
+    """Launch one tiny kernel in Triton's interpreter, so that the modules Triton imports at its
+    first launch (its code generator, ...) are loaded before the learner's code runs: their
+    files are then among those the check watches (integrity.installed_stamps), where a file
+    first loaded during a case would not be, and code planted in it would run in every later
+    check. Once a process (a warm process does it for the workers it forks)."""
+    global _launched_once
+    if _launched_once:
+        return
+    _launched_once = True
+    try:
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def touch(pointer, count, BLOCK: tl.constexpr):
+            offsets = tl.arange(0, BLOCK)
+            values = tl.load(pointer + offsets, mask=offsets < count, other=0.0)
+            tl.store(pointer + offsets, values, mask=offsets < count)
+
+        touch[(1,)](torch.zeros(4), 4, BLOCK=4)
+    except Exception:  # noqa: BLE001 - the learner's own launches report what is wrong
+        pass
+
+
 def cap_memory(allowance_gib: float) -> bool:
     """Limit this process's address space to what it maps now plus ``allowance_gib`` (Linux
     only; never where CUDA runs, which reserves far more address space than it uses). Where

@@ -22,7 +22,7 @@ from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.learner_code import import_learner_module
-from learning.grader.loading import LockDown, prepare_import
+from learning.grader.loading import LockDown, load_launch_modules, prepare_import
 from learning.grader.recordings import run_map, run_steps
 from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
 from learning.grader.tensors import TensorSpec
@@ -99,6 +99,9 @@ def _kernels(parts: list, force_interpret: bool, module_path: str,
         reason = mode.reason
         if mode.interpret:
             from learning.grader import gpu_compile, sanitizer
+
+            if any(part.needs_kernels for part in parts):
+                load_launch_modules()  # before anything counts or records launches
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
