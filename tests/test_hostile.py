@@ -1488,12 +1488,11 @@ _os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
     assert run_check(root, folder).returncode == 1
 
 
-def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside(
-        tmp_path, monkeypatch):
-    # With no warm process, the check's own process never loads what its worker runs (torch,
-    # triton): the worker says, before the learner's code runs, what it loaded. Here a library
-    # of the test's own, in the worker's user site-packages, stands in for installed code: the
-    # worker loads it at start-up (sitecustomize), the module appends to it.
+@pytest.fixture
+def cold_worker_library(tmp_path, monkeypatch) -> Path:
+    """A library of the test's own standing in for installed code (torch, triton) that only
+    the check's worker loads: in the worker's user site-packages, loaded at its start-up
+    (sitecustomize), with no warm process; the check's own process never loads it."""
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     site_folder = tmp_path / "user" / "lib" / version / "site-packages"
     site_folder.mkdir(parents=True)
@@ -1506,6 +1505,14 @@ def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside
     monkeypatch.setenv(warm_process.SWITCH, "0")
     monkeypatch.setattr(forkserver, "enabled", lambda: False)  # a worker of its own start-up
     monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{site_folder}/",))
+    return library
+
+
+def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside(
+        tmp_path, cold_worker_library):
+    # With no warm process, the check's own process never loads what its worker runs (torch,
+    # triton): the worker says, before the learner's code runs, what it loaded.
+    library = cold_worker_library
     folder = tmp_path / "learner"
     folder.mkdir()
     planted = (f"with open({str(library)!r}, 'a') as _handle:\n"
@@ -1514,6 +1521,22 @@ def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside
     assert not library.exists(), "the changed library was left where the next worker runs it"
     note = " ".join(" ".join(result.notes).split())
     assert "installed code the grader runs changed" in note and "sentinel_library" in note, note
+
+
+def test_a_compiled_cache_of_what_a_cold_worker_loaded_is_set_aside_when_made(
+        tmp_path, cold_worker_library):
+    # Python runs a library's compiled cache in place of its source: one the learner's code
+    # made (its header copied from a real one would make it look current) is set aside.
+    import importlib.util
+
+    cache = Path(importlib.util.cache_from_source(str(cold_worker_library)))
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"import os as _os\n_os.makedirs({str(cache.parent)!r}, exist_ok=True)\n"
+               f"open({str(cache)!r}, 'wb').write(b'planted')\n" + PYTHON_PART_ONLY)
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert not cache.exists(), "the planted cache was left where the next worker runs it"
+    assert "compiled caches of installed code" in " ".join(result.notes), result.notes
 
 
 @linux_only

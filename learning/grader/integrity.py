@@ -192,9 +192,12 @@ class Guard:
         could be rewritten by the learner's code."""
         prefixes = _installed_prefixes()
         for path, stamp in stamps.items():
-            if isinstance(path, str) and path not in self.installed and \
-                    _installed(path, prefixes) and isinstance(stamp, tuple):
-                self.installed[path] = stamp
+            if not isinstance(path, str) or not _installed(path, prefixes):
+                continue
+            if path.endswith(".pyc") and (stamp is None or isinstance(stamp, tuple)):
+                self.compiled.setdefault(path, stamp)  # changed, or made: set aside
+            elif isinstance(stamp, tuple):
+                self.installed.setdefault(path, stamp)
 
     def _keep(self, path: Path):
         with contextlib.suppress(OSError):
@@ -313,9 +316,14 @@ def _compiled_caches(paths) -> list[str]:
     return found
 
 
-def installed_stamps() -> dict[str, tuple]:
-    """The stamps of the installed files this process loaded, for Guard.watch_installed."""
-    return _stamps(_loaded_files())
+def installed_stamps() -> dict[str, tuple | None]:
+    """The stamps of the installed files this process loaded, and of the compiled caches a
+    later process would run in their place (None where there is none), for
+    Guard.watch_installed."""
+    files = _loaded_files()
+    caches = _compiled_caches(files)
+    found = _stamps(caches)
+    return {**_stamps(files), **{cache: found.get(cache) for cache in caches}}
 
 
 def _loaded_files() -> set[str]:
