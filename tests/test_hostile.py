@@ -1673,3 +1673,15 @@ print(sorted(set(integrity.installed_stamps()) - watched))
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_installed_code_a_worker_loaded_and_the_module_removed_is_told(tmp_path,
+                                                                       cold_worker_library):
+    # No copy is kept to put back (torch alone is gigabytes), but the next check would fail to
+    # start, with nothing said of why, where this one passed.
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = f"import os as _os\n_os.unlink({str(cold_worker_library)!r})\n" + PYTHON_PART_ONLY
+    result = grade_text(folder, "softmax", planted, ["python"])
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs was removed" in note and "sentinel_library" in note

@@ -98,6 +98,7 @@ class Repairs:
     set_aside: list[str] = field(default_factory=list)  # files it added, moved away
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
+    installed_gone: list[str] = field(default_factory=list)  # installed files it removed
     modes: list[str] = field(default_factory=list)  # files whose permissions were put back
     compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
@@ -120,6 +121,11 @@ class Repairs:
             parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
                          "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
+        if self.installed_gone:
+            parts.append(f"installed code the grader runs was removed or renamed "
+                         f"({_listed(self.installed_gone)}): reinstall its package (python -m "
+                         "pip install --force-reinstall NAME), and the course with the "
+                         "README's command")
         if self.compiled:
             parts.append(f"compiled caches of installed code the grader runs changed "
                          f"({_listed(self.compiled)}) and were set aside: Python compiles them "
@@ -241,8 +247,11 @@ class Guard:
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
-        for path, stamp in _stamps(self.installed).items():
-            if stamp != self.installed[path]:
+        now = _stamps(self.installed)
+        for path, stamp in self.installed.items():
+            if path not in now:  # removed or renamed: no copy to put back, but said
+                repairs.installed_gone.append(path)
+            elif now[path] != stamp:
                 before = len(repairs.set_aside)
                 _move_away(Path(path), aside, repairs)
                 repairs.installed += repairs.set_aside[before:]
