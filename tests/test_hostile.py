@@ -1685,3 +1685,27 @@ def test_installed_code_a_worker_loaded_and_the_module_removed_is_told(tmp_path,
     result = grade_text(folder, "softmax", planted, ["python"])
     note = " ".join(" ".join(result.notes).split())
     assert "installed code the grader runs was removed" in note and "sentinel_library" in note
+
+
+@pytest.mark.compile_check
+@linux_only
+def test_installed_code_the_compile_check_changes_after_the_workers_is_set_aside(
+        tmp_path, mode, cold_worker_library):
+    # The compile check runs the module's statements again, in a process of its own, after
+    # the workers' guards have ended: what the workers loaded is still watched then.
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    module = solution_text("softmax") + f'''
+
+import sys as _sys
+
+# an assignment: the compile check runs those of the module's statements
+_planted = open({str(cold_worker_library)!r}, "a").write("VALUE = 2\\n") \
+    if "learning.grader.gpu_compile" in " ".join(_sys.orig_argv) else None
+'''
+    result = grade_text(folder, "softmax", module, ["triton"])
+    assert not cold_worker_library.exists(), rendered(result)
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs changed" in note and "sentinel_library" in note, note

@@ -90,6 +90,11 @@ def refusal(files: list[str]) -> str:
 
 # --- around the learner's code -----------------------------------------------------------------
 
+# Installed files a guard of this process set aside: gone for the next guard, which need not
+# say so again
+_set_aside_here: set[str] = set()
+
+
 @dataclass
 class Repairs:
     """What the learner's code did to files it should not have touched, and what was done."""
@@ -250,10 +255,12 @@ class Guard:
         now = _stamps(self.installed)
         for path, stamp in self.installed.items():
             if path not in now:  # removed or renamed: no copy to put back, but said
-                repairs.installed_gone.append(path)
+                if path not in _set_aside_here:  # (not by an earlier guard, which said so)
+                    repairs.installed_gone.append(path)
             elif now[path] != stamp:
                 before = len(repairs.set_aside)
                 _move_away(Path(path), aside, repairs)
+                _set_aside_here.add(path)
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
         for path, stamp in self.compiled.items():
@@ -323,6 +330,13 @@ def _compiled_caches(paths) -> list[str]:
             with contextlib.suppress(ValueError, NotImplementedError):
                 found.append(importlib.util.cache_from_source(path))
     return found
+
+
+def stamps_now(paths) -> dict[str, tuple | None]:
+    """``paths``' stamps as they are now, in installed_stamps' form: the baseline for code of
+    the learner's that runs later in another process (the GPU compile check's)."""
+    found = _stamps(paths)
+    return {path: found.get(path) for path in paths}
 
 
 def installed_stamps() -> dict[str, tuple | None]:
