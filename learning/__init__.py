@@ -52,6 +52,7 @@ keeps this list, the folder and the imports (no circles) in step.
             errors.py        what an exception means, when its type and message say so
             returned.py      what a call returned, as plain data that crosses the pipe
             borrowed.py      reference code the learner's process ran, found by path or content
+            tampering.py     the grader's own code in the learner's process, compared after a case
             tensors.py       tensor arguments as data, built alike in both processes
             numbers.py       agreement within a tolerance, and numbers as text
             declarations.py  how an exercise is declared: its parts, cases, bugs, tolerances

@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -1485,3 +1486,226 @@ _os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
     assert f"{root} (to elsewhere) was renamed and was put back" in text, text
     write_module(folder, "softmax", WRONG)
     assert run_check(root, folder).returncode == 1
+
+
+@pytest.fixture
+def cold_worker_library(tmp_path, monkeypatch) -> Path:
+    """A library of the test's own standing in for installed code (torch, triton) that only
+    the check's worker loads: in the worker's user site-packages, loaded at its start-up
+    (sitecustomize), with no warm process; the check's own process never loads it."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site_folder = tmp_path / "user" / "lib" / version / "site-packages"
+    site_folder.mkdir(parents=True)
+    library = site_folder / "sentinel_library.py"
+    library.write_text("VALUE = 1\n", encoding="utf-8")
+    (site_folder / "sitecustomize.py").write_text("import sentinel_library  # noqa\n",
+                                                  encoding="utf-8")
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "user"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site_folder), course_pythonpath()]))
+    monkeypatch.setenv(warm_process.SWITCH, "0")
+    monkeypatch.setattr(forkserver, "enabled", lambda: False)  # a worker of its own start-up
+    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{site_folder}/",))
+    return library
+
+
+def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside(
+        tmp_path, cold_worker_library):
+    # With no warm process, the check's own process never loads what its worker runs (torch,
+    # triton): the worker says, before the learner's code runs, what it loaded.
+    library = cold_worker_library
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"with open({str(library)!r}, 'a') as _handle:\n"
+               "    _handle.write('print(\"planted\")\\n')\n" + PYTHON_PART_ONLY)
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert not library.exists(), "the changed library was left where the next worker runs it"
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs changed" in note and "sentinel_library" in note, note
+
+
+def test_a_compiled_cache_of_what_a_cold_worker_loaded_is_set_aside_when_made(
+        tmp_path, cold_worker_library):
+    # Python runs a library's compiled cache in place of its source: one the learner's code
+    # made (its header copied from a real one would make it look current) is set aside.
+    import importlib.util
+
+    cache = Path(importlib.util.cache_from_source(str(cold_worker_library)))
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"import os as _os\n_os.makedirs({str(cache.parent)!r}, exist_ok=True)\n"
+               f"open({str(cache)!r}, 'wb').write(b'planted')\n" + PYTHON_PART_ONLY)
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert not cache.exists(), "the planted cache was left where the next worker runs it"
+    assert "compiled caches of installed code" in " ".join(result.notes), result.notes
+
+
+@linux_only
+def test_the_worker_goes_on_to_the_learners_code_only_once_the_grader_read_its_words():
+    # A process can open its own pipe again for reading (/proc/self/fd/N) and take out what
+    # the grader has not read yet: what the worker said before the learner's code ran (the
+    # stamps of the installed files, the phase) is read by the grader first.
+    from learning.grader.channel import Channel
+
+    read_end, write_end = os.pipe()
+    channel = Channel(write_end)
+    channel.send("installed", {"/a/file.py": (1, 2, 3)})
+    assert not channel.drained(seconds=0.2)  # nobody read it
+    stolen = os.open(f"/proc/self/fd/{write_end}", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert os.read(stolen, 1 << 16)  # what the learner's code could take, had it run
+    finally:
+        os.close(stolen)
+    channel.send("importing")
+    started = time.monotonic()
+    reader = threading.Timer(0.3, lambda: os.read(read_end, 1 << 16))
+    reader.start()
+    assert channel.drained(seconds=5.0) and time.monotonic() - started >= 0.25
+    reader.join()
+    os.close(read_end)
+
+
+# A process of the learner's own computes out of the audit hook's sight: one forked keeps the
+# hook and says what it saw; a Python started afresh (or a shell, which may start one) is noted.
+_SOLUTION = str(solution_path("softmax"))
+_CHILD = f"open({_SOLUTION!r}).read(); print(0.5)"
+STARTS_A_PROCESS = {
+    "subprocess": f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {_CHILD!r}])\n",
+    "os.system": f"import os, sys\nos.system(sys.executable + ' -c ' + repr({_CHILD!r}))\n",
+    "posix_spawn": f"import os, sys\n_pid = os.posix_spawn(sys.executable, ['python', '-c', "
+                   f"{_CHILD!r}], dict(os.environ))\nos.waitpid(_pid, 0)\n",
+    "a copy of python, in a shell": "import os, shutil, subprocess, sys, tempfile\n"
+                                    "_copy = os.path.join(tempfile.mkdtemp(), 'calc')\n"
+                                    "shutil.copy(os.path.realpath(sys.executable), _copy)\n"
+                                    f"subprocess.run([_copy, '-c', {_CHILD!r}])\n",
+    "multiprocessing, spawned": "import multiprocessing\n"
+                                "_p = multiprocessing.get_context('spawn').Process(target=print)\n"
+                                "_p.start()\n_p.join()\n",
+    "multiprocessing, forked": "import multiprocessing\n"
+                               "def _borrow():\n"
+                               "    import learning.exercises.softmax.solution  # noqa\n"
+                               "_p = multiprocessing.get_context('fork').Process(target=_borrow)\n"
+                               "_p.start()\n_p.join()\n",
+}
+
+
+@linux_only
+@pytest.mark.parametrize("route", sorted(STARTS_A_PROCESS))
+def test_a_python_the_module_starts_is_noted_and_its_pass_not_recorded(tmp_path, route):
+    result = grade_text(tmp_path, "softmax", STARTS_A_PROCESS[route] + PYTHON_PART_ONLY,
+                        ["python"])
+    assert result.ok, rendered(result)
+    assert result.borrowed, route
+    line = " ".join(rendered(result).split())
+    assert "so no part's pass is recorded" in line, line
+
+
+def test_a_program_that_runs_no_python_is_not_taken_for_borrowing(tmp_path):
+    module = "import subprocess\nsubprocess.run(['true'])\nsubprocess.run(['ls', '/'], " \
+             "capture_output=True)\n" + PYTHON_PART_ONLY
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok and result.borrowed == [], result.borrowed
+
+
+TORCH_PASSED_AS_A_KERNEL = '''
+import torch
+from learning.grader import calls as _calls
+
+_calls.LaunchCounter.taken = lambda self: 1  # "a kernel ran"
+_calls.LaunchCounter.computed_by_torch = lambda self, result, made: ""
+_calls.LaunchCounter.changed_since_launch = lambda self, result: ()
+
+
+def softmax_triton(x):
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+'''
+
+
+def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tmp_path):
+    result = grade_text(tmp_path, "softmax", TORCH_PASSED_AS_A_KERNEL, ["triton"])
+    triton = result.parts[0]
+    assert triton.status != "passed" and triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"grader-changed"}, keys
+
+
+@linux_only
+def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
+    # Either would turn warm checks off for every later check, with nothing said: the folder
+    # is refused once others may enter it, and a marker says the server cannot run here.
+    where = warm_process.folder()
+    guard = integrity.Guard(tmp_path)
+    os.chmod(where, 0o755)
+    marker = where / f"{warm_process.key(True)}.refused"
+    marker.touch()
+    repairs = guard.repair(tmp_path / "aside")
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700 and not marker.exists()
+    assert warm_process.folder() == where
+    assert "turned the warm process off" in repairs.note("aside"), repairs.note("aside")
+    # and a folder replaced by a link leads nowhere once the learner's code has ended
+    guard = integrity.Guard(tmp_path)
+    shutil.rmtree(where)
+    where.symlink_to(tmp_path)
+    guard.repair(tmp_path / "aside")
+    assert warm_process.folder() == where and not where.is_symlink()
+
+
+def test_what_a_first_launch_loads_is_loaded_before_the_learners_code_is_watched(tmp_path):
+    # Triton imports modules at its first launch (its code generator, ...): first loaded during
+    # a case, their files were never among those the check watches, and code planted in one
+    # ran in every later check. The worker loads them before the learner's import.
+    (tmp_path / "launch.py").write_text('''
+import torch, triton, triton.language as tl
+from learning.grader import integrity, loading
+
+loading.load_launch_modules()
+watched = set(integrity.installed_stamps())
+
+@triton.jit
+def double(pointer, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(pointer + offsets, tl.load(pointer + offsets) * 2)
+
+double[(1,)](torch.ones(8), BLOCK=8)
+print(sorted(set(integrity.installed_stamps()) - watched))
+''', encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=course_pythonpath(), TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, str(tmp_path / "launch.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_installed_code_a_worker_loaded_and_the_module_removed_is_told(tmp_path,
+                                                                       cold_worker_library):
+    # No copy is kept to put back (torch alone is gigabytes), but the next check would fail to
+    # start, with nothing said of why, where this one passed.
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = f"import os as _os\n_os.unlink({str(cold_worker_library)!r})\n" + PYTHON_PART_ONLY
+    result = grade_text(folder, "softmax", planted, ["python"])
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs was removed" in note and "sentinel_library" in note
+
+
+@pytest.mark.compile_check
+@linux_only
+def test_installed_code_the_compile_check_changes_after_the_workers_is_set_aside(
+        tmp_path, mode, cold_worker_library):
+    # The compile check runs the module's statements again, in a process of its own, after
+    # the workers' guards have ended: what the workers loaded is still watched then.
+    if not mode.interpret:
+        pytest.skip("the compile check follows an interpreter run")
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    module = solution_text("softmax") + f'''
+
+import sys as _sys
+
+# an assignment: the compile check runs those of the module's statements
+_planted = open({str(cold_worker_library)!r}, "a").write("VALUE = 2\\n") \
+    if "learning.grader.gpu_compile" in " ".join(_sys.orig_argv) else None
+'''
+    result = grade_text(folder, "softmax", module, ["triton"])
+    assert not cold_worker_library.exists(), rendered(result)
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs changed" in note and "sentinel_library" in note, note

@@ -14,12 +14,20 @@ reference code: the same bytecode, names and constants (not the function's name,
 names or its strings) is the same code, wherever it was copied to. A reference file opened by
 the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
 by its name as well: its text read, changed a little and run would compare as other code.
+
+Another process is out of the hook's sight: a forked one keeps the hook, so what is seen is sent
+the moment it is seen (``report``), from whichever process saw it; but a program started afresh
+(through subprocess, multiprocessing's spawn, os.system, os.exec*, os.posix_spawn or ctypes) runs
+without it. Starting a Python interpreter, or a program that runs others from its arguments (a
+shell, env), is noted as such (``STARTED``): what that Python computed is not known to be the
+learner's. Programs that libraries start (a compiler, ldconfig) are not.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -32,6 +40,19 @@ EXERCISES = "learning/exercises"
 ANSWERS = ("solution.py", "catalogue.py")
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
+# A name in ``Watch.found`` that starts so is a program started, not a reference module
+STARTED = "started: "
+# Programs that run other programs named in their arguments or their input, which the hook
+# would not see either: the shells, and the commands that run their arguments
+RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash",
+                     "busybox", "env", "nohup", "nice", "timeout", "setsid", "xargs", "stdbuf",
+                     "sudo", "su", "script", "chroot", "unshare", "nsenter", "taskset",
+                     "ionice", "flock", "time", "watch", "exec"})
+_PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*[mtdw]?(\.exe)?", re.IGNORECASE)
+# C functions that start a program, looked up through ctypes
+_EXEC_FUNCTIONS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl",
+                             "execle", "execlp", "fexecve", "posix_spawn", "posix_spawnp",
+                             "execveat"})
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
 # two-line helper the same way the reference does without having seen it.
 MIN_CODE_BYTES = 64
@@ -83,8 +104,13 @@ def functions(code: types.CodeType):
 class Watch:
     """The audit hook of the module's docstring; ``found`` holds what it saw, as names."""
 
-    def __init__(self, learner_file: str):
+    def __init__(self, learner_file: str, report=None):
         self.learner_file = os.path.abspath(learner_file)
+        # called with each name the first time it is found (in this process or a fork of it):
+        # a fork's findings never reach this process's ``found``
+        self.report = report
+        self.started: set[str] = set()  # programs started that run unwatched code
+        self._reported: set[str] = set()
         self.by_path: set[str] = set()  # reference modules run from their own files
         self.copies: dict[tuple[str, str], set[str]] = {}  # (module, where): its functions
         self._references: dict[str, tuple[str, str]] | None = None  # print: (module, function)
@@ -97,9 +123,19 @@ class Watch:
 
     def install(self):
         sys.addaudithook(self._hook)
+        _audit_fork_exec()
 
     def _hook(self, event: str, args: tuple):
         if self._busy or not args:
+            return
+        if event in _STARTS:
+            try:
+                self._busy = True
+                self._started(event, args)
+            except Exception:  # noqa: BLE001 - the learner's call goes on, whatever this is
+                pass
+            finally:
+                self._busy = False
             return
         if event == "open":
             self._opened(args[0])
@@ -116,11 +152,36 @@ class Watch:
             self._busy = True
             if code is not None:
                 self._look(code, by_content=event == "compile")
+                self._tell()
         except Exception:  # noqa: BLE001 - the learner's exec must go on, whatever this is
             pass
         finally:
             self._busy = False
 
+    def _tell(self):
+        """Report what was found and not yet reported."""
+        if self.report is None:
+            return
+        for name in sorted(self.found - self._reported):
+            self._reported.add(name)
+            self.report(name)
+
+    def _started(self, event: str, args: tuple):
+        """A program started: noted when it runs code the hook cannot watch."""
+        if event == "os.system":
+            what = f"a shell ({_shown_command(args[0])})"
+        elif event == "ctypes.dlsym":
+            name = args[1] if len(args) > 1 else ""
+            if not isinstance(name, str) or name not in _EXEC_FUNCTIONS:
+                return
+            what = f"a program, through ctypes ({name})"
+        else:
+            program, argv = _STARTS[event](args)
+            if not _unwatched(program, argv):
+                return
+            what = f"{os.path.basename(os.fsdecode(program))} ({_shown_command(argv)})"
+        self.started.add(what)
+        self._tell()
     def _opened(self, path):
         """A reference file opened (to be read, then changed and run, say): noted by its name,
         as an import of it would be. Its own import opens it too, and is noted the same."""
@@ -129,8 +190,15 @@ class Watch:
                 name = reference_name(os.path.realpath(os.fsdecode(path)))
             except (TypeError, ValueError, OSError):
                 return
-            if name:
+            if name and name not in self.by_path:
                 self.by_path.add(name)
+                try:
+                    self._busy = True
+                    self._tell()
+                except Exception:  # noqa: BLE001 - the learner's open goes on
+                    pass
+                finally:
+                    self._busy = False
 
     def _compiled(self, source, filename) -> types.CodeType | None:
         """The code ``source`` compiles to, to be looked at; None for a file imported as it
@@ -177,7 +245,8 @@ class Watch:
         """What was seen, one name each: "learning.exercises.softmax.solution", or, for a copy,
         "learning.exercises.softmax.solution (softmax_python), copied into mine.py"."""
         return self.by_path | {f"{module} ({', '.join(sorted(names))}), copied into {where}"
-                               for (module, where), names in self.copies.items()}
+                               for (module, where), names in self.copies.items()} | \
+            {STARTED + what for what in self.started}
 
     def _fingerprints(self) -> dict[str, tuple[str, str]]:
         """The course's reference functions, compiled here the first time they are needed."""
@@ -195,6 +264,94 @@ class Watch:
                         self._references.setdefault(fingerprint(function),
                                                     (name, function.co_name))
         return self._references
+
+
+def _program_and_argv(args: tuple, program_at: int, argv_at: int):
+    return args[program_at], list(args[argv_at] or ())
+
+
+def _popen(executable, argv):
+    argv = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ())
+    return executable or (argv[0] if argv else ""), argv
+
+
+# The audit events of a program's start: the program and its arguments, from the event's
+_STARTS = {
+    "os.exec": lambda args: _program_and_argv(args, 0, 1),
+    "os.posix_spawn": lambda args: _program_and_argv(args, 0, 1),
+    "os.spawn": lambda args: _program_and_argv(args, 1, 2),
+    "subprocess.Popen": lambda args: _popen(args[0], args[1]),
+    "learning.fork_exec": lambda args: ((args[1] or [""])[0], list(args[0] or ())),
+    "os.system": None,
+    "ctypes.dlsym": None,
+}
+
+
+def _audit_fork_exec():
+    """Raise an audit event where multiprocessing starts a program (its spawn starts a fresh
+    Python): the call it makes (_posixsubprocess.fork_exec) raises none of its own, unlike
+    subprocess's, which has subprocess.Popen."""
+    try:
+        import _posixsubprocess
+    except ImportError:  # Windows
+        return
+    original = _posixsubprocess.fork_exec
+    if getattr(original, "audited", False):
+        return
+
+    def fork_exec(args, executables, *rest):
+        sys.audit("learning.fork_exec", args, executables)
+        return original(args, executables, *rest)
+
+    fork_exec.audited = True
+    _posixsubprocess.fork_exec = fork_exec
+
+
+def _unwatched(program, argv: list) -> bool:
+    """Whether starting ``program`` with ``argv`` runs code out of the hook's sight: a Python
+    interpreter (by its name, or a copy of this one), or a program that runs others, anywhere
+    among the arguments (``timeout 5 python3 -c ...``)."""
+    for item in [program, *argv]:
+        try:
+            path = os.fsdecode(item)
+        except TypeError:
+            continue
+        name = os.path.basename(path)
+        if name in RUNNERS or _PYTHON_NAME.fullmatch(name) or _this_python(path):
+            return True
+    return False
+
+
+def _this_python(path: str) -> bool:
+    """Whether ``path`` is this Python's program, or a copy of it under another name."""
+    try:
+        mine = os.path.realpath(sys.executable)
+        found = os.path.realpath(path)
+        if not os.path.isfile(found):
+            return False
+        if os.path.samefile(found, mine):
+            return True
+        if os.path.getsize(found) != os.path.getsize(mine):
+            return False
+        with open(found, "rb") as theirs, open(mine, "rb") as ours:
+            return theirs.read() == ours.read()
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _shown_command(argv) -> str:
+    """A command, shown in a note: its words, cut short."""
+    if isinstance(argv, (str, bytes)):
+        words = [os.fsdecode(argv)]
+    else:
+        words = []
+        for item in argv:
+            try:
+                words.append(os.fsdecode(item))
+            except TypeError:
+                words.append(repr(item))
+    text = " ".join(words)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_file_text(path: str, source) -> bool:

@@ -11,6 +11,7 @@ import os
 import pickle
 import struct
 import sys
+import time
 
 from learning.grader.childproc import CHANNEL_LOST_STATUS, load_event
 from learning.grader.handover import inherited_fd
@@ -43,6 +44,30 @@ class Channel:
             self._file.write(struct.pack("<Q", len(payload)) + payload)
         except OSError:
             os._exit(CHANNEL_LOST_STATUS)
+
+    def drained(self, seconds: float = 10.0) -> bool:
+        """Wait until the grader has read everything sent so far, or ``seconds`` pass; whether
+        it has. Called before the learner's code runs: a process can open its own pipe again
+        for reading (/proc/self/fd), and take out what the grader had not read yet (what was
+        sent before the learner's code, which the grader believes only from then) to send
+        other words in its place."""
+        try:
+            import fcntl
+            import termios
+        except ImportError:  # Windows: no /proc to open the pipe again through
+            return True
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                waiting = struct.unpack("i", fcntl.ioctl(self._file.fileno(), termios.FIONREAD,
+                                                         b"\0" * 4))[0]
+            except OSError:
+                return False
+            if waiting == 0:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
 
     def finish(self):
         """Say "finished", once what the learner's code printed is flushed: the grader stops

@@ -86,6 +86,9 @@ COMMON_BUGS = {
             "after its last launch, code outside the kernel changed the output (a torch "
             "operation on it, a copy into it). This part grades what the kernel computes: "
             "leave its output as the kernel stored it"),
+        Bug("grader-changed", "your code changed the grader's own code in its process (the "
+            "launch counter, the hooks on Triton's launches): a kernel part is judged by what "
+            "that code counts, so the result cannot be. Leave the grader's modules alone"),
         Bug("computed-by-torch", "the tensor returned was computed by torch during the call, "
             "not stored by a kernel of yours: no launch was given its memory, nor the memory "
             "it was copied from. This part grades what your kernel computes: return the "
@@ -308,6 +311,13 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
+    if part.needs_kernels and returned.grader_changed:
+        changed = returned.grader_changed
+        return _fail("grader-changed", f"the grader's own code in the process that ran yours "
+                     f"had changed by the end of the call ({', '.join(changed[:3])}"
+                     f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
+                     "it counts the kernel launches and notes what torch computed: the "
+                     "result cannot be judged as a kernel's")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
     if part.needs_kernels and returned.computed_by_torch:

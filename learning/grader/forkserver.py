@@ -73,6 +73,10 @@ def _preload(interpret: bool = True):
     )
 
     registry.all_exercises()
+    if interpret:
+        from learning.grader import loading
+
+        loading.load_launch_modules()  # what Triton loads at a first launch, loaded once here
     if containment.available():
         # A worker's guard that is killed leaves what is below it to this process, which
         # ends it (_end_strays) instead of letting init adopt it; and with its memory out of

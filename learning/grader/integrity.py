@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import nearby
+from learning.grader import nearby, warm
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -90,6 +90,11 @@ def refusal(files: list[str]) -> str:
 
 # --- around the learner's code -----------------------------------------------------------------
 
+# Installed files a guard of this process set aside: gone for the next guard, which need not
+# say so again
+_set_aside_here: set[str] = set()
+
+
 @dataclass
 class Repairs:
     """What the learner's code did to files it should not have touched, and what was done."""
@@ -98,10 +103,12 @@ class Repairs:
     set_aside: list[str] = field(default_factory=list)  # files it added, moved away
     caches_deleted: int = 0  # compiled files it wrote under the course's folders
     installed: list[str] = field(default_factory=list)  # installed files it changed, set aside
+    installed_gone: list[str] = field(default_factory=list)  # installed files it removed
     modes: list[str] = field(default_factory=list)  # files whose permissions were put back
     compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
     moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
+    warm: list[str] = field(default_factory=list)  # the warm process's folder, put back
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
@@ -119,12 +126,20 @@ class Repairs:
             parts.append(f"installed code the grader runs changed ({_listed(self.installed)}) "
                          "and was set aside: reinstall its package (python -m pip install "
                          "--force-reinstall NAME), and the course with the README's command")
+        if self.installed_gone:
+            parts.append(f"installed code the grader runs was removed or renamed "
+                         f"({_listed(self.installed_gone)}): reinstall its package (python -m "
+                         "pip install --force-reinstall NAME), and the course with the "
+                         "README's command")
         if self.compiled:
             parts.append(f"compiled caches of installed code the grader runs changed "
                          f"({_listed(self.compiled)}) and were set aside: Python compiles them "
                          "again from their sources")
         if self.modes:
             parts.append(f"the permissions of {_listed(self.modes)} changed and were put back")
+        if self.warm:
+            parts.append(f"{_listed(self.warm)}, which would have turned the warm process off "
+                         "for later checks, and was put back")
         if self.beside.grades:
             parts.append(f"{_listed(self.beside.grades)} changed and was put back (grades are "
                          "written by the check, after your code has ended)")
@@ -179,6 +194,21 @@ class Guard:
         self.caches = _caches(root / "learning")
         # the folders themselves: renamed, every path above would lead nowhere
         self.folders = {folder: _identity(folder) for folder in (root, learner_folder)}
+        self.warm_folder = warm.FolderGuard()
+
+    def watch_installed(self, stamps: dict):
+        """Watch too the installed files a worker process loaded, by the stamps it took before
+        the learner's code ran (sent over its event pipe, see installed_stamps): what a worker
+        runs is more than this process loaded (torch, triton), and a list of it kept in a file
+        could be rewritten by the learner's code."""
+        prefixes = _installed_prefixes()
+        for path, stamp in stamps.items():
+            if not isinstance(path, str) or not _installed(path, prefixes):
+                continue
+            if path.endswith(".pyc") and (stamp is None or isinstance(stamp, tuple)):
+                self.compiled.setdefault(path, stamp)  # changed, or made: set aside
+            elif isinstance(stamp, tuple):
+                self.installed.setdefault(path, stamp)
 
     def _keep(self, path: Path):
         with contextlib.suppress(OSError):
@@ -222,10 +252,15 @@ class Guard:
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
-        for path, stamp in _stamps(self.installed).items():
-            if stamp != self.installed[path]:
+        now = _stamps(self.installed)
+        for path, stamp in self.installed.items():
+            if path not in now:  # removed or renamed: no copy to put back, but said
+                if path not in _set_aside_here:  # (not by an earlier guard, which said so)
+                    repairs.installed_gone.append(path)
+            elif now[path] != stamp:
                 before = len(repairs.set_aside)
                 _move_away(Path(path), aside, repairs)
+                _set_aside_here.add(path)
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
         for path, stamp in self.compiled.items():
@@ -240,6 +275,7 @@ class Guard:
                     os.unlink(path)
                     repairs.caches_deleted += 1
         repairs.beside = self.nearby.repair(aside)
+        repairs.warm = self.warm_folder.repair()
         return repairs
 
 
@@ -294,6 +330,23 @@ def _compiled_caches(paths) -> list[str]:
             with contextlib.suppress(ValueError, NotImplementedError):
                 found.append(importlib.util.cache_from_source(path))
     return found
+
+
+def stamps_now(paths) -> dict[str, tuple | None]:
+    """``paths``' stamps as they are now, in installed_stamps' form: the baseline for code of
+    the learner's that runs later in another process (the GPU compile check's)."""
+    found = _stamps(paths)
+    return {path: found.get(path) for path in paths}
+
+
+def installed_stamps() -> dict[str, tuple | None]:
+    """The stamps of the installed files this process loaded, and of the compiled caches a
+    later process would run in their place (None where there is none), for
+    Guard.watch_installed."""
+    files = _loaded_files()
+    caches = _compiled_caches(files)
+    found = _stamps(caches)
+    return {**_stamps(files), **{cache: found.get(cache) for cache in caches}}
 
 
 def _loaded_files() -> set[str]:

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from learning.grader import containment
+from learning.grader import containment, integrity
 from learning.grader.channel import Channel
 
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
@@ -41,6 +41,35 @@ def warm_up(path: str) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the learner's import reports it
                 pass
+
+
+_launched_once = False
+
+
+def load_launch_modules() -> None:
+    """Launch one tiny kernel in Triton's interpreter, so that the modules Triton imports at its
+    first launch (its code generator, ...) are loaded before the learner's code runs: their
+    files are then among those the check watches (integrity.installed_stamps), where a file
+    first loaded during a case would not be, and code planted in it would run in every later
+    check. Once a process (a warm process does it for the workers it forks)."""
+    global _launched_once
+    if _launched_once:
+        return
+    _launched_once = True
+    try:
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def touch(pointer, count, BLOCK: tl.constexpr):
+            offsets = tl.arange(0, BLOCK)
+            values = tl.load(pointer + offsets, mask=offsets < count, other=0.0)
+            tl.store(pointer + offsets, values, mask=offsets < count)
+
+        touch[(1,)](torch.zeros(4), 4, BLOCK=4)
+    except Exception:  # noqa: BLE001 - the learner's own launches report what is wrong
+        pass
 
 
 def cap_memory(allowance_gib: float) -> bool:
@@ -82,6 +111,11 @@ class LockDown:
         why = containment.lock_down(containment.grader_processes(self.grader_pid)) \
             if containment.available() else "no guard on this system"
         self.channel.send("contained", why)
+        # what this process loaded of installed code (torch, triton), as it is before the
+        # learner's code runs, for the check to compare afterwards (integrity.Guard)
+        self.channel.send("installed", integrity.installed_stamps())
+        # and read by the grader before the learner's code can open this pipe for reading
+        self.channel.drained()
 
 
 def prepare_import(module_path: str, memory_gib: float, lock_down: LockDown | None, device: str):

@@ -37,6 +37,7 @@ class Ran:
 
     output: str
     launches: list
+    installed: set = field(default_factory=set)  # installed files the workers loaded
 
 
 @dataclass
@@ -50,6 +51,7 @@ class _Progress:
     latest: dict[str, LastRun] = field(default_factory=dict)  # by part name
     output: list[str] = field(default_factory=list)
     launches: list = field(default_factory=list)
+    installed: set = field(default_factory=set)
 
     def collect(self, run: WorkerRun):
         judging.collect(run, self.pending)
@@ -102,6 +104,7 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
             result.add_note(note)
         result.add_note(run.repair_note())
         progress.launches += run.heard.launches
+        progress.installed.update(run.heard.installed)
         result.borrowed += [name for name in run.heard.borrowed if name not in result.borrowed]
         if run.heard.mode is not None:
             result.mode = run.heard.mode
@@ -128,7 +131,7 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
         reruns = _rerun_in_interpreter(settings, faulted, progress.faults, result, timeline)
         for part_result in faulted:
             judging.collect(progress.latest[part_result.part.name].run, [part_result], reruns)
-    return Ran("".join(progress.output), progress.launches)
+    return Ran("".join(progress.output), progress.launches, progress.installed)
 
 
 def _filtered() -> bool:

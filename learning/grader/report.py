@@ -12,6 +12,7 @@ from learning import course
 from learning.cli import visible
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, results
+from learning.grader.borrowed import STARTED
 from learning.grader.compare import DECIMALS, format_value
 from learning.grader.declarations import Exercise, Part
 from learning.grader.numbers import counted
@@ -63,10 +64,19 @@ def render(console: Console, result: results.CheckResult, state: State | None = 
 
 
 def borrowed_line(names: list[str]) -> str:
-    """What the check saw the learner's code load of the course's reference code."""
-    return (f"your code loaded the course's reference code ({', '.join(names)}) while it was "
-            "checked: a case it passed may have been computed by that code, not yours, so "
-            "no part's pass is recorded")
+    """What the check saw the learner's code load of the course's reference code, and the
+    programs it started that run code the check cannot watch (learning.grader.borrowed)."""
+    started = [n.removeprefix(STARTED) for n in names if n.startswith(STARTED)]
+    loaded = [n for n in names if not n.startswith(STARTED)]
+    said = []
+    if loaded:
+        said.append(f"your code loaded the course's reference code ({', '.join(loaded)}) while "
+                    "it was checked")
+    if started:
+        said.append(f"your code started {'; '.join(started)}, whose code the check cannot "
+                    "watch (it may load the course's reference code)")
+    return "; ".join(said) + (": a case it passed may have been computed by that code, not "
+                              "yours, so no part's pass is recorded")
 
 
 def _render_import_problem(console: Console, result: results.CheckResult):

@@ -99,6 +99,9 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     course = integrity.Guard(module_path.parent, module_files=warm.module_files())
     try:
         ran = part_runs.run_parts(settings, result, compiler, timeline)
+        # what the workers loaded, as each worker's guard left it: the compile check runs the
+        # learner's statements again, in a process of its own
+        course.watch_installed(integrity.stamps_now(ran.installed))
         if compiler is not None and compiler.started:
             timeline.note("compile check: launches sent")
             _attach_compile_check(result, compiler, ran.launches)

@@ -85,6 +85,41 @@ def folder() -> Path | None:
     return path
 
 
+# The markers this process wrote (_start_and_connect): any other that appears while a learner's
+# code runs is that code's, and would turn warm checks off for good (FolderGuard)
+_refused_here: set[Path] = set()
+
+
+class FolderGuard:
+    """The sockets' folder as it was before the learner's code ran; ``repair()`` puts back what
+    that code did to it that would silently turn warm checks off for every later check: its
+    permissions opened (folder() then refuses it), a file or a link put in its place, or a
+    marker that says the server cannot run here. Returns what it did, in words."""
+
+    def __init__(self):
+        self.path = Path(tempfile.gettempdir()) / f"triton-course-{os.getuid()}"
+        self.was_private = enabled() and folder() is not None
+        self.markers = set(self.path.glob("*.refused")) if self.was_private else set()
+
+    def repair(self) -> list[str]:
+        if not self.was_private:
+            return []
+        done = []
+        with contextlib.suppress(OSError):
+            info = self.path.lstat()
+            if not stat.S_ISDIR(info.st_mode):
+                self.path.unlink()  # a file or a link where the folder was
+                done.append(f"{self.path} was replaced by a file")
+            elif info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o700:
+                os.chmod(self.path, 0o700)
+                done.append(f"the permissions of {self.path} changed")
+        with contextlib.suppress(OSError):
+            for marker in set(self.path.glob("*.refused")) - self.markers - _refused_here:
+                marker.unlink()
+                done.append(f"{marker.name} appeared in {self.path}")
+        return done
+
+
 def server(force_interpret: bool) -> forkserver.ForkServer | None:
     """A connection to the warm server for this check's mode, started if need be; None when
     there is none to be had (the caller starts a process of its own)."""
@@ -101,7 +136,7 @@ def server(force_interpret: bool) -> forkserver.ForkServer | None:
         name = key(interpret)
         path = where / f"{name}.sock"
         refused = where / f"{name}.refused"
-        if refused.exists():
+        if refused.exists() and not interpret:  # only a compiled-mode server is refused
             return None  # this server could not run here before: do not pay for it again
         sock, ready_seconds = _connect_verified(path, interpret), READY_SECONDS
         if sock is None:
@@ -301,6 +336,7 @@ def _start_and_connect(path: Path, refused: Path, interpret: bool) -> socket.soc
         if code is not None:
             if code == 3:  # it found no GPU it could use: remember, and never wait again
                 refused.touch()
+                _refused_here.add(refused)
             return _connect_verified(path, interpret)  # code 2: another check's server
         time.sleep(0.02)
     with contextlib.suppress(OSError):

@@ -16,15 +16,15 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-from learning.grader import borrowed, containment, registry, stuck
+from learning.grader import borrowed, containment, registry, stuck, tampering
 from learning.grader import mode as kernel_mode
 from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
 from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
 from learning.grader.learner_code import import_learner_module
-from learning.grader.loading import LockDown, prepare_import
+from learning.grader.loading import LockDown, load_launch_modules, prepare_import
 from learning.grader.recordings import run_map, run_steps
-from learning.grader.returned import ImportProblem, Raised, Skipped
+from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
 from learning.grader.tensors import TensorSpec
 
 
@@ -36,6 +36,8 @@ class _Kernels:
     # what the interpreter launched, sent for the GPU compile check (gpu_compile.LaunchRecorder)
     recorder: object = None
     launches: LaunchCounter | None = None  # None: no part of this run launches kernels
+    # the grader's own code here, as it was before the learner's import (learning.grader.tampering)
+    untouched: tampering.Snapshot | None = None
 
 
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
@@ -51,10 +53,15 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
               if only is None or p.name not in only or c.name in only[p.name]}
     prepare_import(module_path, memory_gib, lock_down, kernels.device)
     loaded_before = borrowed.loaded_reference_modules()
-    watch = borrowed.Watch(module_path)
+    # what it finds is sent at once: from a forked process too, and before the learner's code
+    # could change what the watch holds
+    watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
     watch.install()
     interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
+    if kernels.launches is not None:
+        kernels.untouched = tampering.Snapshot()
     channel.send("importing")
+    channel.drained()  # read before the learner's code could take it off the pipe
     module, problem = import_learner_module(module_path)
     if problem is None and _interprets(os.environ.get("TRITON_INTERPRET")) != interpreting:
         problem = _mode_changed(module_path, interpreting)
@@ -92,6 +99,9 @@ def _kernels(parts: list, force_interpret: bool, module_path: str,
         reason = mode.reason
         if mode.interpret:
             from learning.grader import gpu_compile, sanitizer
+
+            if any(part.needs_kernels for part in parts):
+                load_launch_modules()  # before anything counts or records launches
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
@@ -169,6 +179,9 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 channel.send("abandon", part.name, "not run: the grader could not build an "
                              "earlier case's input")
                 return False
+            if part.needs_kernels and kernels.untouched is not None and \
+                    isinstance(outcome, Returned):
+                outcome.grader_changed = tuple(kernels.untouched.changes())
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.

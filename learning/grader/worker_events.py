@@ -48,6 +48,9 @@ class Heard:
     maps: dict[str, object] = field(default_factory=dict)  # a --map run's, by whose kernel
     steps: dict[str, object] = field(default_factory=dict)  # a --steps run's, by whose code
     borrowed: list[str] = field(default_factory=list)  # reference modules the learner loaded
+    # {path: stamp} of the installed files the process loaded before the learner's code ran
+    # (integrity.installed_stamps), for the check to compare afterwards
+    installed: dict = field(default_factory=dict)
     finished: bool = False
 
     @classmethod
@@ -74,6 +77,12 @@ class Heard:
         elif kind == "environment":
             self.environment_problem = event[1]
             self.finished = True
+        elif kind == "installed":
+            # sent by the worker's own code before the learner's import, and read before it
+            # (Channel.drained): later ones are not believed (the learner's code would leave
+            # out what it changed)
+            if not self.imported and not self.installed and isinstance(event[1], dict):
+                self.installed = event[1]
         elif kind == "importing":
             self.phase = "import"
         elif kind == "import":
@@ -98,7 +107,8 @@ class Heard:
         elif kind == "steps":
             self.steps[event[1]] = event[2]
         elif kind == "borrowed":
-            self.borrowed = [str(name) for name in event[1]]
+            # sent as each is found, from the worker or a process it forked: added up
+            self.borrowed += [n for n in map(str, event[1]) if n not in self.borrowed]
         elif kind == "finished":
             self.finished = True
 

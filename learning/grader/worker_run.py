@@ -152,6 +152,7 @@ class WorkerRun:
                 with contextlib.suppress(OSError):
                     os.unlink(stack_file)
             # before anything is judged: what the grader imports from here on is the course's
+            course.watch_installed(self.heard.installed)
             self.repairs = course.repair(aside_folder(module_path))
         self.timeline.note("worker: ended")
         self.output = self._output.text()
