@@ -31,7 +31,15 @@ import pytest
 
 from learning import check, progress, solution
 from learning.exercises import solution_path
-from learning.grader import containment, forkserver, integrity, registry, report, state
+from learning.grader import (
+    containment,
+    forkserver,
+    installed,
+    integrity,
+    registry,
+    report,
+    state,
+)
 from learning.grader import warm as warm_process
 from tests.helpers import (
     COURSE_ROOT,
@@ -1008,7 +1016,7 @@ def test_the_course_guard_puts_back_the_manifest_and_start_up_files(tmp_path, mo
     site_folder = tmp_path / "site-packages"
     site_folder.mkdir()
     (site_folder / "existing.pth").write_text("import os\n", encoding="utf-8")
-    monkeypatch.setattr(integrity, "_site_folders", lambda: [str(site_folder)])
+    monkeypatch.setattr(installed, "site_folders", lambda: [str(site_folder)])
     learner = tmp_path / "learner"
     learner.mkdir()
     guard = integrity.Guard(learner, root)
@@ -1118,16 +1126,16 @@ def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tm
                                                                              monkeypatch):
     # too large to keep a copy of (torch, numpy, rich): a change sets the file aside, so that
     # the next process fails to import it instead of running what the learner's code planted
-    installed = tmp_path / "site" / "rich" / "__init__.py"
-    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{tmp_path / 'site'}/",))
-    installed.parent.mkdir(parents=True)
-    installed.write_text("VERSION = 1\n", encoding="utf-8")
-    guard = integrity.Guard(tmp_path, module_files=(str(installed),))
-    with open(installed, "a", encoding="utf-8") as handle:
+    planted_in = tmp_path / "site" / "rich" / "__init__.py"
+    monkeypatch.setattr(installed, "installed_prefixes", lambda: (f"{tmp_path / 'site'}/",))
+    planted_in.parent.mkdir(parents=True)
+    planted_in.write_text("VERSION = 1\n", encoding="utf-8")
+    guard = integrity.Guard(tmp_path, module_files=(str(planted_in),))
+    with open(planted_in, "a", encoding="utf-8") as handle:
         handle.write("print('planted')\n")
-    os.utime(installed, (0, 0))  # the modification time set back: the change time stays
+    os.utime(planted_in, (0, 0))  # the modification time set back: the change time stays
     repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
-    assert not installed.exists() and repairs.installed == [str(installed)]
+    assert not planted_in.exists() and repairs.installed == [str(planted_in)]
     assert "reinstall its package" in repairs.note("aside")
 
 
@@ -1312,7 +1320,7 @@ def test_a_compiled_cache_of_installed_code_changed_is_set_aside(tmp_path, monke
     library.write_text("VALUE = 1\n")
     cache = Path(importlib.util.cache_from_source(str(library)))
     py_compile.compile(str(library), cfile=str(cache))
-    monkeypatch.setattr(integrity, "_loaded_files", lambda: {str(library)})
+    monkeypatch.setattr(installed, "loaded_files", lambda: {str(library)})
     guard = integrity.Guard(tmp_path)
     cache.write_bytes(b"not a compiled module")
     repairs = guard.repair(tmp_path / "aside")
@@ -1504,7 +1512,7 @@ def cold_worker_library(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site_folder), course_pythonpath()]))
     monkeypatch.setenv(warm_process.SWITCH, "0")
     monkeypatch.setattr(forkserver, "enabled", lambda: False)  # a worker of its own start-up
-    monkeypatch.setattr(integrity, "_installed_prefixes", lambda: (f"{site_folder}/",))
+    monkeypatch.setattr(installed, "installed_prefixes", lambda: (f"{site_folder}/",))
     return library
 
 
@@ -1655,10 +1663,10 @@ def test_what_a_first_launch_loads_is_loaded_before_the_learners_code_is_watched
     # ran in every later check. The worker loads them before the learner's import.
     (tmp_path / "launch.py").write_text('''
 import torch, triton, triton.language as tl
-from learning.grader import integrity, loading
+from learning.grader import installed, loading
 
 loading.load_launch_modules()
-watched = set(integrity.installed_stamps())
+watched = set(installed.installed_stamps())
 
 @triton.jit
 def double(pointer, BLOCK: tl.constexpr):
@@ -1666,7 +1674,7 @@ def double(pointer, BLOCK: tl.constexpr):
     tl.store(pointer + offsets, tl.load(pointer + offsets) * 2)
 
 double[(1,)](torch.ones(8), BLOCK=8)
-print(sorted(set(integrity.installed_stamps()) - watched))
+print(sorted(set(installed.installed_stamps()) - watched))
 ''', encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=course_pythonpath(), TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, str(tmp_path / "launch.py")], env=env,

@@ -17,13 +17,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import site
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import nearby, warm
+from learning.grader import installed, nearby, warm
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -174,17 +172,19 @@ class Guard:
         # The installed code the grader's processes run (this one's modules, and
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
-        prefixes = _installed_prefixes()
-        own = _loaded_files()
-        self.installed = _stamps(own | {f for f in module_files if _installed(f, prefixes)})
+        prefixes = installed.installed_prefixes()
+        own = installed.loaded_files()
+        self.installed = installed.stamps(
+            own | {f for f in module_files if installed.is_installed(f, prefixes)})
         # and the compiled caches this process's next start would run instead of its files
         # (not the warm process's thousand: stamping those too doubled the cost of every run):
         # changed, or made where there was none, they are set aside (Python compiles them again)
-        self.compiled = {path: _stamps([path]).get(path) for path in _compiled_caches(own)}
+        self.compiled = {path: installed.stamps([path]).get(path)
+                         for path in installed.compiled_caches(own)}
         self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)
-        for folder in _site_folders():  # what Python runs at the start of every process
+        for folder in installed.site_folders():  # what Python runs at the start of every process
             for name in nearby.entries(Path(folder)):
                 if name.endswith((".pth", ".py")):
                     self._keep(Path(folder) / name)
@@ -201,9 +201,9 @@ class Guard:
         the learner's code ran (sent over its event pipe, see installed_stamps): what a worker
         runs is more than this process loaded (torch, triton), and a list of it kept in a file
         could be rewritten by the learner's code."""
-        prefixes = _installed_prefixes()
+        prefixes = installed.installed_prefixes()
         for path, stamp in stamps.items():
-            if not isinstance(path, str) or not _installed(path, prefixes):
+            if not isinstance(path, str) or not installed.is_installed(path, prefixes):
                 continue
             if path.endswith(".pyc") and (stamp is None or isinstance(stamp, tuple)):
                 self.compiled.setdefault(path, stamp)  # changed, or made: set aside
@@ -218,7 +218,7 @@ class Guard:
         folders = {self.root, self.learner_folder, self.root / "learning"}
         folders.update(p for p in (self.root / "learning").rglob("*")
                        if p.is_dir() and p.name != "__pycache__")
-        folders.update(Path(p) for p in _site_folders())
+        folders.update(Path(p) for p in installed.site_folders())
         return sorted(folders)
 
     def repair(self, aside: Path) -> Repairs:
@@ -252,7 +252,7 @@ class Guard:
                 inside = folder == course or course in folder.parents
                 if (inside and name != "__pycache__") or _importable(folder / name, folder):
                     _move_away(folder / name, aside, repairs)
-        now = _stamps(self.installed)
+        now = installed.stamps(self.installed)
         for path, stamp in self.installed.items():
             if path not in now:  # removed or renamed: no copy to put back, but said
                 if path not in _set_aside_here:  # (not by an earlier guard, which said so)
@@ -264,7 +264,7 @@ class Guard:
                 repairs.installed += repairs.set_aside[before:]
                 del repairs.set_aside[before:]
         for path, stamp in self.compiled.items():
-            if _stamps([path]).get(path) != stamp and os.path.lexists(path):
+            if installed.stamps([path]).get(path) != stamp and os.path.lexists(path):
                 before = len(repairs.set_aside)
                 _move_away(Path(path), aside, repairs)
                 repairs.compiled += repairs.set_aside[before:]
@@ -306,69 +306,6 @@ def _mode(path: Path) -> int | None:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
         return None
-
-
-def _installed_prefixes() -> tuple[str, ...]:
-    return tuple(os.path.join(os.path.abspath(p), "") for p in
-                 {sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_folders()})
-
-
-def _installed(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
-    """Whether ``path`` is installed code of this Python: its own library or site-packages (the
-    course's files are kept whole elsewhere; a test's, a learner's or another checkout's module
-    is not this check's installed code)."""
-    return os.path.abspath(path).startswith(prefixes or _installed_prefixes())
-
-
-def _compiled_caches(paths) -> list[str]:
-    """The compiled cache Python would load in place of each source file in ``paths``."""
-    import importlib.util
-
-    found = []
-    for path in paths:
-        if path.endswith(".py"):
-            with contextlib.suppress(ValueError, NotImplementedError):
-                found.append(importlib.util.cache_from_source(path))
-    return found
-
-
-def stamps_now(paths) -> dict[str, tuple | None]:
-    """``paths``' stamps as they are now, in installed_stamps' form: the baseline for code of
-    the learner's that runs later in another process (the GPU compile check's)."""
-    found = _stamps(paths)
-    return {path: found.get(path) for path in paths}
-
-
-def installed_stamps() -> dict[str, tuple | None]:
-    """The stamps of the installed files this process loaded, and of the compiled caches a
-    later process would run in their place (None where there is none), for
-    Guard.watch_installed."""
-    files = _loaded_files()
-    caches = _compiled_caches(files)
-    found = _stamps(caches)
-    return {**_stamps(files), **{cache: found.get(cache) for cache in caches}}
-
-
-def _loaded_files() -> set[str]:
-    """The files of the installed modules this process has loaded."""
-    prefixes = _installed_prefixes()
-    found = set()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and _installed(path, prefixes):
-            found.add(path)
-    return found
-
-
-def _stamps(paths) -> dict[str, tuple]:
-    """{path: (size, inode, change time)} of the files that exist: a write changes the change
-    time, which unlike the modification time no process can set back."""
-    found = {}
-    for path in paths:
-        with contextlib.suppress(OSError):
-            info = os.stat(path)
-            found[path] = (info.st_size, info.st_ino, info.st_ctime_ns)
-    return found
 
 
 def _importable(path: Path, folder: Path) -> bool:
@@ -416,15 +353,6 @@ def _optimisation(path: Path) -> int:
         if f".opt-{level}." in path.name:
             return level
     return 0
-
-
-def _site_folders() -> list[str]:
-    folders = []
-    with contextlib.suppress(AttributeError):
-        folders += site.getsitepackages()
-    with contextlib.suppress(AttributeError):
-        folders.append(site.getusersitepackages())
-    return [f for f in folders if os.path.isdir(f)]
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from learning.grader import containment, integrity
+from learning.grader import containment, installed
 from learning.grader.channel import Channel
 
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
@@ -49,7 +49,7 @@ _launched_once = False
 def load_launch_modules() -> None:
     """Launch one tiny kernel in Triton's interpreter, so that the modules Triton imports at its
     first launch (its code generator, ...) are loaded before the learner's code runs: their
-    files are then among those the check watches (integrity.installed_stamps), where a file
+    files are then among those the check watches (installed.installed_stamps), where a file
     first loaded during a case would not be, and code planted in it would run in every later
     check. Once a process (a warm process does it for the workers it forks)."""
     global _launched_once
@@ -113,7 +113,7 @@ class LockDown:
         self.channel.send("contained", why)
         # what this process loaded of installed code (torch, triton), as it is before the
         # learner's code runs, for the check to compare afterwards (integrity.Guard)
-        self.channel.send("installed", integrity.installed_stamps())
+        self.channel.send("installed", installed.installed_stamps())
         # and read by the grader before the learner's code can open this pipe for reading
         self.channel.drained()
 

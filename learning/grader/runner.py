@@ -22,6 +22,7 @@ from learning.grader import (  # noqa: F401
     compare,
     first_step,
     gpu_compile,
+    installed,
     integrity,
     map_run,
     map_view,
@@ -101,7 +102,7 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         ran = part_runs.run_parts(settings, result, compiler, timeline)
         # what the workers loaded, as each worker's guard left it: the compile check runs the
         # learner's statements again, in a process of its own
-        course.watch_installed(integrity.stamps_now(ran.installed))
+        course.watch_installed(installed.stamps_now(ran.installed))
         if compiler is not None and compiler.started:
             timeline.note("compile check: launches sent")
             _attach_compile_check(result, compiler, ran.launches)

@@ -49,7 +49,7 @@ class Heard:
     steps: dict[str, object] = field(default_factory=dict)  # a --steps run's, by whose code
     borrowed: list[str] = field(default_factory=list)  # reference modules the learner loaded
     # {path: stamp} of the installed files the process loaded before the learner's code ran
-    # (integrity.installed_stamps), for the check to compare afterwards
+    # (installed.installed_stamps), for the check to compare afterwards
     installed: dict = field(default_factory=dict)
     finished: bool = False
 

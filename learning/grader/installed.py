@@ -1,0 +1,85 @@
+"""Installed code a process has loaded (this Python's own library and site-packages), and the
+stamps of its files: what the check compares before and after the learner's code runs
+(``learning.grader.integrity``), sent by each worker before that code starts
+(``learning.grader.loading``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import site
+import sys
+
+
+def installed_prefixes() -> tuple[str, ...]:
+    """This Python's own folders and its site-packages, each ending in a separator."""
+    return tuple(os.path.join(os.path.abspath(p), "") for p in
+                 {sys.prefix, sys.base_prefix, sys.exec_prefix, *site_folders()})
+
+
+def is_installed(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
+    """Whether ``path`` is installed code of this Python: its own library or site-packages (the
+    course's files are kept whole elsewhere; a test's, a learner's or another checkout's module
+    is not this check's installed code)."""
+    return os.path.abspath(path).startswith(prefixes or installed_prefixes())
+
+
+def compiled_caches(paths) -> list[str]:
+    """The compiled cache Python would load in place of each source file in ``paths``."""
+    import importlib.util
+
+    found = []
+    for path in paths:
+        if path.endswith(".py"):
+            with contextlib.suppress(ValueError, NotImplementedError):
+                found.append(importlib.util.cache_from_source(path))
+    return found
+
+
+def stamps_now(paths) -> dict[str, tuple | None]:
+    """``paths``' stamps as they are now, in installed_stamps' form: the baseline for code of
+    the learner's that runs later in another process (the GPU compile check's)."""
+    found = stamps(paths)
+    return {path: found.get(path) for path in paths}
+
+
+def installed_stamps() -> dict[str, tuple | None]:
+    """The stamps of the installed files this process loaded, and of the compiled caches a
+    later process would run in their place (None where there is none), for
+    Guard.watch_installed."""
+    files = loaded_files()
+    caches = compiled_caches(files)
+    found = stamps(caches)
+    return {**stamps(files), **{cache: found.get(cache) for cache in caches}}
+
+
+def loaded_files() -> set[str]:
+    """The files of the installed modules this process has loaded."""
+    prefixes = installed_prefixes()
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and is_installed(path, prefixes):
+            found.add(path)
+    return found
+
+
+def stamps(paths) -> dict[str, tuple]:
+    """{path: (size, inode, change time)} of the files that exist: a write changes the change
+    time, which unlike the modification time no process can set back."""
+    found = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            found[path] = (info.st_size, info.st_ino, info.st_ctime_ns)
+    return found
+
+
+def site_folders() -> list[str]:
+    """The site-packages folders that exist, the user's included."""
+    folders = []
+    with contextlib.suppress(AttributeError):
+        folders += site.getsitepackages()
+    with contextlib.suppress(AttributeError):
+        folders.append(site.getusersitepackages())
+    return [f for f in folders if os.path.isdir(f)]
