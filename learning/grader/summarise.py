@@ -86,7 +86,10 @@ def _numpy_scalars(value, depth: int = 0) -> tuple[str, ...]:
             return False
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(item, numpy.generic):
-            found.add(type(item).__name__)
+            kind = type(item)  # numpy's own scalar types only: a subclass may name itself anything
+            if kind.__module__ != "numpy" or not kind.__name__.isidentifier():
+                return False
+            found.add(kind.__name__)
             return True
         if isinstance(item, dict) and dict.__len__(item) <= 100:
             return all(walk(k, depth + 1) and walk(v, depth + 1) for k, v in dict.items(item))

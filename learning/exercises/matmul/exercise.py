@@ -554,39 +554,39 @@ def _whole_tiles(m, n, k, a_strides, b_strides, element_bytes, block):
 
 def _aligned_in_elements(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 aligned=lambda strides, _: strides[1] == 1 and strides[0] % 16 == 0)
+                   aligned=lambda strides, _: strides[1] == 1 and strides[0] % 16 == 0)
 
 
 def _column_stride_ignored(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 aligned=lambda strides, size: strides[0] * size % 16 == 0)
+                   aligned=lambda strides, size: strides[0] * size % 16 == 0)
 
 
 def _peeled_inverted(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 peeled=lambda k, block_k: k % block_k == 0)
+                   peeled=lambda k, block_k: k % block_k == 0)
 
 
 def _peeled_by_16(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 peeled=lambda k, block_k: k % 16 != 0)
+                   peeled=lambda k, block_k: k % 16 != 0)
 
 
 def _copies_every_size(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 copies=lambda a_aligned, b_aligned, macs: (not a_aligned, not b_aligned))
+                   copies=lambda a_aligned, b_aligned, macs: (not a_aligned, not b_aligned))
 
 
 def _padding_without_k(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 padding=lambda m, n, k, tiles, block, k_steps:
-                 tiles * block[0] * block[1] * k - m * n * k)
+                   padding=lambda m, n, k, tiles, block, k_steps:
+                   tiles * block[0] * block[1] * k - m * n * k)
 
 
 def _padding_not_subtracted(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                 padding=lambda m, n, k, tiles, block, k_steps:
-                 tiles * block[0] * block[1] * k_steps * block[2])
+                   padding=lambda m, n, k, tiles, block, k_steps:
+                   tiles * block[0] * block[1] * k_steps * block[2])
 
 
 class _fields_as:  # noqa: N801 - used like a function: Bug(..., _fields_as(replay, fields))
