@@ -516,18 +516,59 @@ def _check(a: object, b: object) -> None:
 # Launching: what the first call of a product works out, and what the next calls reuse.
 
 
-def _direct_launcher(compiled, grid: tuple[int, int, int]):
-    """The compiled kernel's own launcher for this grid, ``compiled[grid]``: it takes the
-    kernel's arguments in order (constexprs included, as Triton's launch path passes them)
+def _silent(hook) -> bool:
+    """No one listens on this launch hook: None, or a chain of hooks (Triton 3.4 and later)
+    with none in it."""
+    return hook is None or (isinstance(getattr(hook, "calls", None), list) and not hook.calls)
+
+
+def _launch_hooks():
+    """Where this Triton keeps the hooks a profiler adds to every launch (``triton.knobs``,
+    3.4 and later), or None."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    runtime = getattr(knobs, "runtime", None)
+    return runtime if hasattr(runtime, "launch_enter_hook") else None
+
+
+def _direct_launcher(compiled, grid: tuple[int, int, int], device: torch.device):
+    """A launcher of the compiled kernel for this grid: it takes the kernel's tensors, then
+    its other arguments in order (constexprs included, as Triton's launch path passes them),
     and goes straight to the driver, without the binding, specialization and cache lookup
     that ``kernel[grid](...)`` repeats on every call. None where there is no compiled kernel
-    (the interpreter) or this Triton's compiled kernels launch some other way."""
+    (the interpreter) or this Triton's compiled kernels launch some other way.
+
+    Where the compiled kernel's parts are where Triton's own runner (``compiled[grid]``)
+    finds them, it calls them as that runner does, less what it works out again on every
+    call: the stream (asked of torch, not found through Triton's driver), the hooks'
+    metadata and calls (skipped while no profiler listens: the runner then calls empty
+    chains), and each pointer's check (given as an integer, the launcher neither asks the
+    tensor for it nor asks the driver whether the GPU can reach it: the plan's key already
+    says the tensors are on this GPU). While a hook listens, and on a Triton laid out
+    otherwise, its runner launches."""
     if compiled is None or not hasattr(compiled, "function"):
         return None
     try:
-        return compiled[grid]
+        runner = compiled[grid]
     except Exception:  # noqa: BLE001 (any failure means: keep Triton's usual launch)
         return None
+    hooks = _launch_hooks()
+    run = getattr(compiled, "run", None)
+    metadata = getattr(compiled, "packed_metadata", None)
+    if hooks is None or run is None or metadata is None or device.type != "cuda":
+        return lambda tensors, rest: runner(*tensors, *rest)
+    function, (x, y, z) = compiled.function, grid
+
+    def launch(tensors: tuple, rest: tuple) -> None:
+        if not (_silent(hooks.launch_enter_hook) and _silent(hooks.launch_exit_hook)):
+            runner(*tensors, *rest)  # a profiler listens: the runner tells it what it needs
+            return
+        run(x, y, z, _current_stream(device), function, metadata, None, None, None,
+            *[t.data_ptr() if isinstance(t, torch.Tensor) else t for t in tensors], *rest)
+
+    return launch
 
 
 class _Launch:
@@ -535,16 +576,18 @@ class _Launch:
     through Triton's usual launch (compiling if need be) and keeps the compiled kernel's own
     launcher; later calls use that launcher."""
 
-    def __init__(self, kernel, grid: tuple[int, int, int], fixed: tuple, options: dict):
+    def __init__(self, kernel, grid: tuple[int, int, int], fixed: tuple, options: dict,
+                 device: torch.device):
         self.kernel, self.grid, self.fixed, self.options = kernel, grid, fixed, options
+        self.device = device
         self.direct = None
 
     def __call__(self, *tensors) -> None:
         if self.direct is not None:
-            self.direct(*tensors, *self.fixed)
+            self.direct(tensors, self.fixed)
             return
         compiled = self.kernel[self.grid](*tensors, *self.fixed, **self.options)
-        self.direct = _direct_launcher(compiled, self.grid)
+        self.direct = _direct_launcher(compiled, self.grid, self.device)
 
 
 def _row_major_aligned(t: torch.Tensor) -> bool:
@@ -651,6 +694,7 @@ class _Plan:
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
+        self.one_device = a.device.type != "cuda" or torch.cuda.device_count() == 1
         self.skipped: dict[str, str] = {}  # rows the choice skipped, and why (_choose)
         vec = 16 // a.element_size()
         self.copy_a, self.copy_b = _copies(a, b) if copies is not False else (False, False)
@@ -690,14 +734,15 @@ class _Plan:
             programs = min(self.tiles, _programs(a.device))
             self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, programs, *tiles[:4],
-                config.tma, k % config.block_k == 0, self.aligned, vec, n % vec == 0), options)
+                config.tma, k % config.block_k == 0, self.aligned, vec, n % vec == 0), options,
+                a.device)
         elif config.tma:
             self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                      vec, n % vec == 0), options)
+                                                      vec, n % vec == 0), options, a.device)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
-                k % config.block_k == 0, self.aligned, vec, n % vec == 0), options)
+                k % config.block_k == 0, self.aligned, vec, n % vec == 0), options, a.device)
 
     def _scratch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The split programs' workspace and arrival counters (``_finish_tile``), one pair per
@@ -862,6 +907,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: TileConfig | None = None
 
 
 def _launch(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if plan.one_device:  # no other GPU to be current: nothing to ask or switch
+        return plan(a, b)
     with _on_device(a):
         return plan(a, b)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 
 import reference_matmul as rm
 from learning import bench, explain
@@ -626,7 +627,8 @@ def test_the_plan_the_learner_writes_is_the_one_the_reference_makes(case):
 
 def test_a_launch_goes_through_triton_once_then_straight_to_the_compiled_kernel():
     calls = []
-    launch = rm._Launch(FakeKernel(FakeCompiled(calls)), (4, 2, 1), (7, 8, True), {"num_warps": 4})
+    launch = rm._Launch(FakeKernel(FakeCompiled(calls)), (4, 2, 1), (7, 8, True), {"num_warps": 4},
+                        torch.device("cpu"))
     launch("c", "a", "b")
     launch("c2", "a2", "b2")
     launch("c3", "a3", "b3")
@@ -635,10 +637,58 @@ def test_a_launch_goes_through_triton_once_then_straight_to_the_compiled_kernel(
                      ("direct", (4, 2, 1), ("c3", "a3", "b3", 7, 8, True))]
     # where the compiled kernel has no launcher of its own, every call goes through Triton's
     calls = []
-    launch = rm._Launch(FakeKernel(FakeCompiled(calls, refuse=True)), (1, 1, 1), (), {})
+    launch = rm._Launch(FakeKernel(FakeCompiled(calls, refuse=True)), (1, 1, 1), (), {},
+                        torch.device("cpu"))
     launch("c", "a", "b")
     launch("c", "a", "b")
     assert launch.direct is None and [call[0] for call in calls] == ["triton", "triton"]
+
+
+class FakeLauncher(FakeCompiled):
+    """A compiled kernel laid out as Triton 3.4 to 3.9 lay it out: ``run`` (the driver's
+    launcher), ``function`` and ``packed_metadata``, which its runner passes to ``run``."""
+
+    packed_metadata = ("warps", "ctas", "shared")
+
+    def run(self, *args):
+        self.calls.append(("run", args))
+
+
+class FakeHooks:
+    """Triton's ``knobs.runtime``: two chains of launch hooks, empty until a profiler adds one."""
+
+    class Chain:
+        def __init__(self):
+            self.calls = []
+
+    def __init__(self):
+        self.launch_enter_hook, self.launch_exit_hook = self.Chain(), self.Chain()
+
+
+def test_a_remembered_launch_passes_pointers_and_the_stream_and_skips_hooks_no_one_listens_on(
+        monkeypatch):
+    calls, hooks = [], FakeHooks()
+    monkeypatch.setattr(rm, "_launch_hooks", lambda: hooks)
+    monkeypatch.setattr(rm, "_current_stream", lambda device: 1234)
+    compiled = FakeLauncher(calls)
+    launch = rm._Launch(FakeKernel(compiled), (4, 2, 1), (7, 8, True), {}, torch.device("cuda", 0))
+    c, a = torch.zeros(3), torch.ones(2)
+    launch(c, a)
+    launch(c, a)
+    assert calls[1] == ("run", (4, 2, 1, 1234, FakeLauncher.function, compiled.packed_metadata,
+                                None, None, None, c.data_ptr(), a.data_ptr(), 7, 8, True))
+    # once a profiler listens, Triton's own runner launches, and calls its hooks
+    hooks.launch_enter_hook.calls.append(print)
+    launch(c, a)
+    assert calls[2] == ("direct", (4, 2, 1), (c, a, 7, 8, True))
+    # a Triton without launch hooks where this module looks, or on the CPU: the runner always
+    monkeypatch.setattr(rm, "_launch_hooks", lambda: None)
+    for device in (torch.device("cuda", 0), torch.device("cpu")):
+        calls.clear()
+        launch = rm._Launch(FakeKernel(FakeLauncher(calls)), (1, 1, 1), (5,), {}, device)
+        launch(c)
+        launch(c)
+        assert calls[1] == ("direct", (1, 1, 1), (c, 5))
 
 
 def test_in_the_interpreter_every_launch_is_tritons_own(device, fresh_plans):
@@ -871,6 +921,29 @@ def test_direct_launches_record_into_a_cuda_graph(m, n, k):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_a_profilers_launch_hook_sees_every_remembered_launch(fresh_plans):
+    chain = getattr(getattr(getattr(triton, "knobs", None), "runtime", None),
+                    "launch_enter_hook", None)
+    if not hasattr(chain, "add"):
+        pytest.skip(f"Triton {triton.__version__} keeps no chain of launch hooks in knobs")
+    a = torch.randn(256, 256, device="cuda").half()
+    b = torch.randn(256, 256, device="cuda").half()
+    want = rm.matmul(a, b)  # chosen: later calls launch directly
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata)
+
+    chain.add(hook)
+    try:
+        assert torch.equal(rm.matmul(a, b), want) and torch.equal(rm.matmul(a, b), want)
+    finally:
+        chain.remove(hook)
+    assert len(seen) == 2 and rm._PLANS[rm._key(a, b)].direct
+    assert torch.equal(rm.matmul(a, b), want) and len(seen) == 2  # gone: not called again
 
 
 @pytest.mark.gpu

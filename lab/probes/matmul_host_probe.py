@@ -6,9 +6,10 @@ For each product (1024 cubed and the decode step 8 x 4096 x 4096 by default, bot
 first: bfloat16), after its first call has chosen: each piece called CALLS times back to back
 without synchronising, the host's time per call reported (the GPU is never the bottleneck:
 these kernels run for 6 to 20 us, less than any launch costs, and the clock stops before the
-final synchronize). The pieces: the plan's key and lookup, allocating C, the compiled kernel's
-own launcher (what a remembered product runs), Triton's usual launch of the same kernel with
-every argument given (what the first call runs, and what every call ran before plans), the
+final synchronize). The pieces: the plan's key and lookup, allocating C (three ways), Triton's
+runner of the compiled kernel (``compiled[grid]``: what a remembered product ran before the
+course's launcher), the course's launcher of it (what a remembered product runs now), Triton's
+usual launch of the same kernel with every argument given (what the first call runs), the
 whole reference call, the whole call with ``config=`` (checks and a new plan every time), and
 torch.matmul. Three rounds; the median and the range.
 """
@@ -57,15 +58,22 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
 
         operands = described()
         extra = [("making the two tensor descriptors", described)]
+    tensors = (c, *operands, *scratch)
+    compiled = launch.kernel[launch.grid](*tensors, *launch.fixed, **launch.options)
+    runner = compiled[launch.grid]
     return plan.config.label, [
         ("the plan's key and lookup", lambda: rm._PLANS.get(rm._key(a, b))),
         ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
+        ("allocating C (torch.empty, the plan's device)",
+         lambda: torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)),
+        ("allocating C (a.new_empty)", lambda: a.new_empty((m, n))),
         *extra,
-        ("the compiled kernel's own launcher",
-         lambda: launch.direct(c, *operands, *scratch, *launch.fixed)),
+        ("Triton's runner of the compiled kernel (compiled[grid])",
+         lambda: runner(*tensors, *launch.fixed)),
+        ("the course's launcher of the compiled kernel",
+         lambda: launch.direct(tensors, launch.fixed)),
         ("Triton's usual launch, every argument given",
-         lambda: launch.kernel[launch.grid](c, *operands, *scratch, *launch.fixed,
-                                            **launch.options)),
+         lambda: launch.kernel[launch.grid](*tensors, *launch.fixed, **launch.options)),
         ("the whole reference call", lambda: rm.matmul(a, b)),
         ("the whole call with config= (checks and a new plan each time)",
          lambda: rm.matmul(a, b, config=plan.config)),
