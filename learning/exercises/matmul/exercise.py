@@ -665,7 +665,7 @@ def _plan_args(m, n, k, a_strides=None, b_strides=None, element_bytes=2, block=(
 
 
 PLAN_CASES = (
-    Case("1024 cubed", "every size a multiple of every block: no program or step cut, rows of "
+    Case("1024 cubed", "every size a multiple of every block: no tile or step cut, rows of "
          "2048 bytes, no padding", _plan_args(1024, 1024, 1024), catches=("peeled-inverted",)),
     Case("1000 cubed", "no block divides 1000: 8 x 8 tiles of 128 x 128, 16 steps of 64, the "
          "last cut at 1000 - 960 = 40; rows of 2000 bytes start on 16-byte boundaries",
