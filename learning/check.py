@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the exercise to grade, e.g. softmax (default: the next unfinished)")
     parser.add_argument("--all", action="store_true", help="check every exercise, in order")
     parser.add_argument("--part", action="append", dest="parts", metavar="PART",
-                        help="grade only this part (python, triton); may be repeated")
+                        help="grade only this part (python, triton, or one its lesson "
+                        "names); may be repeated")
     parser.add_argument("--hint", nargs="?", const=0, type=_hint_level, metavar="N",
                         help="show the next hint for the first unfinished part (or hint N), "
                         "grade nothing")

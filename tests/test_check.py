@@ -60,6 +60,26 @@ def test_check_reports_not_started_with_the_lesson_to_read(tmp_path, capsys):
     assert "lessons/04-softmax.md" in out and "lessons/08-softmax-triton.md" in out
 
 
+def test_the_next_step_repeats_the_parts_the_learner_asked_for(tmp_path, capsys):
+    # "--part plan" on a stub: the command to run next grades that part again, not every part
+    write_module(tmp_path, "matmul", stub_text("matmul"))
+    code, out = run_check(capsys, "matmul", "--root", str(tmp_path), "--part", "plan")
+    assert code == 1 and "Plan not started" in out
+    assert out.rstrip().endswith("then run python -m learning.check matmul --part plan"), out
+    # a wrong plan: fix it, then run the same command again
+    wrong = stub_text("matmul").replace(
+        'raise NotImplementedError("matmul_plan is not written yet: lesson 12\'s second task")',
+        "return {}")
+    write_module(tmp_path, "matmul", wrong)
+    code, out = run_check(capsys, "matmul", "--root", str(tmp_path), "--part", "plan")
+    assert code == 1
+    assert "Next: fix matmul.py, then run python -m learning.check matmul --part plan again" \
+        in out, out
+    # every part asked for: the plain command
+    code, out = run_check(capsys, "matmul", "--root", str(tmp_path))
+    assert "then run python -m learning.check matmul again" in out, out
+
+
 def test_check_exits_zero_when_the_started_part_passes_and_the_other_is_not_started(
         tmp_path, capsys):
     text = stub_text("softmax").replace(
