@@ -36,6 +36,8 @@ EDGES_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_edges.json"
 EDGES_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_edges_triton39.json"
 ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
 STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
+STRIDE_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_stride.json"
+STRIDE_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_stride_triton39.json"
 TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
 TARGET_SIZE = (4096, 4096, 4096)
 
@@ -713,6 +715,31 @@ def stream_floor(_numbers=None, path: Path = STREAM_FLOOR):
                  f"{data['reference_row']}. " + _env_said(data))
 
 
+def strides(_numbers=None, path: Path = STRIDE_PROBE):
+    """lab/probes/matmul_stride_probe.py: 1000 cubed with its rows 1000, 1008 and 1024
+    elements apart, beside 1024 cubed: the rows' starts and the edges, measured apart."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_stride_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        grouped.setdefault((r["dtype"], r["size"], r["stride"], r["variant"]), []).append(
+            r["device_us"])
+    rows = tuple((dtype, f"{size} cubed", f"{stride} ({stride * 2:,} bytes)", variant,
+                  f"{_median(values):.2f}", _spread(values))
+                 for (dtype, size, stride, variant), values in grouped.items())
+    return Table(("dtype", "product", "rows apart, elements", "what runs", "GPU us",
+                  "lowest to highest"), rows,
+                 f"A and B views of wider buffers; medians of "
+                 f"{len(next(iter(grouped.values())))} rounds, GPU time as the bench measures "
+                 "it. " + _env_said(data))
+
+
+def strides_triton39(_numbers=None):
+    """``strides`` for the run with Triton 3.9."""
+    return strides(path=STRIDE_PROBE_TRITON39)
+
+
 # ---------------------------------------------------------------------------------------------
 # The page.
 
@@ -789,5 +816,7 @@ BLOCKS = {
     "edges_triton39": edges_triton39,
     "rows": rows_tried,
     "floor": stream_floor,
+    "strides": strides,
+    "strides_triton39": strides_triton39,
     "plans": plans,
 }
