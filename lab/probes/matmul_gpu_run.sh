@@ -55,7 +55,7 @@ echo "== reading the decoding step's B, and nothing else (lab/probes/matmul_stre
 tail -n 10 "$OUT/matmul_stream_floor.txt"
 echo
 echo "== 1000 cubed with rows 1000, 1008 and 1024 elements apart (lab/probes/matmul_stride_probe.py)"
-tail -n 27 "$OUT/matmul_stride.txt"
+tail -n 29 "$OUT/matmul_stride.txt"
 echo
 echo "== tests: $(grep -E '(passed|failed)' "$OUT/pytest-gpu-matmul.log" | tail -n 1)"
 echo "== bench (python -m learning.bench matmul, 5 rounds)"

@@ -10,7 +10,9 @@ row of a tile spans one line more). This probe separates them: 1000 cubed with A
 views of wider buffers, rows STRIDES elements apart (1000: the usual layout; 1008: 32-byte
 steps; 1024: every row on a 128-byte line, as at 1024 cubed), and 1024 cubed beside them.
 Each layout runs two rows of the reference's table (a pointer row and a tensor-descriptor
-row, ``ROWS``) and torch.matmul on the same views. Device time as ``python -m learning.bench
+row, ``ROWS``) and torch.matmul on the same views; rows 1000 apart also run the remedy of
+padding them: the descriptor row on copies of A and B whose rows are 1008 apart, the copies
+timed too. Device time as ``python -m learning.bench
 matmul`` measures it (a CUDA graph over copies too large together for the L2 cache), medians
 of --rounds rounds with the range, in float16 and bfloat16.
 """
@@ -29,6 +31,8 @@ from learning.bench.rowwise import environment
 ROWS = (rm.TileConfig(64, 128, 128, 8, 4, 4), rm.TileConfig(64, 128, 64, 8, 4, 4, tma=True))
 #: (M = N = K, the rows' stride in elements) of each layout
 LAYOUTS = ((1000, 1000), (1000, 1008), (1000, 1024), (1024, 1024))
+#: the rows' stride, in elements, of the copies the padding remedy makes
+PADDED = 1008
 
 
 def strided(rows: int, cols: int, stride: int, dtype, seed: int) -> torch.Tensor:
@@ -49,6 +53,20 @@ def run_row(config: rm.TileConfig):
     return run
 
 
+def copied_first(config: rm.TileConfig, stride: int):
+    """The row ``config`` on copies of A and B whose rows are ``stride`` elements apart: the
+    remedy of padding the rows, its two copies counted in the time."""
+    run = run_row(config)
+
+    def padded(t: torch.Tensor) -> torch.Tensor:
+        rows, cols = t.shape
+        copy = torch.empty((rows, stride), dtype=t.dtype, device=t.device)[:, :cols]
+        copy.copy_(t)
+        return copy
+
+    return lambda a, b: run(padded(a), padded(b))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
@@ -66,6 +84,9 @@ def main() -> None:
             a, b = inputs[0]
             want = a.double() @ b.double()
             named = [(row.label, run_row(row)) for row in ROWS] + [("torch.matmul", torch.matmul)]
+            if stride % 16:  # rows off the 32-byte grid: the padding remedy, copies included
+                named += [(f"{ROWS[1].label}, A and B first copied into rows {PADDED} apart",
+                           copied_first(ROWS[1], PADDED))]
             for name, run in named:
                 error = float((run(a, b).double() - want).norm() / want.norm())
                 assert error <= bench.NORM_TOLERANCES[dname], (size, stride, name, error)
