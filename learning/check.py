@@ -272,7 +272,8 @@ def _record(root: Path, result: CheckResult,
     progress = unsaved if unsaved is not None else state.load(root)
     name = result.exercise.name
     if result.import_problem is not None:
-        if result.import_problem.kind != "start-up":  # that one is the grader's, not the file's
+        # those two are the grader's, not the file's
+        if result.import_problem.kind not in ("start-up", "grader-failed"):
             progress.import_failed(name, result.import_problem.message)
     else:
         progress.imported(name)

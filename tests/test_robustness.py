@@ -794,6 +794,39 @@ def test_a_worker_whose_forking_process_ended_gets_a_verdict_not_a_traceback(tmp
     assert "how it ended is unknown" in verdict.summary
 
 
+def test_the_graders_own_failure_in_a_worker_is_said_as_the_graders_never_as_an_exit(tmp_path):
+    # a real worker whose grader code raises (an exercise the registry lacks): it ends with the
+    # status kept for that, its traceback on its output
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "learning.grader.worker", "--exercise", "no-such-exercise",
+             "--module-path", str(tmp_path / "softmax.py"), "--parts", "python",
+             "--fd", str(write_end)], pass_fds=(write_end,), capture_output=True, text=True,
+            timeout=120, cwd=COURSE_ROOT, env={**os.environ, "PYTHONPATH": course_pythonpath()})
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert done.returncode == childproc.GRADER_FAILED_STATUS, (done.returncode, done.stderr)
+    assert "Traceback" in done.stderr and "no-such-exercise" in done.stderr, done.stderr
+    # what the check then says, in a case and at the import: the grader's, not the learner's
+    run = worker_run.WorkerRun(worker_run.Settings(SOFTMAX, tmp_path / "softmax.py"),
+                               [SOFTMAX.part("python")])
+    run.ended.returncode = childproc.GRADER_FAILED_STATUS
+    run.heard.phase, run.heard.current = "cases", CaseKey("python", "worked example")
+    verdict = stopped.failure_verdict(run)
+    assert verdict.status == "error" and not verdict.causes, verdict
+    assert "the grader's own code failed" in verdict.summary
+    assert "sys.exit" not in verdict.summary and "exited" not in verdict.summary
+    run.heard.phase = "import"
+    problem = stopped.import_failure(run)
+    assert problem.kind == "grader-failed" and "the grader's own code failed" in problem.message
+    assert "sys.exit" not in problem.message
+    # any other status in a case is still said as the code ending the program
+    run.ended.returncode = 3
+    assert "sys.exit" in stopped.failure_verdict(run).summary
+
+
 # --- a library the commands need, damaged ----------------------------------------------------
 
 @pytest.mark.parametrize("command", ["check", "progress"])

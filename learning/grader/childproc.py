@@ -49,6 +49,10 @@ FRAME_HEADER = struct.Struct("<Q")  # each event: its length, then the pickled t
 # A worker's exit status when its event pipe is gone, or its descriptor now names another file:
 # the learner's code closed or replaced descriptors it did not open (os.closerange, os.dup2)
 CHANNEL_LOST_STATUS = 86
+# A worker's exit status when the grader's own code in it raised: its traceback is on the
+# process's output. (Code under check that calls os._exit(87) gets the same words: it is
+# still no pass.)
+GRADER_FAILED_STATUS = 87
 _DROPPED_ENV = ("PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONSTARTUP", "PYTHONBREAKPOINT")
 # The longest one wait on the pipes lasts: Ctrl-C reaches the grader between two waits (on
 # Windows a wait on a lock cannot be interrupted).

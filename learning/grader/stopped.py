@@ -23,6 +23,10 @@ CHANNEL_LOST = ("the file descriptor it reports over was closed, or now names an
                 "nothing more could be sent, and it ended. Code that closes or replaces file "
                 "descriptors it did not open (os.closerange, os.close, os.dup2) does this: close "
                 "only what your code opened")
+# A worker that ended with childproc.GRADER_FAILED_STATUS.
+GRADER_FAILED = ("the grader's own code failed there (exit status {status}, which the grader "
+                 "keeps for its own errors), so this says nothing about your code; its "
+                 "traceback is in the output below. Please report it with that output")
 # The crash causes that speak of loads and stores, which only a kernel part has.
 MEMORY_FAULT_CAUSES = {childproc.SIGNAL_CAUSES["SIGSEGV"], childproc.SIGNAL_CAUSES["SIGBUS"]}
 
@@ -50,6 +54,9 @@ def import_failure(run: WorkerRun) -> ImportProblem:
             "at the top level of the module runs on import; an endless loop or a long "
             "computation there belongs inside a function")
     code = ended.returncode
+    if code == childproc.GRADER_FAILED_STATUS:
+        return ImportProblem("grader-failed", f"the check could not import {name}: "
+                             + GRADER_FAILED.format(status=code))
     if code == childproc.CHANNEL_LOST_STATUS:
         return ImportProblem("exited", f"the process lost its channel to the grader while "
                              f"importing {name}: {CHANNEL_LOST}")
@@ -98,6 +105,9 @@ def failure_verdict(run: WorkerRun) -> compare.Verdict:
             "crashed", f"the process stopped answering in case {name}, and the warm "
             "process that started it stopped answering too, so how it ended is unknown")
     code = ended.returncode
+    if code == childproc.GRADER_FAILED_STATUS:
+        return compare.Verdict("error", f"no result for case {name}: "
+                               + GRADER_FAILED.format(status=code))
     if code == childproc.CHANNEL_LOST_STATUS:
         return compare.Verdict("crashed", f"the process lost its channel to the grader in case "
                                f"{name}: {CHANNEL_LOST}")

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 import warnings
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from learning.grader import borrowed, containment, registry, stuck, tampering
 from learning.grader import mode as kernel_mode
 from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
-from learning.grader.childproc import MEMORY_ALLOWANCE_GIB
+from learning.grader.childproc import GRADER_FAILED_STATUS, MEMORY_ALLOWANCE_GIB
 from learning.grader.learner_code import import_learner_module
 from learning.grader.loading import LockDown, load_launch_modules, prepare_import
 from learning.grader.recordings import run_map, run_steps
@@ -233,7 +234,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="the check's process, which the learner's code may not signal")
     options = parser.parse_args(argv)
     # Everything the learner's code starts stays below a guard (learning.grader.containment)
-    return containment.run_guarded(lambda: _work(options))
+    return containment.run_guarded(lambda: _work_or_say(options))
+
+
+def _work_or_say(options) -> int:
+    """``_work``, whose own failures end the process with ``GRADER_FAILED_STATUS`` and their
+    traceback: the learner's code runs under handlers that catch everything it raises
+    (``calls``, ``learner_code``), so what reaches here is the grader's, and the report must
+    not take it for the learner's code ending the program."""
+    try:
+        return _work(options)
+    except Exception:  # noqa: BLE001 - any error of the grader's own, said as one
+        traceback.print_exc()
+        return GRADER_FAILED_STATUS
 
 
 def _work(options) -> int:
