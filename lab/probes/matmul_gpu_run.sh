@@ -7,7 +7,7 @@
 # Everything goes under $OUT: pytest-gpu-matmul.log, matmul_host_probe.{json,txt},
 # matmul_edges.{json,txt}, matmul_stream_floor.{json,txt}, matmul_stride.{json,txt},
 # bench-matmul.log and matmul.json (the bench's every measurement).
-# Each step has a time limit (their sum is 575 s; on an H200 the whole run takes about five
+# Each step has a time limit (their sum is 540 s; on an H200 the whole run takes about five
 # minutes), and a step that fails or runs out says so and lets the next one run.
 set -u
 OUT=${OUT:?set OUT to the folder for the logs}
@@ -32,21 +32,21 @@ step 200 "$OUT/pytest-gpu-matmul.log" \
     python -m pytest -n 8 -q tests/test_matmul.py tests/test_device_figures.py
 tail -n 25 "$OUT/pytest-gpu-matmul.log"
 
-step 25 "$OUT/matmul_host_probe.txt" \
+step 60 "$OUT/matmul_host_probe.txt" \
     python lab/probes/matmul_host_probe.py --json "$OUT/matmul_host_probe.json"
 step 40 "$OUT/matmul_edges.txt" \
     python lab/probes/matmul_edges_probe.py --rounds 2 --json "$OUT/matmul_edges.json"
 step 40 "$OUT/matmul_stream_floor.txt" \
     python lab/probes/matmul_stream_floor_probe.py --json "$OUT/matmul_stream_floor.json"
-step 90 "$OUT/matmul_stride.txt" \
+step 60 "$OUT/matmul_stride.txt" \
     python lab/probes/matmul_stride_probe.py --rounds 3 --json "$OUT/matmul_stride.json"
-step 180 "$OUT/bench-matmul.log" \
+step 140 "$OUT/bench-matmul.log" \
     python -m learning.bench matmul --sizes "$SIZES" --dtypes fp16,bf16 --rounds 5 \
     --no-configs --budget-s 130 --json "$OUT/matmul.json"
 
 echo
 echo "== host time per call, piece by piece (lab/probes/matmul_host_probe.py)"
-tail -n 22 "$OUT/matmul_host_probe.txt"
+tail -n 34 "$OUT/matmul_host_probe.txt"
 echo
 echo "== off-tile remedies, device time (lab/probes/matmul_edges_probe.py)"
 tail -n 20 "$OUT/matmul_edges.txt"
