@@ -3,8 +3,8 @@
     PYTHONPATH=. python lab/probes/matmul_host_probe.py --json lab/results/matmul_host_probe.json
 
 For each product (1024 cubed, 1000 cubed and the decode step 8 x 4096 x 4096 by default, both
-dtypes' first: bfloat16), after its first call has chosen: each piece called CALLS times back to back
-without synchronising, the host's time per call reported (the GPU is never the bottleneck:
+dtypes' first: bfloat16), after its first call has chosen: each piece called CALLS times back
+to back without synchronising, the host's time per call reported (the GPU is never the bottleneck:
 these kernels run for 6 to 20 us, less than any launch costs, and the clock stops before the
 final synchronize). The pieces: the plan's key and lookup, allocating C (three ways), Triton's
 runner of the compiled kernel (``compiled[grid]``: what a remembered product ran before the
