@@ -491,6 +491,53 @@ def test_a_result_torch_computed_beside_a_launch_fails_and_names_the_operation(t
     assert "computed by torch's softmax during the call" in ran[0].verdict.summary
 
 
+COPY_KERNEL = """
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)
+
+
+def _through_a_kernel(y):
+    y = y.contiguous()
+    out = torch.empty_like(y)
+    _copy[(triton.cdiv(y.numel(), 256),)](y, out, y.numel(), BLOCK=256)
+    return out
+"""
+
+
+# the answer is computed outside the kernel, then a kernel that only copies passes it on
+@pytest.mark.parametrize("body, named", [
+    ("    return _through_a_kernel(torch.softmax(x.float(), dim=-1).to(x.dtype))",
+     "a tensor torch's softmax computed during the call, which your code gave a kernel"),
+    pytest.param("    import numpy\n    v = x.float().cpu().numpy()\n"
+                 "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
+                 "    y = torch.from_numpy(e / e.sum(axis=-1, keepdims=True)).to(x.device)\n"
+                 "    return _through_a_kernel(y.to(x.dtype))",
+                 "a tensor your code gave a kernel that is no input and that no torch function "
+                 "made during the call",
+                 marks=pytest.mark.exhaustive),
+    # a kernel that computes, given a tensor torch computed: what honest launchers do
+    ("    return _right(x * 1)", ""),
+], ids=["torch's softmax", "numpy's", "an input torch made, a kernel computing"])
+def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, body, named):
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{COPY_KERNEL}\n\n"
+                                          f"def softmax_triton(x):\n{body}\n"),
+                      parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    if not named:
+        assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+        return
+    # a single column's answer is all ones, which could match by chance: not judged so
+    judged = [c for c in ran if c.name != "single column"]
+    assert judged and {c.verdict.bug.key for c in judged} == {"passed-through"}, \
+        [(c.name, c.verdict.summary) for c in judged]
+    assert f"holds, bit for bit, the values of {named}" in judged[0].verdict.summary
+    assert judged[0].verdict.summary.endswith("the kernel passed them on")
+    assert part.status == "failed" and not result.ok
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"

@@ -57,6 +57,11 @@ class LaunchCounter:
         # storage address: the storage, of every tensor a launch of this call was given (held,
         # so that no other tensor takes its address while the call runs)
         self.given: dict[int, object] = {}
+        # (torch function, a copy) of each tensor a launch of this call was given that torch
+        # computed during it (_note_fed), and the call's record of what torch made
+        self.fed: list[tuple[str, object]] = []
+        self.recorder = None
+        self.inputs: set[int] = set()  # the memories of the call's tensor arguments
 
     def install(self) -> bool:
         classes = []
@@ -79,11 +84,50 @@ class LaunchCounter:
 
         def run(self, *args, **kwargs):
             counter.count += 1
+            counter._note_fed([*args, *kwargs.values()])
             launched = original_run(self, *args, **kwargs)
             counter._keep([*args, *kwargs.values()])
             return launched
 
         return run
+
+    def _note_fed(self, arguments: list):
+        """Copy each tensor this launch is given that torch computed during the call (or that
+        wraps values computed outside torch), as it is before the kernel runs: a result equal
+        to one of them was passed through the kernel (``passed_through``)."""
+        made = getattr(self.recorder, "made", None)
+        if made is None:
+            return
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be read is not noted
+                tensor = plain_tensor(argument)
+                name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
+                                                 inputs=self.inputs)
+                if name and tensor.numel() * tensor.element_size() <= LARGEST_KEPT_BYTES:
+                    self.fed.append((name, tensor.detach().clone()))
+
+    def passed_through(self, result) -> str:
+        """The torch function whose values a returned tensor holds bit for bit, where a launch
+        was given them (``_note_fed``): the kernel passed them on instead of computing them.
+        Tensors of one repeated value are left out: a constant can match by chance."""
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        for tensor in returned:
+            if not is_tensor(tensor):
+                continue
+            with contextlib.suppress(Exception):  # not comparable: not this one
+                tensor = plain_tensor(tensor).detach()
+                for name, fed in self.fed:
+                    if fed.dtype != tensor.dtype or fed.numel() != tensor.numel() or \
+                            fed.numel() < 2 or _one_value(fed):
+                        continue
+                    if fed.device != tensor.device:
+                        continue
+                    if _same_bits(tensor, fed):
+                        return name
+        return ""
 
     def _keep(self, arguments: list):
         """Copy the memory of every tensor argument as the launch left it (a copy queued on the
@@ -102,7 +146,7 @@ class LaunchCounter:
     def taken(self) -> int | None:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
-        self.left, self.given = {}, {}
+        self.left, self.given, self.fed = {}, {}, []
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -145,6 +189,21 @@ class LaunchCounter:
         return tuple(changed)
 
 
+def _memories(args) -> set[int]:
+    """The storage addresses of the tensors among ``args``."""
+    found = set()
+    for tensor in lineage.tensors_in(args):
+        with contextlib.suppress(Exception):
+            found.add(plain_tensor(tensor).untyped_storage().data_ptr())
+    return found
+
+
+def _one_value(tensor) -> bool:
+    """Every element the same bits."""
+    flat = tensor.contiguous().flatten().view(_bits_type(tensor))
+    return bool((flat == flat[0]).all())
+
+
 def _same_bits(a, b) -> bool:
     """Equal bit for bit (NaN equal to the same NaN)."""
     a, b = a.contiguous().flatten(), b.contiguous().flatten()
@@ -180,6 +239,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         launches.taken()  # launches the grader's own steps made do not count
     # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
     recorder = lineage.function_mode() if launches is not None else None
+    if launches is not None:
+        launches.recorder = recorder  # what torch made, for the launches to look up
+        launches.inputs = _memories(args)
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
@@ -212,6 +274,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.changed_after_launch = launches.changed_since_launch(result)
         if recorder is not None:
             returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
+            if not returned.computed_by_torch:
+                returned.passed_through = launches.passed_through(result)
+        launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from learning.grader import errors, observe
+from learning.grader import errors, lineage, observe
 from learning.grader.declarations import Bug, Case, Part
 from learning.grader.numbers import (  # noqa: F401
     DECIMALS,
@@ -93,6 +93,10 @@ COMMON_BUGS = {
             "not stored by a kernel of yours: no launch was given its memory, nor the memory "
             "it was copied from. This part grades what your kernel computes: return the "
             "tensor the kernel stores into"),
+        Bug("passed-through", "the tensor returned holds, bit for bit, values that torch (or "
+            "code outside torch: numpy, plain Python) computed during the call and gave to a "
+            "kernel: the kernel passed them on instead of computing them. This part grades "
+            "what your kernel computes: compute the answer in the kernel"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -324,6 +328,8 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("computed-by-torch", f"the tensor returned was computed by torch's "
                      f"{returned.computed_by_torch} during the call: no kernel launch was "
                      "given its memory, or the memory it was copied from")
+    if part.needs_kernels and returned.passed_through:
+        return _fail("passed-through", _passed_through(returned.passed_through))
     if part.needs_kernels and returned.changed_after_launch:
         which = ", ".join(str(p) for p in returned.changed_after_launch)
         where = "the returned tensor" if returned.type_name == "Tensor" else \
@@ -335,6 +341,21 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.unwritten is not None:
         return _judge_unwritten(returned.unwritten, returned.values)
     return None
+
+
+def _passed_through(source: str) -> str:
+    """What a kernel was given and passed on, from where its values came (calls.passed_through)."""
+    said = "the tensor returned holds, bit for bit, the values of "
+    if source == lineage.OUTSIDE:
+        said += ("a tensor your code gave a kernel that is no input and that no torch function "
+                 "made during the call (values computed outside torch: by numpy, say, wrapped "
+                 "by torch.from_numpy)")
+    elif source in lineage.WRAPS:
+        said += (f"a tensor torch.{source} made during the call from values computed outside "
+                 "torch, which your code gave a kernel")
+    else:
+        said += f"a tensor torch's {source} computed during the call, which your code gave a kernel"
+    return said + ": the kernel passed them on"
 
 
 def _tensor_shape(returned: Returned, want, expect: dict) -> Verdict | None:

@@ -8,7 +8,10 @@ wrote, which function it was and which memories it read. After the call, the ret
 memory is followed back through copies (``copy_``, ``to``, ``clone``, ``cat``, ...) to where
 it was made: a memory some launch was given ends the walk (a kernel's output, or a tensor a
 kernel read), and so does one made before the call or merely allocated; one made by any other
-function is torch's own result, and that function is named. (A function mode, not a dispatch
+function is torch's own result, and that function is named. The same walk, at each launch,
+finds the tensors the kernel is given that torch computed (or that wrap values computed
+outside torch): a result equal bit for bit to one of them was passed through a kernel, not
+computed by it (``learning.grader.calls``). (A function mode, not a dispatch
 mode: entering the latter imports torch's compiler, a second of every fresh worker's time.)
 
 Runs in the learner's process (``learning.grader.calls``).
@@ -31,6 +34,12 @@ ALLOCATIONS = {
     "fill_", "zero_", "resize_", "tensor", "as_tensor", "from_numpy", "arange", "empty_permuted",
     "new_tensor",
 }
+# Functions that wrap values computed outside torch (numpy, plain Python) in a tensor: for a
+# tensor a kernel is given, an origin as telling as a torch computation (``fed_to_kernel``)
+WRAPS = {"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
+# The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
+# torch function made during the call (torch.from_numpy is not one torch's function mode sees)
+OUTSIDE = "outside torch"
 MOST_STEPS = 64  # memories followed back from the returned one
 
 
@@ -71,10 +80,14 @@ def function_mode():
     return Recorder()
 
 
-def computed_by_torch(result, made: dict, given) -> str:
+def computed_by_torch(result, made: dict, given, wrapped: bool = False,
+                      inputs: set | None = None) -> str:
     """The torch function that computed the returned tensor's memory ("" when a kernel was
     given it, or it was made before the call, or only allocated, copied from one of those);
-    ``given`` holds the memories the call's launches were given."""
+    ``given`` holds the memories the call's launches were given. With ``wrapped``, a memory
+    that wraps values made outside torch (``WRAPS``) names its function too, and with
+    ``inputs`` (the memories of the call's arguments) one that is none of them and that no
+    torch function made is ``OUTSIDE``."""
     if not _is_tensor(result):
         return ""
     try:
@@ -89,11 +102,13 @@ def computed_by_torch(result, made: dict, given) -> str:
         seen.add(address)
         entry = made.get(address)
         if entry is None:
+            if wrapped and inputs is not None and address not in inputs:
+                return OUTSIDE
             continue
         name, read = entry
         if name in COPIES:
             queue.extend(read)
-        elif name not in ALLOCATIONS:
+        elif name not in ALLOCATIONS or (wrapped and name in WRAPS):
             return _shown(name)
     return ""
 
@@ -121,6 +136,11 @@ def _is_tensor(value) -> bool:
 
 def _address(tensor) -> int:
     return tensor.untyped_storage().data_ptr()
+
+
+def tensors_in(value):
+    """The tensors in ``value``: itself, or those in its lists, tuples and dicts."""
+    return _tensors(value)
 
 
 def _tensors(value):

@@ -37,6 +37,9 @@ class Returned:
     changed_after_launch: tuple[int, ...] = ()
     # kernel parts: the torch function that computed a returned tensor, where torch did
     computed_by_torch: str = ""
+    # kernel parts: the torch function (or the wrapping of values made outside torch) whose
+    # result a launch was given and a returned tensor holds bit for bit: passed through
+    passed_through: str = ""
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
