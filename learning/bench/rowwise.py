@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import json
+import os
 import platform
 import sys
 import time
@@ -187,7 +188,17 @@ def environment() -> dict:
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
+        **_ptxas_chosen(),
     }
+
+
+def _ptxas_chosen() -> dict:
+    """The ptxas a run was told to use instead of the one its Triton brings, where it was:
+    the PTX assembler is part of what a figure measures."""
+    chosen = {key: os.environ[key] for key in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
+              if os.environ.get(key)}
+    return {"ptxas": ", ".join(f"{key}={value}" for key, value in chosen.items())} if chosen \
+        else {}
 
 
 def copy_ceiling(quick: bool = False) -> float:

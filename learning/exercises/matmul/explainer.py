@@ -344,8 +344,9 @@ def _provenance(data: dict, command: bool = True) -> str:
     env = data["env"]
     said = f"command `{data['command']}`" if command else \
         "its command is in lab/results/matmul.json"
+    ptxas = f", ptxas: {env['ptxas']}" if env.get("ptxas") else ""
     return (f"{env['device']} ({env['sms']} SMs), torch {env['torch']}, triton "
-            f"{env['triton']}, CUDA {env['cuda']}, {env['date']}; {said}.")
+            f"{env['triton']}, CUDA {env['cuda']}{ptxas}, {env['date']}; {said}.")
 
 
 NOT_MEASURED = ("Not yet measured on a GPU: lab/results/matmul.json is not committed. On a "
@@ -499,8 +500,9 @@ def _not_committed(path: Path, command: str) -> Text:
 
 def _env_said(data: dict) -> str:
     env = data["env"]
-    return (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}; "
-            f"command `{data['command']}`.")
+    ptxas = f", ptxas: {env['ptxas']}" if env.get("ptxas") else ""
+    return (f"{env['device']}, torch {env['torch']}, triton {env['triton']}{ptxas}, "
+            f"{env['date']}; command `{data['command']}`.")
 
 
 def shapes(_numbers=None, path: Path = RESULTS):
