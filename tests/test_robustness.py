@@ -538,6 +538,47 @@ def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, 
     assert part.status == "failed" and not result.ok
 
 
+# honest kernels that compute softmax themselves, beside torch work the grader must not blame
+HONEST = {
+    # torch's answer handed to the kernel for debugging, never read: equal bits are no evidence
+    "an unread argument": """
+@triton.jit
+def _softmax_with_ref(out, x, ref, out_stride, x_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    i = tl.arange(0, BLOCK)
+    v = tl.load(x + row * x_stride + i, mask=i < n, other=-float("inf")).to(tl.float32)
+    e = tl.exp(v - tl.max(v, axis=0))
+    tl.store(out + row * out_stride + i, e / tl.sum(e, axis=0), mask=i < n)
+
+
+def softmax_triton(x):
+    ref = torch.softmax(x.float(), dim=-1).to(x.dtype)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _softmax_with_ref[(x.shape[0],)](y, x, ref, y.stride(0), x.stride(0), x.shape[1],
+                                     BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+""",
+    # in-place methods that change only metadata write no values
+    "requires_grad_ on the result": """
+def softmax_triton(x):
+    return _right(x.float()).to(x.dtype).requires_grad_(x.requires_grad)
+""",
+    "detach_ on the result": """
+def softmax_triton(x):
+    out = _right(x.float()).to(x.dtype)
+    out.detach_()
+    return out
+""",
+}
+
+
+@pytest.mark.parametrize("code", list(HONEST.values()), ids=list(HONEST))
+def test_a_kernel_that_computes_is_not_blamed_for_torch_work_beside_it(tmp_path, code):
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{code}"), parts=("triton",))
+    (part,) = result.parts
+    assert part.status == "passed", [(c.name, c.verdict.summary) for c in part.cases]
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"

@@ -62,6 +62,7 @@ class LaunchCounter:
         self.fed: list[tuple[str, object]] = []
         self.recorder = None
         self.inputs: set[int] = set()  # the memories of the call's tensor arguments
+        self.poison = False  # change what would be noted as fed (depends_on_fed's run)
 
     def install(self) -> bool:
         classes = []
@@ -94,7 +95,9 @@ class LaunchCounter:
     def _note_fed(self, arguments: list):
         """Copy each tensor this launch is given that torch computed during the call (or that
         wraps values computed outside torch), as it is before the kernel runs: a result equal
-        to one of them was passed through the kernel (``passed_through``)."""
+        to one of them was passed through the kernel (``passed_through``). With ``poison``,
+        change such a tensor's values instead, before the kernel reads them
+        (``depends_on_fed``)."""
         made = getattr(self.recorder, "made", None)
         if made is None:
             return
@@ -105,7 +108,11 @@ class LaunchCounter:
                 tensor = plain_tensor(argument)
                 name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
                                                  inputs=self.inputs)
-                if name and tensor.numel() * tensor.element_size() <= LARGEST_KEPT_BYTES:
+                if not name or tensor.numel() * tensor.element_size() > LARGEST_KEPT_BYTES:
+                    continue
+                if self.poison:
+                    _perturb(tensor.detach())
+                else:
                     self.fed.append((name, tensor.detach().clone()))
 
     def passed_through(self, result) -> str:
@@ -187,6 +194,55 @@ class LaunchCounter:
             except Exception:  # noqa: BLE001 - not comparable (a view the copy cannot take)
                 continue
         return tuple(changed)
+
+
+def _perturb(tensor) -> None:
+    """Change every element of ``tensor`` in place: a kernel that reads it stores otherwise."""
+    import torch
+
+    if tensor.dtype == torch.bool:
+        tensor.logical_not_()
+    elif tensor.is_floating_point():
+        tensor.mul_(-1.5).add_(0.75)
+    else:
+        tensor.add_(1)
+
+
+def depends_on_fed(function, args_spec: tuple, device: str, first, launches: LaunchCounter,
+                   name: str) -> str:
+    """``name`` where the result follows the values a launch was given (``passed_through``
+    found them equal): the call made again, once as it was and once with those values changed
+    just before each launch, gives the first result bit for bit, then another one. "" where it
+    does not: the kernel never read them (a tensor passed for debugging, say), or the call
+    gives other bits each time, so that nothing can be told."""
+
+    def again(poison: bool):
+        args = _materialise(args_spec, device)
+        recorder = lineage.function_mode()
+        launches.taken()
+        launches.recorder, launches.inputs, launches.poison = recorder, _memories(args), poison
+        try:
+            with recorder:
+                result = function(*args)
+            _synchronise(device)
+            return plain_tensor(result).detach() if is_tensor(result) else None
+        finally:
+            launches.recorder, launches.poison = None, False
+            launches.taken()
+
+    try:
+        first = plain_tensor(first).detach().clone()
+        same = again(poison=False)
+        if same is None or same.shape != first.shape or not _same_bits(same, first):
+            return ""  # another result without any change: no evidence either way
+        changed = again(poison=True)
+    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+        return ""
+    if changed is None or changed.shape != first.shape or changed.dtype != first.dtype:
+        return name
+    with contextlib.suppress(Exception):
+        return "" if _same_bits(changed, first) else name
+    return ""
 
 
 def _memories(args) -> set[int]:
@@ -278,6 +334,10 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                 returned.passed_through = launches.passed_through(result)
         launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
+    if returned.passed_through:  # evidence, or no claim (two more runs of a lone tensor's call)
+        returned.passed_through = depends_on_fed(
+            function, args_spec, device, result, launches, returned.passed_through) \
+            if is_tensor(result) else ""
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)

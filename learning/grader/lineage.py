@@ -40,6 +40,13 @@ WRAPS = {"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
 # The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
 # torch function made during the call (torch.from_numpy is not one torch's function mode sees)
 OUTSIDE = "outside torch"
+# In-place methods that change a tensor's metadata (autograd state, shape, strides), never its
+# values: calling one writes nothing, so the record of who made the memory stands
+METADATA_IN_PLACE = {
+    "requires_grad_", "detach_", "retain_grad", "squeeze_", "unsqueeze_", "t_", "transpose_",
+    "swapdims_", "swapaxes_", "as_strided_", "resize_as_", "share_memory_",
+    "rename_", "refine_names", "set_", "untyped_storage", "data_ptr", "record_stream",
+}
 MOST_STEPS = 64  # memories followed back from the returned one
 
 
@@ -68,6 +75,8 @@ def function_mode():
             name = getattr(func, "__name__", "")
             if name.startswith("__") and name not in _NOTED_SPECIAL:
                 return  # a property read (x.grad), a copy for pickling, ...: no computation
+            if name in METADATA_IN_PLACE:
+                return  # the values stay as whoever made them left them
             read = {_address(t) for t in _tensors((args, kwargs))}
             written = {_address(t) for t in _tensors(kwargs.get("out"))}
             if args and _is_tensor(args[0]) and (name == "__setitem__" or (
