@@ -498,6 +498,13 @@ def _copy(src, dst, n, BLOCK: tl.constexpr):
     tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)
 
 
+@triton.jit
+def _scale(src, dst, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(src + i, mask=i < n) * 1.0000001 + 1e-30
+    tl.store(dst + i, v.to(dst.dtype.element_ty), mask=i < n)
+
+
 def _through_a_kernel(y):
     y = y.contiguous()
     out = torch.empty_like(y)
@@ -517,9 +524,15 @@ def _through_a_kernel(y):
                  "a tensor your code gave a kernel that is no input and that no torch function "
                  "made during the call",
                  marks=pytest.mark.exhaustive),
+    # a kernel that only nudges torch's answer, or casts it from float64 as it stores it
+    pytest.param("    y = torch.softmax(x.float(), dim=-1)\n    out = torch.empty_like(x)\n"
+                 "    _scale[(triton.cdiv(y.numel(), 256),)](y, out, y.numel(), BLOCK=256)\n"
+                 "    return out",
+                 "a tensor torch's softmax computed during the call, which your code gave a "
+                 "kernel", marks=pytest.mark.exhaustive),
     # a kernel that computes, given a tensor torch computed: what honest launchers do
     ("    return _right(x * 1)", ""),
-], ids=["torch's softmax", "numpy's", "an input torch made, a kernel computing"])
+], ids=["torch's softmax", "numpy's", "nudged and cast", "an input torch made, a kernel computing"])
 def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, body, named):
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{COPY_KERNEL}\n\n"
                                           f"def softmax_triton(x):\n{body}\n"),
@@ -533,8 +546,9 @@ def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, 
     judged = [c for c in ran if c.name != "single column"]
     assert judged and {c.verdict.bug.key for c in judged} == {"passed-through"}, \
         [(c.name, c.verdict.summary) for c in judged]
-    assert f"holds, bit for bit, the values of {named}" in judged[0].verdict.summary
-    assert judged[0].verdict.summary.endswith("the kernel passed them on")
+    assert f"holds the values (to within 1e-3 of each) of {named}" in judged[0].verdict.summary
+    assert "the kernel passed them on (made again with those values changed" in \
+        judged[0].verdict.summary
     assert part.status == "failed" and not result.ok
 
 

@@ -93,10 +93,11 @@ COMMON_BUGS = {
             "not stored by a kernel of yours: no launch was given its memory, nor the memory "
             "it was copied from. This part grades what your kernel computes: return the "
             "tensor the kernel stores into"),
-        Bug("passed-through", "the tensor returned holds, bit for bit, values that torch (or "
-            "code outside torch: numpy, plain Python) computed during the call and gave to a "
-            "kernel: the kernel passed them on instead of computing them. This part grades "
-            "what your kernel computes: compute the answer in the kernel"),
+        Bug("passed-through", "the tensor returned holds values that torch (or code outside "
+            "torch: numpy, plain Python) computed during the call and gave to a kernel, and "
+            "changing them before the launch changes the result: the kernel passed them on "
+            "instead of computing them. This part grades what your kernel computes: compute "
+            "the answer in the kernel"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -345,7 +346,7 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
 
 def _passed_through(source: str) -> str:
     """What a kernel was given and passed on, from where its values came (calls.passed_through)."""
-    said = "the tensor returned holds, bit for bit, the values of "
+    said = "the tensor returned holds the values (to within 1e-3 of each) of "
     if source == lineage.OUTSIDE:
         said += ("a tensor your code gave a kernel that is no input and that no torch function "
                  "made during the call (values computed outside torch: by numpy, say, wrapped "
@@ -355,7 +356,8 @@ def _passed_through(source: str) -> str:
                  "torch, which your code gave a kernel")
     else:
         said += f"a tensor torch's {source} computed during the call, which your code gave a kernel"
-    return said + ": the kernel passed them on"
+    return said + (": the kernel passed them on (made again with those values changed before "
+                   "each launch, the call returned other values)")
 
 
 def _tensor_shape(returned: Returned, want, expect: dict) -> Verdict | None:
