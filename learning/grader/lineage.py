@@ -48,6 +48,7 @@ METADATA_IN_PLACE = {
     "rename_", "refine_names", "set_", "untyped_storage", "data_ptr", "record_stream",
 }
 MOST_STEPS = 64  # memories followed back from the returned one
+HELD_BYTES = 1 << 30  # the most memory a call's record keeps alive (Recorder.held)
 
 
 def function_mode():
@@ -61,6 +62,10 @@ def function_mode():
         def __init__(self):
             super().__init__()
             self.made: dict[int, tuple[str, tuple[int, ...]]] = {}  # memory: (function, read)
+            # the memories noted, held until the call ends: one freed could be handed to a
+            # later tensor, whose entry would then replace its history (up to HELD_BYTES)
+            self.held: list = []
+            self.held_bytes = 0
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -82,9 +87,15 @@ def function_mode():
             if args and _is_tensor(args[0]) and (name == "__setitem__" or (
                     name.endswith("_") and not name.startswith("__"))):
                 written.add(_address(args[0]))  # an in-place method writes its tensor
-            made = {_address(t) for t in _tensors(out)} - read  # new memory (views are not)
+            new = [t for t in _tensors(out) if _address(t) not in read]
+            made = {_address(t) for t in new}  # new memory (views are not)
             for address in written | made:
                 self.made[address] = (name, tuple(read - {address}))
+            for tensor in new:
+                storage = tensor.untyped_storage()
+                if self.held_bytes + storage.nbytes() <= HELD_BYTES:
+                    self.held.append(storage)
+                    self.held_bytes += storage.nbytes()
 
     return Recorder()
 
