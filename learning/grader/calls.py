@@ -163,7 +163,8 @@ class LaunchCounter:
         for tensor in returned:
             if is_tensor(tensor):
                 with contextlib.suppress(Exception):
-                    name = lineage.computed_by_torch(plain_tensor(tensor), made, self.given)
+                    name = lineage.computed_by_torch(plain_tensor(tensor), made, self.given,
+                                                     wrapped=True, inputs=self.inputs)
                     if name:
                         return name
         return ""

@@ -326,9 +326,7 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
     if part.needs_kernels and returned.computed_by_torch:
-        return _fail("computed-by-torch", f"the tensor returned was computed by torch's "
-                     f"{returned.computed_by_torch} during the call: no kernel launch was "
-                     "given its memory, or the memory it was copied from")
+        return _fail("computed-by-torch", _computed_by_torch(returned.computed_by_torch))
     if part.needs_kernels and returned.passed_through:
         return _fail("passed-through", _passed_through(returned.passed_through))
     if part.needs_kernels and returned.changed_after_launch:
@@ -342,6 +340,19 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.unwritten is not None:
         return _judge_unwritten(returned.unwritten, returned.values)
     return None
+
+
+def _computed_by_torch(source: str) -> str:
+    """Where a returned tensor no kernel stored came from (calls.computed_by_torch)."""
+    unseen = ": no kernel launch was given its memory, or the memory it was copied from"
+    if source == lineage.OUTSIDE:
+        return ("the tensor returned is no input and no torch function made it during the call "
+                "(values computed outside torch: by numpy, say, wrapped by torch.from_numpy)"
+                + unseen)
+    if source in lineage.WRAPS:
+        return (f"the tensor returned was made by torch.{source} during the call from values "
+                "computed outside torch" + unseen)
+    return f"the tensor returned was computed by torch's {source} during the call" + unseen
 
 
 def _passed_through(source: str) -> str:
