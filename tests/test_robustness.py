@@ -477,7 +477,8 @@ def softmax_triton(x):
      "    return torch.from_numpy(e / e.sum(axis=-1, keepdims=True)).to(x.device, x.dtype)",
      "the tensor returned is no input and no torch function made it during the call"),
     pytest.param("    import math\n    _right(x)\n    rows = []\n"
-                 "    for row in x.float().tolist():\n        m = max(row)\n        e = [math.exp(v - m) for v in row]\n"
+                 "    for row in x.float().tolist():\n        m = max(row)\n"
+                 "        e = [math.exp(v - m) for v in row]\n"
                  "        rows.append([v / sum(e) for v in e])\n"
                  "    return torch.tensor(rows, dtype=x.dtype, device=x.device)",
                  "the tensor returned was made by torch.tensor during the call from values "
