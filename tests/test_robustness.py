@@ -469,21 +469,18 @@ def softmax_triton(x):
     assert "changed after the last kernel launch" in ran[0].verdict.summary
 
 
-# a kernel is launched, and what is returned was computed outside any kernel, in numpy or in
-# plain Python, and wrapped as a tensor
+# a kernel is launched, and what is returned was computed in plain Python and wrapped as a
+# tensor (a tensor from torch.from_numpy is not seen made: autograd's engine makes gradients
+# unseen too, so that no claim is made about one)
 @pytest.mark.parametrize("body, named", [
-    ("    import numpy\n    _right(x)\n    v = x.float().cpu().numpy()\n"
-     "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
-     "    return torch.from_numpy(e / e.sum(axis=-1, keepdims=True)).to(x.device, x.dtype)",
-     "the tensor returned is no input and no torch function made it during the call"),
-    pytest.param("    import math\n    _right(x)\n    rows = []\n"
-                 "    for row in x.float().tolist():\n        m = max(row)\n"
-                 "        e = [math.exp(v - m) for v in row]\n"
-                 "        rows.append([v / sum(e) for v in e])\n"
-                 "    return torch.tensor(rows, dtype=x.dtype, device=x.device)",
-                 "the tensor returned was made by torch.tensor during the call from values "
-                 "computed outside torch", marks=pytest.mark.exhaustive),
-], ids=["numpy", "plain Python"])
+    ("    import math\n    _right(x)\n    rows = []\n"
+     "    for row in x.float().tolist():\n        m = max(row)\n"
+     "        e = [math.exp(v - m) for v in row]\n"
+     "        rows.append([v / sum(e) for v in e])\n"
+     "    return torch.tensor(rows, dtype=x.dtype, device=x.device)",
+     "the tensor returned was made by torch.tensor during the call from values computed "
+     "outside torch"),
+], ids=["plain Python"])
 def test_a_result_computed_outside_torch_and_wrapped_fails(tmp_path, body, named):
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n"
                                           f"def softmax_triton(x):\n{body}\n"), parts=("triton",))

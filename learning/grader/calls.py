@@ -163,8 +163,10 @@ class LaunchCounter:
         for tensor in returned:
             if is_tensor(tensor):
                 with contextlib.suppress(Exception):
+                    # without the inputs: a memory no torch function was seen making may
+                    # still be torch's (autograd's engine makes gradients unseen)
                     name = lineage.computed_by_torch(plain_tensor(tensor), made, self.given,
-                                                     wrapped=True, inputs=self.inputs)
+                                                     wrapped=True)
                     if name:
                         return name
         return ""

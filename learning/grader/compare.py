@@ -345,10 +345,6 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
 def _computed_by_torch(source: str) -> str:
     """Where a returned tensor no kernel stored came from (calls.computed_by_torch)."""
     unseen = ": no kernel launch was given its memory, or the memory it was copied from"
-    if source == lineage.OUTSIDE:
-        return ("the tensor returned is no input and no torch function made it during the call "
-                "(values computed outside torch: by numpy, say, wrapped by torch.from_numpy)"
-                + unseen)
     if source in lineage.WRAPS:
         return (f"the tensor returned was made by torch.{source} during the call from values "
                 "computed outside torch" + unseen)
