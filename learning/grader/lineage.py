@@ -10,8 +10,10 @@ it was made: a memory some launch was given ends the walk (a kernel's output, or
 kernel read), and so does one made before the call or merely allocated; one made by any other
 function is torch's own result, and that function is named. The same walk, at each launch,
 finds the tensors the kernel is given that torch computed (or that wrap values computed
-outside torch): a result equal bit for bit to one of them was passed through a kernel, not
-computed by it (``learning.grader.calls``). (A function mode, not a dispatch
+outside torch): a result that holds their values, and changes when they are changed before
+the launch, was passed through a kernel, not computed by it (``learning.grader.calls``). The
+record holds every memory it notes until the call ends, so that no later tensor takes a noted
+address and with it the history. (A function mode, not a dispatch
 mode: entering the latter imports torch's compiler, a second of every fresh worker's time.)
 
 Runs in the learner's process (``learning.grader.calls``).
@@ -35,13 +37,13 @@ ALLOCATIONS = {
     "new_tensor",
 }
 # Functions that wrap values computed outside torch (numpy, plain Python) in a tensor: for a
-# tensor a kernel is given, an origin as telling as a torch computation (``fed_to_kernel``)
+# tensor a kernel is given, or one returned, an origin as telling as a torch computation
 WRAPS = {"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
 # The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
 # torch function made during the call (torch.from_numpy is not one torch's function mode sees)
 OUTSIDE = "outside torch"
-# In-place methods that change a tensor's metadata (autograd state, shape, strides), never its
-# values: calling one writes nothing, so the record of who made the memory stands
+# In-place methods that change a tensor's metadata (autograd state, shape, strides, the memory
+# it views), never the values in memory: the record of who made that memory stands
 METADATA_IN_PLACE = {
     "requires_grad_", "detach_", "retain_grad", "squeeze_", "unsqueeze_", "t_", "transpose_",
     "swapdims_", "swapaxes_", "as_strided_", "resize_as_", "share_memory_",
