@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                               first_steps=True)
         if result.environment_problem:  # found by the worker: as above, not the learner's
             return _refuse(console, result.environment_problem, options.json)
+        result.asked = tuple(p.part.name for p in result.parts if options.parts)
         progress, saved_now = _record(root, result, None if saved else progress)
         saved = saved and saved_now
         results.append(result)

@@ -347,8 +347,7 @@ def _next_step(result: results.CheckResult, state: State | None = None,
     (learning.watch), saving the file is what checks it again."""
     exercise = result.exercise
     command = f"python -m learning.check {exercise.name}"
-    if len(result.parts) < len(exercise.parts):  # the learner asked for these parts only
-        command += "".join(f" --part {p.part.name}" for p in result.parts)
+    command += "".join(f" --part {name}" for name in result.asked)  # as the learner asked
     again = "save it, and watch checks it again" if watching else f"then run {command} again"
     started = [p for p in result.parts if p.started]
     if not started:

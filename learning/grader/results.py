@@ -107,6 +107,8 @@ class CheckResult:
     # was graded, and the problem is the environment's, not the learner's.
     environment_problem: str = ""
     learner_output: str = ""
+    # The parts the learner named with --part (empty: every part): the next step repeats them
+    asked: tuple[str, ...] = ()
     seconds: float = 0.0
     # Process starts and exits, the worker's events: what lab/probes/check_phases.py prints,
     # to show where a check's time goes.
