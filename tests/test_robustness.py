@@ -615,6 +615,25 @@ def test_a_kernel_that_computes_is_not_blamed_for_torch_work_beside_it(tmp_path,
     assert part.status == "passed", [(c.name, c.verdict.summary) for c in part.cases]
 
 
+def test_what_the_check_keeps_of_a_call_is_bounded_however_many_launches_it_makes():
+    # a launcher feeding torch's results to kernel after kernel: the copies kept of what the
+    # launches were given, and the memories the record holds alive, stop at their caps
+    import torch
+
+    from learning.grader import calls, lineage
+
+    counter = calls.LaunchCounter()
+    counter.recorder = lineage.function_mode()
+    step = 16 * 2**20
+    with counter.recorder:
+        for _ in range(20):  # 320 MiB fed, 640 MiB made, in all
+            fed = torch.ones(step // 4) * 2.0
+            counter._note_fed([fed])
+    kept = sum(f.numel() * f.element_size() for _, f in counter.fed)
+    assert 0 < kept <= calls.FED_BYTES
+    assert 0 < counter.recorder.held_bytes <= lineage.HELD_BYTES
+
+
 def test_a_kernel_part_computed_by_torch_alone_fails_as_launching_no_kernel(tmp_path):
     result, seconds = grade(tmp_path, with_code(
         "def softmax_triton(x):\n"

@@ -41,6 +41,9 @@ def _snapshot(args: tuple) -> tuple:
 # A tensor argument whose memory is larger than this is not copied after a launch (its output is
 # then not compared with what the kernel left): no case's output comes near it.
 LARGEST_KEPT_BYTES = 256 * 2**20
+# The most the copies of tensors given to launches (_note_fed) hold in one call: a launcher that
+# feeds torch's results to kernel after kernel must not run out of memory because of the check
+FED_BYTES = 256 * 2**20
 
 
 class LaunchCounter:
@@ -108,11 +111,12 @@ class LaunchCounter:
                 tensor = plain_tensor(argument)
                 name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
                                                  inputs=self.inputs)
-                if not name or tensor.numel() * tensor.element_size() > LARGEST_KEPT_BYTES:
+                size = tensor.numel() * tensor.element_size()
+                if not name or size > LARGEST_KEPT_BYTES:
                     continue
                 if self.poison:
                     _perturb(tensor.detach())
-                else:
+                elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
 
     def passed_through(self, result) -> str:

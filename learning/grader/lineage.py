@@ -50,7 +50,7 @@ METADATA_IN_PLACE = {
     "rename_", "refine_names", "set_", "untyped_storage", "data_ptr", "record_stream",
 }
 MOST_STEPS = 64  # memories followed back from the returned one
-HELD_BYTES = 1 << 30  # the most memory a call's record keeps alive (Recorder.held)
+HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 
 
 def function_mode():
