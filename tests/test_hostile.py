@@ -32,6 +32,7 @@ import pytest
 from learning import check, progress, solution
 from learning.exercises import solution_path
 from learning.grader import (
+    borrowed,
     containment,
     forkserver,
     installed,
@@ -1585,6 +1586,13 @@ STARTS_A_PROCESS = {
                                     "_copy = os.path.join(tempfile.mkdtemp(), 'calc')\n"
                                     "shutil.copy(os.path.realpath(sys.executable), _copy)\n"
                                     f"subprocess.run([_copy, '-c', {_CHILD!r}])\n",
+    "a script whose first line names python": (
+        "import os, subprocess, sys, tempfile\n"
+        "_script = os.path.join(tempfile.mkdtemp(), 'calc')\n"
+        "with open(_script, 'w') as _f:\n"
+        f"    _f.write('#!' + sys.executable + '\\n' + {_CHILD!r})\n"
+        "os.chmod(_script, 0o755)\n"
+        "subprocess.run([_script])\n"),
     "multiprocessing, spawned": "import multiprocessing\n"
                                 "_p = multiprocessing.get_context('spawn').Process(target=print)\n"
                                 "_p.start()\n_p.join()\n",
@@ -1612,6 +1620,43 @@ def test_a_program_that_runs_no_python_is_not_taken_for_borrowing(tmp_path):
              "capture_output=True)\n" + PYTHON_PART_ONLY
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok and result.borrowed == [], result.borrowed
+
+
+# What Triton does on a GPU machine the first time it launches a kernel: it builds its launcher
+# with a compiler told where Python's headers are, and asks ``file`` about the Python program.
+# Neither runs Python; both had been taken for it, and no pass on a GPU was recorded.
+LIBRARY_STARTS = """
+import os, shutil, subprocess, sys, sysconfig, tempfile
+_folder = tempfile.mkdtemp()
+_compiler = os.path.join(_folder, 'gcc')
+shutil.copy(shutil.which('true'), _compiler)
+subprocess.run([_compiler, os.path.join(_folder, 'cuda_utils.c'), '-O3', '-shared', '-fPIC',
+                '-I' + sysconfig.get_paths()['include'], '-I/usr/include/python3.12',
+                '-lpython3.12', '-o', os.path.join(_folder, 'cuda_utils.cpython-312.so')])
+_file = os.path.join(_folder, 'file')
+shutil.copy(shutil.which('true'), _file)
+subprocess.run([_file, '-b', sys.executable])
+"""
+
+
+@linux_only
+def test_a_compiler_told_where_pythons_headers_are_is_not_taken_for_python(tmp_path):
+    result = grade_text(tmp_path, "softmax", LIBRARY_STARTS + PYTHON_PART_ONLY, ["python"])
+    assert result.ok and result.borrowed == [], result.borrowed
+
+
+@pytest.mark.parametrize(("argv", "runs_python"), [
+    (["gcc", "x.c", "-I/usr/include/python3.12", "-lpython3.12", "-o", "x.so"], False),
+    (["file", "-b", "/usr/bin/python3.12"], False),
+    (["timeout", "5", "python3", "-c", "print(1)"], True),
+    (["strace", "-f", "python3", "x.py"], True),
+    (["gcc", "-wrapper", "python3,-c,print(1)", "x.c"], True),
+    (["gcc", "--wrapper=python3", "x.c"], True),
+    (["python3.12", "-c", "print(1)"], True),
+    (["ls", "-l", "/"], False),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else str(value))
+def test_which_started_programs_run_code_out_of_sight(argv, runs_python):
+    assert borrowed._unwatched(argv[0], argv) is runs_python
 
 
 TORCH_PASSED_AS_A_KERNEL = '''

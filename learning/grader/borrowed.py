@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import sys
 import sysconfig
 import types
@@ -48,6 +49,9 @@ RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", 
                      "busybox", "env", "nohup", "nice", "timeout", "setsid", "xargs", "stdbuf",
                      "sudo", "su", "script", "chroot", "unshare", "nsenter", "taskset",
                      "ionice", "flock", "time", "watch", "exec"})
+# Programs that libraries start to read a file they are given, never to run it: ``file`` (asked
+# of the Python program on a GPU machine), the loader cache's ``ldconfig``
+READS_ONLY = frozenset({"file", "ldconfig"})
 _PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*[mtdw]?(\.exe)?", re.IGNORECASE)
 # C functions that start a program, looked up through ctypes
 _EXEC_FUNCTIONS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl",
@@ -309,17 +313,59 @@ def _audit_fork_exec():
 
 def _unwatched(program, argv: list) -> bool:
     """Whether starting ``program`` with ``argv`` runs code out of the hook's sight: a Python
-    interpreter (by its name, or a copy of this one), or a program that runs others, anywhere
-    among the arguments (``timeout 5 python3 -c ...``)."""
-    for item in [program, *argv]:
-        try:
-            path = os.fsdecode(item)
-        except TypeError:
-            continue
-        name = os.path.basename(path)
-        if name in RUNNERS or _PYTHON_NAME.fullmatch(name) or _this_python(path):
+    interpreter (by its name, or a copy of this one), a script whose first line names one, or
+    a program that runs others, named as the program or as a word among the arguments
+    (``timeout 5 python3 -c ...``; ``gcc -wrapper python3,-c,...``). An option's own text is
+    not such a word (``-I/usr/include/python3.12``, which Triton's launcher build passes to a
+    compiler on a GPU, names a folder), only a value after its ``=``; and the programs in
+    ``READS_ONLY`` take their arguments as data (``file -b /usr/bin/python3``)."""
+    words = [_decoded(item) for item in [program, *argv]]
+    words = [word for word in words if word]
+    if not words:
+        return False
+    if any(_runs_others(word) or _this_python(word) for word in words[:2]) or \
+            _script_runs_others(words[0]):
+        return True
+    if os.path.basename(words[0]) in READS_ONLY:
+        return False
+    for word in words[2:]:
+        if word.startswith("-"):
+            word = word.partition("=")[2]
+        elif _this_python(word):
+            return True
+        if any(_runs_others(piece) for piece in word.split(",")):
             return True
     return False
+
+
+def _decoded(item) -> str:
+    try:
+        return os.fsdecode(item)
+    except TypeError:
+        return ""
+
+
+def _runs_others(word: str) -> bool:
+    """A Python interpreter, or a program that runs others, by the name in ``word``."""
+    name = os.path.basename(word.strip())
+    return name in RUNNERS or bool(_PYTHON_NAME.fullmatch(name))
+
+
+def _script_runs_others(program: str) -> bool:
+    """Whether ``program`` is a script (``#!`` first) whose interpreter line names a Python
+    or a program that runs others: a file named ``calc`` may be Python's text."""
+    path = program if os.sep in program else shutil.which(program)
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    words = os.fsdecode(first[2:]).split()
+    return any(_runs_others(word) or _this_python(word) for word in words)
 
 
 def _this_python(path: str) -> bool:
