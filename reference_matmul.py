@@ -45,8 +45,9 @@ fast:
    checks, the choice and Triton's own launch path (which binds, specializes and looks the
    kernel up again on every call): it launches the compiled kernel directly
    (``_direct_launcher``). An operand whose rows do not start on 16-byte boundaries (4097
-   columns of 2 bytes) is first copied into one whose rows do (``_aligned_copy``), where the
-   product is large enough for the copy to pay.
+   columns of 2 bytes) is first copied into one whose rows do (``_pad_rows``, both operands
+   in one launch, into buffers the plan keeps), where the product is large enough for the
+   copy to pay.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -82,6 +83,14 @@ PAD_TO = 64
 #: many multiply-adds (645 cubed): below it the unaligned kernel runs for a few microseconds,
 #: about what launching the copy costs the host.
 PAD_MIN_MACS = 2**28
+#: The copy kernel's tile (rows x columns of the operand) and warps (``_pad_rows``).
+PAD_TILE = (16, 256)
+PAD_WARPS = 4
+#: A plan keeps the buffers it copies into, one pair per stream, for its next calls, where the
+#: pair takes at most this many bytes (4097 cubed in 16-bit: 67 MiB): allocating the buffers
+#: and describing them again would cost the host more on every call than the copy itself.
+#: Larger pairs are allocated for each call, as C is (the GPU's time dwarfs the host's there).
+KEEP_PADDED_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -457,6 +466,43 @@ def _matmul_persistent(
                     N, C_ALIGNED, VEC)
 
 
+@triton.jit
+def _pad_tile(src, dst, rows, cols, stride_r, stride_c, wide, tile, BLOCK_R: tl.constexpr,
+              BLOCK_C: tl.constexpr, VEC: tl.constexpr):
+    """Copy one BLOCK_R x BLOCK_C tile of ``src`` (rows x cols, any strides) into ``dst``,
+    row-major with rows ``wide`` elements apart (a multiple of VEC, 16 bytes, as ``dst``'s
+    start is). Loads are masked to the operand; stores go by whole runs of VEC, so that each
+    is 16 bytes: the run that straddles ``cols`` writes zeros into the padding, never read."""
+    tiles_c = tl.cdiv(cols, BLOCK_C)
+    r = (tile // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = (tile % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)
+    in_rows = r[:, None] < rows
+    values = tl.load(src + r[:, None] * stride_r + c[None, :] * stride_c,
+                     mask=in_rows & (c[None, :] < cols), other=0.0)
+    dst_rows = tl.multiple_of(r * wide, VEC)
+    tl.store(dst + dst_rows[:, None] + c[None, :], values,
+             mask=in_rows & ((c // VEC) < tl.cdiv(cols, VEC))[None, :])
+
+
+@triton.jit
+def _pad_rows(
+    src_0, dst_0, src_1, dst_1,  # the first operand to copy and its buffer; the second's
+    rows_0, cols_0, stride_0r, stride_0c, wide_0,  # the first's shape, strides, buffer width
+    rows_1, cols_1, stride_1r, stride_1c, wide_1,  # the same for the second
+    tiles_0,  # programs that copy the first operand; the others copy the second
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, VEC: tl.constexpr,
+):
+    """The copies of A and B into rows on 16-byte boundaries (``_Plan``), in one launch: a
+    launch costs the host more than such a copy costs the GPU, and there are two operands."""
+    tile = tl.program_id(0)
+    if tile < tiles_0:
+        _pad_tile(src_0, dst_0, rows_0, cols_0, stride_0r, stride_0c, wide_0, tile, BLOCK_R,
+                  BLOCK_C, VEC)
+    else:
+        _pad_tile(src_1, dst_1, rows_1, cols_1, stride_1r, stride_1c, wide_1, tile - tiles_0,
+                  BLOCK_R, BLOCK_C, VEC)
+
+
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -596,17 +642,18 @@ def _row_major_aligned(t: torch.Tensor) -> bool:
         t.data_ptr() % 16 == 0
 
 
-def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
-    """``t`` copied into a row-major buffer whose rows are a multiple of PAD_TO elements
-    wide: a view of the same shape whose rows start on 16-byte boundaries. The columns past
-    ``t``'s own are never written: the kernel reads them only into C's columns past N (for
-    B) or under the K mask (for A), and stores neither."""
-    rows, cols = t.shape
-    buffer = torch.empty((rows, triton.cdiv(cols, PAD_TO) * PAD_TO), dtype=t.dtype,
-                         device=t.device)
-    view = buffer[:, :cols]
-    view.copy_(t)
-    return view
+def _padded_width(cols: int) -> int:
+    """Elements between the rows of an operand's aligned copy: ``cols`` rounded up to PAD_TO."""
+    return triton.cdiv(cols, PAD_TO) * PAD_TO
+
+
+def _padded_buffer(shape: tuple[int, int], dtype, device) -> torch.Tensor:
+    """A view of ``shape`` into a new row-major buffer whose rows are ``_padded_width``
+    elements apart, so that each starts on a 16-byte boundary. The columns past the view's
+    own are never read as values: the kernel reads them only into C's columns past N (for B)
+    or under the K mask (for A), and stores neither; descriptors stop at the view's shape."""
+    rows, cols = shape
+    return torch.empty((rows, _padded_width(cols)), dtype=dtype, device=device)[:, :cols]
 
 
 def _copies(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, bool]:
@@ -662,6 +709,11 @@ def _current_stream(device: torch.device) -> int:
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
+def _capturing(device: torch.device) -> bool:
+    """Whether ``device``'s current stream is being captured into a CUDA graph."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 class _Describe:
     """Makes the tensor descriptor of one operand for each call: a copy of a template checked
     once, with the call's tensor as its base. Building a descriptor checks its arguments again
@@ -694,13 +746,14 @@ class _Plan:
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
+        self.k, self.pad_bytes = k, 0
         self.one_device = a.device.type != "cuda" or torch.cuda.device_count() == 1
         self.skipped: dict[str, str] = {}  # rows the choice skipped, and why (_choose)
         vec = 16 // a.element_size()
         self.copy_a, self.copy_b = _copies(a, b) if copies is not False else (False, False)
         # The strides the kernel will see: those of the copies where there are copies.
-        a_strides = (triton.cdiv(k, PAD_TO) * PAD_TO, 1) if self.copy_a else a.stride()
-        b_strides = (triton.cdiv(n, PAD_TO) * PAD_TO, 1) if self.copy_b else b.stride()
+        a_strides = (_padded_width(k), 1) if self.copy_a else a.stride()
+        b_strides = (_padded_width(n), 1) if self.copy_b else b.stride()
         b_cols = b_strides[0] if self.copy_b else n
         rows_aligned = (self.copy_a or _row_major_aligned(a)) and \
             (self.copy_b or _row_major_aligned(b))
@@ -727,6 +780,7 @@ class _Plan:
             self.descriptors = (([m, k], list(a_strides), [config.block_m, config.block_k]),
                                 ([k, n], list(b_strides), [config.block_k, config.block_n]))
             self.describe = tuple(_Describe(a.dtype, a.device, *d) for d in self.descriptors)
+        self.pad, self.padded = self._copy_launch(a, b, vec), {}
         if config.persistent:
             if self.splits > 1:
                 raise ValueError(f"matmul: {config.label}: a persistent row does not split K; "
@@ -744,32 +798,87 @@ class _Plan:
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
                 k % config.block_k == 0, self.aligned, vec, n % vec == 0), options, a.device)
 
+    def _copy_launch(self, a: torch.Tensor, b: torch.Tensor, vec: int):
+        """The launch of ``_pad_rows`` that copies the operands this plan copies, both in one
+        launch (the one operand twice over, the second time with no programs, where only one
+        is copied); None where none is."""
+        copied = [t for t, copy in ((a, self.copy_a), (b, self.copy_b)) if copy]
+        if not copied:
+            return None
+        block_r, block_c = PAD_TILE
+        shapes = [(*t.shape, *t.stride(), _padded_width(t.shape[1])) for t in copied]
+        tiles = [triton.cdiv(t.shape[0], block_r) * triton.cdiv(t.shape[1], block_c)
+                 for t in copied]
+        if len(copied) == 1:
+            shapes, tiles = shapes * 2, [tiles[0], 0]
+        self.pad_bytes = sum(t.shape[0] * _padded_width(t.shape[1]) for t in copied) * \
+            a.element_size()
+        options = {} if _interpreted() else {"num_warps": PAD_WARPS}
+        return _Launch(_pad_rows, (sum(tiles), 1, 1), (*shapes[0], *shapes[1], tiles[0], block_r,
+                                                       block_c, vec), options, a.device)
+
+    def _buffers(self) -> tuple[tuple, tuple]:
+        """The views A and B are copied into (None for an operand not copied), and what the
+        kernel is given for them (the views, or their tensor descriptors). One set per stream,
+        kept for the next calls where the pair is at most KEEP_PADDED_BYTES (launches on one
+        stream run one after the other, so the next call's copy never overwrites what this
+        call's product still reads); made for each call otherwise, and while a CUDA graph is
+        being captured (the graph's own, as its scratch is: ``_scratch``)."""
+        capturing = _capturing(self.device)
+        stream = _current_stream(self.device)
+        kept = None if capturing else self.padded.get(stream)
+        if kept is not None:
+            return kept
+        shapes = ((self.shape[0], self.k) if self.copy_a else None,
+                  (self.k, self.shape[1]) if self.copy_b else None)
+        views = tuple(None if shape is None else _padded_buffer(shape, self.dtype, self.device)
+                      for shape in shapes)
+        given = views
+        if self.describe is not None:
+            given = tuple(None if view is None else describe(view)
+                          for view, describe in zip(views, self.describe))
+        made = (views, given)
+        if self.pad_bytes <= KEEP_PADDED_BYTES and not capturing:
+            self.padded[stream] = made
+        return made
+
     def _scratch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The split programs' workspace and arrival counters (``_finish_tile``), one pair per
         stream: launches on one stream run one after the other and leave the counters at zero,
         but launches on two streams may run at once. Made on a stream's first call; while a
-        CUDA graph is being captured, a new pair is made for each call and not kept (its
-        zeros are written when the graph is replayed, not when it is captured)."""
+        CUDA graph is being captured, a new pair is made for each call, the graph's own, and
+        not kept (its zeros are written when the graph is replayed, not when it is captured;
+        and the graph may be replayed on another stream while this one runs)."""
+        capturing = _capturing(self.device)
         stream = _current_stream(self.device)
-        scratch = self.scratch.get(stream)
+        scratch = None if capturing else self.scratch.get(stream)
         if scratch is None:
             config = self.config
             partial = torch.empty(self.tiles * self.splits * config.block_m * config.block_n,
                                   dtype=torch.float32, device=self.device)
             arrivals = torch.zeros(self.tiles, dtype=torch.int32, device=self.device)
             scratch = (partial, arrivals)
-            if not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            if not capturing:
                 self.scratch[stream] = scratch
         return scratch
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        c = torch.empty(self.shape, dtype=self.dtype, device=self.device)
-        if self.copy_a:
-            a = _aligned_copy(a)
-        if self.copy_b:
-            b = _aligned_copy(b)
-        if self.describe is not None:
-            a, b = self.describe[0](a), self.describe[1](b)
+        c = a.new_empty(self.shape)  # a's dtype and device: cheaper to ask than torch.empty
+        if self.pad is None:
+            if self.describe is not None:
+                a, b = self.describe[0](a), self.describe[1](b)
+        else:
+            (view_a, view_b), (given_a, given_b) = self._buffers()
+            if view_a is None:
+                self.pad(b, view_b, b, view_b)
+                a = a if self.describe is None else self.describe[0](a)
+                b = given_b
+            elif view_b is None:
+                self.pad(a, view_a, a, view_a)
+                a, b = given_a, b if self.describe is None else self.describe[1](b)
+            else:
+                self.pad(a, view_a, b, view_b)
+                a, b = given_a, given_b
         if self.config.persistent:
             self.matmul(c, a, b)
         elif self.splits == 1:

@@ -466,9 +466,10 @@ def test_unaligned_operands_of_a_large_product_are_copied_into_aligned_rows(devi
     plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
     assert plan.copy_a and plan.copy_b and plan.aligned
     assert exact(a, b, plan(a, b))
-    copy = rm._aligned_copy(a)
-    assert copy.shape == a.shape and copy.stride() == (rm.PAD_TO, 1)
-    assert torch.equal(copy, a)
+    (copy_a, copy_b), _ = plan._buffers()  # kept for the next call, both copied in one launch
+    assert copy_a.shape == a.shape and copy_a.stride() == (rm.PAD_TO, 1)
+    assert torch.equal(copy_a, a) and torch.equal(copy_b, b)
+    assert plan.pad.grid[0] == 3 + 4  # tiles of 16 rows: A has 40 rows, B 51 (one tile wide)
     wide = integers((40, 64), torch.float16, device, 6)[:, :51]  # rows 128 bytes apart
     plan = rm._Plan(wide, b.contiguous(), rm.INTERPRETER_CONFIG)
     assert not plan.copy_a and plan.copy_b  # B row-major, but 33 columns are not runs of 8
@@ -477,6 +478,45 @@ def test_unaligned_operands_of_a_large_product_are_copied_into_aligned_rows(devi
     plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
     assert not (plan.copy_a or plan.copy_b or plan.aligned)  # too small to repay a copy
     assert exact(a, b, plan(a, b))
+
+
+@pytest.mark.parametrize("row", [rm.INTERPRETER_CONFIG,
+                                 pytest.param(rm.TileConfig(32, 32, 32, 4, 4, 1, tma=True),
+                                              marks=needs_descriptors)],
+                         ids=lambda row: row.label)
+@pytest.mark.parametrize("copied", ["a", "b", "both"])
+def test_the_copies_buffers_are_kept_and_refilled_on_every_call(row, copied, device,
+                                                                monkeypatch):
+    # new values each call in the same plan: a buffer left with an earlier call's copy (or
+    # never refilled) gives the wrong C; wide rows (300 columns: two tiles of the copy) with
+    # a cut edge, and K not whole steps
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 0)
+    m, n, k = 37, 300 if copied != "a" else 296, 300 if copied != "b" else 296
+    plan = None
+    for seed in range(3):
+        a = integers((m, k + 1), torch.float16, device, seed)[:, :k]  # rows 2 bytes off
+        b = integers((k, n), torch.float16, device, seed + 9)
+        a = a if copied != "b" else a.contiguous()
+        plan = plan or rm._Plan(a, b, row)
+        assert (plan.copy_a, plan.copy_b) == (copied != "b", copied != "a")
+        assert exact(a, b, plan(a, b)), seed
+    ((views, given),) = plan.padded.values()  # one set, for the one stream
+    kept = [view.data_ptr() for view in views if view is not None]
+    plan(a, b)
+    assert [view.data_ptr() for view in plan._buffers()[0] if view is not None] == kept
+    if row.tma:  # the descriptors of the kept buffers are made once, with them
+        assert all(g is not None and g.base is v for g, v in zip(given, views) if v is not None)
+
+
+def test_copies_too_large_to_keep_are_made_for_each_call(device, monkeypatch):
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 0)
+    monkeypatch.setattr(rm, "KEEP_PADDED_BYTES", 1000)
+    a = integers((40, 61), torch.float16, device, 2)[:, :51]
+    b = integers((51, 64), torch.float16, device, 3)
+    plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
+    assert plan.copy_a and not plan.copy_b and plan.pad_bytes == 40 * 64 * 2
+    assert exact(a, b, plan(a, b)) and exact(a, b, plan(a, b))
+    assert plan.padded == {}
 
 
 def test_the_first_call_chooses_and_the_next_ones_reuse_the_choice(device, fresh_plans,

@@ -13,7 +13,7 @@ it, medians of --rounds rounds (3) with the range. The remedies:
   reference's loop before the peeling); K = 4096 beside them for scale;
 - alignment promises: rows of 1000 and of 4104 elements (multiples of 8, not of 16, so Triton
   cannot see that they start on 16-byte boundaries) with and without ``ALIGNED``;
-- copies into aligned rows: 4097 cubed with and without ``_aligned_copy`` of A and B;
+- copies into aligned rows: 4097 cubed with and without the copies of A and B (``_pad_rows``);
 - tensor descriptors (``_matmul_tma``, the same tiles), where the hardware fills every edge
   with zeros: beside the K of 4064, 4096 and the copies of 4097.
 

@@ -2,16 +2,18 @@
 
     PYTHONPATH=. python lab/probes/matmul_host_probe.py --json lab/results/matmul_host_probe.json
 
-For each product (1024 cubed, 1000 cubed and the decode step 8 x 4096 x 4096 by default, both
-dtypes' first: bfloat16), after its first call has chosen: each piece called CALLS times back
-to back without synchronising, the host's time per call reported (the GPU is never the bottleneck:
-these kernels run for 6 to 20 us, less than any launch costs, and the clock stops before the
-final synchronize). The pieces: the plan's key and lookup, allocating C (three ways), Triton's
-runner of the compiled kernel (``compiled[grid]``: what a remembered product ran before the
-course's launcher), the course's launcher of it (what a remembered product runs now), Triton's
-usual launch of the same kernel with every argument given (what the first call runs), the
-whole reference call, the whole call with ``config=`` (checks and a new plan every time), and
-torch.matmul. Three rounds; the median and the range.
+For each product (1024 cubed, 1000 cubed, the decode step 8 x 4096 x 4096 and 4097 cubed, in
+bfloat16 by default), after its first call has chosen: each piece called CALLS times back to
+back without synchronising (FEW_CALLS for 4097 cubed, whose kernel runs for a third of a
+millisecond: the GPU's queue of launches never fills), the host's time per call reported (the
+clock stops before the final synchronize). The pieces: the plan's key and lookup, allocating C
+(three ways), Triton's runner of the compiled kernel (``compiled[grid]``: what a remembered
+product ran before the course's launcher), the course's launcher of it (what a remembered
+product runs now), Triton's usual launch of the same kernel with every argument given (what the
+first call runs), the whole reference call (for 4097 cubed also the copies of A and B into
+aligned rows, one launch of ``_pad_rows`` into the buffers the plan keeps), the whole call with
+``config=`` (checks and a new plan every time), and torch.matmul. Three rounds; the median and
+the range.
 """
 
 from __future__ import annotations
@@ -26,20 +28,22 @@ import reference_matmul as rm
 from learning.bench.rowwise import environment
 
 CALLS = 2000
-# 1000 cubed: a product whose plan takes tensor descriptors, made on every call
-SIZES = ((1024, 1024, 1024), (1000, 1000, 1000), (8, 4096, 4096))
+FEW_CALLS = 60
+# 1000 cubed: a product whose plan takes tensor descriptors, made on every call; 4097 cubed:
+# one whose operands are copied first
+SIZES = ((1024, 1024, 1024), (1000, 1000, 1000), (8, 4096, 4096), (4097, 4097, 4097))
 
 
-def host_us(fn) -> float:
-    for _ in range(20):
+def host_us(fn, calls: int = CALLS) -> float:
+    for _ in range(min(20, calls)):
         fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(CALLS):
+    for _ in range(calls):
         fn()
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
-    return elapsed / CALLS * 1e6
+    return elapsed / calls * 1e6
 
 
 def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
@@ -53,7 +57,12 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
     launch = plan.matmul
     assert launch.direct is not None, "this Triton's compiled kernel has no launcher of its own"
     operands, extra = (a, b), []
-    if plan.describe is not None:  # the kernel takes tensor descriptors of A and B
+    if plan.pad is not None:  # the operands are copied first, into buffers the plan keeps
+        (view_a, view_b), operands = plan._buffers()
+        assert view_a is not None and view_b is not None, "the probe expects both copied"
+        extra = [("copying A and B into aligned rows (_pad_rows, one launch)",
+                  lambda: plan.pad(a, view_a, b, view_b))]
+    elif plan.describe is not None:  # the kernel takes tensor descriptors of A and B
         def described():
             return plan.describe[0](a), plan.describe[1](b)
 
@@ -92,10 +101,11 @@ def main() -> None:
     for m, n, k in SIZES:
         label, named = pieces(m, n, k, dtype)
         configs[f"{m}x{n}x{k}"] = label
+        calls = FEW_CALLS if m * n * k > rm.PAD_MIN_MACS * 64 else CALLS
         for round_ in range(3):
             for name, fn in named:
                 rows.append({"round": round_, "M": m, "N": n, "K": k, "piece": name,
-                             "host_us": host_us(fn)})
+                             "host_us": host_us(fn, calls)})
     print("| M x N x K | piece | host us per call, median of 3 rounds | lowest to highest |")
     print("|---:|---:|---:|---:|")
     by_piece: dict = {}
