@@ -1659,6 +1659,21 @@ def test_which_started_programs_run_code_out_of_sight(argv, runs_python):
     assert borrowed._unwatched(argv[0], argv) is runs_python
 
 
+@linux_only
+def test_a_compilers_wrapper_script_is_not_taken_for_one_that_runs_python(tmp_path):
+    # a toolchain's gcc may be a shell script that runs the real compiler: one of the
+    # machine's compilers when the check starts is not read by its first line; the same
+    # script named later by the learner is, and a compiler told to run a tool of theirs counts
+    wrapper = tmp_path / "gcc"
+    wrapper.write_text('#!/bin/sh\nexec true "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    argv = [str(wrapper), "cuda_utils.c", "-I/usr/include/python3.12", "-o", "x.so"]
+    machines = frozenset({os.path.realpath(wrapper)})
+    assert not borrowed._unwatched(argv[0], argv, machines)
+    assert borrowed._unwatched(argv[0], argv)  # not the machine's: a shell script
+    assert borrowed._unwatched(argv[0], [*argv, f"-B{tmp_path}"], machines)
+
+
 TORCH_PASSED_AS_A_KERNEL = '''
 import torch
 from learning.grader import calls as _calls

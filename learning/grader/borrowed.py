@@ -52,6 +52,11 @@ RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", 
 # Programs that libraries start to read a file they are given, never to run it: ``file`` (asked
 # of the Python program on a GPU machine), the loader cache's ``ldconfig``
 READS_ONLY = frozenset({"file", "ldconfig"})
+# The compilers looked for on the machine when the check starts (``_compilers``), and the
+# options of theirs that run a program of the caller's choice (a wrapper, a folder of tools, a
+# plug-in, a specs file, a linker)
+COMPILER_NAMES = ("cc", "gcc", "clang", "c++", "g++", "clang++")
+COMPILER_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-fuse-ld", "--ld-path")
 _PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*[mtdw]?(\.exe)?", re.IGNORECASE)
 # C functions that start a program, looked up through ctypes
 _EXEC_FUNCTIONS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl",
@@ -123,6 +128,9 @@ class Watch:
         library |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
         self._library = tuple(os.path.join(os.path.abspath(p), "") for p in library if p)
         self._course = os.path.join(str(COURSE_ROOT), "learning", "")
+        # found before the learner's code runs: a compiler the learner names later (CC set to
+        # a script of theirs) is not among them
+        self._compilers = _compilers()
         self._busy = False  # inside the hook: its own compile() raises events too
 
     def install(self):
@@ -181,7 +189,7 @@ class Watch:
             what = f"a program, through ctypes ({name})"
         else:
             program, argv = _STARTS[event](args)
-            if not _unwatched(program, argv):
+            if not _unwatched(program, argv, self._compilers):
                 return
             what = f"{os.path.basename(os.fsdecode(program))} ({_shown_command(argv)})"
         self.started.add(what)
@@ -311,20 +319,27 @@ def _audit_fork_exec():
     _posixsubprocess.fork_exec = fork_exec
 
 
-def _unwatched(program, argv: list) -> bool:
+def _unwatched(program, argv: list, compilers: frozenset = frozenset()) -> bool:
     """Whether starting ``program`` with ``argv`` runs code out of the hook's sight: a Python
     interpreter (by its name, or a copy of this one), a script whose first line names one, or
     a program that runs others, named as the program or as a word among the arguments
     (``timeout 5 python3 -c ...``; ``gcc -wrapper python3,-c,...``). An option's own text is
     not such a word (``-I/usr/include/python3.12``, which Triton's launcher build passes to a
     compiler on a GPU, names a folder), only a value after its ``=``; and the programs in
-    ``READS_ONLY`` take their arguments as data (``file -b /usr/bin/python3``)."""
+    ``READS_ONLY`` take their arguments as data (``file -b /usr/bin/python3``). One of the
+    machine's own ``compilers`` (``_compilers``) is not read as a script (a toolchain's
+    ``gcc`` may be a shell script that runs the real one), but its options that run other
+    programs (``COMPILER_RUNS``) count."""
     words = [_decoded(item) for item in [program, *argv]]
     words = [word for word in words if word]
     if not words:
         return False
-    if any(_runs_others(word) or _this_python(word) for word in words[:2]) or \
-            _script_runs_others(words[0]):
+    if any(_runs_others(word) or _this_python(word) for word in words[:2]):
+        return True
+    if _resolved(words[0]) in compilers:
+        if any(word.startswith(COMPILER_RUNS) for word in words[2:]):
+            return True
+    elif _script_runs_others(words[0]):
         return True
     if os.path.basename(words[0]) in READS_ONLY:
         return False
@@ -336,6 +351,19 @@ def _unwatched(program, argv: list) -> bool:
         if any(_runs_others(piece) for piece in word.split(",")):
             return True
     return False
+
+
+def _resolved(program: str) -> str:
+    """The file ``program`` runs, links followed ("" where there is none)."""
+    path = program if os.sep in program else shutil.which(program)
+    return os.path.realpath(path) if path else ""
+
+
+def _compilers() -> frozenset:
+    """The C compilers of this machine, as their files: those Triton and torch build their
+    launchers and extensions with (``CC`` and ``CXX`` as set now, ``cc``, ``gcc``, ...)."""
+    names = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILER_NAMES]
+    return frozenset(filter(None, (_resolved(name) for name in names if name)))
 
 
 def _decoded(item) -> str:
@@ -354,7 +382,7 @@ def _runs_others(word: str) -> bool:
 def _script_runs_others(program: str) -> bool:
     """Whether ``program`` is a script (``#!`` first) whose interpreter line names a Python
     or a program that runs others: a file named ``calc`` may be Python's text."""
-    path = program if os.sep in program else shutil.which(program)
+    path = _resolved(program)
     if not path:
         return False
     try:
