@@ -605,6 +605,13 @@ def softmax_triton(x):
     out.unsqueeze_(0).squeeze_(0)
     return out
 """,
+    # on a GPU the check's allocations sit between guard bands: not as views, which refuse it
+    "detach_ on the result": """
+def softmax_triton(x):
+    out = _right(x.float()).to(x.dtype)
+    out.detach_()
+    return out
+""",
 }
 
 
@@ -613,6 +620,21 @@ def test_a_kernel_that_computes_is_not_blamed_for_torch_work_beside_it(tmp_path,
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{code}"), parts=("triton",))
     (part,) = result.parts
     assert part.status == "passed", [(c.name, c.verdict.summary) for c in part.cases]
+
+
+def test_a_guarded_allocation_is_a_tensor_of_its_own_whose_stores_past_its_end_are_seen():
+    import torch
+
+    from learning.grader import allocations
+
+    with allocations.controlled(0.0, guard=True) as record:
+        out = torch.empty((3, 5))
+    assert out._base is None and out.is_contiguous() and out.shape == (3, 5)
+    out.detach_()  # refused by a view: "Can't detach views in-place"
+    assert torch.equal(out, torch.zeros(3, 5)) and record.damaged() == 0
+    (guarded,) = record.guarded
+    torch.as_strided(out, (16,), (1,)).fill_(7.0)  # one element past the end
+    assert record.damaged() == 1 and guarded.buffer[allocations.GUARD_ELEMENTS + 15] == 7.0
 
 
 def test_what_the_check_keeps_of_a_call_is_bounded_however_many_launches_it_makes():

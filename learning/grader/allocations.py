@@ -57,7 +57,11 @@ def controlled(fill: float, guard: bool):
                                     device=tensor.device)
         buffer.fill_(GUARD_VALUE)
         record.guarded.append(Guarded(buffer, size))
-        return buffer[GUARD_ELEMENTS:GUARD_ELEMENTS + size].view(tensor.shape)
+        # the buffer's memory, from just past the low guard, as a tensor of its own rather than
+        # a view of the buffer: an honest ``out.detach_()`` refuses views
+        inner = originals["empty"](0, dtype=tensor.dtype, device=tensor.device)
+        return inner.set_(buffer.untyped_storage(), GUARD_ELEMENTS, tensor.shape,
+                          tensor.stride())
 
     def controlled_allocation(allocate):
         def allocate_controlled(*args, **kwargs):
