@@ -1615,63 +1615,91 @@ def test_a_python_the_module_starts_is_noted_and_its_pass_not_recorded(tmp_path,
     assert "so no part's pass is recorded" in line, line
 
 
-def test_a_program_that_runs_no_python_is_not_taken_for_borrowing(tmp_path):
-    module = "import subprocess\nsubprocess.run(['true'])\nsubprocess.run(['ls', '/'], " \
-             "capture_output=True)\n" + PYTHON_PART_ONLY
+# The lesson names softmax's steps and the variables that hold them: a learner's own helper
+# module, beside theirs, may match the reference's bytecode as their own file may.
+OWN_STEPS = """import math
+
+
+def softmax_steps(row):
+    maximum = max(row)
+    shifted = [v - maximum for v in row]
+    numerator = [math.exp(s) for s in shifted]
+    denominator = sum(numerator)
+    output = [n / denominator for n in numerator]
+    return output
+"""
+
+
+def test_a_helper_module_of_the_learners_own_is_not_taken_for_a_copy(tmp_path):
+    (tmp_path / "mysteps.py").write_text(OWN_STEPS, encoding="utf-8")
+    module = "from mysteps import softmax_steps\n\n\ndef softmax_python(values):\n" \
+             "    return softmax_steps(values)\n"
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok and result.borrowed == [], result.borrowed
 
 
+def test_a_program_the_module_starts_is_noted_whatever_it_is_called(tmp_path):
+    module = "import subprocess\nsubprocess.run(['true'])\n" + PYTHON_PART_ONLY
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.ok and any(n.startswith(borrowed.STARTED) for n in result.borrowed), \
+        result.borrowed
+
+
 # What Triton does on a GPU machine the first time it launches a kernel: it builds its launcher
-# with a compiler told where Python's headers are, and asks ``file`` about the Python program.
-# Neither runs Python; both had been taken for it, and no pass on a GPU was recorded.
+# with the machine's compiler, told where Python's headers are, and ``platform`` asks ``file``
+# about the Python program. Neither runs Python; both had been taken for it, and no pass on a
+# GPU was recorded.
 LIBRARY_STARTS = """
-import os, shutil, subprocess, sys, sysconfig, tempfile
-_folder = tempfile.mkdtemp()
-_compiler = os.path.join(_folder, 'gcc')
-shutil.copy(shutil.which('true'), _compiler)
-subprocess.run([_compiler, os.path.join(_folder, 'cuda_utils.c'), '-O3', '-shared', '-fPIC',
-                '-I' + sysconfig.get_paths()['include'], '-I/usr/include/python3.12',
-                '-lpython3.12', '-o', os.path.join(_folder, 'cuda_utils.cpython-312.so')])
-_file = os.path.join(_folder, 'file')
-shutil.copy(shutil.which('true'), _file)
-subprocess.run([_file, '-b', sys.executable])
+import shutil, subprocess, sys
+_compiler = shutil.which('cc') or shutil.which('gcc')
+if _compiler:
+    subprocess.run([_compiler, '--version', '-O3', '-I/usr/include/python3.12',
+                    '-lpython3.12'], capture_output=True)
+if shutil.which('file'):
+    subprocess.run(['file', '-b', sys.executable], capture_output=True)
 """
 
 
 @linux_only
-def test_a_compiler_told_where_pythons_headers_are_is_not_taken_for_python(tmp_path):
+def test_the_tools_libraries_start_are_not_taken_for_python(tmp_path):
+    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("file")):
+        pytest.skip("no C compiler and no file program on this machine")
     result = grade_text(tmp_path, "softmax", LIBRARY_STARTS + PYTHON_PART_ONLY, ["python"])
     assert result.ok and result.borrowed == [], result.borrowed
 
 
-@pytest.mark.parametrize(("argv", "runs_python"), [
-    (["gcc", "x.c", "-I/usr/include/python3.12", "-lpython3.12", "-o", "x.so"], False),
-    (["file", "-b", "/usr/bin/python3.12"], False),
-    (["timeout", "5", "python3", "-c", "print(1)"], True),
-    (["strace", "-f", "python3", "x.py"], True),
-    (["gcc", "-wrapper", "python3,-c,print(1)", "x.c"], True),
-    (["gcc", "--wrapper=python3", "x.c"], True),
-    (["python3.12", "-c", "print(1)"], True),
-    (["ls", "-l", "/"], False),
-], ids=lambda value: " ".join(value) if isinstance(value, list) else str(value))
-def test_which_started_programs_run_code_out_of_sight(argv, runs_python):
-    assert borrowed._unwatched(argv[0], argv) is runs_python
+def _tool(folder: Path, name: str) -> str:
+    """A program named ``name`` that does nothing (a copy of ``true``)."""
+    path = folder / name
+    shutil.copy(shutil.which("true"), path)
+    return str(path)
 
 
 @linux_only
-def test_a_compilers_wrapper_script_is_not_taken_for_one_that_runs_python(tmp_path):
-    # a toolchain's gcc may be a shell script that runs the real compiler: one of the
-    # machine's compilers when the check starts is not read by its first line; the same
-    # script named later by the learner is, and a compiler told to run a tool of theirs counts
-    wrapper = tmp_path / "gcc"
-    wrapper.write_text('#!/bin/sh\nexec true "$@"\n', encoding="utf-8")
-    wrapper.chmod(0o755)
-    argv = [str(wrapper), "cuda_utils.c", "-I/usr/include/python3.12", "-o", "x.so"]
-    machines = frozenset({os.path.realpath(wrapper)})
-    assert not borrowed._unwatched(argv[0], argv, machines)
-    assert borrowed._unwatched(argv[0], argv)  # not the machine's: a shell script
-    assert borrowed._unwatched(argv[0], [*argv, f"-B{tmp_path}"], machines)
+def test_which_started_programs_run_code_out_of_sight(tmp_path):
+    gcc, file = _tool(tmp_path, "gcc"), _tool(tmp_path, "file")
+    tools = frozenset(os.path.realpath(path) for path in (gcc, file))
+    shell_as_calc = tmp_path / "calc"
+    shell_as_calc.symlink_to(shutil.which("sh"))
+    script = tmp_path / "helper"
+    script.write_text(f"#!{gcc}\n", encoding="utf-8")
+    script.chmod(0o755)
+    cases = {  # argv: whether it may run code out of the hook's sight
+        (gcc, "x.c", "-I/usr/include/python3.12", "-lpython3.12", "-o", "x.so"): False,
+        (file, "-b", "/usr/bin/python3.12"): False,
+        (gcc, "-wrapper", "python3,-c,print(1)", "x.c"): True,
+        (gcc, "--wrapper=python3", "x.c"): True,
+        (gcc, f"-B{tmp_path}", "x.c"): True,
+        (gcc, f"@{tmp_path / 'options'}", "x.c"): True,
+        ("perl", "-e", "exec 'python3'"): True,  # not a library's tool: any program counts
+        (str(shell_as_calc), "-c", "python3"): True,  # a shell by another name
+        (str(script), "x"): True,  # a script, whatever its first line names
+        (sys.executable, "-c", "print(1)"): True,
+        ("ls", "-l", "/"): True,
+    }
+    for argv, runs in cases.items():
+        assert borrowed._unwatched(argv[0], list(argv), tools) is runs, argv
+    assert borrowed._unwatched(3, ["python3"], tools)  # an open file, exec'ed by number
 
 
 TORCH_PASSED_AS_A_KERNEL = '''

@@ -8,8 +8,9 @@ temporary file and imported, its text run with exec, a module imported and then 
 out again) before the learner's module is imported. Every module body and every string the
 process runs passes through an "exec" event, and every source compiled (which may become
 functions without one) through a "compile" event; a code object from one of the course's reference
-files is noted by its path, and one from anywhere else (but the learner's own module, Python's
-own library and the installed packages) is compared, function by function, with the course's
+files is noted by its path, and one from anywhere else (but the learner's own module and the
+other modules in its folder, which may match the reference as freely as it may, Python's own
+library and the installed packages) is compared, function by function, with the course's
 reference code: the same bytecode, names and constants (not the function's name, its variables'
 names or its strings) is the same code, wherever it was copied to. A reference file opened by
 the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
@@ -18,9 +19,15 @@ by its name as well: its text read, changed a little and run would compare as ot
 Another process is out of the hook's sight: a forked one keeps the hook, so what is seen is sent
 the moment it is seen (``report``), from whichever process saw it; but a program started afresh
 (through subprocess, multiprocessing's spawn, os.system, os.exec*, os.posix_spawn or ctypes) runs
-without it. Starting a Python interpreter, or a program that runs others from its arguments (a
-shell, env), is noted as such (``STARTED``): what that Python computed is not known to be the
-learner's. Programs that libraries start (a compiler, ldconfig) are not.
+without it. So every program started is noted as such (``STARTED``): what it computed is not
+known to be the learner's. A program is known by the file it runs, not by its name (a shell
+linked as ``calc``, a copy of Python, a compiled program that starts one all look alike by
+name). The exceptions are the tools libraries start, as files found before the learner's code
+runs (``_library_tools``: the machine's C compilers, with which Triton builds its launchers on a
+GPU, ``file``, ``ldconfig``, ``ld``, ``objdump``, ``uname``, the tools in Triton's package), and
+then only while their arguments ask them to run nothing of the caller's. One route stays open:
+the function multiprocessing starts programs with is audited through a wrapper
+(``_audit_fork_exec``), and code that digs the original out of it runs a program unseen.
 """
 
 from __future__ import annotations
@@ -49,19 +56,21 @@ RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", 
                      "busybox", "env", "nohup", "nice", "timeout", "setsid", "xargs", "stdbuf",
                      "sudo", "su", "script", "chroot", "unshare", "nsenter", "taskset",
                      "ionice", "flock", "time", "watch", "exec"})
-# Programs that libraries start to read a file they are given, never to run it: ``file`` (asked
-# of the Python program on a GPU machine), the loader cache's ``ldconfig``
-READS_ONLY = frozenset({"file", "ldconfig"})
-# The compilers looked for on the machine when the check starts (``_compilers``), and the
-# options of theirs that run a program of the caller's choice (a wrapper, a folder of tools, a
-# plug-in, a specs file, a linker)
+# The programs libraries start, looked for on the machine when the check starts
+# (``_library_tools``): the C compilers Triton builds its launchers with, and the tools that
+# ``platform`` (``file -b`` of the Python program, on a GPU machine) and ``ctypes.util`` ask
 COMPILER_NAMES = ("cc", "gcc", "clang", "c++", "g++", "clang++")
+TOOL_NAMES = ("file", "ldconfig", "ld", "objdump", "uname")
+# Those of them that take their arguments as data, never as a program to run
+READS_DATA = frozenset({"file", "ldconfig", "objdump", "uname"})
+# Their options that run a program of the caller's choice (a wrapper, a folder of tools, a
+# plug-in, a specs file, a linker)
 COMPILER_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-fuse-ld", "--ld-path")
 _PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*[mtdw]?(\.exe)?", re.IGNORECASE)
 # C functions that start a program, looked up through ctypes
 _EXEC_FUNCTIONS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl",
                              "execle", "execlp", "fexecve", "posix_spawn", "posix_spawnp",
-                             "execveat"})
+                             "execveat", "wordexp", "syscall"})
 # Functions shorter than this (bytes of bytecode) are not compared: a learner writes a
 # two-line helper the same way the reference does without having seen it.
 MIN_CODE_BYTES = 64
@@ -130,7 +139,7 @@ class Watch:
         self._course = os.path.join(str(COURSE_ROOT), "learning", "")
         # found before the learner's code runs: a compiler the learner names later (CC set to
         # a script of theirs) is not among them
-        self._compilers = _compilers()
+        self._tools = _library_tools()
         self._busy = False  # inside the hook: its own compile() raises events too
 
     def install(self):
@@ -188,10 +197,14 @@ class Watch:
                 return
             what = f"a program, through ctypes ({name})"
         else:
-            program, argv = _STARTS[event](args)
-            if not _unwatched(program, argv, self._compilers):
-                return
-            what = f"{os.path.basename(os.fsdecode(program))} ({_shown_command(argv)})"
+            try:
+                program, argv = _STARTS[event](args)
+                if not _unwatched(program, argv, self._tools):
+                    return
+                what = f"{os.path.basename(_decoded(program)) or 'a program'} " \
+                       f"({_shown_command(argv)})"
+            except Exception:  # noqa: BLE001 - arguments it cannot read: a program all the same
+                what = "a program whose name the check could not read"
         self.started.add(what)
         self._tell()
     def _opened(self, path):
@@ -221,7 +234,9 @@ class Watch:
         if not name.startswith("<") and _is_file_text(name, source):
             path = os.path.abspath(name)
             if path == self.learner_file or path.startswith(self._library) \
-                    or path.startswith(self._course):
+                    or path.startswith(self._course) or \
+                    (os.path.dirname(path) == os.path.dirname(self.learner_file)
+                     and not reference_name(path)):
                 return None
         self._busy = True
         try:
@@ -240,6 +255,10 @@ class Watch:
             name = reference_name(path)
             if name:
                 self.by_path.add(name)
+                return
+            if os.path.dirname(path) == os.path.dirname(self.learner_file):
+                # a module of the learner's own beside theirs: as free to match the reference
+                # as their own file is (the lesson names the steps and their variables)
                 return
             if path.startswith(self._library) or path.startswith(self._course):
                 return
@@ -319,35 +338,25 @@ def _audit_fork_exec():
     _posixsubprocess.fork_exec = fork_exec
 
 
-def _unwatched(program, argv: list, compilers: frozenset = frozenset()) -> bool:
-    """Whether starting ``program`` with ``argv`` runs code out of the hook's sight: a Python
-    interpreter (by its name, or a copy of this one), a script whose first line names one, or
-    a program that runs others, named as the program or as a word among the arguments
-    (``timeout 5 python3 -c ...``; ``gcc -wrapper python3,-c,...``). An option's own text is
-    not such a word (``-I/usr/include/python3.12``, which Triton's launcher build passes to a
-    compiler on a GPU, names a folder), only a value after its ``=``; and the programs in
-    ``READS_ONLY`` take their arguments as data (``file -b /usr/bin/python3``). One of the
-    machine's own ``compilers`` (``_compilers``) is not read as a script (a toolchain's
-    ``gcc`` may be a shell script that runs the real one), but its options that run other
-    programs (``COMPILER_RUNS``) count."""
-    words = [_decoded(item) for item in [program, *argv]]
-    words = [word for word in words if word]
-    if not words:
-        return False
-    if any(_runs_others(word) or _this_python(word) for word in words[:2]):
+def _unwatched(program, argv: list, tools: frozenset = frozenset()) -> bool:
+    """Whether starting ``program`` with ``argv`` runs code out of the hook's sight: any
+    program but the library ``tools`` (files, links followed: ``_library_tools``), and one of
+    those too (but the ones in ``READS_DATA``) where its arguments ask it to run something of
+    the caller's: an option that names a program or a folder of tools (``COMPILER_RUNS``: ``gcc
+    -wrapper python3,...``), a file of further arguments (``@file``), or a word that names a
+    Python or a program that runs others. An option's own text is not such a word
+    (``-I/usr/include/python3.12``, which Triton's launcher build passes to the compiler), only
+    a value after its ``=``."""
+    path = _resolved(_decoded(program))
+    if not path or path not in tools:
         return True
-    if _resolved(words[0]) in compilers:
-        if any(word.startswith(COMPILER_RUNS) for word in words[2:]):
+    if os.path.basename(path) in READS_DATA:
+        return False
+    for word in (_decoded(item) for item in list(argv)[1:]):
+        if word.startswith(COMPILER_RUNS) or word.startswith("@"):
             return True
-    elif _script_runs_others(words[0]):
-        return True
-    if os.path.basename(words[0]) in READS_ONLY:
-        return False
-    for word in words[2:]:
         if word.startswith("-"):
             word = word.partition("=")[2]
-        elif _this_python(word):
-            return True
         if any(_runs_others(piece) for piece in word.split(",")):
             return True
     return False
@@ -359,11 +368,28 @@ def _resolved(program: str) -> str:
     return os.path.realpath(path) if path else ""
 
 
-def _compilers() -> frozenset:
-    """The C compilers of this machine, as their files: those Triton and torch build their
-    launchers and extensions with (``CC`` and ``CXX`` as set now, ``cc``, ``gcc``, ...)."""
-    names = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILER_NAMES]
-    return frozenset(filter(None, (_resolved(name) for name in names if name)))
+def _library_tools() -> frozenset:
+    """The files of the programs libraries start: the machine's C compilers (``CC`` and ``CXX``
+    as set now, ``cc``, ``gcc``, ...), the tools ``ctypes.util`` and ``platform`` ask (``file``,
+    ``ldconfig``, ``ld``, ``objdump``, ``uname``) and those in Triton's package (``ptxas``)."""
+    names = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILER_NAMES, *TOOL_NAMES]
+    found = {_resolved(name) for name in names if name}
+    found |= {_resolved(os.path.join(folder, name)) for folder in ("/sbin", "/usr/sbin")
+              for name in TOOL_NAMES}
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")
+        folders = list(spec.submodule_search_locations or ()) if spec else []
+    except (ImportError, ValueError):
+        folders = []
+    for folder in folders:
+        backends = os.path.join(folder, "backends")
+        for backend in os.listdir(backends) if os.path.isdir(backends) else ():
+            binaries = os.path.join(backends, backend, "bin")
+            if os.path.isdir(binaries):
+                found |= {_resolved(os.path.join(binaries, name)) for name in os.listdir(binaries)}
+    return frozenset(path for path in found if path and os.path.isfile(path))
 
 
 def _decoded(item) -> str:
@@ -377,40 +403,6 @@ def _runs_others(word: str) -> bool:
     """A Python interpreter, or a program that runs others, by the name in ``word``."""
     name = os.path.basename(word.strip())
     return name in RUNNERS or bool(_PYTHON_NAME.fullmatch(name))
-
-
-def _script_runs_others(program: str) -> bool:
-    """Whether ``program`` is a script (``#!`` first) whose interpreter line names a Python
-    or a program that runs others: a file named ``calc`` may be Python's text."""
-    path = _resolved(program)
-    if not path:
-        return False
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline(512)
-    except OSError:
-        return False
-    if not first.startswith(b"#!"):
-        return False
-    words = os.fsdecode(first[2:]).split()
-    return any(_runs_others(word) or _this_python(word) for word in words)
-
-
-def _this_python(path: str) -> bool:
-    """Whether ``path`` is this Python's program, or a copy of it under another name."""
-    try:
-        mine = os.path.realpath(sys.executable)
-        found = os.path.realpath(path)
-        if not os.path.isfile(found):
-            return False
-        if os.path.samefile(found, mine):
-            return True
-        if os.path.getsize(found) != os.path.getsize(mine):
-            return False
-        with open(found, "rb") as theirs, open(mine, "rb") as ours:
-            return theirs.read() == ours.read()
-    except (OSError, ValueError, TypeError):
-        return False
 
 
 def _shown_command(argv) -> str:
