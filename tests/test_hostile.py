@@ -1702,6 +1702,24 @@ def test_which_started_programs_run_code_out_of_sight(tmp_path):
     assert borrowed._unwatched(3, ["python3"], tools)  # an open file, exec'ed by number
 
 
+@linux_only
+def test_a_tools_name_found_on_a_path_of_the_learners_is_not_the_tool(tmp_path):
+    if not shutil.which("gcc"):
+        pytest.skip("no gcc on this machine")
+    tools = borrowed._library_tools()
+    _tool(tmp_path, "gcc")
+    starts = {  # each event as the start of ['gcc', 'x.c'] with PATH set to tmp_path raises it
+        "subprocess.Popen": (None, ["gcc", "x.c"], None, {"PATH": str(tmp_path)}),
+        "learning.fork_exec": (["gcc", "x.c"], [str(tmp_path / "gcc"), shutil.which("gcc")]),
+        "os.posix_spawn": ("gcc", ["gcc", "x.c"], {"PATH": str(tmp_path)}),
+    }
+    for event, args in starts.items():
+        program, argv = borrowed._STARTS[event](args)
+        assert borrowed._unwatched(program, argv, tools), event
+    program, argv = borrowed._STARTS["subprocess.Popen"]((None, ["gcc", "x.c"], None, None))
+    assert not borrowed._unwatched(program, argv, tools)  # the machine's own
+
+
 TORCH_PASSED_AS_A_KERNEL = '''
 import torch
 from learning.grader import calls as _calls

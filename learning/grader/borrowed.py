@@ -297,22 +297,46 @@ class Watch:
         return self._references
 
 
-def _program_and_argv(args: tuple, program_at: int, argv_at: int):
-    return args[program_at], list(args[argv_at] or ())
+def _program_and_argv(args: tuple, program_at: int, argv_at: int, env_at: int | None = None):
+    program = args[program_at]
+    env = args[env_at] if env_at is not None and len(args) > env_at else None
+    return _looked_up(program, env), list(args[argv_at] or ())
 
 
-def _popen(executable, argv):
+def _popen(executable, argv, cwd=None, env=None):
     argv = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ())
-    return executable or (argv[0] if argv else ""), argv
+    program = _decoded(executable or (argv[0] if argv else ""))
+    if os.sep in program and cwd is not None:
+        program = os.path.join(_decoded(cwd), program)
+    return _looked_up(program, env), argv
+
+
+def _looked_up(program, env) -> str:
+    """Where a bare program name is found on the PATH the program is started with (the
+    ``env`` given to it, where one is), as the system would look for it."""
+    name = _decoded(program)
+    if not name or os.sep in name:
+        return name
+    path = None
+    if isinstance(env, dict):
+        path = next((_decoded(v) for k, v in env.items() if _decoded(k) == "PATH"), "")
+    return shutil.which(name, path=path) or name
+
+
+def _first_file(executables) -> str:
+    """Of the paths a start will try in turn (subprocess's on the PATH), the one that runs."""
+    paths = [_decoded(path) for path in executables or ()]
+    found = [path for path in paths if os.path.isfile(path) and os.access(path, os.X_OK)]
+    return (found or paths or [""])[0]
 
 
 # The audit events of a program's start: the program and its arguments, from the event's
 _STARTS = {
     "os.exec": lambda args: _program_and_argv(args, 0, 1),
-    "os.posix_spawn": lambda args: _program_and_argv(args, 0, 1),
+    "os.posix_spawn": lambda args: _program_and_argv(args, 0, 1, 2),
     "os.spawn": lambda args: _program_and_argv(args, 1, 2),
-    "subprocess.Popen": lambda args: _popen(args[0], args[1]),
-    "learning.fork_exec": lambda args: ((args[1] or [""])[0], list(args[0] or ())),
+    "subprocess.Popen": lambda args: _popen(*args[:4]),
+    "learning.fork_exec": lambda args: (_first_file(args[1]), list(args[0] or ())),
     "os.system": None,
     "ctypes.dlsym": None,
 }
@@ -363,7 +387,8 @@ def _unwatched(program, argv: list, tools: frozenset = frozenset()) -> bool:
 
 
 def _resolved(program: str) -> str:
-    """The file ``program`` runs, links followed ("" where there is none)."""
+    """The file ``program`` runs, links followed ("" where there is none); a bare name is
+    looked for on this process's PATH (the start's own was looked on already: ``_STARTS``)."""
     path = program if os.sep in program else shutil.which(program)
     return os.path.realpath(path) if path else ""
 
