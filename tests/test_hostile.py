@@ -1703,6 +1703,19 @@ def test_which_started_programs_run_code_out_of_sight(tmp_path):
 
 
 @linux_only
+def test_a_library_tool_given_a_preload_counts_as_any_program():
+    if not shutil.which("uname"):
+        pytest.skip("no uname on this machine")
+    watch = borrowed.Watch(os.path.join(tempfile.gettempdir(), "nowhere.py"))
+    plain = (None, [shutil.which("uname")], None, None)
+    watch._started("subprocess.Popen", plain)
+    assert watch.started == set()
+    preloaded = dict(os.environ, LD_PRELOAD="/tmp/library-of-the-learner.so")
+    watch._started("subprocess.Popen", (*plain[:3], preloaded))
+    assert len(watch.started) == 1, watch.started
+
+
+@linux_only
 def test_a_tools_name_found_on_a_path_of_the_learners_is_not_the_tool(tmp_path):
     if not shutil.which("gcc"):
         pytest.skip("no gcc on this machine")

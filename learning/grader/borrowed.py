@@ -25,7 +25,8 @@ linked as ``calc``, a copy of Python, a compiled program that starts one all loo
 name). The exceptions are the tools libraries start, as files found before the learner's code
 runs (``_library_tools``: the machine's C compilers, with which Triton builds its launchers on a
 GPU, ``file``, ``ldconfig``, ``ld``, ``objdump``, ``uname``, the tools in Triton's package), and
-then only while their arguments ask them to run nothing of the caller's. One route stays open:
+then only while their arguments and environment (``TOOL_ENV``: a preload, gcc's folders of
+programs) ask them to run nothing of the caller's. One route stays open:
 the function multiprocessing starts programs with is audited through a wrapper
 (``_audit_fork_exec``), and code that digs the original out of it runs a program unseen.
 """
@@ -63,6 +64,10 @@ COMPILER_NAMES = ("cc", "gcc", "clang", "c++", "g++", "clang++")
 TOOL_NAMES = ("file", "ldconfig", "ld", "objdump", "uname")
 # Those of them that take their arguments as data, never as a program to run
 READS_DATA = frozenset({"file", "ldconfig", "objdump", "uname"})
+# Environment variables that make a tool load or run code of the caller's (the loader's
+# preloads and library folders, gcc's folders of programs): a library tool started with any of
+# them other than the check found when it started counts as any other program
+TOOL_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX")
 # Their options that run a program of the caller's choice (a wrapper, a folder of tools, a
 # plug-in, a specs file, a linker)
 COMPILER_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-fuse-ld", "--ld-path")
@@ -140,6 +145,7 @@ class Watch:
         # found before the learner's code runs: a compiler the learner names later (CC set to
         # a script of theirs) is not among them
         self._tools = _library_tools()
+        self._tool_env = _tool_env(os.environ)
         self._busy = False  # inside the hook: its own compile() raises events too
 
     def install(self):
@@ -199,7 +205,10 @@ class Watch:
         else:
             try:
                 program, argv = _STARTS[event](args)
-                if not _unwatched(program, argv, self._tools):
+                env = _ENV_AT.get(event)
+                env = args[env] if env is not None and len(args) > env else None
+                changed = _tool_env(os.environ if env is None else env) != self._tool_env
+                if not changed and not _unwatched(program, argv, self._tools):
                     return
                 what = f"{os.path.basename(_decoded(program)) or 'a program'} " \
                        f"({_shown_command(argv)})"
@@ -331,6 +340,8 @@ def _first_file(executables) -> str:
 
 
 # The audit events of a program's start: the program and its arguments, from the event's
+# Where each start's environment is among the event's arguments (None: the process's own)
+_ENV_AT = {"os.exec": 2, "os.posix_spawn": 2, "os.spawn": 3, "subprocess.Popen": 3}
 _STARTS = {
     "os.exec": lambda args: _program_and_argv(args, 0, 1),
     "os.posix_spawn": lambda args: _program_and_argv(args, 0, 1, 2),
@@ -415,6 +426,15 @@ def _library_tools() -> frozenset:
             if os.path.isdir(binaries):
                 found |= {_resolved(os.path.join(binaries, name)) for name in os.listdir(binaries)}
     return frozenset(path for path in found if path and os.path.isfile(path))
+
+
+def _tool_env(env) -> dict:
+    """The TOOL_ENV variables of ``env`` (a mapping of str or bytes)."""
+    try:
+        found = {_decoded(key): _decoded(value) for key, value in dict(env).items()}
+    except (TypeError, ValueError):
+        return {"": "unreadable"}
+    return {name: found.get(name) for name in TOOL_ENV}
 
 
 def _decoded(item) -> str:
