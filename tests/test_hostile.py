@@ -1638,6 +1638,21 @@ def test_a_helper_module_of_the_learners_own_is_not_taken_for_a_copy(tmp_path):
     assert result.ok and result.borrowed == [], result.borrowed
 
 
+def test_a_hard_link_to_the_reference_made_beside_the_module_is_noted(tmp_path):
+    # its own path, in the learner's folder, made while the check runs: found by its inode
+    module = f"""import importlib.util, os
+_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_notes.py")
+if not os.path.exists(_path):
+    os.link({str(solution_path("softmax"))!r}, _path)
+_spec = importlib.util.spec_from_file_location("_notes", _path)
+_notes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_notes)
+softmax_python = _notes.softmax_python
+"""
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert "learning.exercises.softmax.solution" in result.borrowed, result.borrowed
+
+
 def test_a_program_the_module_starts_is_noted_whatever_it_is_called(tmp_path):
     module = "import subprocess\nsubprocess.run(['true'])\n" + PYTHON_PART_ONLY
     result = grade_text(tmp_path, "softmax", module, ["python"])
@@ -1691,6 +1706,8 @@ def test_which_started_programs_run_code_out_of_sight(tmp_path):
         (gcc, "--wrapper=python3", "x.c"): True,
         (gcc, f"-B{tmp_path}", "x.c"): True,
         (gcc, f"@{tmp_path / 'options'}", "x.c"): True,
+        (gcc, "-Wl,-plugin,evil.so", "x.c"): True,  # handed on to the linker
+        (gcc, "-plugin", "evil.so", "-o", "a"): True,
         ("perl", "-e", "exec 'python3'"): True,  # not a library's tool: any program counts
         (str(shell_as_calc), "-c", "python3"): True,  # a shell by another name
         (str(script), "x"): True,  # a script, whatever its first line names
@@ -1712,6 +1729,10 @@ def test_a_library_tool_given_a_preload_counts_as_any_program():
     assert watch.started == set()
     preloaded = dict(os.environ, LD_PRELOAD="/tmp/library-of-the-learner.so")
     watch._started("subprocess.Popen", (*plain[:3], preloaded))
+    assert len(watch.started) == 1, watch.started
+    # a compiler finds its assembler on the PATH it is given: one of the learner's counts
+    watch.started.clear()
+    watch._started("subprocess.Popen", (*plain[:3], dict(os.environ, PATH="/tmp/theirs")))
     assert len(watch.started) == 1, watch.started
 
 

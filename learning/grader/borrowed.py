@@ -33,6 +33,7 @@ the function multiprocessing starts programs with is audited through a wrapper
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -67,10 +68,12 @@ READS_DATA = frozenset({"file", "ldconfig", "objdump", "uname"})
 # Environment variables that make a tool load or run code of the caller's (the loader's
 # preloads and library folders, gcc's folders of programs): a library tool started with any of
 # them other than the check found when it started counts as any other program
-TOOL_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX")
+TOOL_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX",
+            "PATH", "GCONV_PATH")
 # Their options that run a program of the caller's choice (a wrapper, a folder of tools, a
 # plug-in, a specs file, a linker)
-COMPILER_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-fuse-ld", "--ld-path")
+COMPILER_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-fuse-ld", "--ld-path",
+                 "-plugin", "--plugin")
 _PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*[mtdw]?(\.exe)?", re.IGNORECASE)
 # C functions that start a program, looked up through ctypes
 _EXEC_FUNCTIONS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl",
@@ -146,6 +149,11 @@ class Watch:
         # a script of theirs) is not among them
         self._tools = _library_tools()
         self._tool_env = _tool_env(os.environ)
+        # the course's reference files by their inode too (a hard link has its own path), and
+        # the learner's own modules beside theirs as they were before their code ran
+        self._reference_inodes = _inodes(_reference_paths(catalogues=True))
+        self._own = set(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
+                                                       "*.py")), single=True))
         self._busy = False  # inside the hook: its own compile() raises events too
 
     def install(self):
@@ -216,12 +224,32 @@ class Watch:
                 what = "a program whose name the check could not read"
         self.started.add(what)
         self._tell()
+    def _reference(self, path: str) -> str:
+        """The course's reference module at ``path``, by its name or, through a hard link
+        under another, by its inode; "" when it is none."""
+        name = reference_name(path)
+        if name:
+            return name
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return ""
+        return self._reference_inodes.get((info.st_dev, info.st_ino), "")
+
+    def _own_module(self, path: str) -> bool:
+        """A module of the learner's own beside theirs, there before their code ran."""
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        return (info.st_dev, info.st_ino) in self._own
+
     def _opened(self, path):
         """A reference file opened (to be read, then changed and run, say): noted by its name,
         as an import of it would be. Its own import opens it too, and is noted the same."""
         if isinstance(path, (str, bytes, os.PathLike)):
             try:
-                name = reference_name(os.path.realpath(os.fsdecode(path)))
+                name = self._reference(os.path.realpath(os.fsdecode(path)))
             except (TypeError, ValueError, OSError):
                 return
             if name and name not in self.by_path:
@@ -244,8 +272,7 @@ class Watch:
             path = os.path.abspath(name)
             if path == self.learner_file or path.startswith(self._library) \
                     or path.startswith(self._course) or \
-                    (os.path.dirname(path) == os.path.dirname(self.learner_file)
-                     and not reference_name(path)):
+                    (self._own_module(path) and not self._reference(path)):
                 return None
         self._busy = True
         try:
@@ -261,13 +288,14 @@ class Watch:
             path = os.path.abspath(path)
             if path == self.learner_file:
                 return
-            name = reference_name(path)
+            name = self._reference(path)
             if name:
                 self.by_path.add(name)
                 return
-            if os.path.dirname(path) == os.path.dirname(self.learner_file):
+            if self._own_module(path):
                 # a module of the learner's own beside theirs: as free to match the reference
-                # as their own file is (the lesson names the steps and their variables)
+                # as their own file is (the lesson names the steps and their variables); one
+                # that appeared while the check ran is compared like any other
                 return
             if path.startswith(self._library) or path.startswith(self._course):
                 return
@@ -388,7 +416,9 @@ def _unwatched(program, argv: list, tools: frozenset = frozenset()) -> bool:
     if os.path.basename(path) in READS_DATA:
         return False
     for word in (_decoded(item) for item in list(argv)[1:]):
-        if word.startswith(COMPILER_RUNS) or word.startswith("@"):
+        # each piece too: gcc hands -Wl,-plugin,x to the linker
+        if any(piece.startswith(COMPILER_RUNS) or piece.startswith("@")
+               for piece in word.split(",")):
             return True
         if word.startswith("-"):
             word = word.partition("=")[2]
@@ -476,9 +506,26 @@ def _is_file_text(path: str, source) -> bool:
     return data == text or data.replace(b"\r\n", b"\n") == text.replace(b"\r\n", b"\n")
 
 
-def _reference_paths() -> list[str]:
+def _inodes(paths, single: bool = False) -> dict:
+    """(device, inode) of each file of ``paths`` that exists, to its reference module name;
+    with ``single``, only the files with no other link (a hard link made beforehand to a
+    reference is found by the reference's own inodes)."""
+    found = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if not single or info.st_nlink == 1:
+            found[(info.st_dev, info.st_ino)] = reference_name(path)
+    return found
+
+
+def _reference_paths(catalogues: bool = False) -> list[str]:
     """The reference solutions and kernels (the catalogue's versions are mostly wrong on
-    purpose: a copy of one is the learner's mistake to own)."""
-    paths = sorted(str(p) for p in (COURSE_ROOT / EXERCISES).glob("*/solution.py"))
+    purpose: a copy of one is the learner's mistake to own; ``catalogues`` adds them, for
+    finding the files themselves)."""
+    names = ("*/solution.py", "*/catalogue.py") if catalogues else ("*/solution.py",)
+    paths = sorted(str(p) for name in names for p in (COURSE_ROOT / EXERCISES).glob(name))
     return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
                     if (COURSE_ROOT / name).exists()]
