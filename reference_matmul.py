@@ -86,10 +86,11 @@ PAD_MIN_MACS = 2**28
 #: The copy kernel's tile (rows x columns of the operand) and warps (``_pad_rows``).
 PAD_TILE = (16, 256)
 PAD_WARPS = 4
-#: A plan keeps the buffers it copies into, one pair per stream, for its next calls, where the
-#: pair takes at most this many bytes (4097 cubed in 16-bit: 67 MiB): allocating the buffers
-#: and describing them again would cost the host more on every call than the copy itself.
-#: Larger pairs are allocated for each call, as C is (the GPU's time dwarfs the host's there).
+#: A plan keeps the buffers it copies into, one pair per stream, with their descriptors, for
+#: its next calls, where the pair takes at most this many bytes (4097 cubed in 16-bit: 65 MiB,
+#: held until ``forget_choices``): allocating and describing them on every call costs the host
+#: microseconds each time. Larger pairs are allocated for each call, as C is (the GPU's time
+#: dwarfs the host's there).
 KEEP_PADDED_BYTES = 256 * 2**20
 
 
@@ -492,8 +493,8 @@ def _pad_rows(
     tiles_0,  # programs that copy the first operand; the others copy the second
     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, VEC: tl.constexpr,
 ):
-    """The copies of A and B into rows on 16-byte boundaries (``_Plan``), in one launch: a
-    launch costs the host more than such a copy costs the GPU, and there are two operands."""
+    """The copies of A and B into rows on 16-byte boundaries (``_Plan``), in one launch: each
+    launch costs the host microseconds on every call, and there are two operands."""
     tile = tl.program_id(0)
     if tile < tiles_0:
         _pad_tile(src_0, dst_0, rows_0, cols_0, stride_0r, stride_0c, wide_0, tile, BLOCK_R,
