@@ -224,6 +224,7 @@ class Watch:
                 what = "a program whose name the check could not read"
         self.started.add(what)
         self._tell()
+
     def _reference(self, path: str) -> str:
         """The course's reference module at ``path``, by its name or, through a hard link
         under another, by its inode; "" when it is none."""
