@@ -568,7 +568,7 @@ PYTHON_PART_ONLY = "\n".join(
 
 
 @pytest.mark.parametrize("route", ["copied", "exec", "forgotten", "read, changed, run",
-                                   "read through a link"])
+                                   "read through a link", "read through its folder"])
 def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     copy = tmp_path / "elsewhere" / "mine.py"
     copy.parent.mkdir()
@@ -582,6 +582,13 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
                               "_text = _text.replace('\\n    return ',\n"
                               "                      '\\n    _unused = 0\\n    return ')\n"
                               "exec(_text.split('@triton.jit')[0])\n",
+        # opened by a name relative to a descriptor of its folder: the open event has no folder
+        "read through its folder": f"import os as _os\n_d = _os.open({str(Path(solution).parent)!r}"
+                                   ", _os.O_RDONLY)\n_fd = _os.open('solution.py', _os.O_RDONLY, "
+                                   "dir_fd=_d)\n_text = _os.read(_fd, 1 << 20).decode()\n"
+                                   "_text = _text.replace('\\n    return ',\n"
+                                   "                      '\\n    _unused = 0\\n    return ')\n"
+                                   "exec(_text.split('@triton.jit')[0])\n",
         "read through a link": f"import os as _os\n_os.symlink({solution!r}, {str(link)!r})\n"
                                f"exec(open({str(link)!r}).read().split('@triton.jit')[0])\n",
         "copied": f"import importlib.util as _u\n_s = _u.spec_from_file_location('mine', "

@@ -14,7 +14,8 @@ library and the installed packages) is compared, function by function, with the 
 reference code: the same bytecode, names and constants (not the function's name, its variables'
 names or its strings) is the same code, wherever it was copied to. A reference file opened by
 the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
-by its name as well: its text read, changed a little and run would compare as other code.
+by its name as well (opened by a name relative to a folder's descriptor, within each folder the
+process holds open): its text read, changed a little and run would compare as other code.
 
 Another process is out of the hook's sight: a forked one keeps the hook, so what is seen is sent
 the moment it is seen (``report``), from whichever process saw it; but a program started afresh
@@ -33,6 +34,7 @@ the function multiprocessing starts programs with is audited through a wrapper
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -250,7 +252,10 @@ class Watch:
         as an import of it would be. Its own import opens it too, and is noted the same."""
         if isinstance(path, (str, bytes, os.PathLike)):
             try:
-                name = self._reference(os.path.realpath(os.fsdecode(path)))
+                path = os.fsdecode(path)
+                name = self._reference(os.path.realpath(path))
+                if not name and not os.path.isabs(path):
+                    name = self._reference_in_open_folder(path)
             except (TypeError, ValueError, OSError):
                 return
             if name and name not in self.by_path:
@@ -262,6 +267,25 @@ class Watch:
                     pass
                 finally:
                     self._busy = False
+
+    def _reference_in_open_folder(self, path: str) -> str:
+        """The reference a relative ``path`` names within a folder this process holds open: the
+        open event does not say which folder ``os.open(path, dir_fd=...)`` was given, so every
+        open folder is tried."""
+        busy, self._busy = self._busy, True  # listing the descriptors raises events too
+        try:
+            for fd in os.listdir("/proc/self/fd"):
+                with contextlib.suppress(OSError, ValueError):
+                    folder = os.readlink(f"/proc/self/fd/{fd}")
+                    if folder.startswith("/") and os.path.isdir(folder):
+                        name = self._reference(os.path.realpath(os.path.join(folder, path)))
+                        if name:
+                            return name
+        except OSError:  # no /proc to ask
+            pass
+        finally:
+            self._busy = busy
+        return ""
 
     def _compiled(self, source, filename) -> types.CodeType | None:
         """The code ``source`` compiles to, to be looked at; None for a file imported as it
