@@ -470,8 +470,7 @@ def softmax_triton(x):
 
 
 # a kernel is launched, and what is returned was computed in plain Python and wrapped as a
-# tensor (a tensor from torch.from_numpy is not seen made: autograd's engine makes gradients
-# unseen too, so that no claim is made about one)
+# tensor by torch.tensor, which the function mode sees (torch.from_numpy it does not see: below)
 @pytest.mark.parametrize("body, named", [
     ("    import math\n    _right(x)\n    rows = []\n"
      "    for row in x.float().tolist():\n        m = max(row)\n"
@@ -489,6 +488,46 @@ def test_a_result_computed_outside_torch_and_wrapped_fails(tmp_path, body, named
     assert ran and {getattr(c.verdict.bug, "key", c.verdict.status) for c in ran} == \
         {"computed-by-torch"}, [(c.name, c.verdict.summary) for c in ran]
     assert named in ran[0].verdict.summary
+
+
+NUMPY_SOFTMAX = ("    import numpy\n    v = x.float().cpu().numpy()\n"
+                 "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
+                 "    y = torch.from_numpy(e / e.sum(axis=-1, keepdims=True))\n"
+                 "    return y.to(device=x.device, dtype=x.dtype)\n")
+
+
+# a kernel is launched (one that computes, or one that stores nothing), and what is returned was
+# computed where the check does not see it (numpy, torch with its function mode off, a thread):
+# the same when what the launches stored is changed
+@pytest.mark.parametrize("launch, answer", [
+    ("    _right(x)\n", NUMPY_SOFTMAX),
+    pytest.param("    _nothing[(1,)](x)\n", NUMPY_SOFTMAX, marks=pytest.mark.exhaustive),
+    # torch's work the function mode does not see: switched off, or in another thread
+    pytest.param("    _nothing[(1,)](x)\n",
+                 "    out = torch.empty_like(x)\n"
+                 "    with torch._C.DisableTorchFunction():\n"
+                 "        out.copy_(torch.softmax(x.float(), -1).to(x.dtype))\n"
+                 "    return out\n", marks=pytest.mark.exhaustive),
+    pytest.param("    _nothing[(1,)](x)\n",
+                 "    import threading\n    box = []\n"
+                 "    work = threading.Thread(target=lambda: box.append(\n"
+                 "        torch.softmax(x.float(), -1).to(x.dtype)))\n"
+                 "    work.start()\n    work.join()\n    return box[0]\n",
+                 marks=pytest.mark.exhaustive),
+], ids=["numpy, a kernel that computes", "numpy, a kernel that stores nothing",
+        "torch unseen, into an allocation", "torch in a thread"])
+def test_a_result_made_unseen_beside_a_launch_fails_with_the_evidence(tmp_path, launch, answer):
+    nothing = "@triton.jit\ndef _nothing(x):\n    pass\n"
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n{nothing}\n\n"
+                                          f"def softmax_triton(x):\n{launch}{answer}"),
+                      parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    assert ran and {getattr(c.verdict.bug, "key", c.verdict.status) for c in ran} == \
+        {"not-from-kernels"}, [(c.name, c.verdict.summary) for c in ran]
+    assert "run again with what each launch stored changed just after it, the call returned " \
+        "the same values" in ran[0].verdict.summary
+    assert part.status == "failed" and not result.ok
 
 
 # a kernel is launched, and what is returned is torch's: left in from debugging, or copied
@@ -604,6 +643,13 @@ def softmax_triton(x):
     out = _right(x.float()).to(x.dtype)
     out.unsqueeze_(0).squeeze_(0)
     return out
+""",
+    # the kernel's own output, taken through numpy and back: made by nothing seen, but it
+    # follows what the kernel stored
+    "the kernel's output copied through numpy": """
+def softmax_triton(x):
+    out = _right(x)
+    return torch.from_numpy(out.cpu().numpy().copy()).to(x.device)
 """,
     # on a GPU the check's allocations sit between guard bands: not as views, which refuse it
     "detach_ on the result": """

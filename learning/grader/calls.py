@@ -66,6 +66,8 @@ class LaunchCounter:
         self.recorder = None
         self.inputs: set[int] = set()  # the memories of the call's tensor arguments
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
+        # change what each launch stored, just after it (ignores_kernels's run)
+        self.clobber = False
 
     def install(self) -> bool:
         classes = []
@@ -88,9 +90,13 @@ class LaunchCounter:
 
         def run(self, *args, **kwargs):
             counter.count += 1
-            counter._note_fed([*args, *kwargs.values()])
+            arguments = [*args, *kwargs.values()]
+            counter._note_fed(arguments)
+            inputs_before = counter._inputs_given(arguments) if counter.clobber else None
             launched = original_run(self, *args, **kwargs)
-            counter._keep([*args, *kwargs.values()])
+            counter._keep(arguments)
+            if counter.clobber:
+                counter._clobber(arguments, inputs_before)
             return launched
 
         return run
@@ -118,6 +124,38 @@ class LaunchCounter:
                     _perturb(tensor.detach())
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
+
+    def _inputs_given(self, arguments: list) -> dict:
+        """Copies of the call's inputs that this launch is given, before it runs: the ones it
+        writes are then told apart (``_clobber``)."""
+        kept = {}
+        for argument in arguments:
+            if is_tensor(argument):
+                with contextlib.suppress(Exception):
+                    tensor = plain_tensor(argument).detach()
+                    if tensor.untyped_storage().data_ptr() in self.inputs:
+                        kept[id(argument)] = tensor.clone()
+        return kept
+
+    def _clobber(self, arguments: list, inputs_before: dict):
+        """Change, just after the launch, every tensor it was given that is no input of the
+        call, and every input it wrote: what the kernel stored is then not what the call's
+        later steps find (``ignores_kernels``)."""
+        done = set()
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be changed is left
+                tensor = plain_tensor(argument).detach()
+                where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+                         tuple(tensor.shape), tuple(tensor.stride()))
+                if where in done:
+                    continue
+                before = inputs_before.get(id(argument))
+                if where[0] in self.inputs and (before is None or _same_bits(tensor, before)):
+                    continue  # an input the kernel only read: the call's own data
+                done.add(where)
+                _perturb(tensor)
 
     def passed_through(self, result) -> str:
         """The torch function whose values a returned tensor holds, to within ``PASSED_ON``
@@ -266,6 +304,36 @@ def depends_on_fed(function, args_spec: tuple, device: str, first, launches: Lau
     return ""
 
 
+def ignores_kernels(function, args_spec: tuple, device: str, first,
+                    launches: LaunchCounter) -> bool:
+    """Whether the returned tensor does not follow what the call's kernels store: the call
+    made again, with what each launch stored changed just after it (``_clobber``), launches
+    kernels and returns the same values. Asked only of a result whose memory no launch was
+    given and no torch function the check saw made (numpy's values wrapped by
+    torch.from_numpy, say): evidence, or no claim."""
+    if not is_tensor(first):
+        return False
+    try:
+        first = plain_tensor(first).detach().clone()
+        args = _materialise(args_spec, device)
+        launches.taken()
+        launches.inputs, launches.clobber = _memories(args), True
+        try:
+            again = function(*args)
+            _synchronise(device)
+        finally:
+            launches.clobber = False
+            count = launches.taken()
+        again = plain_tensor(again).detach() if is_tensor(again) else None
+    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+        return False
+    if not count or again is None or again.shape != first.shape or again.dtype != first.dtype:
+        return False
+    with contextlib.suppress(Exception):
+        return _same_bits(again, first)
+    return False
+
+
 def _memories(args) -> set[int]:
     """The storage addresses of the tensors among ``args``."""
     found = set()
@@ -349,12 +417,21 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     returned.seconds = seconds
     if launches is not None:
         returned.changed_after_launch = launches.changed_since_launch(result)
+        outside = False
         if recorder is not None:
             returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
             if not returned.computed_by_torch:
                 returned.passed_through = launches.passed_through(result)
+            outside = not (returned.computed_by_torch or returned.passed_through) and \
+                is_tensor(result) and lineage.made_unseen(
+                    plain_tensor(result), recorder.made, launches.given, launches.inputs)
         launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
+    if launches is not None and outside and returned.kernel_launches:
+        # made by nothing the check saw: evidence that the kernels' stores do not reach it,
+        # or no claim (autograd's engine makes gradients unseen too)
+        returned.ignores_kernels = ignores_kernels(function, args_spec, device, result,
+                                                   launches)
     if returned.passed_through:  # evidence, or no claim (one more run of a lone tensor's call)
         returned.passed_through = depends_on_fed(
             function, args_spec, device, result, launches, returned.passed_through) \

@@ -98,6 +98,11 @@ COMMON_BUGS = {
             "changing them before the launch changes the result: the kernel passed them on "
             "instead of computing them. This part grades what your kernel computes: compute "
             "the answer in the kernel"),
+        Bug("not-from-kernels", "the tensor returned does not come from your kernels: "
+            "no launch was given its memory, no torch function the check saw made it (values "
+            "computed outside torch, by numpy say, and wrapped), and changing what each launch "
+            "stored, just after it, leaves it the same. This part grades what your kernel "
+            "computes: return the tensor the kernel stores into"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -329,6 +334,11 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("computed-by-torch", _computed_by_torch(returned.computed_by_torch))
     if part.needs_kernels and returned.passed_through:
         return _fail("passed-through", _passed_through(returned.passed_through))
+    if part.needs_kernels and returned.ignores_kernels:
+        return _fail("not-from-kernels", "the tensor returned is memory no kernel launch was "
+                     "given and no torch function the check saw made; run again with what "
+                     "each launch stored changed just after it, the call returned the same "
+                     "values")
     if part.needs_kernels and returned.changed_after_launch:
         which = ", ".join(str(p) for p in returned.changed_after_launch)
         where = "the returned tensor" if returned.type_name == "Tensor" else \

@@ -11,7 +11,10 @@ kernel read), and so does one made before the call or merely allocated; one made
 function is torch's own result, and that function is named. The same walk, at each launch,
 finds the tensors the kernel is given that torch computed (or that wrap values computed
 outside torch): a result that holds their values, and changes when they are changed before
-the launch, was passed through a kernel, not computed by it (``learning.grader.calls``). The
+the launch, was passed through a kernel, not computed by it (``learning.grader.calls``); and a
+result whose memory no launch was given and nothing seen wrote (``made_unseen``: numpy's values
+wrapped, a thread's work) is a kernel's only if it changes when what the launches stored is
+changed (``calls.ignores_kernels``: autograd's engine makes gradients unseen too). The
 record holds every memory it notes until the call ends, so that no later tensor takes a noted
 address and with it the history. (A function mode, not a dispatch
 mode: entering the latter imports torch's compiler, a second of every fresh worker's time.)
@@ -133,6 +136,35 @@ def computed_by_torch(result, made: dict, given, wrapped: bool = False,
         elif name not in ALLOCATIONS or (wrapped and name in WRAPS):
             return _shown(name)
     return ""
+
+
+def made_unseen(result, made: dict, given, inputs: set) -> bool:
+    """Whether the returned tensor's values were put in its memory by nothing the check saw: the
+    walk back through copies (as in ``computed_by_torch``) reaches a memory that no launch was
+    given and that is no input, which no torch function made (numpy's values wrapped by
+    torch.from_numpy, a thread's work, torch with its function mode switched off) or which was
+    only allocated and then written unseen."""
+    if not _is_tensor(result):
+        return False
+    try:
+        queue = [_address(result)]
+    except Exception:  # noqa: BLE001 - a tensor without memory of its own to follow
+        return False
+    seen = set()
+    while queue and len(seen) < MOST_STEPS:
+        address = queue.pop(0)
+        if address in seen or address in given:
+            continue
+        seen.add(address)
+        entry = made.get(address)
+        if entry is None:
+            if address not in inputs:
+                return True
+        elif entry[0] in COPIES:
+            queue.extend(entry[1])
+        elif entry[0] in ALLOCATIONS:
+            return True
+    return False
 
 
 def _shown(name: str) -> str:

@@ -40,6 +40,9 @@ class Returned:
     # kernel parts: the torch function (or the wrapping of values made outside torch) whose
     # result a launch was given and a returned tensor holds bit for bit: passed through
     passed_through: str = ""
+    # kernel parts: a returned tensor made by nothing the check saw (numpy's values wrapped,
+    # say) that stayed the same when the call ran again with what each launch stored changed
+    ignores_kernels: bool = False
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
