@@ -1148,6 +1148,40 @@ def test_installed_code_the_grader_runs_is_watched_and_set_aside_when_changed(tm
     assert "reinstall its package" in repairs.note("aside")
 
 
+def test_a_module_the_grader_has_not_imported_yet_is_watched_with_its_package(tmp_path,
+                                                                            monkeypatch):
+    # a package the check's process has loaded (rich) imports some of its modules only later,
+    # while the result is shown (rich's table of character widths): one of those, changed by
+    # the learner's code, would run in the check's own process, so every file of the package
+    # is watched, not only those loaded
+    site = tmp_path / "site"
+    package = site / "lazypackage"
+    (package / "tables").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    later = package / "tables" / "wide.py"
+    later.write_text("WIDTH = 2\n", encoding="utf-8")
+    monkeypatch.setattr(installed, "installed_prefixes", lambda: (f"{site}/",))
+    monkeypatch.syspath_prepend(str(site))
+    import lazypackage  # noqa: F401 - loaded, as rich is; lazypackage.tables.wide is not
+    try:
+        guard = integrity.Guard(tmp_path)
+        with open(later, "a", encoding="utf-8") as handle:
+            handle.write("print('planted')\n")
+        repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
+    finally:
+        sys.modules.pop("lazypackage", None)
+    assert not later.exists() and repairs.installed == [str(later)]
+
+
+def test_the_width_table_rich_loads_late_is_loaded_before_the_learners_code_runs(tmp_path):
+    import rich.cells
+
+    integrity.Guard(tmp_path)
+    before = set(sys.modules)
+    rich.cells.cell_len("\u00e9\u5b57 \u00fc")
+    assert set(sys.modules) == before, set(sys.modules) - before
+
+
 def test_another_checkouts_files_are_never_watched_or_set_aside(tmp_path, monkeypatch):
     # A warm process of another checkout of the course (or another version of it) lists its
     # own course files: a check of this one must neither watch them nor move them away, even

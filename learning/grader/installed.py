@@ -64,6 +64,33 @@ def loaded_files() -> set[str]:
     return found
 
 
+def package_files() -> set[str]:
+    """Every source file of the installed packages this process has loaded modules of: a module
+    of theirs that this process first imports after the learner's code ran (rich loads its
+    table of character widths when a line first needs it) runs the file as it is then."""
+    prefixes = installed_prefixes()
+    folders = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if "." not in name and isinstance(path, str) and \
+                os.path.basename(path) == "__init__.py" and is_installed(path, prefixes):
+            folders.add(os.path.dirname(path))
+    found = set()
+    for folder in folders:
+        for root, _, files in os.walk(folder):
+            found.update(os.path.join(root, f) for f in files if f.endswith(".py"))
+    return found
+
+
+def load_lazy_modules():
+    """Import now what this process would otherwise import while it shows a check's result:
+    rich's table of character widths, loaded when a line first holds a wide character."""
+    with contextlib.suppress(Exception):
+        import rich.cells
+
+        rich.cells.cell_len("\u00e9\u5b57")
+
+
 def stamps(paths) -> dict[str, tuple]:
     """{path: (size, inode, change time)} of the files that exist: a write changes the change
     time, which unlike the modification time no process can set back."""

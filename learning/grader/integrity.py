@@ -173,9 +173,12 @@ class Guard:
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
         prefixes = installed.installed_prefixes()
+        installed.load_lazy_modules()
         own = installed.loaded_files()
+        # every file of those packages too: what this process imports of them later runs them
         self.installed = installed.stamps(
-            own | {f for f in module_files if installed.is_installed(f, prefixes)})
+            own | installed.package_files() |
+            {f for f in module_files if installed.is_installed(f, prefixes)})
         # and the compiled caches this process's next start would run instead of its files
         # (not the warm process's thousand: stamping those too doubled the cost of every run):
         # changed, or made where there was none, they are set aside (Python compiles them again)
