@@ -606,6 +606,19 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
 
 
+@pytest.mark.parametrize("imported", [
+    "from learning.exercises.softmax.exercise import _python_softmax as softmax_python",
+    "import learning.exercises.softmax.explainer as _e\nsoftmax_python = _e.__name__",
+], ids=["the declaration's reference", "the worked example"])
+def test_the_exercises_declaration_and_worked_example_are_the_courses_answers_too(tmp_path,
+                                                                                  imported):
+    # the worker loaded the declaration to build the cases: an import of it by the learner's
+    # code would find it loaded, and run nothing the watch could see, were it not forgotten
+    result = grade_text(tmp_path, "softmax", imported + "\n", ["python"])
+    module = "exercise" if "exercise import" in imported else "explainer"
+    assert f"learning.exercises.softmax.{module}" in result.borrowed, result.borrowed
+
+
 def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
     """The catalogue's right versions pass every case: a module that loads one is told so, like
     one that loads the solution."""
@@ -621,16 +634,17 @@ def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
     assert "your code loaded the course's reference code" in " ".join(rendered(result).split())
 
 
-def test_the_answers_are_each_exercises_solution_and_catalogue_and_nothing_else_there():
+def test_the_answers_are_each_exercises_solution_catalogue_declaration_and_worked_example():
     from learning import exercises
     from learning.grader import borrowed
 
     for name in exercises.NAMES:
         for file in exercises.FILES:
             found = borrowed.reference_name(str(exercises.path(name, file)))
-            if file in ("solution.py", "catalogue.py"):
+            # the declaration holds the float64 reference, the worked example its steps
+            if file in ("solution.py", "catalogue.py", "exercise.py", "explainer.py"):
                 assert found == f"learning.exercises.{name}.{file.removesuffix('.py')}", found
-            else:  # the declaration, the stub, the worked example: no answer in them
+            else:  # the stub: no answer in it
                 assert found == "", (name, file, found)
     assert borrowed.reference_name(str(exercises.FOLDER / "__init__.py")) == ""
 

@@ -50,6 +50,11 @@ from learning.grader.childproc import COURSE_ROOT
 # of these names in each folder under EXERCISES), and the reference kernels the lessons read.
 EXERCISES = "learning/exercises"
 ANSWERS = ("solution.py", "catalogue.py")
+# Each exercise's declaration and worked example hold answers too: the float64 reference the
+# grader compares with, and the worked example's steps. The worker has loaded the declaration
+# (it builds the cases' inputs), so it forgets both before the learner's code runs
+# (``forget_declarations``): an import of either then runs its file again, and is noted.
+DECLARATIONS = ("exercise.py", "explainer.py")
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # A name in ``Watch.found`` that starts so is a program started, not a reference module
@@ -95,7 +100,8 @@ def reference_name(path: str) -> str:
         return ""
     relative = relative.replace(os.sep, "/")
     folder, _, file = relative.rpartition("/")
-    if relative in REFERENCE_FILES or (file in ANSWERS and folder.rpartition("/")[0] == EXERCISES):
+    if relative in REFERENCE_FILES or (file in ANSWERS + DECLARATIONS and
+                                       folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
 
@@ -108,6 +114,32 @@ def loaded_reference_modules() -> set[str]:
         if isinstance(path, str) and reference_name(path):
             found.add(name)
     return found
+
+
+def _reads(args: tuple) -> bool:
+    """Whether an "open" event's (path, mode, flags) open the file for reading: one opened only
+    to be written is the integrity guard's concern (the course's files are put back)."""
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else None
+    if isinstance(mode, str) and mode:
+        return "r" in mode or "+" in mode
+    if isinstance(flags, int):
+        return flags & os.O_ACCMODE != os.O_WRONLY
+    return True
+
+
+def forget_declarations():
+    """Take the exercises' declarations and worked examples out of ``sys.modules`` (and off
+    their packages), so that code importing one runs its file again, which the watch notes.
+    What the worker already holds of them (its cases) it keeps."""
+    for name in [n for n, m in list(sys.modules.items())
+                 if isinstance(path := getattr(m, "__file__", None), str)
+                 and os.path.basename(path) in DECLARATIONS and reference_name(path)]:
+        sys.modules.pop(name, None)
+        package, _, attribute = name.rpartition(".")
+        if package in sys.modules:
+            with contextlib.suppress(AttributeError):
+                delattr(sys.modules[package], attribute)
 
 
 def fingerprint(code: types.CodeType) -> str:
@@ -175,7 +207,8 @@ class Watch:
                 self._busy = False
             return
         if event == "open":
-            self._opened(args[0])
+            if _reads(args):
+                self._opened(args[0])
             return
         if event == "exec" and isinstance(args[0], types.CodeType):
             code = args[0]

@@ -53,6 +53,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases
               if only is None or p.name not in only or c.name in only[p.name]}
     prepare_import(module_path, memory_gib, lock_down, kernels.device)
+    borrowed.forget_declarations()
     loaded_before = borrowed.loaded_reference_modules()
     # what it finds is sent at once: from a forked process too, and before the learner's code
     # could change what the watch holds
