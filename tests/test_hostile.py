@@ -1413,9 +1413,14 @@ def test_a_git_folder_swapped_for_a_file_that_leads_elsewhere_is_put_back(tmp_pa
 def test_a_pass_with_the_reference_loaded_is_not_recorded(tmp_path, capsys):
     write_module(tmp_path, "softmax", "from learning.exercises.softmax.solution import "
                  "softmax_python\n")
-    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0
+    # its exit status says so too: a script that trusts it must not take the pass for theirs
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert "so no part's pass is recorded" in out
+    assert "so no part's pass is recorded" in out and "Well done" not in out
+    assert "Next: write softmax.py without the course's reference code" in out
+    assert check.main(["softmax", "--part", "python", "--root", str(tmp_path), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["ok"] and not document["recorded"] and document["borrowed"]
     assert state.load(tmp_path).grade("softmax", "python") is None
     write_module(tmp_path, "softmax", solution_text("softmax"))  # the learner's own, passing
     assert check.main(["softmax", "--part", "python", "--root", str(tmp_path)]) == 0

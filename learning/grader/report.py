@@ -334,7 +334,7 @@ def _render_summary(console: Console, result: results.CheckResult, state: State 
             check = part_result.compile_check
             rejected = " (rejected by the GPU compiler)" if check and check.rejected else ""
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
-    style = "green" if result.ok else "red"
+    style = ("yellow" if result.borrowed else "green") if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
     if state is not None:
         console.print(_next_step(result, state, watching), highlight=False)
@@ -357,6 +357,9 @@ def _next_step(result: results.CheckResult, state: State | None = None,
         return f"Next: read {where}, write your code in {exercise.filename}, then run {command}"
     if not result.ok:
         return f"Next: fix {exercise.filename}, {again}"
+    if result.borrowed:  # passed, but perhaps by the course's code: nothing recorded
+        return f"Next: write {exercise.filename} without the course's reference code or other " \
+               f"programs (the note above says what it used), {again}"
     names = joined([p.part.name.capitalize() for p in started])
     done = f"the {names} parts pass" if len(started) > 1 else f"the {names} part passes"
     lessons = [lesson for p in started
@@ -414,6 +417,7 @@ def to_json(result: results.CheckResult, state: State | None = None) -> dict:
         "module": str(result.module_path),
         "mode": mode,
         "ok": result.ok,
+        "recorded": result.ok and not result.borrowed,  # a borrowed pass is not recorded
         "seconds": round(result.seconds, 3),
         "import_problem": None if problem is None else {"kind": problem.kind,
                                                         "message": problem.message},
