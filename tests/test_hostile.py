@@ -11,10 +11,13 @@ a later check of a right, a wrong and an untouched module gives the verdict it s
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
+import marshal
 import math
 import os
+import py_compile
 import resource
 import shutil
 import signal
@@ -568,14 +571,26 @@ PYTHON_PART_ONLY = "\n".join(
 
 
 @pytest.mark.parametrize("route", ["copied", "exec", "forgotten", "read, changed, run",
-                                   "read through a link", "read through its folder"])
+                                   "read through a link", "read through its folder",
+                                   "its cached bytecode", "bytecode made elsewhere"])
 def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
     copy = tmp_path / "elsewhere" / "mine.py"
     copy.parent.mkdir()
     copy.write_text(PYTHON_PART_ONLY, encoding="utf-8")
     solution = str(solution_path("softmax"))
     link = tmp_path / "elsewhere" / "notes.txt"
+    # the reference's own compiled cache, as any import of it writes one; and its code compiled
+    # under another file's name, marshalled where the course never looks
+    cached = importlib.util.cache_from_source(solution)
+    py_compile.compile(solution, cfile=cached)
+    elsewhere = tmp_path / "elsewhere" / "code.bin"
+    elsewhere.write_bytes(marshal.dumps(compile(PYTHON_PART_ONLY, str(copy), "exec")))
+    from_code = ("import marshal as _m, math, types as _t\n_code = _m.loads(open({!r}, 'rb')"
+                 ".read(){})\n_f = next(c for c in _code.co_consts if getattr(c, 'co_name', '')"
+                 " == 'softmax_python')\nsoftmax_python = _t.FunctionType(_f, {{'math': math}})\n")
     module = {
+        "its cached bytecode": from_code.format(cached, "[16:]"),
+        "bytecode made elsewhere": from_code.format(str(elsewhere), ""),
         # its text read and run with a line added to every function: other bytecode, same code
         "read, changed, run": f"import os as _os\n_fd = _os.open({solution!r}, _os.O_RDONLY)\n"
                               "_text = _os.read(_fd, 1 << 20).decode()\n_os.close(_fd)\n"

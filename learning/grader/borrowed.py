@@ -15,7 +15,9 @@ reference code: the same bytecode, names and constants (not the function's name,
 names or its strings) is the same code, wherever it was copied to. A reference file opened by
 the process ("open" events: ``open``, ``os.open``, ``io.open_code``, through a link too) is noted
 by its name as well (opened by a name relative to a folder's descriptor, within each folder the
-process holds open): its text read, changed a little and run would compare as other code.
+process holds open; its compiled cache in ``__pycache__`` as the file itself): its text read,
+changed a little and run would compare as other code. A function made from a code object
+(``types.FunctionType``: code loaded with marshal) is looked at as an exec'd one is.
 
 Another process is out of the hook's sight: a forked one keeps the hook, so what is seen is sent
 the moment it is seen (``report``), from whichever process saw it; but a program started afresh
@@ -33,6 +35,7 @@ the function multiprocessing starts programs with is audited through a wrapper
 """
 
 from __future__ import annotations
+import __future__
 
 import contextlib
 import glob
@@ -116,6 +119,16 @@ def loaded_reference_modules() -> set[str]:
     return found
 
 
+def _source_of_cache(path: str) -> str:
+    """The source file whose compiled cache is at ``path`` ("" when it is none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.source_from_cache(path)
+    except (ValueError, NotImplementedError):
+        return ""
+
+
 def _reads(args: tuple) -> bool:
     """Whether an "open" event's (path, mode, flags) open the file for reading: one opened only
     to be written is the integrity guard's concern (the course's files are put back)."""
@@ -148,8 +161,17 @@ def fingerprint(code: types.CodeType) -> str:
     consts = tuple(fingerprint(c) if isinstance(c, types.CodeType) else c
                    for index, c in enumerate(code.co_consts)
                    if index and not isinstance(c, str))  # index 0: a docstring or None
-    text = repr((code.co_code, code.co_names, consts, code.co_argcount, code.co_flags))
+    flags = code.co_flags & ~_FUTURE_FLAGS
+    text = repr((code.co_code, code.co_names, consts, code.co_argcount, flags))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# The flags a ``from __future__`` import sets on the code compiled under it: they change
+# nothing in a function's own bytecode (``annotations`` changes its definition's), so that
+# code compiled where one was in effect is the same code
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
 
 def functions(code: types.CodeType):
@@ -210,7 +232,9 @@ class Watch:
             if _reads(args):
                 self._opened(args[0])
             return
-        if event == "exec" and isinstance(args[0], types.CodeType):
+        if event in ("exec", "function.__new__") and isinstance(args[0], types.CodeType):
+            # a function made from a code object runs no exec: code loaded with marshal from
+            # the reference's cached bytecode, say
             code = args[0]
         elif event == "compile" and isinstance(args[0], (str, bytes)) and len(args) > 1:
             # source compiled into code objects that may never pass through exec (functions
@@ -289,6 +313,8 @@ class Watch:
                 name = self._reference(os.path.realpath(path))
                 if not name and not os.path.isabs(path):
                     name = self._reference_in_open_folder(path)
+                if not name and path.endswith(".pyc"):  # a reference's cached bytecode
+                    name = self._reference(_source_of_cache(os.path.realpath(path)))
             except (TypeError, ValueError, OSError):
                 return
             if name and name not in self.by_path:
@@ -358,7 +384,10 @@ class Watch:
             if path.startswith(self._library) or path.startswith(self._course):
                 return
         references = self._fingerprints()
-        for function in functions(code):
+        # a function's own code is compared too (one made with types.FunctionType), a module's
+        # body is not (its functions are)
+        own = [code] if not code.co_name.startswith("<") else []
+        for function in [*own, *functions(code)]:
             if len(function.co_code) < MIN_CODE_BYTES:
                 continue
             match = references.get(fingerprint(function))
