@@ -624,13 +624,16 @@ def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
 @pytest.mark.parametrize("imported", [
     "from learning.exercises.softmax.exercise import _python_softmax as softmax_python",
     "import learning.exercises.softmax.explainer as _e\nsoftmax_python = _e.__name__",
-], ids=["the declaration's reference", "the worked example"])
+    "from learning.grader import registry as _r\n"
+    "softmax_python = _r.find('softmax').parts[0].reference.__globals__['_python_softmax']",
+], ids=["the declaration's reference", "the worked example", "through the registry"])
 def test_the_exercises_declaration_and_worked_example_are_the_courses_answers_too(tmp_path,
                                                                                   imported):
     # the worker loaded the declaration to build the cases: an import of it by the learner's
     # code would find it loaded, and run nothing the watch could see, were it not forgotten
+    # (with the exercises the registry kept, whose functions lead to it through their globals)
     result = grade_text(tmp_path, "softmax", imported + "\n", ["python"])
-    module = "exercise" if "exercise import" in imported else "explainer"
+    module = "explainer" if "explainer" in imported else "exercise"
     assert f"learning.exercises.softmax.{module}" in result.borrowed, result.borrowed
 
 

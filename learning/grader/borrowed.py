@@ -143,8 +143,9 @@ def _reads(args: tuple) -> bool:
 
 def forget_declarations():
     """Take the exercises' declarations and worked examples out of ``sys.modules`` (and off
-    their packages), so that code importing one runs its file again, which the watch notes.
-    What the worker already holds of them (its cases) it keeps."""
+    their packages), and the exercises out of the registry's keeping, so that code importing
+    one, or asking the registry, runs its file again, which the watch notes. The worker keeps
+    what it needs of them as plain data."""
     for name in [n for n, m in list(sys.modules.items())
                  if isinstance(path := getattr(m, "__file__", None), str)
                  and os.path.basename(path) in DECLARATIONS and reference_name(path)]:
@@ -153,6 +154,9 @@ def forget_declarations():
         if package in sys.modules:
             with contextlib.suppress(AttributeError):
                 delattr(sys.modules[package], attribute)
+    registry = sys.modules.get("learning.grader.registry")
+    if registry is not None:  # the exercises it keeps, each holding its declaration's functions
+        registry.all_exercises.cache_clear()
 
 
 def fingerprint(code: types.CodeType) -> str:

@@ -52,6 +52,11 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     # Build every input before the learner's code runs, so their import cannot change them.
     inputs = {(p.name, c.name): c.make_args() for p in parts for c in p.cases
               if only is None or p.name not in only or c.name in only[p.name]}
+    # From here on the worker holds its parts as plain data, and no module holds the
+    # declarations: every function of a declaration's module leads, through its globals, to the
+    # exercise's float64 reference, which the learner's code could otherwise call unseen
+    parts = [_PartToRun.of(part) for part in parts]
+    del exercise
     prepare_import(module_path, memory_gib, lock_down, kernels.device)
     borrowed.forget_declarations()
     loaded_before = borrowed.loaded_reference_modules()
@@ -78,6 +83,31 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         return 0
     channel.finish()
     return 0
+
+
+@dataclass(frozen=True)
+class _CaseToRun:
+    """What running a case needs of its declaration, as plain data."""
+
+    name: str
+    gpu_only: bool
+    fill_outputs_with_nan: bool
+
+
+@dataclass(frozen=True)
+class _PartToRun:
+    """What running a part's cases needs of its declaration, as plain data (see run)."""
+
+    name: str
+    function: str
+    needs_kernels: bool
+    cases: tuple[_CaseToRun, ...]
+
+    @classmethod
+    def of(cls, part) -> _PartToRun:
+        return cls(part.name, part.function, part.needs_kernels,
+                   tuple(_CaseToRun(c.name, c.gpu_only, c.fill_outputs_with_nan)
+                         for c in part.cases))
 
 
 def _kernels(parts: list, force_interpret: bool, module_path: str,
