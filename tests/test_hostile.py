@@ -637,6 +637,19 @@ def test_the_exercises_declaration_and_worked_example_are_the_courses_answers_to
     assert f"learning.exercises.softmax.{module}" in result.borrowed, result.borrowed
 
 
+def test_the_exercises_the_worker_held_are_not_found_through_the_collector(tmp_path):
+    # the cycles the forgotten declarations leave (and the warm process's copies) are frozen
+    # out of gc's lists: a search of every object finds no function of a declaration's
+    module = ("import gc, types\n\n"
+              "_found = [o for o in gc.get_objects() if type(o) is types.FunctionType and "
+              "o.__globals__.get('__name__', '').startswith('learning.exercises.')]\n"
+              "print('found', len(_found))\n"
+              "def softmax_python(values):\n    return _found[0].__globals__['_python_softmax']"
+              "(values)\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert "found 0" in result.learner_output and not result.ok, result.learner_output
+
+
 def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
     """The catalogue's right versions pass every case: a module that loads one is told so, like
     one that loads the solution."""

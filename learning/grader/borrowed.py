@@ -38,6 +38,7 @@ from __future__ import annotations
 import __future__
 
 import contextlib
+import gc
 import glob
 import hashlib
 import os
@@ -157,6 +158,9 @@ def forget_declarations():
     registry = sys.modules.get("learning.grader.registry")
     if registry is not None:  # the exercises it keeps, each holding its declaration's functions
         registry.all_exercises.cache_clear()
+    # What is left of them (cycles not yet collected, the warm process's copies) is reachable
+    # only through the collector's lists (gc.get_objects); frozen, it is in none of them
+    gc.freeze()
 
 
 def fingerprint(code: types.CodeType) -> str:
