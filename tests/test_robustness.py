@@ -566,6 +566,11 @@ def _scale(src, dst, n, BLOCK: tl.constexpr):
     tl.store(dst + i, v.to(dst.dtype.element_ty), mask=i < n)
 
 
+@triton.jit
+def _nothing(x):
+    pass
+
+
 def _through_a_kernel(y):
     y = y.contiguous()
     out = torch.empty_like(y)
@@ -582,8 +587,23 @@ def _through_a_kernel(y):
                  "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
                  "    y = torch.from_numpy(e / e.sum(axis=-1, keepdims=True)).to(x.device)\n"
                  "    return _through_a_kernel(y.to(x.dtype))",
-                 "a tensor your code gave a kernel that is no input and that no torch function "
-                 "made during the call",
+                 "a tensor your code gave a kernel that is no input and whose values no torch "
+                 "function the check saw computed during the call",
+                 marks=pytest.mark.exhaustive),
+    # numpy's answer, or torch's unseen, written into the output a kernel that stores nothing
+    # is then given
+    ("    out = torch.empty_like(x)\n    import numpy\n    v = x.float().numpy()\n"
+     "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
+     "    out.numpy()[...] = e / e.sum(axis=-1, keepdims=True)\n"
+     "    _nothing[(1,)](out)\n    return out",
+     "a tensor your code gave a kernel that is no input and whose values no torch "
+     "function the check saw computed during the call"),
+    pytest.param("    out = torch.empty_like(x)\n"
+                 "    with torch._C.DisableTorchFunction():\n"
+                 "        out.copy_(torch.softmax(x.float(), -1))\n"
+                 "    _nothing[(1,)](out)\n    return out",
+                 "a tensor your code gave a kernel that is no input and whose values no torch "
+                 "function the check saw computed during the call",
                  marks=pytest.mark.exhaustive),
     # a kernel that only nudges torch's answer, or casts it from float64 as it stores it
     pytest.param("    y = torch.softmax(x.float(), dim=-1)\n    out = torch.empty_like(x)\n"
@@ -593,7 +613,8 @@ def _through_a_kernel(y):
                  "kernel", marks=pytest.mark.exhaustive),
     # a kernel that computes, given a tensor torch computed: what honest launchers do
     ("    return _right(x * 1)", ""),
-], ids=["torch's softmax", "numpy's", "nudged and cast", "an input torch made, a kernel computing"])
+], ids=["torch's softmax", "numpy's", "nudged and cast", "numpy's written into the output",
+        "torch's written unseen into the output", "an input torch made, a kernel computing"])
 def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, body, named):
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{COPY_KERNEL}\n\n"
                                           f"def softmax_triton(x):\n{body}\n"),
@@ -650,6 +671,16 @@ def softmax_triton(x):
 def softmax_triton(x):
     out = _right(x)
     return torch.from_numpy(out.cpu().numpy().copy()).to(x.device)
+""",
+    "the kernel's output through tolist() and torch.tensor": """
+def softmax_triton(x):
+    out = _right(x)
+    return torch.tensor(out.tolist(), dtype=x.dtype, device=x.device).reshape(x.shape)
+""",
+    "the kernel's output through numpy and torch.as_tensor": """
+def softmax_triton(x):
+    out = _right(x)
+    return torch.as_tensor(out.cpu().numpy().copy()).to(x.device)
 """,
     # on a GPU the check's allocations sit between guard bands: not as views, which refuse it
     "detach_ on the result": """

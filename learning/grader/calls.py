@@ -117,6 +117,11 @@ class LaunchCounter:
                 tensor = plain_tensor(argument)
                 name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
                                                  inputs=self.inputs)
+                if not name and lineage.made_unseen(tensor, made, self.given, self.inputs):
+                    # values put there by nothing seen (numpy writing into an allocated
+                    # output, torch with its function mode off): a fresh output holds only the
+                    # check's fill, which no result matches
+                    name = lineage.OUTSIDE
                 size = tensor.numel() * tensor.element_size()
                 if not name or size > LARGEST_KEPT_BYTES:
                     continue
@@ -418,8 +423,11 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if launches is not None:
         returned.changed_after_launch = launches.changed_since_launch(result)
         outside = False
+        wrapped = ""  # torch.tensor (say) wrapped plain values: whose, the evidence run says
         if recorder is not None:
             returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
+            if returned.computed_by_torch in lineage.WRAPS:
+                wrapped, returned.computed_by_torch = returned.computed_by_torch, ""
             if not returned.computed_by_torch:
                 returned.passed_through = launches.passed_through(result)
             outside = not (returned.computed_by_torch or returned.passed_through) and \
@@ -427,11 +435,15 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                     plain_tensor(result), recorder.made, launches.given, launches.inputs)
         launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
-    if launches is not None and outside and returned.kernel_launches:
-        # made by nothing the check saw: evidence that the kernels' stores do not reach it,
-        # or no claim (autograd's engine makes gradients unseen too)
-        returned.ignores_kernels = ignores_kernels(function, args_spec, device, result,
-                                                   launches)
+    if launches is not None and (outside or wrapped) and returned.kernel_launches:
+        # made by nothing the check saw, or wrapped from plain values (a kernel's output taken
+        # through tolist() is one): evidence that the kernels' stores do not reach it, or no
+        # claim (autograd's engine makes gradients unseen too)
+        ignored = ignores_kernels(function, args_spec, device, result, launches)
+        if wrapped:
+            returned.computed_by_torch = wrapped if ignored else ""
+        else:
+            returned.ignores_kernels = ignored
     if returned.passed_through:  # evidence, or no claim (one more run of a lone tensor's call)
         returned.passed_through = depends_on_fed(
             function, args_spec, device, result, launches, returned.passed_through) \

@@ -365,9 +365,9 @@ def _passed_through(source: str) -> str:
     """What a kernel was given and passed on, from where its values came (calls.passed_through)."""
     said = "the tensor returned holds the values (to within 1e-3 of each) of "
     if source == lineage.OUTSIDE:
-        said += ("a tensor your code gave a kernel that is no input and that no torch function "
-                 "made during the call (values computed outside torch: by numpy, say, wrapped "
-                 "by torch.from_numpy)")
+        said += ("a tensor your code gave a kernel that is no input and whose values no torch "
+                 "function the check saw computed during the call (computed outside torch: by "
+                 "numpy, say, wrapped by torch.from_numpy or written into the tensor)")
     elif source in lineage.WRAPS:
         said += (f"a tensor torch.{source} made during the call from values computed outside "
                  "torch, which your code gave a kernel")
