@@ -1699,6 +1699,50 @@ STARTS_A_PROCESS = {
 }
 
 
+# The original of the function multiprocessing starts programs with, taken past the check's
+# wrapper of it: dug out of the wrapper, or loaded afresh; then a Python started with it
+_UNWRAPPED_START = (
+    "import os, sys\n"
+    "def _run(fork_exec):\n"
+    "    import _posixsubprocess, multiprocessing.util as _u\n"
+    "    _kept = _posixsubprocess.fork_exec\n"
+    "    _posixsubprocess.fork_exec = fork_exec\n"
+    "    try:\n"
+    f"        _pid = _u.spawnv_passfds(os.fsencode(sys.executable), [sys.executable, '-c', "
+    f"{_CHILD!r}], [])\n"
+    "        os.waitpid(_pid, 0)\n"
+    "    finally:\n"
+    "        _posixsubprocess.fork_exec = _kept\n")
+STARTS_PAST_THE_WRAPPER = {
+    "dug out of the wrapper": _UNWRAPPED_START + (
+        "import _posixsubprocess as _p, gc\n"
+        "_held = [c.cell_contents for c in _p.fork_exec.__closure__]\n"
+        "_original = [v for h in _held if type(h).__name__ == 'generator'\n"
+        "             for v in h.gi_frame.f_locals.values() if callable(v)] or "
+        "[h for h in _held if callable(h)]\n"
+        "_run(_original[0])\n"),
+    "through the collector": _UNWRAPPED_START + (
+        "import _posixsubprocess as _p, gc\n"
+        "_held = [c.cell_contents for c in _p.fork_exec.__closure__]\n"
+        "_original = [v for h in _held for v in gc.get_referents(h) "
+        "if getattr(v, '__name__', '') == 'fork_exec' and v is not _p.fork_exec]\n"
+        "_run(_original[0])\n"),
+    "loaded afresh": _UNWRAPPED_START + (
+        "import importlib\n"
+        "sys.modules.pop('_posixsubprocess')\n"
+        "_run(importlib.import_module('_posixsubprocess').fork_exec)\n"),
+}
+
+
+@linux_only
+@pytest.mark.parametrize("route", sorted(STARTS_PAST_THE_WRAPPER))
+def test_a_program_started_past_the_checks_wrapper_is_noted(tmp_path, route):
+    result = grade_text(tmp_path, "softmax", STARTS_PAST_THE_WRAPPER[route] + PYTHON_PART_ONLY,
+                        ["python"])
+    assert result.ok, rendered(result)
+    assert any(n.startswith(borrowed.STARTED) for n in result.borrowed), result.borrowed
+
+
 @linux_only
 @pytest.mark.parametrize("route", sorted(STARTS_A_PROCESS))
 def test_a_python_the_module_starts_is_noted_and_its_pass_not_recorded(tmp_path, route):

@@ -29,9 +29,9 @@ name). The exceptions are the tools libraries start, as files found before the l
 runs (``_library_tools``: the machine's C compilers, with which Triton builds its launchers on a
 GPU, ``file``, ``ldconfig``, ``ld``, ``objdump``, ``uname``, the tools in Triton's package), and
 then only while their arguments and environment (``TOOL_ENV``: a preload, gcc's folders of
-programs) ask them to run nothing of the caller's. One route stays open:
-the function multiprocessing starts programs with is audited through a wrapper
-(``_audit_fork_exec``), and code that digs the original out of it runs a program unseen.
+programs) ask them to run nothing of the caller's. The function multiprocessing starts programs
+with raises no event of its own: it is wrapped (``_audit_fork_exec``), its original held where
+every reach for it raises an event, which is noted, as is the module loaded afresh.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import threading
 import types
 
 from learning.grader.childproc import COURSE_ROOT
@@ -163,6 +164,11 @@ def forget_declarations():
     gc.freeze()
 
 
+def thaw():
+    """Undo ``forget_declarations``'s freeze, once the learner's cases have run."""
+    gc.unfreeze()
+
+
 def fingerprint(code: types.CodeType) -> str:
     """What makes two functions the same code, whatever they and their variables are called
     and whatever their docstring says."""
@@ -227,6 +233,8 @@ class Watch:
     def _hook(self, event: str, args: tuple):
         if self._busy or not args:
             return
+        if event in _DIGS and self._dug(event, args):
+            return
         if event in _STARTS:
             try:
                 self._busy = True
@@ -259,6 +267,26 @@ class Watch:
             pass
         finally:
             self._busy = False
+
+    def _dug(self, event: str, args: tuple) -> bool:
+        """The start of programs taken out of the hook's sight: the original fork_exec reached
+        for through the generator that holds it, or the module that has it loaded afresh
+        (taken out of ``sys.modules`` and imported again). Noted as a program started: the
+        only use of either is to start one unseen."""
+        if event == "import":
+            if args[0] != "_posixsubprocess" or not _KEEPERS:
+                return False
+            what = "a program, through _posixsubprocess loaded again (past the check's watch)"
+        else:
+            reached = args[0] if event == "object.__getattr__" else args[0] if \
+                isinstance(args[0], tuple) else ()
+            reached = reached if isinstance(reached, tuple) else (reached,)
+            if not any(thing is keeper for thing in reached for keeper in _KEEPERS):
+                return False
+            what = "a program, through the check's own hold on fork_exec"
+        self.started.add(what)
+        self._tell()
+        return True
 
     def _tell(self):
         """Report what was found and not yet reported."""
@@ -462,6 +490,8 @@ def _first_file(executables) -> str:
     return (found or paths or [""])[0]
 
 
+# The audit events of a reach past the watch of program starts (Watch._dug)
+_DIGS = frozenset({"import", "object.__getattr__", "gc.get_referents"})
 # The audit events of a program's start: the program and its arguments, from the event's
 # Where each start's environment is among the event's arguments (None: the process's own)
 _ENV_AT = {"os.exec": 2, "os.posix_spawn": 2, "os.spawn": 3, "subprocess.Popen": 3}
@@ -479,21 +509,48 @@ _STARTS = {
 def _audit_fork_exec():
     """Raise an audit event where multiprocessing starts a program (its spawn starts a fresh
     Python): the call it makes (_posixsubprocess.fork_exec) raises none of its own, unlike
-    subprocess's, which has subprocess.Popen."""
+    subprocess's, which has subprocess.Popen. The original is held by a suspended generator
+    (``_keeping``), not by the wrapper's closure: a closure's cell is read without an audit
+    event, a generator's frame is not, and each reach for it is noted (``Watch._hook``)."""
     try:
         import _posixsubprocess
     except ImportError:  # Windows
         return
-    original = _posixsubprocess.fork_exec
-    if getattr(original, "audited", False):
+    if getattr(_posixsubprocess.fork_exec, "audited", False):
         return
+    keeper = _keeping(_posixsubprocess.fork_exec)
+    next(keeper)
+    _KEEPERS.append(keeper)
+    one_at_a_time = threading.Lock()  # a generator runs one call at a time
 
-    def fork_exec(args, executables, *rest):
-        sys.audit("learning.fork_exec", args, executables)
-        return original(args, executables, *rest)
+    def fork_exec(*args):
+        with one_at_a_time:
+            started, outcome = keeper.send(args)
+        if started:
+            return outcome
+        raise outcome
 
     fork_exec.audited = True
     _posixsubprocess.fork_exec = fork_exec
+
+
+def _keeping(original):
+    """Run ``original`` on the arguments sent in, each call audited here (a caller that has
+    the generator itself starts nothing unseen either); what it raised comes back without its
+    traceback, whose frames would lead to this one."""
+    outcome = (True, None)
+    while True:
+        args = yield outcome
+        sys.audit("learning.fork_exec", args[0] if args else (), args[1] if len(args) > 1
+                  else ())
+        try:
+            outcome = (True, original(*args))
+        except BaseException as error:  # noqa: BLE001 - handed back to the caller
+            outcome = (False, error.with_traceback(None))
+
+
+# The generators holding the original fork_exec (``_audit_fork_exec``)
+_KEEPERS: list = []
 
 
 def _unwatched(program, argv: list, tools: frozenset = frozenset()) -> bool:

@@ -59,30 +59,35 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
     del exercise
     prepare_import(module_path, memory_gib, lock_down, kernels.device)
     borrowed.forget_declarations()
-    loaded_before = borrowed.loaded_reference_modules()
-    # what it finds is sent at once: from a forked process too, and before the learner's code
-    # could change what the watch holds
-    watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
-    watch.install()
-    interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
-    if kernels.launches is not None:
-        kernels.untouched = tampering.Snapshot()
-    channel.send("importing")
-    channel.drained()  # read before the learner's code could take it off the pipe
-    module, problem = import_learner_module(module_path)
-    if problem is None and _interprets(os.environ.get("TRITON_INTERPRET")) != interpreting:
-        problem = _mode_changed(module_path, interpreting)
-    channel.send("import", problem)
-    if problem:
+    try:
+        loaded_before = borrowed.loaded_reference_modules()
+        # what it finds is sent at once: from a forked process too, and before the learner's code
+        # could change what the watch holds
+        watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
+        watch.install()
+        interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
+        if kernels.launches is not None:
+            kernels.untouched = tampering.Snapshot()
+        channel.send("importing")
+        channel.drained()  # read before the learner's code could take it off the pipe
+        module, problem = import_learner_module(module_path)
+        if problem is None and _interprets(os.environ.get("TRITON_INTERPRET")) != interpreting:
+            problem = _mode_changed(module_path, interpreting)
+        channel.send("import", problem)
+        if problem:
+            return 0
+        completed = _run_cases(module, module_path, parts, inputs, kernels, channel)
+        seen = (borrowed.loaded_reference_modules() - loaded_before) | watch.found
+        if seen:
+            channel.send("borrowed", sorted(seen))
+        if not completed:
+            return 0
+        channel.finish()
         return 0
-    completed = _run_cases(module, module_path, parts, inputs, kernels, channel)
-    seen = (borrowed.loaded_reference_modules() - loaded_before) | watch.found
-    if seen:
-        channel.send("borrowed", sorted(seen))
-    if not completed:
-        return 0
-    channel.finish()
-    return 0
+    finally:
+        # frozen, the forgotten declarations would never be collected: a process that
+        # exits normally (not forked) would then hear Triton's bindings report them leaked
+        borrowed.thaw()
 
 
 @dataclass(frozen=True)
