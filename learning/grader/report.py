@@ -70,13 +70,20 @@ def borrowed_line(names: list[str]) -> str:
     loaded = [n for n in names if not n.startswith(STARTED)]
     said = []
     if loaded:
-        said.append(f"your code loaded the course's reference code ({', '.join(loaded)}) while "
-                    "it was checked")
+        said.append(f"your code loaded the course's reference code ({_some(loaded, ', ')}) "
+                    "while it was checked")
     if started:
-        said.append(f"your code started {'; '.join(started)}, whose code the check cannot "
+        said.append(f"your code started {_some(started, '; ')}, whose code the check cannot "
                     "watch (it may load the course's reference code)")
     return "; ".join(said) + (": a case it passed may have been computed by that code, not "
                               "yours, so no part's pass is recorded")
+
+
+def _some(names: list[str], between: str, shown: int = 3) -> str:
+    """The first ``shown`` names, and how many more (asking the registry loads every
+    exercise's declaration: fifteen names would bury the sentence)."""
+    more = len(names) - shown
+    return between.join(names[:shown]) + (f"{between}and {more} more" if more > 0 else "")
 
 
 def _render_import_problem(console: Console, result: results.CheckResult):
