@@ -514,10 +514,15 @@ NUMPY_SOFTMAX = ("    import numpy\n    v = x.float().cpu().numpy()\n"
                  "        torch.softmax(x.float(), -1).to(x.dtype)))\n"
                  "    work.start()\n    work.join()\n    return box[0]\n",
                  marks=pytest.mark.exhaustive),
+    # the kernel given a clone of the input, which it only reads: numpy computes from the clone
+    pytest.param("    xc = x.clone()\n    _reads[(1,)](xc)\n",
+                 NUMPY_SOFTMAX.replace("x.float().cpu().numpy()", "xc.float().cpu().numpy()"),
+                 marks=pytest.mark.exhaustive),
 ], ids=["numpy, a kernel that computes", "numpy, a kernel that stores nothing",
-        "torch unseen, into an allocation", "torch in a thread"])
+        "torch unseen, into an allocation", "torch in a thread", "numpy, from a clone only read"])
 def test_a_result_made_unseen_beside_a_launch_fails_with_the_evidence(tmp_path, launch, answer):
-    nothing = "@triton.jit\ndef _nothing(x):\n    pass\n"
+    nothing = "@triton.jit\ndef _nothing(x):\n    pass\n\n\n@triton.jit\ndef _reads(x):\n" \
+              "    tl.load(x + tl.arange(0, 2))\n"
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n{nothing}\n\n"
                                           f"def softmax_triton(x):\n{launch}{answer}"),
                       parts=("triton",))
@@ -697,6 +702,21 @@ def test_a_kernel_that_computes_is_not_blamed_for_torch_work_beside_it(tmp_path,
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{code}"), parts=("triton",))
     (part,) = result.parts
     assert part.status == "passed", [(c.name, c.verdict.summary) for c in part.cases]
+
+
+# tensors whose memory cannot be followed: judged, never a failure of the grader's own code
+@pytest.mark.parametrize("returned", ["_right(x).to_sparse()",
+                                      "torch.nested.nested_tensor([_right(x)[0], _right(x)[0]])"],
+                         ids=["sparse", "nested"])
+def test_a_sparse_or_nested_result_is_judged_not_a_grader_failure(tmp_path, returned):
+    result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n\n\n"
+                                          f"def softmax_triton(x):\n    return {returned}\n"),
+                      parts=("triton",))
+    (part,) = result.parts
+    ran = [c for c in part.cases if c.verdict.status != "skipped"]
+    assert ran and all(c.verdict.status == "failed" for c in ran), \
+        [(c.name, c.verdict.status, c.verdict.summary) for c in ran]
+    assert not any("grader's own code" in note for note in result.notes), result.notes
 
 
 def test_a_guarded_allocation_is_a_tensor_of_its_own_whose_stores_past_its_end_are_seen():

@@ -92,7 +92,7 @@ class LaunchCounter:
             counter.count += 1
             arguments = [*args, *kwargs.values()]
             counter._note_fed(arguments)
-            inputs_before = counter._inputs_given(arguments) if counter.clobber else None
+            inputs_before = counter._given_before(arguments) if counter.clobber else None
             launched = original_run(self, *args, **kwargs)
             counter._keep(arguments)
             if counter.clobber:
@@ -130,22 +130,23 @@ class LaunchCounter:
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
 
-    def _inputs_given(self, arguments: list) -> dict:
-        """Copies of the call's inputs that this launch is given, before it runs: the ones it
-        writes are then told apart (``_clobber``)."""
+    def _given_before(self, arguments: list) -> dict:
+        """Copies of the tensors this launch is given, before it runs: the ones it writes are
+        then told apart (``_clobber``). A tensor too large to copy is left out."""
         kept = {}
         for argument in arguments:
             if is_tensor(argument):
                 with contextlib.suppress(Exception):
                     tensor = plain_tensor(argument).detach()
-                    if tensor.untyped_storage().data_ptr() in self.inputs:
+                    if tensor.numel() * tensor.element_size() <= LARGEST_KEPT_BYTES:
                         kept[id(argument)] = tensor.clone()
         return kept
 
-    def _clobber(self, arguments: list, inputs_before: dict):
-        """Change, just after the launch, every tensor it was given that is no input of the
-        call, and every input it wrote: what the kernel stored is then not what the call's
-        later steps find (``ignores_kernels``)."""
+    def _clobber(self, arguments: list, before: dict):
+        """Change, just after the launch, every tensor it wrote (one whose bits it changed; one
+        too large to compare, unless it is an input of the call): what the kernel stored is
+        then not what the call's later steps find (``ignores_kernels``). A tensor the kernel
+        only read is left as it was, the call's own data (a clone of the input, say)."""
         done = set()
         for argument in arguments:
             if not is_tensor(argument):
@@ -156,9 +157,10 @@ class LaunchCounter:
                          tuple(tensor.shape), tuple(tensor.stride()))
                 if where in done:
                     continue
-                before = inputs_before.get(id(argument))
-                if where[0] in self.inputs and (before is None or _same_bits(tensor, before)):
-                    continue  # an input the kernel only read: the call's own data
+                kept = before.get(id(argument))
+                if kept is None and where[0] in self.inputs or \
+                        kept is not None and _same_bits(tensor, kept):
+                    continue  # read, not written
                 done.add(where)
                 _perturb(tensor)
 
@@ -332,11 +334,20 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
         again = plain_tensor(again).detach() if is_tensor(again) else None
     except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
         return False
-    if not count or again is None or again.shape != first.shape or again.dtype != first.dtype:
-        return False
-    with contextlib.suppress(Exception):
-        return _same_bits(again, first)
+    with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
+        return bool(count) and again is not None and again.shape == first.shape and \
+            again.dtype == first.dtype and _same_bits(again, first)
     return False
+
+
+def _made_unseen(result, made: dict, launches: LaunchCounter) -> bool:
+    """lineage.made_unseen of a returned tensor; False for one without memory to follow (a
+    sparse or nested tensor)."""
+    try:
+        return is_tensor(result) and lineage.made_unseen(plain_tensor(result), made,
+                                                         launches.given, launches.inputs)
+    except Exception:  # noqa: BLE001 - nothing to follow: no claim
+        return False
 
 
 def _memories(args) -> set[int]:
@@ -431,8 +442,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             if not returned.computed_by_torch:
                 returned.passed_through = launches.passed_through(result)
             outside = not (returned.computed_by_torch or returned.passed_through) and \
-                is_tensor(result) and lineage.made_unseen(
-                    plain_tensor(result), recorder.made, launches.given, launches.inputs)
+                _made_unseen(result, recorder.made, launches)
         launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
     if launches is not None and (outside or wrapped) and returned.kernel_launches:
