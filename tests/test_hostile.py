@@ -650,6 +650,28 @@ def test_the_exercises_the_worker_held_are_not_found_through_the_collector(tmp_p
     assert "found 0" in result.learner_output and not result.ok, result.learner_output
 
 
+def test_the_labs_kernels_another_checkouts_answers_and_the_git_history_are_answers_too(
+        tmp_path):
+    # the lab's probes hold whole kernels; another clone of the course holds the same answers,
+    # read and changed a little (so that no fingerprint matches); git's objects hold every
+    # version of them
+    other = course_copy(tmp_path)
+    history = other / ".git" / "objects" / "ab"
+    history.mkdir(parents=True)
+    (history / "cdef").write_bytes(b"compressed")
+    tweak = ("_text = open({!r}).read().split('@triton.jit')[0]\n"
+             "exec(_text.replace('\\n    return ', '\\n    _unused = 0\\n    return '))\n")
+    routes = {
+        "lab.probes.backward_variants": "import lab.probes.backward_variants\n",
+        "learning.exercises.softmax.solution": tweak.format(
+            str(other / "learning" / "exercises" / "softmax" / "solution.py")),
+        borrowed.HISTORY: f"open({str(history / 'cdef')!r}, 'rb').read()\n",
+    }
+    for name, route in routes.items():
+        result = grade_text(tmp_path, "softmax", route + PYTHON_PART_ONLY, ["python"])
+        assert name in result.borrowed, (name, result.borrowed)
+
+
 def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
     """The catalogue's right versions pass every case: a module that loads one is told so, like
     one that loads the solution."""

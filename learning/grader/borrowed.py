@@ -98,17 +98,40 @@ MIN_CODE_BYTES = 64
 
 def reference_name(path: str) -> str:
     """The course's reference file at ``path`` as a module name
-    ("learning.exercises.softmax.solution"), or "" when it is not one."""
+    ("learning.exercises.softmax.solution"), or "" when it is not one: in this checkout of the
+    course or in another (a clone elsewhere holds the same answers), the lab's kernels included,
+    and the course's git history (whose objects hold every version of the answers)."""
     path = os.path.abspath(path)
-    relative = os.path.relpath(path, COURSE_ROOT)
-    if relative.startswith(".."):
-        return ""
-    relative = relative.replace(os.sep, "/")
+    root = str(COURSE_ROOT)
+    if os.path.relpath(path, root).startswith(".."):
+        root = _checkout_of(path)
+        if not root:
+            return ""
+    relative = os.path.relpath(path, root).replace(os.sep, "/")
+    if relative.startswith(".git/"):
+        return HISTORY
     folder, _, file = relative.rpartition("/")
-    if relative in REFERENCE_FILES or (file in ANSWERS + DECLARATIONS and
-                                       folder.rpartition("/")[0] == EXERCISES):
+    if relative in REFERENCE_FILES or (relative.startswith("lab/") and file.endswith(".py")) or \
+            (file in ANSWERS + DECLARATIONS and folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
+
+
+# The name reference_name gives a file of the course's git history
+HISTORY = "the course's history in .git"
+
+
+def _checkout_of(path: str) -> str:
+    """The folder above ``path`` that holds a checkout of the course (its grader's own file is
+    there), or ""."""
+    folder = os.path.dirname(path)
+    while True:
+        if os.path.isfile(os.path.join(folder, "learning", "grader", "borrowed.py")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return ""
+        folder = parent
 
 
 def loaded_reference_modules() -> set[str]:
@@ -679,5 +702,7 @@ def _reference_paths(catalogues: bool = False) -> list[str]:
     finding the files themselves)."""
     names = ("*/solution.py", "*/catalogue.py") if catalogues else ("*/solution.py",)
     paths = sorted(str(p) for name in names for p in (COURSE_ROOT / EXERCISES).glob(name))
-    return paths + [str(COURSE_ROOT / name) for name in REFERENCE_FILES
-                    if (COURSE_ROOT / name).exists()]
+    # the lab's probes hold whole kernels too (lab/probes/backward_variants.py, say)
+    others = [str(COURSE_ROOT / name) for name in REFERENCE_FILES] + \
+        sorted(str(p) for p in (COURSE_ROOT / "lab").rglob("*.py"))
+    return paths + [p for p in dict.fromkeys(others) if os.path.exists(p)]
