@@ -256,8 +256,12 @@ class Watch:
     def _hook(self, event: str, args: tuple):
         if self._busy or not args:
             return
-        if event in _DIGS and self._dug(event, args):
-            return
+        if event in _DIGS:
+            try:
+                if self._dug(event, args):
+                    return
+            except Exception:  # noqa: BLE001 - the learner's import or attribute goes on
+                return
         if event in _STARTS:
             try:
                 self._busy = True

@@ -92,11 +92,11 @@ class LaunchCounter:
             counter.count += 1
             arguments = [*args, *kwargs.values()]
             counter._note_fed(arguments)
-            inputs_before = counter._given_before(arguments) if counter.clobber else None
+            before = counter._given_before(arguments) if counter.clobber else None
             launched = original_run(self, *args, **kwargs)
             counter._keep(arguments)
             if counter.clobber:
-                counter._clobber(arguments, inputs_before)
+                counter._clobber(arguments, before)
             return launched
 
         return run
@@ -317,7 +317,8 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
     made again, with what each launch stored changed just after it (``_clobber``), launches
     kernels and returns the same values. Asked only of a result whose memory no launch was
     given and no torch function the check saw made (numpy's values wrapped by
-    torch.from_numpy, say): evidence, or no claim."""
+    torch.from_numpy, say), or that torch.tensor wrapped from plain values: evidence, or no
+    claim."""
     if not is_tensor(first):
         return False
     try:
