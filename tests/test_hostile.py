@@ -1749,6 +1749,10 @@ STARTS_PAST_THE_WRAPPER = {
         "_original = [v for h in _held for v in gc.get_referents(h) "
         "if getattr(v, '__name__', '') == 'fork_exec' and v is not _p.fork_exec]\n"
         "_run(_original[0])\n"),
+    # where it is built into Python its fresh import raises no event: what it leaves in
+    # sys.modules is looked at once the cases ran
+    "replaced in sys.modules": "import sys, types\n"
+                               "sys.modules['_posixsubprocess'] = types.ModuleType('x')\n",
     "loaded afresh": _UNWRAPPED_START + (
         "import importlib\n"
         "sys.modules.pop('_posixsubprocess')\n"

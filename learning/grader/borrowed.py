@@ -315,6 +315,20 @@ class Watch:
         self._tell()
         return True
 
+    def check_wrapper(self):
+        """Note a program started past the watch where the module that starts programs is no
+        longer the one wrapped, or its function no longer the wrapper: where it is built into
+        Python, a fresh import of it raises no audit event (``_dug``), so what it left behind is
+        looked at once the cases ran."""
+        if not _WRAPPED:
+            return
+        module = sys.modules.get("_posixsubprocess")
+        if module is not None and not (any(module is m for m in _WRAPPED) and
+                                       getattr(module.fork_exec, "audited", False)):
+            self.started.add("a program, through _posixsubprocess loaded again (past the "
+                             "check's watch)")
+            self._tell()
+
     def _tell(self):
         """Report what was found and not yet reported."""
         if self.report is None:
@@ -548,6 +562,7 @@ def _audit_fork_exec():
     keeper = _keeping(_posixsubprocess.fork_exec)
     next(keeper)
     _KEEPERS.append(keeper)
+    _WRAPPED.append(_posixsubprocess)
     one_at_a_time = threading.Lock()  # a generator runs one call at a time
 
     def fork_exec(*args):
@@ -576,8 +591,10 @@ def _keeping(original):
             outcome = (False, error.with_traceback(None))
 
 
-# The generators holding the original fork_exec (``_audit_fork_exec``)
+# The generators holding the original fork_exec, and the module whose fork_exec was wrapped
+# (``_audit_fork_exec``)
 _KEEPERS: list = []
+_WRAPPED: list = []
 
 
 def _unwatched(program, argv: list, tools: frozenset = frozenset()) -> bool:

@@ -312,13 +312,15 @@ def depends_on_fed(function, args_spec: tuple, device: str, first, launches: Lau
 
 
 def ignores_kernels(function, args_spec: tuple, device: str, first,
-                    launches: LaunchCounter) -> bool:
+                    launches: LaunchCounter, started=None) -> bool:
     """Whether the returned tensor does not follow what the call's kernels store: the call
     made again, with what each launch stored changed just after it (``_clobber``), launches
     kernels and returns the same values. Asked only of a result whose memory no launch was
     given and no torch function the check saw made (numpy's values wrapped by
     torch.from_numpy, say), or that torch.tensor wrapped from plain values: evidence, or no
-    claim."""
+    claim. Its allocations start as NaN: one the allocator handed back holding the first run's
+    answer would hold it again after a kernel that wrote it, and the write would not be seen.
+    ``started`` (the worker's) says the run begins, so that its time is not the case's."""
     if not is_tensor(first):
         return False
     try:
@@ -326,9 +328,12 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
         args = _materialise(args_spec, device)
         launches.taken()
         launches.inputs, launches.clobber = _memories(args), True
+        if started is not None:
+            started()
         try:
-            again = function(*args)
-            _synchronise(device)
+            with allocations.controlled(math.nan, False):
+                again = function(*args)
+                _synchronise(device)
         finally:
             launches.clobber = False
             count = launches.taken()
@@ -388,8 +393,9 @@ def _synchronise(device: str):
 
 
 def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
-              learner_file: str, launches: LaunchCounter | None = None):
-    """Run one case and describe what happened."""
+              learner_file: str, launches: LaunchCounter | None = None, evidence=None):
+    """Run one case and describe what happened. ``evidence`` is called before the call is made
+    again for evidence (``ignores_kernels``): the grader's clock for the case starts afresh."""
     try:
         args = _materialise(args_spec, device)
         before = _snapshot(args)
@@ -450,7 +456,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         # made by nothing the check saw, or wrapped from plain values (a kernel's output taken
         # through tolist() is one): evidence that the kernels' stores do not reach it, or no
         # claim (autograd's engine makes gradients unseen too)
-        ignored = ignores_kernels(function, args_spec, device, result, launches)
+        ignored = ignores_kernels(function, args_spec, device, result, launches, evidence)
         if wrapped:
             returned.computed_by_torch = wrapped if ignored else ""
         else:

@@ -77,6 +77,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         if problem:
             return 0
         completed = _run_cases(module, module_path, parts, inputs, kernels, channel)
+        watch.check_wrapper()
         seen = (borrowed.loaded_reference_modules() - loaded_before) | watch.found
         if seen:
             channel.send("borrowed", sorted(seen))
@@ -207,7 +208,9 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
             try:
                 outcome = call_case(function, case, inputs[(part.name, case.name)],
                                     kernels.device, part.needs_kernels, module_path,
-                                    kernels.launches if part.needs_kernels else None)
+                                    kernels.launches if part.needs_kernels else None,
+                                    lambda part=part, case=case: channel.send(
+                                        "evidence", part.name, case.name))
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
                     f"not run: its input could not be built in the process that imported your "
