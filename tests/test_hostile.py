@@ -648,6 +648,11 @@ def test_the_exercises_the_worker_held_are_not_found_through_the_collector(tmp_p
               "(values)\n")
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert "found 0" in result.learner_output and not result.ok, result.learner_output
+    # the freeze undone first: the lists hold them again, and reading them is noted
+    result = grade_text(tmp_path, "softmax", module.replace("import gc, types\n\n",
+                                                            "import gc, types\ngc.unfreeze()\n"),
+                        ["python"])
+    assert borrowed.UNFROZEN in result.borrowed, (result.borrowed, result.learner_output)
 
 
 def test_the_labs_kernels_another_checkouts_answers_and_the_git_history_are_answers_too(

@@ -183,13 +183,20 @@ def forget_declarations():
     if registry is not None:  # the exercises it keeps, each holding its declaration's functions
         registry.all_exercises.cache_clear()
     # What is left of them (cycles not yet collected, the warm process's copies) is reachable
-    # only through the collector's lists (gc.get_objects); frozen, it is in none of them
+    # only through the collector's lists (gc.get_objects); frozen, it is in none of them, and
+    # code that unfreezes it to list it is noted (Watch._dug)
     gc.freeze()
+    _FROZEN[:] = [gc.get_freeze_count()]  # none frozen later means gc.unfreeze was called
 
 
 def thaw():
     """Undo ``forget_declarations``'s freeze, once the learner's cases have run."""
+    _FROZEN.clear()
     gc.unfreeze()
+
+
+# How many objects forget_declarations froze (empty when it has not, or after thaw)
+_FROZEN: list[int] = []
 
 
 def fingerprint(code: types.CodeType) -> str:
@@ -296,14 +303,24 @@ class Watch:
             self._busy = False
 
     def _dug(self, event: str, args: tuple) -> bool:
-        """The start of programs taken out of the hook's sight: the original fork_exec reached
-        for through the generator that holds it, or the module that has it loaded afresh
-        (taken out of ``sys.modules`` and imported again). Noted as a program started: the
-        only use of either is to start one unseen."""
+        """A reach past the watch: the original fork_exec reached for through the generator
+        that holds it, or the module that has it loaded afresh (taken out of ``sys.modules``
+        and imported again), noted as a program started (the only use of either is to start
+        one unseen); or the collector's lists read after ``forget_declarations``'s freeze was
+        undone, noted as the declarations loaded."""
+        if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents") and \
+                _FROZEN and gc.get_freeze_count() == 0:
+            # the freeze undone (gc.unfreeze empties it; frozen objects freed only shrink it),
+            # then the collector's lists read: they hold the declarations
+            self.by_path.add(UNFROZEN)
+            self._tell()
+            return True
         if event == "import":
             if args[0] != "_posixsubprocess" or not _KEEPERS:
                 return False
             what = "a program, through _posixsubprocess loaded again (past the check's watch)"
+        elif event != "object.__getattr__" and event != "gc.get_referents":
+            return False
         else:
             reached = args[0] if event == "object.__getattr__" else args[0] if \
                 isinstance(args[0], tuple) else ()
@@ -532,7 +549,10 @@ def _first_file(executables) -> str:
 
 
 # The audit events of a reach past the watch of program starts (Watch._dug)
-_DIGS = frozenset({"import", "object.__getattr__", "gc.get_referents"})
+_DIGS = frozenset({"import", "object.__getattr__", "gc.get_referents", "gc.get_objects",
+                   "gc.get_referrers"})
+# The name noted for the exercises' declarations reached through the collector, unfrozen
+UNFROZEN = "learning.exercises (declarations reached through gc.unfreeze and gc's lists)"
 # The audit events of a program's start: the program and its arguments, from the event's
 # Where each start's environment is among the event's arguments (None: the process's own)
 _ENV_AT = {"os.exec": 2, "os.posix_spawn": 2, "os.spawn": 3, "subprocess.Popen": 3}

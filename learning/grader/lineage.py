@@ -113,43 +113,35 @@ def computed_by_torch(result, made: dict, given, wrapped: bool = False,
     that wraps values made outside torch (``WRAPS``) names its function too, and with
     ``inputs`` (the memories of the call's arguments) one that is none of them and that no
     torch function made is ``OUTSIDE``."""
-    if not _is_tensor(result):
-        return ""
-    try:
-        start = _address(result)
-    except Exception:  # noqa: BLE001 - a tensor without memory of its own to follow
-        return ""
-    seen, queue = set(), [start]
-    while queue and len(seen) < MOST_STEPS:
-        address = queue.pop(0)
-        if address in seen or address in given:
-            continue
-        seen.add(address)
-        entry = made.get(address)
+    for address, entry in _origins(result, made, given):
         if entry is None:
             if wrapped and inputs is not None and address not in inputs:
                 return OUTSIDE
-            continue
-        name, read = entry
-        if name in COPIES:
-            queue.extend(read)
-        elif name not in ALLOCATIONS or (wrapped and name in WRAPS):
-            return _shown(name)
+        elif entry[0] not in ALLOCATIONS or (wrapped and entry[0] in WRAPS):
+            return _shown(entry[0])
     return ""
 
 
 def made_unseen(result, made: dict, given, inputs: set) -> bool:
     """Whether the returned tensor's values were put in its memory by nothing the check saw: the
-    walk back through copies (as in ``computed_by_torch``) reaches a memory that no launch was
-    given and that is no input, which no torch function made (numpy's values wrapped by
-    torch.from_numpy, a thread's work, torch with its function mode switched off) or which was
-    only allocated and then written unseen."""
+    walk back through copies reaches a memory that no launch was given and that is no input,
+    which no torch function made (numpy's values wrapped by torch.from_numpy, a thread's work,
+    torch with its function mode switched off) or which was only allocated and then written
+    unseen."""
+    return any(address not in inputs if entry is None else entry[0] in ALLOCATIONS
+               for address, entry in _origins(result, made, given))
+
+
+def _origins(result, made: dict, given):
+    """Where the returned tensor's memory came from: the walk back through copies, up to
+    MOST_STEPS memories, yields each memory it reaches that is no copy, with what made it (None
+    when nothing seen did). A memory a launch was given ends the walk there, unyielded."""
     if not _is_tensor(result):
-        return False
+        return
     try:
         queue = [_address(result)]
     except Exception:  # noqa: BLE001 - a tensor without memory of its own to follow
-        return False
+        return
     seen = set()
     while queue and len(seen) < MOST_STEPS:
         address = queue.pop(0)
@@ -157,14 +149,10 @@ def made_unseen(result, made: dict, given, inputs: set) -> bool:
             continue
         seen.add(address)
         entry = made.get(address)
-        if entry is None:
-            if address not in inputs:
-                return True
-        elif entry[0] in COPIES:
+        if entry is not None and entry[0] in COPIES:
             queue.extend(entry[1])
-        elif entry[0] in ALLOCATIONS:
-            return True
-    return False
+        else:
+            yield address, entry
 
 
 def _shown(name: str) -> str:
