@@ -17,14 +17,14 @@ fast:
    time, column by column, so that the programs running together share row panels of A and
    column panels of B in the L2 cache instead of each fetching its own. Rows past M and
    columns past N wrap around to real ones (``% M``, ``% b_cols``), so the loads need no mask
-   in those directions; the store's mask drops what the wrapped lanes compute. The K loop
-   runs its whole steps with no mask at all; only a last, partial step (when K is not a
-   multiple of BLOCK_K, ``EVEN_K`` false) is masked, once, after the loop. Where the
+   in those directions; the store's mask drops what the wrapped lanes compute. Where K is
+   whole steps (``EVEN_K``) the K loop loads with no mask at all; where the last step is cut,
+   every step is masked, by runs of 16 bytes along A's rows where that is exact. Where the
    launcher knows every row of A and B starts on a 16-byte boundary (``ALIGNED``), the kernel
    says so with ``tl.multiple_of``, so that the compiler moves 16 bytes per load.
 2. ``_matmul_tma``: the same product with its tiles of A and B moved by tensor descriptors
    (Hopper's TMA, Triton 3.4 and later): the copy is bounded by each operand's shape, so the
-   edges read zeros with no mask, wrap or peeled step at all. It needs rows on 16-byte
+   edges read zeros with no mask or wrap at all. It needs rows on 16-byte
    boundaries; the table's rows marked ``tma`` run it where they can, and are timed beside
    the others. ``_matmul_persistent`` (rows marked ``persistent``, with pointers or
    descriptors) launches one program per multiprocessor, each walking tile after tile, so that
@@ -278,6 +278,20 @@ def _finish_tile(c_ptr, acc, rows, cols, stride_cm, stride_cn, M, N, partial_ptr
 
 
 @triton.jit
+def _in_k(at, end, K_RUNS: tl.constexpr, VEC: tl.constexpr):
+    """Which of the positions ``at`` along A's rows (K) to load: those before ``end``. With
+    ``K_RUNS`` the test is made on whole runs of VEC positions (a run is in if it starts before
+    ``end``), so that the mask is constant over each run and Triton still loads 16 bytes at a
+    time where K, say 1000 or 4097, is no multiple of 16 it can see. Exact where ``end`` is a
+    multiple of VEC; otherwise it reads past ``end`` up to the run's end, which the launcher
+    asks for only where those columns hold zeros (A's aligned copy, ``_pad_tile``), and B's
+    rows there are masked to zero anyway."""
+    if K_RUNS:
+        return (at // VEC) < tl.cdiv(end, VEC)
+    return at < end
+
+
+@triton.jit
 def _matmul(
     c_ptr,  # the output C, (M, N), in the inputs' dtype
     a_ptr,  # A, (M, K)
@@ -296,6 +310,7 @@ def _matmul(
     GROUP_M: tl.constexpr,  # tile rows visited together before moving on (L2 reuse)
     SPLIT_K: tl.constexpr,  # programs per tile of C, each summing k_split of K
     EVEN_K: tl.constexpr,  # every program's share of K is whole steps: no step needs a mask
+    K_RUNS: tl.constexpr,  # A's K mask may go by runs of VEC (``_in_k``)
     ALIGNED: tl.constexpr,  # A and B row-major, their rows and b_cols multiples of VEC
     VEC: tl.constexpr,  # elements in 16 bytes: 8 in 16-bit, 4 in float32
     C_ALIGNED: tl.constexpr,  # N a multiple of VEC: C's rows start on 16-byte boundaries
@@ -342,23 +357,23 @@ def _matmul(
     b_ptrs = b_ptr + b_rows[:, None] + cols_b[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for _ in range(0, k_len // BLOCK_K):  # the whole steps, with no mask
-        a = tl.load(a_ptrs)  # (BLOCK_M, BLOCK_K)
-        b = tl.load(b_ptrs)  # (BLOCK_K, BLOCK_N)
+    end = k_start + k_len
+    for step in range(0, tl.cdiv(k_len, BLOCK_K)):
+        if EVEN_K:  # whole steps only: no load needs a mask
+            a = tl.load(a_ptrs)  # (BLOCK_M, BLOCK_K)
+            b = tl.load(b_ptrs)  # (BLOCK_K, BLOCK_N)
+        else:
+            # The last step is cut: every step is masked, positions in K before the share's
+            # end real and the rest 0 on both operands (0 * anything adds nothing). One loop
+            # with a mask the last step alone needs, rather than that step peeled off the loop:
+            # on an H200 the peeled step cost Triton 3.6 a quarter of the product's time and
+            # Triton 3.9 nothing (lab/probes/matmul_edges_probe.py), and the mask costs little.
+            at = k_start + step * BLOCK_K + steps  # (BLOCK_K,): positions in K
+            a = tl.load(a_ptrs, mask=_in_k(at, end, K_RUNS, VEC)[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=at[:, None] < end, other=0.0)
         acc = tl.dot(a, b, acc)  # acc += a @ b on the tensor cores, summed in float32
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    if not EVEN_K:
-        # The last, partial step, peeled off the loop: its columns of A and rows of B before
-        # the share's end are real, the rest read 0 on both operands (0 * anything adds
-        # nothing). The mask compares positions in K with the end, not the step's offsets
-        # with the remainder: where K is a multiple of 16, Triton then sees the mask constant
-        # over runs of 16 and still loads 16 bytes at a time.
-        last = k_start + (k_len // BLOCK_K) * BLOCK_K + steps  # (BLOCK_K,)
-        end = k_start + k_len
-        a = tl.load(a_ptrs, mask=last[None, :] < end, other=0.0)
-        b = tl.load(b_ptrs, mask=last[:, None] < end, other=0.0)
-        acc = tl.dot(a, b, acc)
 
     # one rounding, at the end, of the whole sum (shares of K are added in float32)
     _finish_tile(c_ptr, acc, rows, cols, stride_cm, stride_cn, M, N, partial_ptr, arrivals_ptr,
@@ -381,8 +396,8 @@ def _matmul_tma(
     one per operand on the host, with the operand's own shape and strides: a load names the
     tile's first row and column, and on Hopper and later it is one TMA copy, which the
     compiler pipelines. The copy is bounded by the operand's shape in both dimensions: rows
-    past M, columns past N and steps past K read as zeros, so no load needs a mask, a wrap or
-    a peeled step. Shares of K are whole steps, so a share never reads into the next one.
+    past M, columns past N and steps past K read as zeros, so no load needs a mask or a wrap.
+    Shares of K are whole steps, so a share never reads into the next one.
 
     Preconditions as ``_matmul``, and A and B row-major with rows that start on 16-byte
     boundaries (``_Plan`` copies them where they do not).
@@ -416,7 +431,7 @@ def _matmul_persistent(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     TMA: tl.constexpr,  # a and b are tensor descriptors
-    EVEN_K: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
+    EVEN_K: tl.constexpr, K_RUNS: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
     C_ALIGNED: tl.constexpr,  # as in _matmul
 ):
     """One program per multiprocessor, each computing tile after tile of C (the tile-th, then
@@ -425,9 +440,8 @@ def _matmul_persistent(
     the loop over tiles and K is one loop to the compiler (``flatten``), which then loads the
     next tile's first steps while this tile's last ones multiply and its sum is stored.
 
-    With pointers, a K that is not whole steps is masked on every step (a peeled step would
-    break the one loop in two). Preconditions as ``_matmul`` (or ``_matmul_tma``), with no
-    split of K.
+    With pointers, a K that is not whole steps is masked on every step, as in ``_matmul``.
+    Preconditions as ``_matmul`` (or ``_matmul_tma``), with no split of K.
     """
     steps = tl.cdiv(K, BLOCK_K)
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
@@ -457,9 +471,9 @@ def _matmul_persistent(
                     a_tile = tl.load(a_ptrs)
                     b_tile = tl.load(b_ptrs)
                 else:
-                    in_k = step * BLOCK_K + ks < K
-                    a_tile = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
-                    b_tile = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+                    at = step * BLOCK_K + ks
+                    a_tile = tl.load(a_ptrs, mask=_in_k(at, K, K_RUNS, VEC)[None, :], other=0.0)
+                    b_tile = tl.load(b_ptrs, mask=at[:, None] < K, other=0.0)
                 acc = tl.dot(a_tile, b_tile, acc)
                 a_ptrs += BLOCK_K * stride_ak
                 b_ptrs += BLOCK_K * stride_bk
@@ -738,12 +752,13 @@ class _Describe:
 class _Plan:
     """How one product is computed, worked out on its first call: the configuration, which
     operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
-    the launches. ``copies`` and ``aligned`` left None follow the layout; False turns the
-    copies or the alignment promises off (lab/probes/matmul_edges_probe.py measures what
-    each buys)."""
+    the launches. ``copies``, ``aligned`` and ``k_runs`` left None follow the layout; False
+    turns the copies, the alignment promises or A's K mask by runs (``_in_k``) off
+    (lab/probes/matmul_edges_probe.py measures what each buys)."""
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig, *,
-                 copies: bool | None = None, aligned: bool | None = None):
+                 copies: bool | None = None, aligned: bool | None = None,
+                 k_runs: bool | None = None):
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
@@ -759,6 +774,9 @@ class _Plan:
         rows_aligned = (self.copy_a or _row_major_aligned(a)) and \
             (self.copy_b or _row_major_aligned(b))
         self.aligned = aligned is not False and rows_aligned and b_cols % vec == 0
+        # A's K mask by runs of 16 bytes (_in_k): exact where K is whole runs; past K, the
+        # copy's run holds zeros (_pad_tile)
+        k_runs = k_runs is not False and (k % vec == 0 or self.copy_a)
         # K's shares: whole steps each, none of them empty.
         k_split = triton.cdiv(triton.cdiv(k, config.split_k), config.block_k) * config.block_k
         self.splits = triton.cdiv(k, k_split)
@@ -789,15 +807,16 @@ class _Plan:
             programs = min(self.tiles, _programs(a.device))
             self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, programs, *tiles[:4],
-                config.tma, k % config.block_k == 0, self.aligned, vec, n % vec == 0), options,
-                a.device)
+                config.tma, k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0),
+                options, a.device)
         elif config.tma:
             self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
                                                       vec, n % vec == 0), options, a.device)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
-                k % config.block_k == 0, self.aligned, vec, n % vec == 0), options, a.device)
+                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0), options,
+                a.device)
 
     def _copy_launch(self, a: torch.Tensor, b: torch.Tensor, vec: int):
         """The launch of ``_pad_rows`` that copies the operands this plan copies, both in one
@@ -936,15 +955,21 @@ def _time_ms(fn) -> float:
 
 def _host_ms(fn, calls: int = 50) -> float:
     """Milliseconds of the host's time per call of fn(), ``calls`` back to back: what a call
-    costs the Python program that makes it, the GPU not waited for."""
+    costs the Python program that makes it, the GPU not waited for. Each call is timed alone
+    and the median kept: a pause of the whole process (a garbage collection, another program
+    on the CPU) lands in a call or two and moves a mean over a few calls by more than the
+    difference between two launch paths, and the choice compares exactly such differences."""
     fn()
     torch.cuda.synchronize()
-    start = time.perf_counter()
+    clock = time.perf_counter
+    took = []
     for _ in range(calls):
+        start = clock()
         fn()
-    elapsed = time.perf_counter() - start
+        took.append(clock() - start)
     torch.cuda.synchronize()
-    return elapsed / calls * 1e3
+    took.sort()
+    return took[len(took) // 2] * 1e3
 
 
 #: Rows whose GPU time is within this factor of the fastest row's tie, and of those the one

@@ -322,7 +322,7 @@ TMA_ROWS = (rm.TileConfig(32, 32, 32, 4, 4, 1, tma=True),
 @pytest.mark.parametrize("m, n, k", [(1, 8, 8), (17, 24, 72), (37, 48, 40), (70, 40, 104),
                                      (8, 56, 72), (16, 8, 200)])
 def test_tensor_descriptors_read_zeros_past_every_edge(row, m, n, k, device):
-    # no mask, no wrap, no peeled step: the descriptor bounds each copy by the operand's shape
+    # no mask, no wrap: the descriptor bounds each copy by the operand's shape
     a = integers((m, k), torch.float16, device, m + k)
     b = integers((k, n), torch.float16, device, n + k)
     assert exact(a, b, rm.matmul(a, b, config=row))
@@ -405,7 +405,7 @@ OFF_TILE = [(m, n, k) for m in (1, 2, 7, 8, 15, 16, 17) for (n, k) in ((31, 33),
 
 
 @pytest.mark.parametrize("m, n, k", OFF_TILE)
-def test_the_peeled_k_step_and_the_edges_are_exact(m, n, k, device, fresh_plans):
+def test_the_masked_k_steps_and_the_edges_are_exact(m, n, k, device, fresh_plans):
     a, b = integers((m, k), torch.float16, device, m), integers((k, n), torch.float16, device, n)
     assert exact(a, b, rm.matmul(a, b))
     plan = rm._PLANS[rm._key(a, b)]
@@ -506,6 +506,28 @@ def test_the_copies_buffers_are_kept_and_refilled_on_every_call(row, copied, dev
     assert [view.data_ptr() for view in plan._buffers()[0] if view is not None] == kept
     if row.tma:  # the descriptors of the kept buffers are made once, with them
         assert all(g is not None and g.base is v for g, v in zip(given, views) if v is not None)
+
+
+def test_a_k_mask_by_runs_reads_past_k_only_where_the_copy_wrote_zeros(device, monkeypatch):
+    # K = 45: the run of 8 columns that holds K's end reaches 3 columns past it. A's rows 48
+    # apart (aligned, too small a product to copy) with NaN in those columns: the mask must
+    # end at K itself, or 0 * NaN spoils every element of C
+    m, n, k = 40, 32, 45
+    wide = torch.full((m, 48), float("nan"), dtype=torch.float16, device=device)
+    wide[:, :k] = integers((m, k), torch.float16, device, 4)
+    a, b = wide[:, :k], integers((k, n), torch.float16, device, 5)
+    plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
+    assert plan.aligned and not plan.copy_a
+    assert exact(a, b, plan(a, b))
+    # A copied: the copy's buffer, NaN everywhere before the call, holds zeros past K once the
+    # copy ran, and the mask by runs reads them
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 0)
+    a = integers((m, k + 1), torch.float16, device, 6)[:, :k]  # rows 2 bytes off: copied
+    plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
+    assert plan.copy_a
+    (view_a, _), _ = plan._buffers()
+    torch.as_strided(view_a, (m, rm.PAD_TO), (rm.PAD_TO, 1)).fill_(float("nan"))
+    assert exact(a, b, plan(a, b))
 
 
 def test_copies_too_large_to_keep_are_made_for_each_call(device, monkeypatch):
@@ -816,11 +838,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import reference_matmul as rm
 
-def compile_(m, n, k, row, aligned):
-    ints = dict(stride_cm=n, stride_cn=1, stride_am=k, stride_ak=1,
-                stride_bk=n, stride_bn=1, M=m, N=n, K=k, b_cols=n, k_split=k)
+def compile_(m, n, k, row, aligned, k_runs=None, wide=None):
+    # wide: the rows' width of A's and B's aligned copies (the plan's copies), else k and n
+    ints = dict(stride_cm=n, stride_cn=1, stride_am=wide or k, stride_ak=1,
+                stride_bk=wide or n, stride_bn=1, M=m, N=n, K=k, b_cols=wide or n, k_split=k)
     constants = dict(BLOCK_M=row.block_m, BLOCK_N=row.block_n, BLOCK_K=row.block_k,
                      GROUP_M=row.group_m, SPLIT_K=1, EVEN_K=k % row.block_k == 0,
+                     K_RUNS=k % 8 == 0 if k_runs is None else k_runs,
                      ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0)
     signature, attrs = {}, {}
     for i, name in enumerate(rm._matmul.arg_names):
@@ -867,6 +891,11 @@ tma = {"tma": compile_tma(rm.TileConfig(128, 128, 64, 8, 4, 4, tma=True))} \
 print(json.dumps({**tma, "1000 promised": compile_(1000, 1000, 1000, row, True),
                   "1000 not promised": compile_(1000, 1000, 1000, row, False),
                   "4096": compile_(4096, 4096, 4096, row, True),
+                  "1000 promised, K masked exactly": compile_(1000, 1000, 1000, row, True,
+                                                               k_runs=False),
+                  "4097 copied": compile_(4097, 4097, 4097, row, True, k_runs=True, wide=4160),
+                  "4097 copied, K masked exactly": compile_(4097, 4097, 4097, row, True,
+                                                            k_runs=False, wide=4160),
                   "4096 x 4096 x 4064": compile_(4096, 4096, 4064, row, True)}))
 """
 
@@ -887,19 +916,22 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     assert found["1000 not promised"]["copies16"] == 0
     assert found["1000 not promised"]["scalar_loads"] > 0
     assert found["1000 promised"]["copies16"] > 0
-    # with the promise, what is left element by element is the peeled last step's tile of A
-    # (its mask ends at K % 64 = 40, no multiple of 8 that Triton can see): a quarter of the
-    # loads without it (the loop's tiles of A and B, and the last step's of both)
-    promised, not_promised = (found[name]["scalar_loads"]
-                              for name in ("1000 promised", "1000 not promised"))
-    assert 0 < promised <= not_promised // 4
+    # with the promise and A's K mask by runs of 8 (_in_k), nothing is loaded element by
+    # element; a mask that ends at K itself (1000, no multiple of 16 Triton can see) loads
+    # A's tiles element by element on every step
+    assert found["1000 promised"]["scalar_loads"] == 0
+    assert found["1000 promised, K masked exactly"]["scalar_loads"] > 0
+    # 4097 cubed from the aligned copies: the runs past K read the copy's zeros, and every load
+    # moves 16 bytes; the exact mask (K = 4097) moves A element by element
+    assert found["4097 copied"]["scalar_loads"] == 0
+    assert found["4097 copied, K masked exactly"]["scalar_loads"] > 0
     # C's rows of 1000 elements too: promised, the tile is stored 16 bytes at a time
     assert found["1000 promised"]["stores16"] > 0 and found["1000 promised"]["scalar_stores"] == 0
     assert found["1000 not promised"]["scalar_stores"] > 0
-    # a K of 4064 (63 and a half steps) on aligned rows: the last step loads by threads, but
-    # 16 bytes at a time, as its mask ends on a multiple of 16
-    assert found["4096 x 4096 x 4064"]["loads"] > 0
-    assert found["4096 x 4096 x 4064"]["scalar_loads"] == 0
+    # a K of 4064 (63 and a half steps) on aligned rows: every step masked, and every load
+    # still an asynchronous copy of 16 bytes (a cut one fills zeros), none by the threads
+    assert found["4096 x 4096 x 4064"]["copies16"] > 0
+    assert found["4096 x 4096 x 4064"]["loads"] == 0
     if "tma" in found:  # tensor descriptors: TMA copies, and no load by the threads at all
         assert found["tma"]["tma_copies"] > 0 and found["tma"]["loads"] == 0, found["tma"]
 

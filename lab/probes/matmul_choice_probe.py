@@ -29,7 +29,7 @@ import reference_matmul as rm
 from learning.bench import matmul as bench
 from learning.bench.rowwise import environment
 
-PRODUCTS = ((1024, 1024, 1024), (2048, 2048, 2048), (1000, 1000, 1000))
+PRODUCTS = "1024,2048,1000,4097"
 GRAPH_CALLS = 10
 TIES = (rm.TIE, 1.10)
 
@@ -61,11 +61,12 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--dtypes", default="fp16,bf16")
     parser.add_argument("--rounds", type=int, default=3, help="bench timings per row")
+    parser.add_argument("--sizes", default=PRODUCTS, help="products as the bench takes them")
     options = parser.parse_args()
     env = environment()
     report = []
     for dtype in options.dtypes.split(","):
-        for m, n, k in PRODUCTS:
+        for m, n, k in bench.parse_sizes(options.sizes):
             case = bench.make_case(m, n, k, dtype)
             a, b = case["args"]
             inputs = bench.input_copies(a, b, env.get("l2_bytes"))

@@ -8,9 +8,11 @@ as ``python -m learning.bench matmul`` measures it (``learning.bench.matmul.devi
 graph of back-to-back calls over inputs too large together for the L2 cache), TFLOP/s from
 it, medians of --rounds rounds (3) with the range. The remedies:
 
-- the K edge: a K of 4064 (63.5 steps of 64) with the last step peeled off the loop and
-  masked alone (the reference), against the same tiles masking every step (``_masked``, the
-  reference's loop before the peeling); K = 4096 beside them for scale;
+- the K edge: a K of 4064 (63.5 steps of 64) masked on every step (the reference), against
+  the same tiles with the whole steps unmasked and the last one peeled off the loop and masked
+  alone (``_peeled``, the reference before 2026-12-05); K = 4096 beside them for scale;
+- A's K mask by runs of 16 bytes (``_in_k``) at 1000 cubed, against the mask that ends at K
+  itself (1000, no multiple of 16 that Triton can see);
 - alignment promises: rows of 1000 and of 4104 elements (multiples of 8, not of 16, so Triton
   cannot see that they start on 16-byte boundaries) with and without ``ALIGNED``;
 - copies into aligned rows: 4097 cubed with and without the copies of A and B (``_pad_rows``);
@@ -39,10 +41,11 @@ SMALL = rm.TileConfig(64, 128, 64, 8, 4, 4)
 
 
 @triton.jit
-def _masked(c_ptr, a_ptr, b_ptr, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
+def _peeled(c_ptr, a_ptr, b_ptr, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
             stride_bn, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """The reference's kernel with the K mask computed on every step of the loop."""
+    """The reference's kernel as it was before 2026-12-05: the whole steps with no mask, then
+    the last, cut step peeled off the loop and masked alone."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -57,24 +60,26 @@ def _masked(c_ptr, a_ptr, b_ptr, stride_cm, stride_cn, stride_am, stride_ak, str
     a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + steps[None, :] * stride_ak
     b_ptrs = b_ptr + steps[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        a = tl.load(a_ptrs, mask=steps[None, :] < K - k0, other=0.0)
-        b = tl.load(b_ptrs, mask=steps[:, None] < K - k0, other=0.0)
-        acc = tl.dot(a, b, acc)
+    for _ in range(0, K // BLOCK_K):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    last = (K // BLOCK_K) * BLOCK_K + steps
+    a = tl.load(a_ptrs, mask=last[None, :] < K, other=0.0)
+    b = tl.load(b_ptrs, mask=last[:, None] < K, other=0.0)
+    acc = tl.dot(a, b, acc)
     c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
              mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
-def masked(config: rm.TileConfig):
+def peeled(config: rm.TileConfig):
     def run(a, b):
         m, k = a.shape
         n = b.shape[1]
         c = torch.empty((m, n), dtype=a.dtype, device=a.device)
         grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-        _masked[grid](c, a, b, c.stride(0), c.stride(1), a.stride(0), a.stride(1), b.stride(0),
+        _peeled[grid](c, a, b, c.stride(0), c.stride(1), a.stride(0), a.stride(1), b.stride(0),
                       b.stride(1), m, n, k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                       BLOCK_K=config.block_k, GROUP_M=config.group_m,
                       num_warps=config.num_warps, num_stages=config.num_stages)
@@ -101,13 +106,15 @@ def descriptors(config):
 
 # product -> (tiles, [(variant, how to build it from the tiles)])
 PRODUCTS = {
-    (4096, 4096, 4064): (WIDE, [("last K step peeled and masked (reference)", plan),
-                                ("K mask on every step", masked),
+    (4096, 4096, 4064): (WIDE, [("K mask on every step (reference)", plan),
+                                ("last K step peeled off the loop and masked", peeled),
                                 ("tensor descriptors", descriptors)]),
     (4096, 4096, 4096): (WIDE, [("whole steps only (reference)", plan),
                                 ("tensor descriptors", descriptors)]),
     (1000, 1000, 1000): (SMALL, [("alignment promised (reference)",
                                   lambda c: plan(c, copies=False)),
+                                 ("K masked at K itself, not by runs of 16 bytes",
+                                  lambda c: plan(c, copies=False, k_runs=False)),
                                  ("no promise", lambda c: plan(c, copies=False, aligned=False))]),
     (4104, 4104, 4104): (WIDE, [("alignment promised (reference)",
                                  lambda c: plan(c, copies=False)),

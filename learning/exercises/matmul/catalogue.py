@@ -308,7 +308,7 @@ _PLAN = '''
         return {
             "tiles": tiles,
             "k_steps": k_steps,
-            "peeled": k % block_k != 0,
+            "masked": k % block_k != 0,
             "a_aligned": a_aligned,
             "b_aligned": b_aligned,
             "copy_a": not a_aligned and large,
@@ -336,10 +336,10 @@ PLAN = (
         ("strides[0] * element_bytes % 16 == 0", "strides[0] % 16 == 0"))),
     Version("the column stride not looked at", "plan", "column-stride-ignored", _plan(
         ("return strides[1] == 1 and strides[0]", "return strides[0]"))),
-    Version("peeled when K is whole steps", "plan", "peeled-inverted", _plan(
-        ('"peeled": k % block_k != 0', '"peeled": k % block_k == 0'))),
-    Version("peeled when K is not a multiple of 16", "plan", "peeled-by-16", _plan(
-        ('"peeled": k % block_k != 0', '"peeled": k % 16 != 0'))),
+    Version("masked when K is whole steps", "plan", "masked-inverted", _plan(
+        ('"masked": k % block_k != 0', '"masked": k % block_k == 0'))),
+    Version("masked when K is not a multiple of 16", "plan", "masked-by-16", _plan(
+        ('"masked": k % block_k != 0', '"masked": k % 16 != 0'))),
     Version("every unaligned operand copied", "plan", "copies-every-size", _plan(
         ('"copy_a": not a_aligned and large', '"copy_a": not a_aligned'),
         ('"copy_b": not b_aligned and large', '"copy_b": not b_aligned'))),
@@ -449,7 +449,7 @@ RIGHT = (
             a_ok = a_strides[1] == 1 and row_bytes_a % 16 == 0
             b_ok = b_strides[1] == 1 and row_bytes_b % 16 == 0
             worth = m * n * k >= 2 ** 28
-            plan = {"tiles": tiles, "k_steps": steps, "peeled": steps * bk != k}
+            plan = {"tiles": tiles, "k_steps": steps, "masked": steps * bk != k}
             plan.update(a_aligned=a_ok, b_aligned=b_ok, copy_a=worth and not a_ok,
                         copy_b=worth and not b_ok)
             plan["padding"] = tiles * steps * bm * bn * bk - m * n * k

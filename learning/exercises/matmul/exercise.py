@@ -537,8 +537,8 @@ TRITON_STEPS = Steps(("rows", "cols", "acc", "ks", "a", "b", "c"), _in_tile_prog
 # ---------------------------------------------------------------------------------------------
 # Lesson 12, part 3: matmul_plan, what a launcher works out for one product before it launches:
 # the facts reference_matmul's _Plan derives from the sizes, the strides and the tile (tiles of C,
-# K steps and a peeled last step, rows on 16-byte boundaries, which operands are worth copying,
-# the multiply-adds spent on padding). All whole numbers and truths, so the answer is exact, and
+# K steps and whether the K loop is masked, rows on 16-byte boundaries, which operands are worth
+# copying, the multiply-adds spent on padding). All whole numbers and truths, so the answer is exact, and
 # each known mistake is recognised in the fields it changes. The model itself (plan_reference)
 # lives in the explainer, whose table of plans lesson 12 shows.
 #
@@ -562,14 +562,14 @@ def _column_stride_ignored(m, n, k, a_strides, b_strides, element_bytes, block):
                    aligned=lambda strides, size: strides[0] * size % 16 == 0)
 
 
-def _peeled_inverted(m, n, k, a_strides, b_strides, element_bytes, block):
+def _masked_inverted(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                   peeled=lambda k, block_k: k % block_k == 0)
+                   masked=lambda k, block_k: k % block_k == 0)
 
 
-def _peeled_by_16(m, n, k, a_strides, b_strides, element_bytes, block):
+def _masked_by_16(m, n, k, a_strides, b_strides, element_bytes, block):
     return planned(m, n, k, a_strides, b_strides, element_bytes, block,
-                   peeled=lambda k, block_k: k % 16 != 0)
+                   masked=lambda k, block_k: k % 16 != 0)
 
 
 def _copies_every_size(m, n, k, a_strides, b_strides, element_bytes, block):
@@ -635,12 +635,12 @@ PLAN_BUGS = (
         "(column stride other than 1, as in a[:, ::2]) was called aligned: 16 bytes in one "
         "load need 16 adjacent bytes, so test strides[1] == 1 as well",
         _fields_as(_column_stride_ignored, _PLAN_ALIGNMENT), hint=3),
-    Bug("peeled-inverted", "\"peeled\" is the other way round: the last step is cut, and so "
-        "peeled off the loop and masked, when BLOCK_K does not divide K (k % BLOCK_K != 0)",
-        _fields_as(_peeled_inverted, ("peeled",)), hint=2),
-    Bug("peeled-by-16", "\"peeled\" was tested against 16 instead of the K step: the last "
+    Bug("masked-inverted", "\"masked\" is the other way round: the last step is cut, and so "
+        "the K loop masks its loads, when BLOCK_K does not divide K (k % BLOCK_K != 0)",
+        _fields_as(_masked_inverted, ("masked",)), hint=2),
+    Bug("masked-by-16", "\"masked\" was tested against 16 instead of the K step: the last "
         "step is cut when BLOCK_K does not divide K (4064 is a multiple of 16, not of 64)",
-        _fields_as(_peeled_by_16, ("peeled",)), hint=2),
+        _fields_as(_masked_by_16, ("masked",)), hint=2),
     Bug("copies-every-size", "every unaligned operand was copied, whatever the product's size: "
         "the copy pays only where the product does at least 2**28 multiply-adds "
         "(m * n * k >= 2**28); below it, the copy costs about what it saves",
@@ -666,7 +666,7 @@ def _plan_args(m, n, k, a_strides=None, b_strides=None, element_bytes=2, block=(
 
 PLAN_CASES = (
     Case("1024 cubed", "every size a multiple of every block: no tile or step cut, rows of "
-         "2048 bytes, no padding", _plan_args(1024, 1024, 1024), catches=("peeled-inverted",)),
+         "2048 bytes, no padding", _plan_args(1024, 1024, 1024), catches=("masked-inverted",)),
     Case("1000 cubed", "no block divides 1000: 8 x 8 tiles of 128 x 128, 16 steps of 64, the "
          "last cut at 1000 - 960 = 40; rows of 2000 bytes start on 16-byte boundaries",
          _plan_args(1000, 1000, 1000),
@@ -682,7 +682,7 @@ PLAN_CASES = (
     Case("a short K cut by the step", "4096 x 4096 x 4064: K a multiple of 16 but not of the "
          "K step of 64, so the last step is cut",
          _plan_args(4096, 4096, 4064, block=(128, 256, 64)),
-         catches=("peeled-inverted", "peeled-by-16", "whole-tiles")),
+         catches=("masked-inverted", "masked-by-16", "whole-tiles")),
     Case("every other column", "a = wide[:, ::2], strides (2048, 2): rows 4096 bytes apart, "
          "but no two elements of a row adjacent",
          _plan_args(1024, 1024, 1024, a_strides=(2048, 2)),
@@ -708,8 +708,8 @@ PLAN_HINTS = (
     "A tile or step cut by an edge is still a whole one: tiles = "
     "cdiv(m, BLOCK_M) * cdiv(n, BLOCK_N) and k_steps = cdiv(k, BLOCK_K), with cdiv(x, y) = "
     "(x + y - 1) // y.",
-    "The last step of the K loop is cut, peeled off and masked, when BLOCK_K does not divide "
-    "K: peeled = k % BLOCK_K != 0.",
+    "The last step of the K loop is cut when BLOCK_K does not divide K, and then the loop "
+    "masks its loads: masked = k % BLOCK_K != 0.",
     "An operand's rows start on 16-byte boundaries when its elements along a row are adjacent "
     "and a row's length in bytes is a multiple of 16: strides[1] == 1 and strides[0] * "
     "element_bytes % 16 == 0.",

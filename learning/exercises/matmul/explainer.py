@@ -630,7 +630,7 @@ def _rows_aligned(strides, element_bytes: int) -> bool:
 
 
 def planned(m, n, k, a_strides, b_strides, element_bytes, block, *, count=_cdiv,
-            aligned=_rows_aligned, peeled=None, copies=None, padding=None) -> dict:
+            aligned=_rows_aligned, masked=None, copies=None, padding=None) -> dict:
     """The plan, each fact computed by the given rule (the lesson's by default): the check's
     known mistakes (learning/exercises/matmul/exercise.py) replace one rule each."""
     block_m, block_n, block_k = block
@@ -645,7 +645,7 @@ def planned(m, n, k, a_strides, b_strides, element_bytes, block, *, count=_cdiv,
     return {
         "tiles": tiles,
         "k_steps": k_steps,
-        "peeled": peeled(k, block_k) if peeled else k % block_k != 0,
+        "masked": masked(k, block_k) if masked else k % block_k != 0,
         "a_aligned": a_aligned,
         "b_aligned": b_aligned,
         "copy_a": copy_a,
@@ -683,7 +683,7 @@ def plans(_numbers=None) -> Table:
         copies = [name for name in ("A", "B") if plan[f"copy_{name.lower()}"]]
         rows.append((f"{m}x{n}x{k}", "x".join(str(v) for v in block),
                      f"{plan['tiles']:,}", str(plan["k_steps"]),
-                     "cut" if plan["peeled"] else "whole",
+                     "cut" if plan["masked"] else "whole",
                      " ".join("yes" if plan[f"{x}_aligned"] else "no" for x in "ab"),
                      "+".join(copies) or "none", f"{plan['padding'] / done:.1%}"))
     return Table(("M x N x K", "tile", "tiles", "K steps", "last step", "rows aligned (A B)",

@@ -99,7 +99,7 @@ def matmul_plan(m: int, n: int, k: int, a_strides: tuple[int, int], b_strides: t
     return {
         "tiles": tiles,
         "k_steps": k_steps,
-        "peeled": k % block_k != 0,
+        "masked": k % block_k != 0,
         "a_aligned": a_aligned,
         "b_aligned": b_aligned,
         "copy_a": not a_aligned and large,

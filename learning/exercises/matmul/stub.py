@@ -76,7 +76,7 @@ def matmul_plan(m: int, n: int, k: int, a_strides: tuple[int, int], b_strides: t
 
     - "tiles": how many tiles of C (one program each, in the kernel you wrote);
     - "k_steps": how many steps of BLOCK_K the K loop takes;
-    - "peeled": whether the last step is cut by K, and so peeled off the loop and masked;
+    - "masked": whether the last step is cut by K, and so the K loop masks its loads;
     - "a_aligned", "b_aligned": whether every row of the operand starts on a 16-byte boundary,
       its elements along a row adjacent;
     - "copy_a", "copy_b": whether to copy the operand into aligned rows: it is not aligned, and
