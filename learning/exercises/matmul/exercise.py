@@ -538,9 +538,9 @@ TRITON_STEPS = Steps(("rows", "cols", "acc", "ks", "a", "b", "c"), _in_tile_prog
 # Lesson 12, part 3: matmul_plan, what a launcher works out for one product before it launches:
 # the facts reference_matmul's _Plan derives from the sizes, the strides and the tile (tiles of C,
 # K steps and whether the K loop is masked, rows on 16-byte boundaries, which operands are worth
-# copying, the multiply-adds spent on padding). All whole numbers and truths, so the answer is exact, and
-# each known mistake is recognised in the fields it changes. The model itself (plan_reference)
-# lives in the explainer, whose table of plans lesson 12 shows.
+# copying, the multiply-adds spent on padding). All whole numbers and truths, so the answer is
+# exact, and each known mistake is recognised in the fields it changes. The model itself
+# (plan_reference) lives in the explainer, whose table of plans lesson 12 shows.
 #
 # Known mistakes: each is the plan with one rule replaced. A mistake is named only where every
 # field it changes holds exactly what the mistake gives, and the rest of its fields the right
