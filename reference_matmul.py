@@ -365,9 +365,10 @@ def _matmul(
         else:
             # The last step is cut: every step is masked, positions in K before the share's
             # end real and the rest 0 on both operands (0 * anything adds nothing). One loop
-            # with a mask the last step alone needs, rather than that step peeled off the loop:
-            # on an H200 the peeled step cost Triton 3.6 a quarter of the product's time and
-            # Triton 3.9 nothing (lab/probes/matmul_edges_probe.py), and the mask costs little.
+            # with the mask only the last step needs, rather than that step peeled off the
+            # loop: the peeled step made 4096 x 4096 x 4064 much slower with Triton 3.6 and no
+            # faster with 3.9, and the mask costs next to nothing
+            # (lab/probes/matmul_edges_probe.py).
             at = k_start + step * BLOCK_K + steps  # (BLOCK_K,): positions in K
             a = tl.load(a_ptrs, mask=_in_k(at, end, K_RUNS, VEC)[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=at[:, None] < end, other=0.0)
