@@ -716,6 +716,43 @@ def test_a_tail_missing_from_some_rows_only_is_not_blamed_on_the_block():
     assert verdict.bug.key == "block-too-small" and "of each row" in verdict.summary
 
 
+def test_a_transposed_output_names_no_block_grid_or_mask_and_says_its_layout(tmp_path):
+    # the output allocated transposed, stored at row * stride(0) + column: the elements left
+    # unwritten follow the layout (in the row of 4097, its second half), not a block too small
+    code = _replace(solution_text("softmax"),
+                    "output = torch.empty_like(x, memory_format=torch.contiguous_format)",
+                    "output = torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, "
+                    "device=x.device).t()")
+    cases = _cases(grade_text(tmp_path, "softmax", code, ["triton"]), "triton")
+    unwritten = [v for v in cases.values() if v.status == "failed" and "never written" in v.summary]
+    assert unwritten
+    for verdict in unwritten:
+        assert not _causes(verdict) & {"block-too-small", "grid-too-small", "off-by-one-mask"}
+        assert any("not contiguous" in line and "strides (1, " in line
+                   for line in verdict.observations), verdict.observations
+
+
+def test_an_unwritten_tail_in_a_contiguous_output_still_names_the_block():
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    unwritten = np.zeros((2, 1000), dtype=bool)
+    unwritten[:, 600:] = True
+    for strides, named in (((1000, 1), True), ((1, 2), False), ((1000, 7), False)):
+        returned = Returned("Tensor", np.zeros((2, 1000)), shape=(2, 1000), strides=strides)
+        verdict = compare._unwritten_in_layout(compare._judge_unwritten(unwritten,
+                                                                        returned.values), returned)
+        assert ("block-too-small" in _causes(verdict)) == named, strides
+        assert any("not contiguous" in line for line in verdict.observations) != named
+    # one row: its stride says nothing of the layout
+    returned = Returned("Tensor", np.zeros((1, 1000)), shape=(1, 1000), strides=(7, 1))
+    one = np.zeros((1, 1000), dtype=bool)
+    one[:, 600:] = True
+    verdict = compare._unwritten_in_layout(compare._judge_unwritten(one, returned.values),
+                                           returned)
+    assert "block-too-small" in _causes(verdict) and not verdict.observations
+
+
 def test_one_unwritten_element_is_not_blamed_on_the_mask_when_other_cases_rule_it_out(tmp_path):
     # offsets without the program's start: in one case only the last element is left unwritten,
     # as a mask off by one would leave it, but the other cases show another pattern

@@ -348,8 +348,47 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:
-        return _judge_unwritten(returned.unwritten, returned.values)
+        return _unwritten_in_layout(_judge_unwritten(returned.unwritten, returned.values),
+                                    returned)
     return None
+
+
+def _ints(value) -> bool:
+    """A non-empty tuple of whole numbers (the worker's word for a shape or strides)."""
+    return isinstance(value, tuple) and bool(value) and \
+        all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _unwritten_in_layout(verdict: Verdict, returned) -> Verdict:
+    """The patterns of unwritten elements name the grid, the block or the mask by where they
+    fall in the output's rows. In an output that is not laid out row after row (allocated
+    transposed, say), a kernel that stores at row * stride(0) + column with no column stride
+    misses elements that follow the layout instead, so the pattern names none of them: the
+    layout is said, and no cause."""
+    shape, strides = returned.shape, getattr(returned, "strides", None)
+    if verdict.bug is None or not _ints(shape) or not _ints(strides) or \
+            len(strides) != len(shape):
+        return verdict
+    want = _contiguous_strides(shape)
+    if all(s == w for s, w, size in zip(strides, want, shape) if size > 1):
+        return verdict
+    if verdict.bug.key != "unwritten":  # a pattern in the rows: the layout breaks it
+        verdict.causes = ()
+    verdict.observations += (
+        f"the tensor returned is not contiguous: shape {tuple(shape)} with strides "
+        f"{tuple(strides)}, where a contiguous one has {want}. A store to row * stride(0) + "
+        "column, with no column stride, reaches the elements its layout puts there, not the "
+        "row's, so the elements left unwritten say nothing of the grid, BLOCK or mask: "
+        "allocate the output contiguous (torch.empty_like(x)), or store with both strides",)
+    return verdict
 
 
 def _computed_by_torch(source: str) -> str:

@@ -17,6 +17,7 @@ class Returned:
     type_name: str
     values: Any = None  # numpy float64 array of the returned numbers, or None if not numbers
     shape: tuple[int, ...] | None = None
+    strides: tuple[int, ...] | None = None  # tensors only, in elements
     dtype: str | None = None  # tensors only: "float32", ...
     device: str | None = None  # tensors only: "cpu", "cuda"
     note: str = ""  # why ``values`` is missing, when it is

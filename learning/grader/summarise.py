@@ -52,6 +52,7 @@ def summarise(result, args, args_before) -> Returned:
             type_name="Tensor",
             values=values,
             shape=tuple(tensor.shape),
+            strides=_strides(tensor),
             dtype=str(tensor.dtype).removeprefix("torch."),
             device=tensor.device.type,
             note=note,
@@ -224,6 +225,14 @@ def _shares_memory(a, b) -> bool:
         return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     except RuntimeError:
         return False
+
+
+def _strides(tensor) -> tuple[int, ...] | None:
+    """A dense tensor's strides in elements (None where the layout has none: sparse, nested)."""
+    try:
+        return tuple(int(s) for s in tensor.stride())
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
 
 
 def _changed_args(now, before) -> tuple[int, ...]:
