@@ -385,9 +385,9 @@ def _unwritten_in_layout(verdict: Verdict, returned) -> Verdict:
     verdict.observations += (
         f"the tensor returned is not contiguous: shape {tuple(shape)} with strides "
         f"{tuple(strides)}, where a contiguous one has {want}. A store to row * stride(0) + "
-        "column, with no column stride, reaches the elements its layout puts there, not the "
-        "row's, so the elements left unwritten say nothing of the grid, BLOCK or mask: "
-        "allocate the output contiguous (torch.empty_like(x)), or store with both strides",)
+        "column, with no column stride, reaches the elements this layout puts there, not "
+        "the row's: allocate the output contiguous (torch.empty_like(x)), or store with both "
+        "strides",)
     return verdict
 
 
