@@ -40,8 +40,9 @@ fast:
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
    remembers the best in a ``_Plan``, with the kernel that Triton compiled for it: of the
    rows within 5 % of the fastest on the GPU (``TIE``), the one whose call costs the host
-   least (a small product's kernel can end before the next call is launched, and then the
-   launch is what a program waits for). Every later call for that product skips the
+   least, where it costs clearly less than the fastest's (``HOST_GAIN``; a small product's
+   kernel can end before the next call is launched, and then the launch is what a program
+   waits for). Every later call for that product skips the
    checks, the choice and Triton's own launch path (which binds, specializes and looks the
    kernel up again on every call): it launches the compiled kernel directly
    (``_direct_launcher``). An operand whose rows do not start on 16-byte boundaries (4097
@@ -979,6 +980,12 @@ def _host_ms(fn, calls: int = 50) -> float:
 #: pays the host's time too, which for a small product can be the longer of the two.
 TIE = 1.05
 
+#: ... but only where its call is cheaper by more than this factor than the fastest row's: rows
+#: that launch alike (one kernel, no descriptors) differ on the host by noise, and a choice made
+#: on noise gives up GPU time for nothing (in one H200 run the decoding step's choice took a
+#: row at 0.98 of torch.matmul's speed; an earlier run's choice was at 1.16).
+HOST_GAIN = 0.85
+
 
 def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     """The GPU's time for one call of this plan, and the host's time to make one call."""
@@ -992,7 +999,8 @@ def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, flo
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     """Time a plan for every candidate row (``_times_ms``), as triton.autotune would, and keep
-    of the rows within ``TIE`` of the fastest on the GPU the one cheapest to launch. A row
+    the fastest on the GPU, or, of the rows within ``TIE`` of it, the one cheapest to launch
+    where its call costs the host less than ``HOST_GAIN`` times the fastest's. A row
     that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
     chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
@@ -1006,9 +1014,10 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
             skipped[plan.config] = error
     if not times:
         raise next(iter(skipped.values()))
-    fastest = min(device for device, _ in times.values())
-    best = min((plan for plan, (device, _) in times.items() if device <= fastest * TIE),
-               key=lambda plan: times[plan][1])
+    fastest = min(times, key=lambda plan: times[plan][0])
+    cheapest = min((plan for plan, (device, _) in times.items()
+                    if device <= times[fastest][0] * TIE), key=lambda plan: times[plan][1])
+    best = cheapest if times[cheapest][1] < times[fastest][1] * HOST_GAIN else fastest
     best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
     return best
 

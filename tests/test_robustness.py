@@ -673,11 +673,11 @@ def softmax_triton(x):
     return out
 """,
     # the kernel's own output, taken through numpy and back: made by nothing seen, but it
-    # follows what the kernel stored
+    # follows what the kernel stored (through float32: numpy has no bfloat16, the GPU's cases)
     "the kernel's output copied through numpy": """
 def softmax_triton(x):
     out = _right(x)
-    return torch.from_numpy(out.cpu().numpy().copy()).to(x.device)
+    return torch.from_numpy(out.cpu().float().numpy().copy()).to(x.device, x.dtype)
 """,
     "the kernel's output through tolist() and torch.tensor": """
 def softmax_triton(x):
@@ -687,7 +687,7 @@ def softmax_triton(x):
     "the kernel's output through numpy and torch.as_tensor": """
 def softmax_triton(x):
     out = _right(x)
-    return torch.as_tensor(out.cpu().numpy().copy()).to(x.device)
+    return torch.as_tensor(out.cpu().float().numpy().copy()).to(x.device, x.dtype)
 """,
     # on a GPU the check's allocations sit between guard bands: not as views, which refuse it
     "detach_ on the result": """
