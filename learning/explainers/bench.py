@@ -383,7 +383,22 @@ def headline_table(_numbers=None) -> Table:
                      "lab/results/attention_backward.json"))
     return Table(("goal", "target", "measured", "status", "results"), tuple(rows),
                  "Fractions of the copy ceiling for softmax; ratios to the peer for matmul and "
-                 "attention. Each results file names the device, versions, date and command.")
+                 "attention. Each results file names the device, versions, date and command. "
+                 f"GPUs: {_devices()}.")
+
+
+def _devices() -> str:
+    """Which GPU each headline run was measured on, as its results file records it."""
+    runs = ("softmax", "softmax_triton39", "softmax_backward", "softmax_backward_triton39",
+            "matmul", "matmul_triton39", "attention_target", "attention_backward")
+    found = {}
+    for name in runs:
+        try:
+            device = load(name)["env"]["device"]
+        except (OSError, KeyError, ValueError):
+            continue
+        found.setdefault(device, []).append(name)
+    return "; ".join(f"{', '.join(names)} on {device}" for device, names in found.items())
 
 
 def _matmul_shape_rows(matmul) -> list[tuple]:
