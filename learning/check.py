@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -378,13 +377,9 @@ def _no_hint_until_it_imports(console, exercise: Exercise, problem, as_json: boo
 
 
 def run() -> int:
-    """``main``, ending quietly when the reader of its output goes away (check --json | head)."""
-    try:
-        return cli.run(main, "check")
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail again
-        return 1
+    """``main``, ending quietly when the reader of its output goes away (check --json | head:
+    ``cli.run``)."""
+    return cli.run(main, "check")
 
 
 if __name__ == "__main__":

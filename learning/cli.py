@@ -253,6 +253,11 @@ def run(main, prog: str) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: stopped (Ctrl-C)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of the output went away (progress --json | head)
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail again
+        return 1
 
 
 def _signal_name(number: int) -> str:

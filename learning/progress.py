@@ -111,7 +111,12 @@ def _grade_text(grade: dict | None, here: bool = True) -> tuple[str, str]:
         return ("not checked", "dim") if here else ("needs Triton", "dim")
     if grade["status"] in ("not-started", "missing"):
         return grade["status"].replace("-", " "), GRADE_STYLE[grade["status"]]
-    return f"{grade['passed']}/{grade['total']}", GRADE_STYLE.get(grade["status"], "red")
+    counted = f"{grade['passed']}/{grade['total']}"
+    if grade["status"] != "passed" and grade["passed"] == grade["total"]:
+        # every case right, the part still failed (the GPU compiler rejected the kernel, say):
+        # said in words, not only in a colour a pipe or a reader may not see
+        counted += ", failed"
+    return counted, GRADE_STYLE.get(grade["status"], "red")
 
 
 def main(argv: list[str] | None = None) -> int:

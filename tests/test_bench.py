@@ -294,3 +294,13 @@ def test_the_courses_runs_do_not_get_tritons_fp_fusion_warning():
                           text=True)
     assert done.returncode != 0 and "TRITON_DEFAULT_FP_FUSION" in done.stderr, \
         "the warning this guards against did not appear without the course"
+
+
+def test_a_goal_missed_by_less_than_the_rounding_says_by_how_much():
+    from learning.bench import matmul as bench
+
+    shape = {"device_ratios": [0.897, 0.896, 0.898], "call_ratios": [1.2], "copy": []}
+    assert bench.goal(1000, shape) == "not met: device 0.897 < 0.90"
+    shape = {"device_ratios": [0.85], "call_ratios": [1.504], "copy": []}
+    assert bench.goal(1000, shape) == "not met: device 0.85 < 0.90, call 1.504 > 1.50"
+    assert bench.goal(1000, {"device_ratios": [0.91], "call_ratios": [1.5], "copy": []}) == "met"

@@ -1088,3 +1088,36 @@ def test_a_replay_that_writes_nothing_is_no_evidence(tmp_path):
 
     with pytest.raises(ValueError):  # M below every tile: nothing written, nothing to tell
         _whole_tiles_only(np.ones((3, 2)), np.ones((2, 5)), 16, 16)
+
+
+def test_a_store_mask_with_m_for_n_is_not_blamed_on_the_grid_alone(tmp_path):
+    # the store keeps the columns < M: the grid is right, so a cause that names only the grid
+    # would name a mistake the learner did not make; the store's column mask must be among them
+    code = _replace(solution_text("matmul"), "mask=(rows[:, None] < M) & (cols[None, :] < N))",
+                    "mask=(rows[:, None] < M) & (cols[None, :] < M))")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"]), "triton")
+    unwritten = [v for v in cases.values() if v.status == "failed" and "never written" in v.summary]
+    assert unwritten
+    for verdict in unwritten:
+        for bug in verdict.causes:
+            if bug.key in {"block-too-small", "off-by-one-mask", "grid-too-small"}:
+                assert "mask" in bug.cause and "n_cols" not in bug.cause, bug.cause
+
+
+def test_an_output_returned_transposed_is_not_blamed_on_its_allocation(tmp_path):
+    from learning.grader import compare
+    from learning.grader.returned import Returned
+
+    code = _replace(solution_text("matmul"), "BLOCK_K=block_k)\n    return c\n",
+                    "BLOCK_K=block_k)\n    return c.T\n")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"]), "triton")
+    turned = [v for v in cases.values() if v.status == "failed" and "returned shape" in v.summary]
+    assert turned
+    assert all(_causes(v) == {"returned-transposed"} for v in turned), \
+        [(v.summary, _causes(v)) for v in turned]
+    # an output allocated the wrong way round, contiguous, is still the allocation's fault
+    want = np.zeros((3, 5))
+    wrong = Returned("Tensor", np.zeros((5, 3)), shape=(5, 3), strides=(3, 1))
+    assert compare._tensor_shape(wrong, want, {}).bug.key == "wrong-shape"
+    turned = Returned("Tensor", np.zeros((5, 3)), shape=(5, 3), strides=(1, 5))
+    assert compare._tensor_shape(turned, want, {}).bug.key == "returned-transposed"

@@ -70,6 +70,17 @@ def test_progress_shows_the_grades_of_the_last_check(tmp_path, capsys):
     assert lesson_04["parts"]["python"]["passed"] == lesson_04["parts"]["python"]["total"] == 11
 
 
+def test_progress_says_a_part_failed_whose_every_case_passed():
+    # the GPU compiler rejected the kernel after every case passed in the interpreter: the
+    # count alone would read as a pass wherever the colour is not seen
+    from learning.progress import _grade_text
+
+    text, _ = _grade_text({"status": "failed", "passed": 15, "total": 15})
+    assert text == "15/15, failed"
+    assert _grade_text({"status": "passed", "passed": 15, "total": 15})[0] == "15/15"
+    assert _grade_text({"status": "failed", "passed": 9, "total": 15})[0] == "9/15"
+
+
 def test_progress_lists_a_lessons_parts_in_the_order_the_exercise_declares_them(tmp_path,
                                                                                 capsys):
     code, out = run(capsys, progress, "--root", str(tmp_path), "--json")
@@ -931,3 +942,21 @@ def softmax_python(values):
     else:
         raise AssertionError("the worker outlived the interrupted check")
 
+
+
+@pytest.mark.parametrize("command", [["learning.progress", "--json", "--root"],
+                                     ["learning.explain", "softmax"]])
+def test_a_command_whose_reader_went_away_ends_without_a_traceback(tmp_path, command):
+    # progress --json | head -c 100: the pipe is closed before the command writes
+    read, write = os.pipe()
+    os.close(read)
+    if command[-1] == "--root":
+        command = [*command, str(tmp_path)]
+    try:
+        done = subprocess.run([sys.executable, "-m", *command], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=COURSE_ROOT,
+                              env={**os.environ, "PYTHONPATH": course_pythonpath()})
+    finally:
+        os.close(write)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1, (done.returncode, done.stderr)

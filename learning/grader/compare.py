@@ -61,6 +61,10 @@ COMMON_BUGS = {
             "the next call adds to. Work on a copy: x.detach().clone().requires_grad_()"),
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
+        Bug("returned-transposed", "the tensor returned is a transposed view of one with the "
+            "expected shape (its strides say so): the output was allocated the right way round "
+            "and turned before the return (.T, .t(), .transpose or .permute). Return it as the "
+            "kernel stored it"),
         Bug("unwritten", "some outputs were never written: no program stored to them. Look at "
             "the store's offsets and mask, at how many programs the grid launches, and, in a "
             "kernel that loops over the row, at the loop's bounds"),
@@ -421,14 +425,27 @@ def _tensor_shape(returned: Returned, want, expect: dict) -> Verdict | None:
         key = "returned-none" if returned.type_name == "NoneType" else "wrong-type"
         return _fail(key, f"returned {returned.type_name}, not a torch.Tensor", returned.note)
     if returned.shape != tuple(want.shape):
-        return _fail("wrong-shape", f"returned shape {returned.shape}, expected "
-                     f"{tuple(want.shape)}")
+        summary = f"returned shape {returned.shape}, expected {tuple(want.shape)}"
+        if _transposed_view(returned, tuple(want.shape)):
+            return _fail("returned-transposed", f"{summary}, with strides "
+                         f"{tuple(returned.strides)}")
+        return _fail("wrong-shape", summary)
     if expect.get("dtype") and returned.dtype != expect["dtype"]:
         return _fail("wrong-dtype", f"returned {returned.dtype} for a {expect['dtype']} input")
     if expect.get("device") and returned.device != expect["device"]:
         return _fail("wrong-device", f"returned a tensor on {returned.device}, the input is on "
                      f"{expect['device']}")
     return None
+
+
+def _transposed_view(returned: Returned, want: tuple) -> bool:
+    """Whether a 2-D tensor returned has the expected shape turned round and the strides of
+    a transposed view of a contiguous tensor of the expected shape: (1, rows) for a shape
+    (cols, rows), what torch.empty((rows, cols)).T has."""
+    shape, strides = returned.shape, getattr(returned, "strides", None)
+    return (len(want) == 2 and _ints(shape) and _ints(strides) and len(shape) == 2
+            and len(strides) == 2 and tuple(shape) == want[::-1] and want[0] > 1
+            and want[1] > 1 and tuple(strides) == (1, want[1]))
 
 
 def _list_shape(returned: Returned, want, expect: dict) -> Verdict | None:

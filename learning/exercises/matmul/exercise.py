@@ -363,12 +363,17 @@ TRITON_BUGS = (
     Bug("unwritten", "some elements of C were never written: no program stored them. Look at "
         "the grid (triton.cdiv(M, BLOCK_M) by triton.cdiv(N, BLOCK_N) programs), at which tile "
         "each program takes, and at the store's offsets and mask", hint=5),
-    Bug("grid-too-small", "whole rows of C were never written: no program stored them. The "
-        "grid's first axis must count triton.cdiv(M, BLOCK_M) tiles, and each program's rows "
-        "start at pid_m * BLOCK_M", hint=5),
+    Bug("grid-too-small", "whole rows of C were never written: no program stored them. Which "
+        "rows are stored is decided by the grid's first axis (triton.cdiv(M, BLOCK_M) tiles, "
+        "each program's rows from pid_m * BLOCK_M) and by the store's row mask (rows < M): "
+        "one of them stops short, or the store's row offsets point elsewhere", hint=5),
     Bug("block-too-small", "the last columns of C were never written: no program stored them. "
-        "The grid's second axis must count triton.cdiv(N, BLOCK_N) tiles, and each program's "
-        "columns start at pid_n * BLOCK_N", hint=5),
+        "Which columns are stored is decided by the grid's second axis (triton.cdiv(N, "
+        "BLOCK_N) tiles, each program's columns from pid_n * BLOCK_N) and by the store's "
+        "column mask (columns < N): one of them stops short", hint=5),
+    Bug("off-by-one-mask", "the last column of C was never written: the store's column mask "
+        "stops one short of N (it must keep the columns < N), or the grid's second axis leaves "
+        "out the tile that holds it", hint=5),
     Bug("wrong-shape", "C = A @ B is M x N: allocate torch.empty((M, N), dtype=a.dtype, "
         "device=a.device), M = a.shape[0] and N = b.shape[1]", hint=5),
     Bug("wrong-dtype", "C must have a's dtype: accumulate in float32, then store in the "
