@@ -790,3 +790,16 @@ def test_the_worked_example_shows_every_value_the_trace_uses():
     assert shown == pytest.approx(acc, abs=1e-4)
     lesson = (COURSE_ROOT / "lessons" / "13-attention.md").read_text(encoding="utf-8")
     assert all(f"| {row[2]} |" in lesson for row in keys.rows)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("k_ptr + cols[:, None] * stride_kn", "k_ptr + cols[:, None] * stride_qm"),
+    ("k_ptr + cols[:, None] * stride_kn", "k_ptr + cols[:, None] * stride_vn"),
+    ("v_ptr + cols[:, None] * stride_vn", "v_ptr + cols[:, None] * stride_kn"),
+])
+def test_an_operand_read_with_another_ones_row_stride_fails(tmp_path, old, new):
+    # a copy-paste stride: each pair of q, k and v differs in its row stride in some case
+    text = solution_text("attention")
+    assert old in text
+    part = grade_text(tmp_path, "attention", text.replace(old, new), ["triton"]).parts[0]
+    assert part.status == "failed"

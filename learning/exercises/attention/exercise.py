@@ -620,6 +620,11 @@ TRITON_CASES = (
          "start 14 rows apart, q's 10; v's rows are 32 elements apart, k's 16)",
          _heads(21, 2, 2, 10, 14, 16, False,
                 layouts=("contiguous", "contiguous", "seq-heads")), catches=()),
+    Case("k laid out apart from q", "2 batches of 2 heads, 10 queries and 14 keys, k transposed "
+         "from (batch, seq, heads, d): k's rows are 32 elements apart, q's and v's 16, so k's "
+         "offsets read with q's (or v's) row stride land on the wrong keys",
+         _heads(22, 2, 2, 10, 14, 16, False,
+                layouts=("contiguous", "seq-heads", "contiguous")), catches=()),
     Case("float16", "float16 q, k and v: the scores and the sums in float32, the output "
          "rounded once to float16", _heads(13, 1, 1, 20, 30, 16, False, dtype="float16",
                                            fill=_normal),
