@@ -172,6 +172,15 @@ def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_
 
 
 @loops_in_the_interpreter
+@loops_in_the_interpreter
+def test_an_error_in_a_kernel_is_named_as_the_learner_raised_it(tmp_path):
+    # Triton's interpreter wraps the kernel's NameError in an InterpreterError of its own
+    code = _replace(solution_text("matmul"), "acc += tl.dot(a, b)", "acc += tl.dot(a, bb)")
+    said = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
+    assert said and all("raised NameError" in s for s in said), said
+    assert not any("InterpreterError" in s for s in said)
+
+
 def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_not_take(
         tmp_path):
     code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",

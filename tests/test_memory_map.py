@@ -599,8 +599,8 @@ NOTHING_TO_LOCATE = {
     "values off by a little everywhere": (
         "    output = numerator / denominator\n",
         "    output = numerator / denominator * 1.001\n",
-        "your kernel read and wrote every element just as the reference kernel does, so only "
-        "the values differ"),
+        "your kernel read and wrote every element just as the reference kernel does: what "
+        "differs is what it stored"),
 }
 
 

@@ -33,9 +33,9 @@ class Meaning:
 MEANINGS = (
     Meaning("arange-power-of-two", ("ValueError", "CompilationError"),
             r"arange's range must be a power of 2",
-            "tl.arange(0, BLOCK) needs BLOCK to be a power of two: choose one (a fixed BLOCK "
-            "such as 1024 with a grid that grows with n, or triton.next_power_of_2(n_cols) "
-            "for a row kept in one block) and mask the lanes past the end"),
+            "tl.arange(0, BLOCK) needs BLOCK to be a power of two (16, 32, 64, ...): choose "
+            "one, or round a length up to one with triton.next_power_of_2, and mask the lanes "
+            "past the end"),
     Meaning("arange-constexpr", ("ValueError", "CompilationError", "TypeError"),
             r"arange's arguments must be of type tl\.constexpr",
             "tl.arange's bounds must be known when the kernel is compiled: pass BLOCK as a "

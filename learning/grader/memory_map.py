@@ -635,8 +635,8 @@ def nothing_to_show(memory_map: MemoryMap) -> str:
             did = "before storing anything, having read only what the reference reads"
         return f"your kernel stopped on its {raised} in program {program}, {did}"
     if not differ:
-        return ("your kernel read and wrote every element just as the reference kernel does, "
-                "so only the values differ")
+        return ("your kernel read and wrote every element just as the reference kernel does: "
+                "what differs is what it stored")
     if not touched:
         untouched = " or ".join(f"{'stored to' if kind == 'store' else 'read'} {label}"
                                 for label, kind in differ)

@@ -239,6 +239,11 @@ class Recorder:
         try:
             return function(*args)
         except BaseException as exc:  # noqa: BLE001 - recorded, the steps before it stand
+            # the learner's own exception, not the wrapper Triton's interpreter raises it in
+            for _ in range(8):  # a chain, bounded: a cause may name its effect again
+                if exc.__cause__ is None:
+                    break
+                exc = exc.__cause__
             self.recording.raised = type(exc).__name__
             return None
         finally:
