@@ -2027,3 +2027,60 @@ _planted = open({str(cold_worker_library)!r}, "a").write("VALUE = 2\\n") \
     assert not cold_worker_library.exists(), rendered(result)
     note = " ".join(" ".join(result.notes).split())
     assert "installed code the grader runs changed" in note and "sentinel_library" in note, note
+
+
+# torch's answer written into the input's own memory, a kernel that copies the input, and the
+# input put back before the return: the input is the caller's again by the end of the call
+_COPY_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out, inp, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    lanes = tl.arange(0, BLOCK)
+    row = tl.program_id(0)
+    values = tl.load(inp + row * in_stride + lanes, mask=lanes < n)
+    tl.store(out + row * out_stride + lanes, values, mask=lanes < n)
+
+
+def _copy(x):
+    out = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](out, x, out.stride(0), x.stride(0), x.shape[1],
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+ANSWER_IN_THE_INPUT = {
+    "through numpy": _COPY_KERNEL + '''
+
+def softmax_triton(x):
+    view = x.detach().numpy()
+    saved = view.copy()
+    view[...] = torch.softmax(x.float(), -1).to(x.dtype).numpy()
+    out = _copy(x)
+    view[...] = saved
+    return out
+''',
+    "with torch's function mode off": _COPY_KERNEL + '''
+
+def softmax_triton(x):
+    with torch._C.DisableTorchFunction():
+        saved = x.clone()
+        x.copy_(torch.softmax(x.float(), -1).to(x.dtype))
+        out = _copy(x)
+        x.copy_(saved)
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("how", sorted(ANSWER_IN_THE_INPUT))
+def test_an_answer_written_into_the_input_before_a_launch_and_taken_back_fails(tmp_path, how):
+    text = solution_text("softmax").split("def softmax_triton")[0] + ANSWER_IN_THE_INPUT[how]
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    part = result.parts[0]
+    assert part.status == "failed"
+    failed = [c.verdict for c in part.cases if c.verdict.status == "failed"]
+    assert failed and all("before it launched a kernel" in v.summary for v in failed), \
+        [v.summary for v in failed][:3]

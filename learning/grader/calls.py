@@ -65,6 +65,10 @@ class LaunchCounter:
         self.fed: list[tuple[str, object]] = []
         self.recorder = None
         self.inputs: set[int] = set()  # the memories of the call's tensor arguments
+        # (position, the call's tensor argument, a copy of it as the caller gave it): each
+        # launch compares them (_compare_inputs), and the positions found changed are kept
+        self.originals: list[tuple[int, object, object]] = []
+        self.changed_inputs: set[int] = set()
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
         # change what each launch stored, just after it (ignores_kernels's run)
         self.clobber = False
@@ -91,6 +95,7 @@ class LaunchCounter:
         def run(self, *args, **kwargs):
             counter.count += 1
             arguments = [*args, *kwargs.values()]
+            counter._compare_inputs()
             counter._note_fed(arguments)
             before = counter._given_before(arguments) if counter.clobber else None
             launched = original_run(self, *args, **kwargs)
@@ -100,6 +105,18 @@ class LaunchCounter:
             return launched
 
         return run
+
+    def _compare_inputs(self):
+        """Note the call's tensor arguments that hold other values than the caller gave, as a
+        kernel is launched: a kernel that reads an input the call changed before the launch
+        (torch's answer written into it through numpy, say, and the input put back after) does
+        not compute from what it was given, whatever the input holds once the call returns."""
+        for position, argument, original in self.originals:
+            if position in self.changed_inputs:
+                continue
+            with contextlib.suppress(Exception):  # an input that cannot be read is not noted
+                if not _same_bits(plain_tensor(argument).detach(), original):
+                    self.changed_inputs.add(position)
 
     def _note_fed(self, arguments: list):
         """Copy each tensor this launch is given that torch computed during the call (or that
@@ -410,6 +427,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if launches is not None:
         launches.recorder = recorder  # what torch made, for the launches to look up
         launches.inputs = _memories(args)
+        launches.originals = [(i, arg, kept) for i, (arg, kept) in enumerate(zip(args, before))
+                              if is_tensor(arg) and is_tensor(kept)]
+        launches.changed_inputs = set()
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
@@ -439,6 +459,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                                       f"{safe_str(exc)}", 300))
     returned.seconds = seconds
     if launches is not None:
+        returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
+        launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)
         outside = False
         wrapped = ""  # torch.tensor (say) wrapped plain values: whose, the evidence run says

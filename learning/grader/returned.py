@@ -36,6 +36,9 @@ class Returned:
     # kernel parts: the returned tensors (by position) that differ from what the last launch
     # given their memory left in it
     changed_after_launch: tuple[int, ...] = ()
+    # kernel parts: the arguments (by position) that held other values than the caller gave
+    # when a kernel was launched, whatever they held by the end of the call
+    changed_before_launch: tuple[int, ...] = ()
     # kernel parts: the torch function that computed a returned tensor, where torch did
     computed_by_torch: str = ""
     # kernel parts: the torch function (or the wrapping of values made outside torch) whose
