@@ -2084,3 +2084,43 @@ def test_an_answer_written_into_the_input_before_a_launch_and_taken_back_fails(t
     failed = [c.verdict for c in part.cases if c.verdict.status == "failed"]
     assert failed and all("before it launched a kernel" in v.summary for v in failed), \
         [v.summary for v in failed][:3]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIFOs and the warm server")
+def test_files_the_grader_reads_where_the_learner_can_write_never_hang_or_run_away(
+        tmp_path, monkeypatch):
+    # a FIFO nobody writes, or a link to an endless device, left at the path of the warm
+    # server's list of modules or of a worker's stack: each read ends at once with nothing
+    from learning.grader import forkserver, stuck
+
+    monkeypatch.setenv(warm_process.SWITCH, "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = warm_process.folder()
+    assert folder is not None
+    listing = folder / f"{warm_process.key(True)}.sock{forkserver.MODULES_SUFFIX}"
+    stack = tmp_path / "course-stack-planted.txt"
+    learner = tmp_path / "softmax.py"
+    learner.write_text("x = 1\n", encoding="utf-8")
+    for plant in (os.mkfifo, lambda path: os.symlink("/dev/zero", path)):
+        for path in (listing, stack):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            plant(str(path))
+        start = time.monotonic()
+        assert warm_process.module_files() == ()
+        assert stuck.where(os.getpid() + 10**7, str(stack), str(learner), wait=0.2) == ""
+        assert time.monotonic() - start < 5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm server's listing")
+def test_the_warm_servers_list_of_modules_does_not_write_through_a_planted_link(tmp_path):
+    from learning.grader import forkserver
+
+    target = tmp_path / "rmsnorm.py"
+    target.write_text("# the learner's work\n", encoding="utf-8")
+    socket_path = str(tmp_path / "server.sock")
+    os.symlink(target, socket_path + forkserver.MODULES_SUFFIX)
+    forkserver._list_modules(socket_path)
+    assert target.read_text(encoding="utf-8") == "# the learner's work\n"
+    listing = Path(socket_path + forkserver.MODULES_SUFFIX)
+    assert not listing.is_symlink() and "/" in listing.read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -176,9 +177,20 @@ def _list_modules(path: str):
     watch while the learner's code runs (learning.grader.integrity): code planted in one of
     them would run in every worker this server forks."""
     files = sorted({getattr(m, "__file__", None) for m in list(sys.modules.values())} - {None})
+    text = "\n".join(f for f in files if isinstance(f, str)) + "\n"
+    # A new file moved into place: opening the path itself would follow a link a learner's
+    # code left there and write over whatever it points at.
     with contextlib.suppress(OSError):
-        with open(path + MODULES_SUFFIX, "w", encoding="utf-8") as out:
-            out.write("\n".join(f for f in files if isinstance(f, str)) + "\n")
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                                             prefix=".modules-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temporary, path + MODULES_SUFFIX)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
 
 def _gpu_usable_without_initialising() -> bool:

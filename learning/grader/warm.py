@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from learning.grader import forkserver, mode
+from learning.grader import forkserver, mode, state
 from learning.grader.childproc import COURSE_ROOT, child_environment
 
 SWITCH = "LEARNING_WARM"
@@ -199,6 +199,9 @@ def _cwd(pid: int) -> Path | None:
         return None
 
 
+LISTING_LIMIT = 4 * 2**20  # bytes of a server's list of its modules read at most
+
+
 def module_files() -> tuple[str, ...]:
     """The files of the modules that this course's warm processes loaded (the lists beside
     their sockets), for the check to watch while the learner's code runs. Only the servers
@@ -210,8 +213,10 @@ def module_files() -> tuple[str, ...]:
     found = set()
     for interpret in (True, False):
         listing = where / f"{key(interpret)}.sock{forkserver.MODULES_SUFFIX}"
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            found.update(line for line in listing.read_text(encoding="utf-8").splitlines()
+        # not a link, a FIFO or an endless file: the learner's code may have put one there
+        with contextlib.suppress(OSError, UnicodeDecodeError, state.NotData):
+            data = state.read_small_file(listing, LISTING_LIMIT) or b""
+            found.update(line for line in data.decode("utf-8").splitlines()
                          if line.startswith("/"))
     return tuple(sorted(found))
 
