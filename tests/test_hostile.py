@@ -2094,7 +2094,8 @@ def test_files_the_grader_reads_where_the_learner_can_write_never_hang_or_run_aw
     from learning.grader import forkserver, stuck
 
     monkeypatch.setenv(warm_process.SWITCH, "1")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    short = tempfile.mkdtemp(prefix="tc-", dir="/tmp")  # a socket's path fits in 108 bytes
+    monkeypatch.setattr(tempfile, "tempdir", short)
     folder = warm_process.folder()
     assert folder is not None
     listing = folder / f"{warm_process.key(True)}.sock{forkserver.MODULES_SUFFIX}"
@@ -2110,6 +2111,7 @@ def test_files_the_grader_reads_where_the_learner_can_write_never_hang_or_run_aw
         assert warm_process.module_files() == ()
         assert stuck.where(os.getpid() + 10**7, str(stack), str(learner), wait=0.2) == ""
         assert time.monotonic() - start < 5
+    shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm server's listing")
@@ -2124,3 +2126,45 @@ def test_the_warm_servers_list_of_modules_does_not_write_through_a_planted_link(
     assert target.read_text(encoding="utf-8") == "# the learner's work\n"
     listing = Path(socket_path + forkserver.MODULES_SUFFIX)
     assert not listing.is_symlink() and "/" in listing.read_text(encoding="utf-8")
+
+
+def test_a_forged_outcome_the_grader_cannot_judge_is_refused_as_such():
+    # what a learner's code could send in the worker's place: each is said, not a traceback
+    import numpy as np
+
+    from learning.grader.returned import ImportProblem, Raised, Returned, Skipped
+    from learning.grader.worker_events import malformed
+
+    parts = {"python", "triton"}
+    good = Returned("Tensor", np.zeros((2, 3)), shape=(2, 3), strides=(3, 1),
+                    unwritten=np.zeros((2, 3), dtype=bool))
+    assert malformed(("done", "triton", "a case", good), parts) == ""
+    assert malformed(("done", "python", "a case", Raised("ValueError", "m", "t")), parts) == ""
+    assert malformed(("done", "python", "a case", Skipped("gpu only")), parts) == ""
+    forged = [
+        ("done", "triton", "c", Returned("Tensor", "abc")),
+        ("done", "triton", "c", Returned("Tensor", np.zeros((2, 2, 2)), shape=(2, 2))),
+        ("done", "triton", "c", Returned("Tensor", np.zeros((2, 2)), shape=(2, 2),
+                                         unwritten="yes")),
+        ("done", "triton", "c", Returned("Tensor", np.array(["a"]), shape=(1,))),
+        ("done", "triton", "c", Raised(None, None, None)),
+        ("done", "triton", "c", "a string"),
+        ("done", "another part", "c", good),
+        ("part-missing", "triton", "str"),
+        ("start", 1, 2),
+        ("start", "triton"),
+        ("pid", "12"),
+    ]
+    for event in forged:
+        assert malformed(event, parts), event
+    assert malformed(("part-missing", "triton", ImportProblem("missing-function", "m")),
+                     parts) == ""
+
+
+def test_the_workers_channel_takes_no_send_of_another_on_itself():
+    # a learner's code that finds the channel in a caller's frame and puts its own send on it
+    from learning.grader.channel import Channel
+
+    channel = Channel.__new__(Channel)
+    with pytest.raises(AttributeError):
+        channel.send = lambda *event: None

@@ -26,6 +26,11 @@ class Channel:
     data (a value the learner's code made that slipped through ``summarise``) is replaced by
     a note that says so, and never reaches the grader as something it cannot read."""
 
+    # No instance dictionary: a learner's code that finds the channel in a frame cannot put a
+    # send of its own on it (the class's is watched, learning.grader.tampering). A process that
+    # runs the learner's code cannot be made honest, but the plain route is closed.
+    __slots__ = ("_file", "_pipe")
+
     def __init__(self, fd: int):
         self._file = os.fdopen(inherited_fd(fd), "wb", buffering=0)
         self._pipe = _identity(self._file.fileno())

@@ -122,6 +122,92 @@ class Heard:
         return faulted[-1] if faulted else None
 
 
+# The fields of a case's outcome and the types each may hold; a field not named is not read.
+_TEXT = (str,)
+_OUTCOME_FIELDS = {
+    "Returned": {"type_name": _TEXT, "note": _TEXT, "computed_by_torch": _TEXT,
+                 "passed_through": _TEXT, "dtype": (str, type(None)),
+                 "device": (str, type(None)), "input_mutated": (bool,),
+                 "input_autograd_changed": (bool,), "aliases_input": (bool,),
+                 "ignores_kernels": (bool,), "guard_damage": (int,),
+                 "kernel_launches": (int, type(None)), "seconds": (int, float)},
+    "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
+               "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
+    "Skipped": {"reason": _TEXT},
+}
+_WHOLE_NUMBERS = ("shape", "strides", "changed_args", "changed_after_launch",
+                  "changed_before_launch")
+
+
+def _whole_numbers(value) -> bool:
+    return isinstance(value, tuple) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def malformed_outcome(outcome) -> str:
+    """Why a case's outcome cannot be judged ("" where it can): the worker sends only plain
+    data, but the learner's code runs in its process and could send anything in its place, and
+    what cannot be judged must end the run, not the grader."""
+    import numpy as np
+
+    kind = type(outcome).__name__
+    fields = _OUTCOME_FIELDS.get(kind)
+    if fields is None or type(outcome).__module__ != "learning.grader.returned":
+        return f"a case's outcome of type {kind}"
+    for name, types in fields.items():
+        value = getattr(outcome, name, None)
+        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+            return f"{kind}.{name} of type {type(value).__name__}"
+    if kind != "Returned":
+        return ""
+    for name in _WHOLE_NUMBERS:
+        value = getattr(outcome, name)
+        if value is not None and not _whole_numbers(value):
+            return f"Returned.{name} that is not a tuple of whole numbers"
+    values, unwritten = outcome.values, outcome.unwritten
+    if values is not None:
+        if not isinstance(values, np.ndarray) or values.dtype.kind not in "biuf":
+            return "Returned.values that are not an array of numbers"
+        if outcome.shape is not None and values.shape != tuple(outcome.shape):
+            return f"Returned.values of shape {values.shape} for a shape {outcome.shape}"
+    if unwritten is not None and not (isinstance(unwritten, np.ndarray)
+                                      and unwritten.dtype == bool and values is not None
+                                      and unwritten.shape == values.shape):
+        return "Returned.unwritten that is not a mask of the values' shape"
+    if not (isinstance(outcome.grader_changed, tuple)
+            and all(isinstance(v, str) for v in outcome.grader_changed)):
+        return "Returned.grader_changed that is not a tuple of names"
+    return ""
+
+
+def malformed(event: tuple, parts: set[str]) -> str:
+    """Why ``event`` cannot be taken ("" where it can): the fields a kind's handling reads, of
+    the types it reads them as, and parts of this exercise."""
+    kind, size = event[0], len(event)
+    need = {"pid": 2, "start": 3, "done": 4, "part-missing": 3, "abandon": 3, "map": 3,
+            "steps": 3, "environment": 2, "import": 2, "installed": 2, "launch": 2}
+    if size < need.get(kind, 1):
+        return f"a {kind!r} event of {size} fields"
+    if kind in ("start", "done", "part-missing", "abandon"):
+        if not isinstance(event[1], str) or event[1] not in parts:
+            return f"a {kind!r} event for a part this exercise does not have"
+        if kind in ("start", "done") and not isinstance(event[2], str):
+            return f"a {kind!r} event whose case is not named by a string"
+    if kind == "pid" and (not isinstance(event[1], int) or isinstance(event[1], bool)):
+        return "a 'pid' event whose process id is not a whole number"
+    if kind == "abandon" and not isinstance(event[2], str):
+        return "an 'abandon' event whose reason is not a string"
+    if kind == "part-missing" and not isinstance(event[2], ImportProblem):
+        return "a 'part-missing' event without an import problem"
+    if kind == "import" and event[1] is not None and not isinstance(event[1], ImportProblem):
+        return "an 'import' event whose problem is not an import problem"
+    if kind == "environment" and not isinstance(event[1], str):
+        return "an 'environment' event whose problem is not a string"
+    if kind == "done":
+        return malformed_outcome(event[3])
+    return ""
+
+
 def describe(event: tuple) -> str:
     """An event's line on the check's timeline: its kind, the names it carries, and for a
     case's end the share of its time spent in the learner's call."""

@@ -23,7 +23,7 @@ from learning.grader import childproc, containment, forkserver, handover, integr
 from learning.grader.declarations import Exercise, Part
 from learning.grader.results import Timeline
 from learning.grader.state import STATE_DIR
-from learning.grader.worker_events import Heard, describe
+from learning.grader.worker_events import Heard, describe, malformed
 
 PYTHON_CASE_SECONDS = 10.0
 KERNEL_CASE_SECONDS = 60.0
@@ -270,6 +270,10 @@ class WorkerRun:
                     return
 
     def _handle(self, event: tuple):
+        wrong = malformed(event, {part.name for part in
+                                                self.settings.exercise.parts})
+        if wrong:
+            raise ValueError(wrong)
         if event[0] != "launch":
             self.timeline.note(describe(event))
         self.heard.take(event)
