@@ -775,6 +775,30 @@ def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
 
 
 @pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
+def test_watch_is_not_woken_by_a_file_touched_with_the_same_contents(tmp_path, poll):
+    # a module that sets its own time when imported (os.utime(__file__)) would otherwise make
+    # every check start the next one
+    from learning import watch
+
+    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
+    waiter = watch.Waiter(path, poll)
+    woke = []
+    thread = threading.Thread(target=lambda: woke.append(waiter.wait()), daemon=True)
+    try:
+        thread.start()
+        for step in range(6):
+            os.utime(path, ns=(10**18 + step * 10**9,) * 2)
+            time.sleep(0.3)
+        time.sleep(1.5)
+        assert thread.is_alive() and not woke, "a touch woke the watcher"
+        path.write_text(solution_text("softmax"), encoding="utf-8")
+        thread.join(timeout=5)
+        assert woke, "a save did not wake the watcher"
+    finally:
+        waiter.stop()
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
 def test_watch_does_not_miss_a_save_made_while_a_check_runs(tmp_path, poll):
     from learning import watch
 
