@@ -423,7 +423,8 @@ def measured(_numbers=None, data: dict | None = None, command: bool = True):
                      f"{_median(ratios):.2f}" if ratios else "-", _spread(ratios),
                      bench.most_chosen(shape["configs"])))
     return Table(("dtype", "M x N x K", "reference TFLOP/s", "torch.matmul TFLOP/s",
-                  "reference / torch", "lowest to highest", "configuration the autotuner chose"),
+                  "speed: reference / torch", "lowest to highest",
+                  "configuration the autotuner chose"),
                  tuple(rows), _rounds_said(data) + _provenance(data, command))
 
 
@@ -529,8 +530,8 @@ def shapes(_numbers=None, path: Path = RESULTS):
                      ratio(shape["call_ratios"]),
                      f"{_median(shape['copy']):.2f}" if shape["copy"] else "-",
                      bench.most_chosen(shape["configs"]), bench.goal(m, shape)))
-    return Table(("dtype", "M x N x K", "GPU us", "torch GPU us", "torch / reference",
-                  "call us", "torch call us", "reference / torch", "copy share", "tiles",
+    return Table(("dtype", "M x N x K", "GPU us", "torch GPU us", "GPU time: torch / reference",
+                  "call us", "torch call us", "call time: reference / torch", "copy share", "tiles",
                   "goals"), tuple(rows),
                  f"Medians over {data.get('rounds', 1)} rounds, each timing the reference and "
                  "then torch.matmul; ranges over the rounds. GPU: "
