@@ -2168,3 +2168,31 @@ def test_the_workers_channel_takes_no_send_of_another_on_itself():
     channel = Channel.__new__(Channel)
     with pytest.raises(AttributeError):
         channel.send = lambda *event: None
+
+
+def test_the_learners_other_files_changed_by_a_check_are_said(tmp_path):
+    # another exercise's module rewritten and reset's backups removed while the code ran:
+    # left as they are (an edit in an editor at that moment would be the learner's), but said
+    write_module(tmp_path, "rmsnorm", "# my rmsnorm work\n")
+    backups = tmp_path / ".course-state" / "backups"
+    backups.mkdir(parents=True)
+    (backups / "softmax.py.1").write_text("# an old version\n", encoding="utf-8")
+    marker = "def softmax_python(values: list[float]) -> list[float]:"
+    assert marker in solution_text("softmax")
+    hostile = solution_text("softmax").replace(
+        marker,
+        "import os as _os\n"
+        "import pathlib as _pathlib\n\n"
+        f"_here = _pathlib.Path({str(tmp_path)!r})\n"
+        "(_here / 'rmsnorm.py').write_text('# overwritten\\n')\n"
+        "for _old in (_here / '.course-state' / 'backups').glob('*'):\n"
+        "    _os.unlink(_old)\n\n\n"
+        + marker, 1)
+    result = grade_text(tmp_path, "softmax", hostile, ["python"])
+    said = " ".join(result.notes)
+    assert "your own files changed" in said, result.notes
+    assert "rmsnorm.py (changed)" in said and ".course-state/backups/softmax.py.1 (removed)" \
+        in said, said
+    # a check that touches nothing says nothing of them
+    clean = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
+    assert not any("your own files" in note for note in clean.notes)

@@ -107,6 +107,9 @@ class Repairs:
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
     moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
     warm: list[str] = field(default_factory=list)  # the warm process's folder, put back
+    # the learner's other exercise modules and reset's backups that changed: said, left as
+    # they are (an edit in the learner's editor at that moment is theirs to keep)
+    learner_files: list[str] = field(default_factory=list)
 
     def note(self, aside_folder: str) -> str:
         """What changed while the learner's code ran, in one line. Seen, not attributed: the
@@ -138,6 +141,9 @@ class Repairs:
         if self.warm:
             parts.append(f"{_listed(self.warm)}, which would have turned the warm process off "
                          "for later checks, and was put back")
+        if self.learner_files:
+            parts.append(f"your own files changed and were left as they are: "
+                         f"{_listed(self.learner_files)}")
         if self.beside.grades:
             parts.append(f"{_listed(self.beside.grades)} changed and was put back (grades are "
                          "written by the check, after your code has ended)")
@@ -166,9 +172,13 @@ class Guard:
     """Taken before the learner's code runs, ``repair()`` after: see the module's docstring."""
 
     def __init__(self, learner_folder: Path, root: Path = COURSE_ROOT,
-                 module_files: tuple[str, ...] = ()):
+                 module_files: tuple[str, ...] = (), learner_module: Path | None = None):
         self.root = root
         self.learner_folder = learner_folder
+        # given the module being checked: the learner's other files, to say which changed
+        self.learner_module = learner_module
+        self.learner_files = _learner_files(learner_folder, learner_module) \
+            if learner_module is not None else None
         # The installed code the grader's processes run (this one's modules, and
         # ``module_files``, the warm process's): too much to keep a copy of, so watched for
         # any change, which sets the file aside (its package must be reinstalled)
@@ -279,7 +289,46 @@ class Guard:
                     repairs.caches_deleted += 1
         repairs.beside = self.nearby.repair(aside)
         repairs.warm = self.warm_folder.repair()
+        if self.learner_files is not None:
+            now = _learner_files(self.learner_folder, self.learner_module)
+            for path in sorted(set(self.learner_files) | set(now)):
+                before, after = self.learner_files.get(path), now.get(path)
+                if before != after:
+                    what = "removed" if after is None else "added" if before is None \
+                        else "changed"
+                    repairs.learner_files.append(f"{_shown(path, self.learner_folder)} ({what})")
         return repairs
+
+
+MOST_BACKUPS = 2000  # entries of the backups folder looked at, at most
+
+
+def _learner_files(folder: Path, skip: Path | None) -> dict[Path, tuple | None]:
+    """{path: (inode, time, size), or None where missing} of the learner's exercise modules
+    (but ``skip``, the one being checked: its own change is said apart) and of the files in
+    reset's backups folder."""
+    from learning.exercises import NAMES
+
+    found: dict[Path, tuple | None] = {}
+    for name in NAMES:
+        path = folder / f"{name}.py"
+        if skip is None or path != skip:
+            found[path] = _stamp(path)
+    with contextlib.suppress(OSError):
+        with os.scandir(folder / ".course-state" / "backups") as entries:
+            for count, entry in enumerate(entries):
+                if count >= MOST_BACKUPS:
+                    break
+                found[Path(entry.path)] = _stamp(Path(entry.path))
+    return found
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns, info.st_size
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:

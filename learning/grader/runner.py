@@ -97,7 +97,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
     # is repaired, before the recordings below run it again (each in a worker repaired as it
     # ends), so that nothing of the learner's runs while the grader reads its own files.
     aside = aside_folder(module_path)
-    course = integrity.Guard(module_path.parent, module_files=warm.module_files())
+    course = integrity.Guard(module_path.parent, module_files=warm.module_files(),
+                             learner_module=module_path)
     try:
         ran = part_runs.run_parts(settings, result, compiler, timeline)
         # what the workers loaded, as each worker's guard left it: the compile check runs the
@@ -113,7 +114,8 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         result.add_note(course.repair(aside).note(str(aside)))
     if not (first_steps or memory_map):
         return _finish(result, force_interpret, text_before, module_path, ran, start)
-    course = integrity.Guard(module_path.parent, module_files=warm.module_files())
+    course = integrity.Guard(module_path.parent, module_files=warm.module_files(),
+                             learner_module=module_path)
     try:
         if first_steps:
             for part_result in result.parts:
