@@ -2080,8 +2080,11 @@ def test_an_answer_written_into_the_input_before_a_launch_and_taken_back_fails(t
     text = solution_text("softmax").split("def softmax_triton")[0] + ANSWER_IN_THE_INPUT[how]
     result = grade_text(tmp_path, "softmax", text, ["triton"])
     part = result.parts[0]
-    assert part.status == "failed"
-    failed = [c.verdict for c in part.cases if c.verdict.status == "failed"]
+    verdicts = [c.verdict for c in part.cases if c.verdict.status != "skipped"]
+    assert part.status == "failed" and not any(v.status == "passed" for v in verdicts)
+    if how == "through numpy" and result.mode is not None and not result.mode.interpret:
+        return  # numpy cannot reach a tensor on the GPU: the code raises in every case
+    failed = [v for v in verdicts if v.status == "failed"]
     assert failed and all("before it launched a kernel" in v.summary for v in failed), \
         [v.summary for v in failed][:3]
 
