@@ -4,7 +4,8 @@ A check that finds an installed library's file changed while the learner's code 
 file aside (learning.grader.integrity), so the next command that imports the library fails to.
 So does a half-finished ``pip install``. Either way the learner should read which package to
 reinstall, not a traceback through the course's code. Installed as ``sys.excepthook`` only
-when a command runs (``python -m learning.NAME``), never when ``learning`` is imported.
+when a command runs (``python -m learning.NAME``), never when ``learning`` is imported. (Ctrl-C
+pressed before a command's own handling starts, while it imports, ends it in one line too.)
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ def install():
     previous = sys.excepthook
 
     def hook(kind, error, traceback):
+        if issubclass(kind, KeyboardInterrupt):  # Ctrl-C while the command was still starting
+            print("learning: stopped (Ctrl-C)", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(130)  # the shell's code for an interrupt, as every command's Ctrl-C
         package = broken_package(error, traceback) if isinstance(error, ImportError) else None
         if package is None:
             previous(kind, error, traceback)

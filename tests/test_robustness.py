@@ -1112,6 +1112,16 @@ def test_a_library_with_a_file_set_aside_is_named_in_one_line(tmp_path, command)
     assert line.endswith("python -m pip install --force-reinstall rich")
 
 
+def test_ctrl_c_while_a_command_is_still_importing_ends_in_one_line():
+    # before the command's own handling of Ctrl-C is in place (its imports take a moment)
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['-m']; "
+                           "import learning; raise KeyboardInterrupt"],
+                          capture_output=True, text=True, env=_environment(), timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip() == "learning: stopped (Ctrl-C)"
+
+
 def test_only_a_command_turns_an_import_error_into_one_line():
     # imported as a library, learning leaves Python's excepthook alone; an import error that
     # names no installed library is left to its traceback
