@@ -738,3 +738,18 @@ def test_without_a_warm_process_check_names_the_command_instead_of_starting_torc
     out = " ".join(capsys.readouterr().out.split())
     assert "python -m learning.check softmax --map 'width 17, five rows' draws" in out
     assert "Memory map of case" not in out
+
+
+def test_an_output_of_another_shape_is_not_drawn_in_the_references_grid(interpreter, tmp_path,
+                                                                       capsys, monkeypatch):
+    # return c.T: the learner's output is 64 x 45 and the reference's 45 x 64; drawn in one grid,
+    # the reference's stores would be scrambled into the learner's shape
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    text = solution_text("matmul").replace("BLOCK_K=block_k)\n    return c\n",
+                                           "BLOCK_K=block_k)\n    return c.T\n")
+    assert "return c.T" in text
+    write_module(tmp_path, "matmul", text)
+    check.main(["matmul", "--root", str(tmp_path), "--part", "triton", "--map", "wide and short"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not drawn, its shapes differ" in out, out[-2000:]

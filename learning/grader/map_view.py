@@ -506,6 +506,14 @@ def _block(memory_map: MemoryMap, label: str, kind: str, width: int,
     learner, reference = memory_map.learner, memory_map.reference
     known = [m for m in (learner, reference) if m is not None and label in _labels(m)]
     tensor = known[0].tensor(label)
+    shapes = {tuple(m.tensor(label).shape) for m in known}
+    if len(shapes) > 1:  # one grid cannot hold both: each side's would be drawn in the other's
+        out: list[Text] = []
+        yours, theirs = (" x ".join(str(n) for n in m.tensor(label).shape) for m in known)
+        _sayer(out, width)(f"{label}: not drawn, its shapes differ (yours {yours}, the "
+                           f"reference's {theirs}), and one grid cannot set them side by side.",
+                           INDENT)
+        return out
     offsets = [o for m in known for _, o in m.outside(label, kind, indexed=False)]
     past = [index for m in known for _, index, _ in m.past(label, kind)]
     # Row labels: a 2-D tensor's row numbers, a wrapped 1-D tensor's first index per line, the
