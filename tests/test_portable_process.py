@@ -216,7 +216,6 @@ def test_check_grades_on_windows_instead_of_refusing(tmp_path, capsys, monkeypat
     monkeypatch.setattr(handover, "_windows_spawn_options", spawn_options)
     monkeypatch.setattr(handover, "_windows_kill_tree", kill_tree)
     as_on_windows = types.SimpleNamespace(**{**vars(os), "name": "nt"})
-    monkeypatch.setattr(check, "os", as_on_windows)
     monkeypatch.setattr(handover, "os", as_on_windows)
     monkeypatch.setattr(sys, "platform", "win32")
     code = check.main(["softmax", "--part", "python", "--memory", "2", "--root", str(tmp_path)])
