@@ -439,6 +439,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
         seconds = time.perf_counter() - start
+        if launches is not None:
+            launches.originals = []  # not held past the call (nor compared at others' launches)
         cause = root_cause(exc)
         not_started = isinstance(cause, NotImplementedError)
         name = type(cause).__name__
