@@ -2072,6 +2072,47 @@ def softmax_triton(x):
         x.copy_(saved)
     return out
 ''',
+    "through a tensor of its own over the input's memory": _COPY_KERNEL + '''
+
+def _over(t, storage, offset, size, stride):
+    return t.set_(storage, offset, size, stride)
+
+
+def softmax_triton(x):
+    with torch._C.DisableTorchFunction():
+        original = _over(torch.empty(0, dtype=x.dtype, device=x.device), x.untyped_storage(),
+                         x.storage_offset(), x.size(), x.stride())
+        kept = x.clone()
+        answer = torch.softmax(x.float(), -1).to(x.dtype)
+        _over(x, kept.untyped_storage(), kept.storage_offset(), kept.size(), kept.stride())
+        original.copy_(answer)
+    out = _copy(original)
+    with torch._C.DisableTorchFunction():
+        original.copy_(kept)
+        _over(x, original.untyped_storage(), original.storage_offset(), original.size(),
+              original.stride())
+    return out
+''',
+    "by a hook Triton runs inside the launch": _COPY_KERNEL + '''
+
+def softmax_triton(x):
+    with torch._C.DisableTorchFunction():
+        kept = x.clone()
+        answer = torch.softmax(x.float(), -1).to(x.dtype)
+
+    def hook(*args, **kwargs):
+        with torch._C.DisableTorchFunction():
+            x.copy_(answer)
+
+    softmax_kernel.add_pre_run_hook(hook)
+    try:
+        out = _copy(x)
+    finally:
+        softmax_kernel.pre_run_hooks.remove(hook)
+    with torch._C.DisableTorchFunction():
+        x.copy_(kept)
+    return out
+''',
 }
 
 
@@ -2085,7 +2126,8 @@ def test_an_answer_written_into_the_input_before_a_launch_and_taken_back_fails(t
     if how == "through numpy" and result.mode is not None and not result.mode.interpret:
         return  # numpy cannot reach a tensor on the GPU: the code raises in every case
     failed = [v for v in verdicts if v.status == "failed"]
-    assert failed and all("before it launched a kernel" in v.summary for v in failed), \
+    assert failed and all("at a kernel launch it held other values" in v.summary
+                          for v in failed), \
         [v.summary for v in failed][:3]
 
 
@@ -2199,3 +2241,38 @@ def test_the_learners_other_files_changed_by_a_check_are_said(tmp_path):
     # a check that touches nothing says nothing of them
     clean = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
     assert not any("your own files" in note for note in clean.notes)
+
+
+def _ends_within(seconds: float, function, *args):
+    """function(*args) in a thread: its result, or a failure (not a hang) past ``seconds``."""
+    done = []
+    thread = threading.Thread(target=lambda: done.append(function(*args)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert done, f"{getattr(function, '__name__', function)} did not end within {seconds} s"
+    return done[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIFOs")
+def test_a_fifo_in_place_of_a_course_file_or_the_module_never_hangs_the_grader(tmp_path,
+                                                                              monkeypatch):
+    from learning.grader import runner, stuck
+
+    root = course_copy(tmp_path)
+    monkeypatch.setattr(installed, "site_folders", lambda: [])
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    planted = root / "learning" / "cli.py"
+    kept = planted.read_bytes()
+    guard = integrity.Guard(learner, root)
+    planted.unlink()
+    os.mkfifo(planted)
+    assert "learning/cli.py" in _ends_within(10, integrity.changed, root)
+    (learner / ".course-state").mkdir()
+    _ends_within(10, guard.repair, learner / ".course-state" / "set-aside")
+    assert planted.is_file() and planted.read_bytes() == kept
+    # the learner's own module as a FIFO: read for the grade and for a stopped case's line
+    module = learner / "softmax.py"
+    os.mkfifo(module)
+    assert _ends_within(10, runner._read_bytes, module) is None
+    assert _ends_within(10, stuck._line, str(module), 3) == ""

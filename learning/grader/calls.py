@@ -34,6 +34,15 @@ def _materialise(args: tuple, device: str) -> tuple:
     return tuple(a.build(device) if isinstance(a, TensorSpec) else copy.deepcopy(a) for a in args)
 
 
+def _same_memory(tensor):
+    """A new tensor object over ``tensor``'s memory, with its offset, shape and strides."""
+    import torch
+
+    view = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    return view.set_(tensor.untyped_storage(), tensor.storage_offset(), tensor.size(),
+                     tensor.stride())
+
+
 def _snapshot(args: tuple) -> tuple:
     return tuple(a.clone() if is_tensor(a) else copy.deepcopy(a) for a in args)
 
@@ -99,6 +108,8 @@ class LaunchCounter:
             counter._note_fed(arguments)
             before = counter._given_before(arguments) if counter.clobber else None
             launched = original_run(self, *args, **kwargs)
+            # and after: Triton runs a kernel's pre-run hooks inside the launch
+            counter._compare_inputs()
             counter._keep(arguments)
             if counter.clobber:
                 counter._clobber(arguments, before)
@@ -427,7 +438,10 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if launches is not None:
         launches.recorder = recorder  # what torch made, for the launches to look up
         launches.inputs = _memories(args)
-        launches.originals = [(i, arg, kept) for i, (arg, kept) in enumerate(zip(args, before))
+        # the caller's memory, seen through views of the grader's own: the learner's code may
+        # point the argument itself at other memory (x.set_(...)) and change the caller's
+        launches.originals = [(i, _same_memory(arg), kept)
+                              for i, (arg, kept) in enumerate(zip(args, before))
                               if is_tensor(arg) and is_tensor(kept)]
         launches.changed_inputs = set()
     start = time.perf_counter()

@@ -317,9 +317,10 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("mutated-input", _mutated(part, returned))
     if getattr(returned, "changed_before_launch", ()):
         which = ", ".join(str(p) for p in returned.changed_before_launch)
-        return _fail("mutated-input", f"the call changed its input (argument {which}) before "
-                     "it launched a kernel, and it held the caller's values again by the end: "
-                     "the kernel did not read what the caller gave")
+        return _fail("mutated-input", f"the call changed its input (argument {which}) while "
+                     "it ran: at a kernel launch it held other values than the caller gave, and "
+                     "by the end the caller's again. A kernel must read the inputs as they were "
+                     "given and leave them so")
     if returned.input_autograd_changed:
         return _fail("input-autograd", "the call changed its input's autograd state: "
                      "requires_grad set, or a .grad left on it")

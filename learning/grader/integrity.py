@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning.grader import installed, nearby, warm
+from learning.grader import installed, nearby, state, warm
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -63,6 +63,30 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, str] | None:
     return entries
 
 
+LARGEST_COURSE_FILE = 64 * 2**20  # bytes of one of the course's files read at most
+
+
+def _read(path: Path) -> bytes:
+    """A file's bytes, if it is a regular file: never through a link, never waiting on a FIFO
+    nor reading without end (the learner's code may leave any of them in a course file's
+    place); OSError otherwise."""
+    try:
+        data = state.read_small_file(path, LARGEST_COURSE_FILE)
+    except state.NotData as error:
+        raise OSError(f"{path} is {error}") from error
+    if data is None:
+        raise FileNotFoundError(str(path))
+    return data
+
+
+def _not_regular(path: Path) -> bool:
+    """Something other than a regular file is at ``path`` (a link, a folder, a FIFO)."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def changed(root: Path = COURSE_ROOT) -> list[str]:
     """The course's files that differ from the manifest, are missing, or are not in it."""
     listed = read_manifest(root / "learning" / MANIFEST.name)
@@ -71,7 +95,7 @@ def changed(root: Path = COURSE_ROOT) -> list[str]:
     differ = []
     for name in sorted(set(listed) | set(course_files(root))):
         try:
-            if digest((root / name).read_bytes()) != listed.get(name):
+            if digest(_read(root / name)) != listed.get(name):
                 differ.append(name)
         except OSError:
             differ.append(name)
@@ -225,7 +249,7 @@ class Guard:
 
     def _keep(self, path: Path):
         with contextlib.suppress(OSError):
-            self.kept[path] = (path.read_bytes(), stat.S_IMODE(os.stat(path).st_mode))
+            self.kept[path] = (_read(path), stat.S_IMODE(os.stat(path).st_mode))
 
     def _watched_folders(self) -> list[Path]:
         folders = {self.root, self.learner_folder, self.root / "learning"}
@@ -245,12 +269,12 @@ class Guard:
                 repairs.moved.append(moved)
         for path, (data, mode) in self.kept.items():
             try:
-                same = path.read_bytes() == data and not path.is_symlink()
+                same = _read(path) == data
             except OSError:
                 same = False
             if not same:
                 with contextlib.suppress(OSError):
-                    if path.is_symlink() or path.is_dir():
+                    if _not_regular(path):  # a link, a folder or a FIFO: moved, not written
                         _move_away(path, aside, repairs)
                     path.write_bytes(data)
                     os.chmod(path, mode)
@@ -390,9 +414,9 @@ def _compiled_from_its_source(path: Path) -> bool:
 
     try:
         source = Path(importlib.util.source_from_cache(str(path)))
-        data = path.read_bytes()
+        data = _read(path)
         code = marshal.loads(data[16:])
-        expected = compile(source.read_bytes(), str(source), "exec", dont_inherit=True,
+        expected = compile(_read(source), str(source), "exec", dont_inherit=True,
                            optimize=_optimisation(path))
     except (OSError, ValueError, EOFError, TypeError, SyntaxError):
         return False

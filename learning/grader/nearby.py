@@ -161,7 +161,8 @@ class Snapshot:
                         changes.modes.append(self._shown(path))
                 continue
             with contextlib.suppress(OSError):
-                if path.is_symlink() or path.is_dir() or (now is not None and kept.backup):
+                if path.is_symlink() or path.is_dir() or (now is not None and kept.backup) \
+                        or (os.path.lexists(path) and not path.is_file()):  # a FIFO, say
                     move_aside(path, aside)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(kept.data)

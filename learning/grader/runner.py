@@ -28,6 +28,7 @@ from learning.grader import (  # noqa: F401
     map_view,
     named_steps,
     part_runs,
+    state,
     steps_run,
     stopped,
     warm,
@@ -156,10 +157,15 @@ def import_problem(exercise: Exercise, root: Path | None = None) -> ImportProble
 
 
 def _read_bytes(path: Path) -> bytes | None:
+    """The module's bytes; None where it is not a regular file of a sane size (a FIFO or a
+    link to /dev/zero left in its place would hang the check or read without end)."""
     try:
-        return path.read_bytes()
-    except OSError:
+        return state.read_small_file(path, MODULE_LIMIT)
+    except (OSError, state.NotData):
         return None
+
+
+MODULE_LIMIT = 16 * 2**20  # bytes of the learner's module read at most
 
 
 def _change(before: bytes | None, after: bytes | None) -> str:

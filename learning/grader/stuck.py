@@ -10,7 +10,6 @@ a wait on the GPU can all be read. Windows has no SIGUSR1: there a timeout names
 from __future__ import annotations
 
 import contextlib
-import linecache
 import os
 import re
 import signal
@@ -36,6 +35,17 @@ def arm(path: str) -> None:
     stream = open(path, "w")  # noqa: SIM115 - held open for the process's life
     _ARMED.append(stream)
     faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True)
+
+
+def _line(path: str, number: int) -> str:
+    """Line ``number`` of the learner's file, read as a regular file of a sane size only (the
+    learner's code may have left a FIFO in its place); "" where it cannot be."""
+    try:
+        data = state.read_small_file(path, STACK_LIMIT) or b""
+    except (OSError, state.NotData):
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[number - 1].strip() if 0 < number <= len(lines) else ""
 
 
 def where(pid: int, path: str, learner_file: str, wait: float = 1.0) -> str:
@@ -64,8 +74,7 @@ def where(pid: int, path: str, learner_file: str, wait: float = 1.0) -> str:
             # 3.12): name the function it is in
             named = next((f["fn"] for f in frames if not f["fn"].startswith("<")),
                          frames[0]["fn"])
-            linecache.checkcache(target)
-            code = linecache.getline(target, line).strip()
+            code = _line(target, line)
             name = os.path.basename(target)
             place = f"{name}, line {line} ({named})"
             # in backquotes: the line may end in a comma or a colon of its own

@@ -283,9 +283,11 @@ TRITON = (
          "k_ptr += batch * stride_qb + head * stride_qh"),
         ("v_ptr += batch * stride_vb + head * stride_vh",
          "v_ptr += batch * stride_qb + head * stride_qh")), interpreter_only=True),
-    Version("v's rows stepped by k's row stride", "triton", "unknown", _kernel(
+    # where k's rows are further apart than v's ("k laid out apart from q"), v's reads run past
+    # its end: the interpreter's bounds checks see it
+    Version("v's rows stepped by k's row stride", "triton", "out-of-bounds", _kernel(
         ("v = tl.load(v_ptr + cols[:, None] * stride_vn", "v = tl.load(v_ptr + cols[:, None] "
-         "* stride_kn"))),
+         "* stride_kn")), interpreter_only=True),
     Version("a grid of heads, not batch x heads", "triton", "grid-too-small", _launcher(
         ("grid = (triton.cdiv(seq_q, 16), batch * heads)", "grid = (triton.cdiv(seq_q, 16), "
          "heads)"))),
