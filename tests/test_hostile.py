@@ -2241,6 +2241,16 @@ def test_the_learners_other_files_changed_by_a_check_are_said(tmp_path):
     # a check that touches nothing says nothing of them
     clean = grade_text(tmp_path, "softmax", solution_text("softmax"), ["python"])
     assert not any("your own files" in note for note in clean.notes)
+    # rewritten at the same size with its times set back: still said
+    stamp = (tmp_path / "rmsnorm.py").stat()
+    sneaky = solution_text("softmax").replace(
+        marker,
+        "import os as _os\n"
+        f"_path = {str(tmp_path / 'rmsnorm.py')!r}\n"
+        "open(_path, 'w').write('# 0verwritten\\n')\n"
+        f"_os.utime(_path, ns=({stamp.st_atime_ns}, {stamp.st_mtime_ns}))\n\n\n" + marker, 1)
+    result = grade_text(tmp_path, "softmax", sneaky, ["python"])
+    assert "rmsnorm.py (changed)" in " ".join(result.notes), result.notes
 
 
 def _ends_within(seconds: float, function, *args):
@@ -2276,3 +2286,37 @@ def test_a_fifo_in_place_of_a_course_file_or_the_module_never_hangs_the_grader(t
     os.mkfifo(module)
     assert _ends_within(10, runner._read_bytes, module) is None
     assert _ends_within(10, stuck._line, str(module), 3) == ""
+
+
+def test_forged_launches_and_import_problems_are_refused_as_such():
+    from learning.grader.gpu_compile import Launch
+    from learning.grader.returned import ImportProblem
+    from learning.grader.worker_events import malformed
+
+    parts = {"python", "triton"}
+    good = Launch("triton", "softmax_kernel", (("x_ptr", "*fp32"), ("BLOCK", "constexpr")),
+                  (("BLOCK", 16),), (("num_warps", 4),), 12)
+    assert malformed(("launch", good), parts) == ""
+    assert malformed(("import", None), parts) == ""
+    for event in (("launch", "garbage"), ("launch", Launch("triton", "k", "sig", (), ())),
+                  ("import", ImportProblem(123, None)),
+                  ("part-missing", "triton", ImportProblem("missing-function", None))):
+        assert malformed(event, parts), event
+
+
+def test_an_unreadable_event_sent_while_importing_is_said_as_such(tmp_path):
+    # not "the module ended the program": the grader refused what the process sent it
+    text = ("import sys\n"
+            "_frame = sys._getframe()\n"
+            "while _frame is not None:\n"
+            "    _channel = next((v for v in _frame.f_locals.values()\n"
+            "                     if type(v).__name__ == 'Channel'), None)\n"
+            "    if _channel is not None:\n"
+            "        _channel.send('start', 1, 2)\n"
+            "        break\n"
+            "    _frame = _frame.f_back\n\n\n" + solution_text("softmax"))
+    result = grade_text(tmp_path, "softmax", text, ["python"])
+    problem = result.import_problem
+    assert problem is not None and problem.kind == "garbled", problem
+    assert "could not read what the process sent it while importing" in problem.message
+    assert "ended the program" not in problem.message

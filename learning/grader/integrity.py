@@ -328,7 +328,7 @@ MOST_BACKUPS = 2000  # entries of the backups folder looked at, at most
 
 
 def _learner_files(folder: Path, skip: Path | None) -> dict[Path, tuple | None]:
-    """{path: (inode, time, size), or None where missing} of the learner's exercise modules
+    """{path: (inode, times, size), or None where missing} of the learner's exercise modules
     (but ``skip``, the one being checked: its own change is said apart) and of the files in
     reset's backups folder."""
     from learning.exercises import NAMES
@@ -352,7 +352,8 @@ def _stamp(path: Path) -> tuple | None:
         info = os.lstat(path)
     except OSError:
         return None
-    return info.st_ino, info.st_mtime_ns, info.st_size
+    # the change time too: a write at the same size with its time set back (os.utime) moves it
+    return info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:

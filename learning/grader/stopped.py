@@ -45,6 +45,10 @@ def import_failure(run: WorkerRun) -> ImportProblem:
         verdict = failure_verdict(run)
         return ImportProblem("start-up", f"the grader's process could not start: "
                              f"{verdict.summary}; the output below may say why")
+    if ended.garbled:  # seen, not explained (see failure_verdict)
+        return ImportProblem("garbled", f"the grader could not read what the process sent it "
+                             f"while importing {name} ({ended.garbled[:200]}), so the import "
+                             "has no result; the process was ended")
     if ended.stopped:
         return ImportProblem("crashed", f"the process was stopped while importing {name}: "
                              f"{STOPPED}")

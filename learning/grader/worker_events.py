@@ -180,6 +180,37 @@ def malformed_outcome(outcome) -> str:
     return ""
 
 
+def _malformed_problem(problem) -> str:
+    """Why an import problem cannot be read ("" where it can)."""
+    if not isinstance(problem, ImportProblem):
+        return "an import problem of another type"
+    for name in ("kind", "message", "traceback", "function"):
+        if not isinstance(getattr(problem, name, None), str):
+            return f"an import problem whose {name} is not a string"
+    if not isinstance(problem.details, dict):
+        return "an import problem whose details are not a dictionary"
+    return ""
+
+
+def _malformed_launch(launch) -> str:
+    """Why a launch sent for the GPU compile check cannot be read ("" where it can)."""
+    from learning.grader.gpu_compile import Launch
+
+    if type(launch) is not Launch:
+        return "a launch of another type"
+    if not all(isinstance(getattr(launch, name, None), str) for name in ("part", "kernel")):
+        return "a launch whose part or kernel is not named by a string"
+    for name in ("signature", "constexprs", "options"):
+        pairs = getattr(launch, name, None)
+        if not isinstance(pairs, tuple) or not all(
+                isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                for pair in pairs):
+            return f"a launch whose {name} is not pairs of a name and a value"
+    if not isinstance(launch.line, int):
+        return "a launch whose line is not a whole number"
+    return ""
+
+
 def malformed(event: tuple, parts: set[str]) -> str:
     """Why ``event`` cannot be taken ("" where it can): the fields a kind's handling reads, of
     the types it reads them as, and parts of this exercise."""
@@ -197,10 +228,12 @@ def malformed(event: tuple, parts: set[str]) -> str:
         return "a 'pid' event whose process id is not a whole number"
     if kind == "abandon" and not isinstance(event[2], str):
         return "an 'abandon' event whose reason is not a string"
-    if kind == "part-missing" and not isinstance(event[2], ImportProblem):
-        return "a 'part-missing' event without an import problem"
-    if kind == "import" and event[1] is not None and not isinstance(event[1], ImportProblem):
-        return "an 'import' event whose problem is not an import problem"
+    if kind == "part-missing" and _malformed_problem(event[2]):
+        return f"a 'part-missing' event with {_malformed_problem(event[2])}"
+    if kind == "import" and event[1] is not None and _malformed_problem(event[1]):
+        return f"an 'import' event with {_malformed_problem(event[1])}"
+    if kind == "launch" and _malformed_launch(event[1]):
+        return f"a 'launch' event with {_malformed_launch(event[1])}"
     if kind == "environment" and not isinstance(event[1], str):
         return "an 'environment' event whose problem is not a string"
     if kind == "done":
