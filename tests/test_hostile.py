@@ -2320,3 +2320,23 @@ def test_an_unreadable_event_sent_while_importing_is_said_as_such(tmp_path):
     assert problem is not None and problem.kind == "garbled", problem
     assert "could not read what the process sent it while importing" in problem.message
     assert "ended the program" not in problem.message
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_module_that_replaces_the_compiler_is_still_compiled_by_it(tmp_path):
+    # the GPU compile check runs the learner's statements in its process: a module that swaps
+    # triton.compile for a function that accepts everything must still be rejected
+    text = solution_text("softmax")
+    assert "numerator = tl.exp(x - maximum)" in text
+    text = text.replace("numerator = tl.exp(x - maximum)", "numerator = _exp(x - maximum)")
+    text = text.replace("import triton.language as tl\n", "import triton.language as tl\n\n"
+                        "if 'learning.grader.gpu_compile' in sys.modules:\n"
+                        "    triton.compile = lambda *args, **kwargs: None\n\n\n"
+                        "def _exp(x):  # plain Python: the interpreter runs it, a GPU cannot\n"
+                        "    return tl.exp(x)\n", 1)
+    text = "import sys\n" + text
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.compile_check is not None and part.compile_check.rejected, part.compile_check
+    assert part.status == "failed"

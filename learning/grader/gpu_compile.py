@@ -329,13 +329,31 @@ def _speed_up_cache_key():
         cache.triton_key = lambda: "learning-compile-check"
 
 
-def compile_launch(module, launch: Launch, learner_file: str,
-                   target: str = TARGET_LABEL) -> Compiled:
-    """What the compiler for ``target`` (a key of TARGETS) says about one launch."""
+# The compiler's entry points as they were before the learner's statements ran (_hold): a
+# module that replaced triton.compile with a function that accepts everything would otherwise
+# pass the check it is meant to fail. (Code in this process could still reach deeper; the
+# plain route is closed.)
+_HELD: dict = {}
+
+
+def _hold():
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
+
+    _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
+                 CompilationError=CompilationError)
+
+
+def compile_launch(module, launch: Launch, learner_file: str,
+                   target: str = TARGET_LABEL) -> Compiled:
+    """What the compiler for ``target`` (a key of TARGETS) says about one launch."""
+    if not _HELD:
+        _hold()
+    compile_ = _HELD["compile"]
+    GPUTarget, ASTSource = _HELD["GPUTarget"], _HELD["ASTSource"]  # noqa: N806 (classes)
+    CompilationError = _HELD["CompilationError"]  # noqa: N806 (a class)
 
     start = time.perf_counter()
     fn = getattr(module, launch.kernel, None)
@@ -349,8 +367,7 @@ def compile_launch(module, launch: Launch, learner_file: str,
     diagnostics = ""
     try:
         with _captured_stderr() as captured:
-            triton.compile(source, target=GPUTarget(*TARGETS[target]),
-                           options=dict(launch.options))
+            compile_(source, target=GPUTarget(*TARGETS[target]), options=dict(launch.options))
     except CompilationError as exc:
         result = _from_compilation_error(exc, launch, learner_file)
     except Exception as exc:
@@ -489,6 +506,7 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     launches = chosen(pickle.load(sys.stdin.buffer))
     if why is not None:
         return 0
+    _hold()  # before any statement of the learner's
     # The learner's statements run only now, once the check's other runs have ended: run
     # earlier, a thread of theirs could change files while the check still reads them.
     module = kernels_only(module_path)
