@@ -2286,6 +2286,17 @@ def test_a_fifo_in_place_of_a_course_file_or_the_module_never_hangs_the_grader(t
     os.mkfifo(module)
     assert _ends_within(10, runner._read_bytes, module) is None
     assert _ends_within(10, stuck._line, str(module), 3) == ""
+    # a module that is a link to where the learner keeps it is read, and so is its line; a link
+    # to a device is not
+    module.unlink()
+    kept_elsewhere = tmp_path / "work.py"
+    kept_elsewhere.write_text("a = 1\nb = 2\n", encoding="utf-8")
+    module.symlink_to(kept_elsewhere)
+    assert runner._read_bytes(module) == b"a = 1\nb = 2\n"
+    assert stuck._line(str(module), 2) == "b = 2"
+    module.unlink()
+    module.symlink_to("/dev/zero")
+    assert _ends_within(10, runner._read_bytes, module) is None
 
 
 def test_forged_launches_and_import_problems_are_refused_as_such():

@@ -160,7 +160,7 @@ def _read_bytes(path: Path) -> bytes | None:
     """The module's bytes; None where it is not a regular file of a sane size (a FIFO or a
     link to /dev/zero left in its place would hang the check or read without end)."""
     try:
-        return state.read_small_file(path, MODULE_LIMIT)
+        return state.read_small_file(path, MODULE_LIMIT, follow=True)
     except (OSError, state.NotData):
         return None
 

@@ -120,12 +120,14 @@ class NotData(Exception):
     """A state file that is not a regular file of a sane size: a FIFO, a device, a link."""
 
 
-def read_small_file(path: Path, limit: int = MAX_STATE_BYTES) -> bytes | None:
+def read_small_file(path: Path, limit: int = MAX_STATE_BYTES, *,
+                    follow: bool = False) -> bytes | None:
     """The bytes of ``path``, if it is a regular file of at most ``limit`` bytes; None if it
-    does not exist. Never follows a link and never waits: a FIFO, a device, a socket, a link
-    or a larger file raises NotData, saying which."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
-        getattr(os, "O_BINARY", 0)
+    does not exist. Never waits: a FIFO, a device, a socket or a larger file raises NotData,
+    saying which; so does a link, unless ``follow`` (then the file it leads to is read, if it
+    is a regular one: a learner's module may be a link to where they keep their work)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | \
+        (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

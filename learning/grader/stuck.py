@@ -41,7 +41,7 @@ def _line(path: str, number: int) -> str:
     """Line ``number`` of the learner's file, read as a regular file of a sane size only (the
     learner's code may have left a FIFO in its place); "" where it cannot be."""
     try:
-        data = state.read_small_file(path, STACK_LIMIT) or b""
+        data = state.read_small_file(path, STACK_LIMIT, follow=True) or b""
     except (OSError, state.NotData):
         return ""
     lines = data.decode("utf-8", errors="replace").splitlines()
