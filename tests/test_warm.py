@@ -1,6 +1,7 @@
 """The learners' warm server (learning.grader.warm): a re-check forks its worker instead of starting
 Python, torch and triton again; anything odd about the server falls back to a fresh process."""
 
+import contextlib
 import os
 import shutil
 import socket
@@ -206,6 +207,9 @@ def test_a_stopped_server_costs_seconds_not_minutes(warm_on, tmp_path, monkeypat
         again = grade_softmax(root)
         took = time.monotonic() - started
     finally:
-        os.kill(pid, signal.SIGCONT)
+        # the check kills a stopped server it gives up on (warm.discard): it may be gone, or
+        # a zombie not reaped yet, by now
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
     assert again.ok and FORKED not in [what for _, what in again.timeline]
     assert took < 60, took
