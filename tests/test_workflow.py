@@ -752,8 +752,9 @@ def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, met
     assert "stopped watching" in rest and "Traceback" not in watch.text()
 
 
-@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
-def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
+def _sleeps_through_then_wakes_on_a_save(tmp_path, poll, disturb, why: str):
+    """A watcher of a fresh module does not wake while ``disturb(path)`` runs, and does wake on
+    the save after it."""
     from learning import watch
 
     path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
@@ -762,40 +763,36 @@ def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
     thread = threading.Thread(target=lambda: woke.append(waiter.wait()), daemon=True)
     try:
         thread.start()
-        for _ in range(10):  # what a check does to the file: open it, read it, close it
-            path.read_text(encoding="utf-8")
-            time.sleep(0.1)
+        disturb(path)
         time.sleep(1.5)
-        assert thread.is_alive() and not woke, "a read woke the watcher"
+        assert thread.is_alive() and not woke, why
         path.write_text(solution_text("softmax"), encoding="utf-8")
         thread.join(timeout=5)
         assert woke, "a save did not wake the watcher"
     finally:
         waiter.stop()
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
+def test_watch_waits_through_reads_and_wakes_on_a_save(tmp_path, poll):
+    def read(path):
+        for _ in range(10):  # what a check does to the file: open it, read it, close it
+            path.read_text(encoding="utf-8")
+            time.sleep(0.1)
+
+    _sleeps_through_then_wakes_on_a_save(tmp_path, poll, read, "a read woke the watcher")
 
 
 @pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
 def test_watch_is_not_woken_by_a_file_touched_with_the_same_contents(tmp_path, poll):
     # a module that sets its own time when imported (os.utime(__file__)) would otherwise make
     # every check start the next one
-    from learning import watch
-
-    path = write_module(tmp_path, "softmax", stub_text("softmax")) / "softmax.py"
-    waiter = watch.Waiter(path, poll)
-    woke = []
-    thread = threading.Thread(target=lambda: woke.append(waiter.wait()), daemon=True)
-    try:
-        thread.start()
+    def touch(path):
         for step in range(6):
             os.utime(path, ns=(10**18 + step * 10**9,) * 2)
             time.sleep(0.3)
-        time.sleep(1.5)
-        assert thread.is_alive() and not woke, "a touch woke the watcher"
-        path.write_text(solution_text("softmax"), encoding="utf-8")
-        thread.join(timeout=5)
-        assert woke, "a save did not wake the watcher"
-    finally:
-        waiter.stop()
+
+    _sleeps_through_then_wakes_on_a_save(tmp_path, poll, touch, "a touch woke the watcher")
 
 
 @pytest.mark.parametrize("poll", [True, False], ids=["polling", "watchdog"])
