@@ -45,10 +45,12 @@ fast:
    waits for). Every later call for that product skips the
    checks, the choice and Triton's own launch path (which binds, specializes and looks the
    kernel up again on every call): it launches the compiled kernel directly
-   (``_direct_launcher``). An operand whose rows do not start on 16-byte boundaries (4097
-   columns of 2 bytes) is first copied into one whose rows do (``_pad_rows``, both operands
-   in one launch, into buffers the plan keeps), where the product is large enough for the
-   copy to pay.
+   (``_direct_launcher``), and where the kernel takes tensor descriptors, encodes each
+   operand's descriptor once per address rather than on every call (``_EncodedLaunch``, on
+   the Triton versions whose launcher it was run against). An operand whose rows do not
+   start on 16-byte boundaries (4097 columns of 2 bytes) is first copied into one whose
+   rows do (``_pad_rows``, both operands in one launch, into buffers the plan keeps), where
+   the product is large enough for the copy to pay.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -596,12 +598,15 @@ def _launch_hooks():
     return runtime if hasattr(runtime, "launch_enter_hook") else None
 
 
-def _direct_launcher(compiled, grid: tuple[int, int, int], device: torch.device):
+def _direct_launcher(compiled, grid: tuple[int, int, int], device: torch.device,
+                     describe: dict | None = None):
     """A launcher of the compiled kernel for this grid: it takes the kernel's tensors, then
     its other arguments in order (constexprs included, as Triton's launch path passes them),
     and goes straight to the driver, without the binding, specialization and cache lookup
     that ``kernel[grid](...)`` repeats on every call. None where there is no compiled kernel
-    (the interpreter) or this Triton's compiled kernels launch some other way.
+    (the interpreter) or this Triton's compiled kernels launch some other way. ``describe``
+    maps the positions of the tensors the kernel takes as tensor descriptors to the
+    ``_Describe`` that makes each one's descriptor.
 
     Where the compiled kernel's parts are where Triton's own runner (``compiled[grid]``)
     finds them, it calls them as that runner does, less what it works out again on every
@@ -617,40 +622,151 @@ def _direct_launcher(compiled, grid: tuple[int, int, int], device: torch.device)
         runner = compiled[grid]
     except Exception:  # noqa: BLE001 (any failure means: keep Triton's usual launch)
         return None
+    describe = describe or {}
+
+    def described(tensors: tuple) -> tuple:
+        return tuple(describe[i](t) if i in describe else t for i, t in enumerate(tensors))
+
     hooks = _launch_hooks()
     run = getattr(compiled, "run", None)
     metadata = getattr(compiled, "packed_metadata", None)
     if hooks is None or run is None or metadata is None or device.type != "cuda":
-        return lambda tensors, rest: runner(*tensors, *rest)
+        return lambda tensors, rest: runner(*described(tensors), *rest)
     function, (x, y, z) = compiled.function, grid
+    encoded = _EncodedLaunch.of(run, describe) if describe else None
 
     def launch(tensors: tuple, rest: tuple) -> None:
         if not (_silent(hooks.launch_enter_hook) and _silent(hooks.launch_exit_hook)):
-            runner(*tensors, *rest)  # a profiler listens: the runner tells it what it needs
+            # a profiler listens: the runner tells it what it needs
+            runner(*described(tensors), *rest)
             return
-        run(x, y, z, _current_stream(device), function, metadata, None, None, None,
-            *[t.data_ptr() if isinstance(t, torch.Tensor) else t for t in tensors], *rest)
+        stream = _current_stream(device)
+        if encoded is not None:
+            encoded(x, y, z, stream, function, metadata, tensors, rest)
+            return
+        run(x, y, z, stream, function, metadata, None, None, None,
+            *[t.data_ptr() if isinstance(t, torch.Tensor) else t for t in described(tensors)],
+            *rest)
 
+    launch.encoded = encoded
     return launch
+
+
+#: Triton versions whose launchers ``_EncodedLaunch`` was run against on a GPU (the layout of
+#: the launcher's insides is no public interface, and differs between these two)
+ENCODED_ON = ("3.6.", "3.9.")
+#: Descriptors an ``_EncodedLaunch`` keeps per operand, one per address, the latest ones
+KEEP_ENCODED = 16
+
+
+class _EncodedLaunch:
+    """Launches a kernel that takes tensor descriptors, encoding each operand's descriptor
+    once per address instead of on every call.
+
+    Triton's launcher turns each host-side descriptor into the 128-byte map the TMA hardware
+    reads (``cuTensorMapEncodeTiled``, through a Python layer) on every launch: for a small
+    product, a third of the call. The map depends on nothing but the base address, the shape,
+    the strides and the block, and a plan fixes all of these but the address: so the map for
+    an address, once encoded, is the map for that address on every later call (a tensor freed
+    and another allocated at the same place, with the plan's layout, has the same map). This
+    keeps the last KEEP_ENCODED encodings per operand and hands the driver's launch function,
+    beneath Triton's wrapper, the arguments that wrapper would have made. Only where the
+    wrapper is laid out as on the Triton versions of ENCODED_ON; elsewhere ``of`` returns None
+    and every call encodes, through Triton's wrapper."""
+
+    def __init__(self, driver_launch, encode, meta: list, layout: str, run, describe: dict):
+        self.driver_launch, self.encode, self.meta = driver_launch, encode, meta
+        self.layout, self.run, self.describe = layout, run, describe
+        self.kept: dict[int, dict[int, list]] = {i: {} for i in describe}
+
+    @classmethod
+    def of(cls, run, describe: dict) -> _EncodedLaunch | None:
+        if not triton.__version__.startswith(ENCODED_ON):
+            return None
+        wrapper = getattr(run, "launch", None)
+        code, cells = getattr(wrapper, "__code__", None), getattr(wrapper, "__closure__", None)
+        if code is None or not cells:
+            return None
+        try:
+            inside = dict(zip(code.co_freevars, (cell.cell_contents for cell in cells)))
+        except ValueError:  # an empty cell
+            return None
+        driver_launch, meta = inside.get("launcher"), inside.get("tensordesc_meta")
+        scratch = [getattr(run, f"{kind}_scratch_size", None) for kind in ("global", "profile")]
+        if (driver_launch is None or not meta or any(m is None for m in meta)
+                or len(meta) != len(describe) or scratch != [0, 0]
+                or getattr(run, "gsan_enabled", False)):
+            return None
+        if "tensordesc_indices" in inside:  # 3.6: descriptors spliced into the arguments
+            from triton.backends.nvidia import driver as nvidia
+            make = getattr(nvidia, "make_tensordesc_arg", None)
+            if make is None or getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) != 13:
+                return None
+            return cls(driver_launch, lambda d, m: make(d, m), meta, "3.6", run,
+                       describe)
+        make = inside.get("make_tensordesc_arg")
+        if "relevant_paths" in inside and make is not None and hasattr(run, "arg_annotations"):
+            return cls(driver_launch, lambda d, m: make(d, m, None), meta, "3.9", run,
+                       describe)
+        return None
+
+    def _arguments(self, i: int, index: int, t: torch.Tensor) -> list:
+        """The launcher's arguments for the ``index``-th descriptor, the kernel's ``i``-th
+        tensor: the encoded map, then the operand's shape and strides."""
+        kept = self.kept[i]
+        address = t.data_ptr()
+        made = kept.get(address)
+        if made is None:
+            made = list(self.encode(self.describe[i](t), self.meta[index]))
+            if len(kept) >= KEEP_ENCODED:
+                del kept[next(iter(kept))]  # the oldest
+            kept[address] = made
+        return made
+
+    def __call__(self, x, y, z, stream, function, metadata, tensors: tuple, rest: tuple):
+        args, index = [], 0
+        for i, t in enumerate(tensors):
+            if i in self.describe:
+                args += self._arguments(i, index, t)
+                index += 1
+            else:
+                args.append(t.data_ptr() if isinstance(t, torch.Tensor) else t)
+        args += rest
+        run = self.run
+        if self.layout == "3.6":
+            self.driver_launch(x, y, z, stream, function, run.launch_cooperative_grid,
+                               run.launch_pdl, None, None, metadata, None, None, None, *args)
+        else:
+            self.driver_launch(x, y, z, stream, function, run.launch_cooperative_grid,
+                               run.launch_pdl, metadata, None, None, None, None, None,
+                               run.arg_annotations, run.kernel_signature, tuple(args))
 
 
 class _Launch:
     """One kernel with its grid, trailing arguments and options fixed: the first call goes
     through Triton's usual launch (compiling if need be) and keeps the compiled kernel's own
-    launcher; later calls use that launcher."""
+    launcher; later calls use that launcher. The tensors at the positions of ``describe`` are
+    given as tensors and passed to the kernel as tensor descriptors."""
 
     def __init__(self, kernel, grid: tuple[int, int, int], fixed: tuple, options: dict,
-                 device: torch.device):
+                 device: torch.device, describe: dict | None = None):
         self.kernel, self.grid, self.fixed, self.options = kernel, grid, fixed, options
-        self.device = device
+        self.device, self.describe = device, describe or {}
         self.direct = None
 
     def __call__(self, *tensors) -> None:
         if self.direct is not None:
             self.direct(tensors, self.fixed)
             return
-        compiled = self.kernel[self.grid](*tensors, *self.fixed, **self.options)
-        self.direct = _direct_launcher(compiled, self.grid, self.device)
+        given = tuple(self.describe[i](t) if i in self.describe else t
+                      for i, t in enumerate(tensors))
+        compiled = self.kernel[self.grid](*given, *self.fixed, **self.options)
+        self.direct = _direct_launcher(compiled, self.grid, self.device, self.describe)
+
+    @property
+    def encodes_once(self) -> bool:
+        """Whether this launch's descriptors are encoded once per address (_EncodedLaunch)."""
+        return getattr(self.direct, "encoded", None) is not None
 
 
 def _row_major_aligned(t: torch.Tensor) -> bool:
@@ -802,6 +918,8 @@ class _Plan:
                                 ([k, n], list(b_strides), [config.block_k, config.block_n]))
             self.describe = tuple(_Describe(a.dtype, a.device, *d) for d in self.descriptors)
         self.pad, self.padded = self._copy_launch(a, b, vec), {}
+        # A and B are the kernel's second and third tensors, after C
+        described = dict(zip((1, 2), self.describe)) if self.describe else None
         if config.persistent:
             if self.splits > 1:
                 raise ValueError(f"matmul: {config.label}: a persistent row does not split K; "
@@ -810,10 +928,11 @@ class _Plan:
             self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, programs, *tiles[:4],
                 config.tma, k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0),
-                options, a.device)
+                options, a.device, described)
         elif config.tma:
             self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                      vec, n % vec == 0), options, a.device)
+                                                      vec, n % vec == 0), options, a.device,
+                                  described)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
@@ -839,9 +958,8 @@ class _Plan:
         return _Launch(_pad_rows, (sum(tiles), 1, 1), (*shapes[0], *shapes[1], tiles[0], block_r,
                                                        block_c, vec), options, a.device)
 
-    def _buffers(self) -> tuple[tuple, tuple]:
-        """The views A and B are copied into (None for an operand not copied), and what the
-        kernel is given for them (the views, or their tensor descriptors). One set per stream,
+    def _buffers(self) -> tuple:
+        """The views A and B are copied into (None for an operand not copied). One pair per stream,
         kept for the next calls where the pair is at most KEEP_PADDED_BYTES (launches on one
         stream run one after the other, so the next call's copy never overwrites what this
         call's product still reads); made for each call otherwise, and while a CUDA graph is
@@ -855,14 +973,9 @@ class _Plan:
                   (self.k, self.shape[1]) if self.copy_b else None)
         views = tuple(None if shape is None else _padded_buffer(shape, self.dtype, self.device)
                       for shape in shapes)
-        given = views
-        if self.describe is not None:
-            given = tuple(None if view is None else describe(view)
-                          for view, describe in zip(views, self.describe))
-        made = (views, given)
         if self.pad_bytes <= KEEP_PADDED_BYTES and not capturing:
-            self.padded[stream] = made
-        return made
+            self.padded[stream] = views
+        return views
 
     def _scratch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The split programs' workspace and arrival counters (``_finish_tile``), one pair per
@@ -886,21 +999,17 @@ class _Plan:
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = a.new_empty(self.shape)  # a's dtype and device: cheaper to ask than torch.empty
-        if self.pad is None:
-            if self.describe is not None:
-                a, b = self.describe[0](a), self.describe[1](b)
-        else:
-            (view_a, view_b), (given_a, given_b) = self._buffers()
+        if self.pad is not None:  # the launch makes descriptors of what it is given
+            view_a, view_b = self._buffers()
             if view_a is None:
                 self.pad(b, view_b, b, view_b)
-                a = a if self.describe is None else self.describe[0](a)
-                b = given_b
+                b = view_b
             elif view_b is None:
                 self.pad(a, view_a, a, view_a)
-                a, b = given_a, b if self.describe is None else self.describe[1](b)
+                a = view_a
             else:
                 self.pad(a, view_a, b, view_b)
-                a, b = given_a, given_b
+                a, b = view_a, view_b
         if self.config.persistent:
             self.matmul(c, a, b)
         elif self.splits == 1:

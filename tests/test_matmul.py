@@ -466,7 +466,7 @@ def test_unaligned_operands_of_a_large_product_are_copied_into_aligned_rows(devi
     plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
     assert plan.copy_a and plan.copy_b and plan.aligned
     assert exact(a, b, plan(a, b))
-    (copy_a, copy_b), _ = plan._buffers()  # kept for the next call, both copied in one launch
+    copy_a, copy_b = plan._buffers()  # kept for the next call, both copied in one launch
     assert copy_a.shape == a.shape and copy_a.stride() == (rm.PAD_TO, 1)
     assert torch.equal(copy_a, a) and torch.equal(copy_b, b)
     assert plan.pad.grid[0] == 3 + 4  # tiles of 16 rows: A has 40 rows, B 51 (one tile wide)
@@ -500,12 +500,10 @@ def test_the_copies_buffers_are_kept_and_refilled_on_every_call(row, copied, dev
         plan = plan or rm._Plan(a, b, row)
         assert (plan.copy_a, plan.copy_b) == (copied != "b", copied != "a")
         assert exact(a, b, plan(a, b)), seed
-    ((views, given),) = plan.padded.values()  # one set, for the one stream
+    (views,) = plan.padded.values()  # one pair, for the one stream
     kept = [view.data_ptr() for view in views if view is not None]
     plan(a, b)
-    assert [view.data_ptr() for view in plan._buffers()[0] if view is not None] == kept
-    if row.tma:  # the descriptors of the kept buffers are made once, with them
-        assert all(g is not None and g.base is v for g, v in zip(given, views) if v is not None)
+    assert [view.data_ptr() for view in plan._buffers() if view is not None] == kept
 
 
 def test_a_k_mask_by_runs_reads_past_k_only_where_the_copy_wrote_zeros(device, monkeypatch):
@@ -525,7 +523,7 @@ def test_a_k_mask_by_runs_reads_past_k_only_where_the_copy_wrote_zeros(device, m
     a = integers((m, k + 1), torch.float16, device, 6)[:, :k]  # rows 2 bytes off: copied
     plan = rm._Plan(a, b, rm.INTERPRETER_CONFIG)
     assert plan.copy_a
-    (view_a, _), _ = plan._buffers()
+    view_a, _ = plan._buffers()
     torch.as_strided(view_a, (m, rm.PAD_TO), (rm.PAD_TO, 1)).fill_(float("nan"))
     assert exact(a, b, plan(a, b))
 
@@ -757,6 +755,105 @@ def test_a_remembered_launch_passes_pointers_and_the_stream_and_skips_hooks_no_o
         launch(c)
         launch(c)
         assert calls[1] == ("direct", (1, 1, 1), (c, 5))
+
+
+class FakeDescriptorRun:
+    """A compiled kernel's ``run`` whose launch wrapper is laid out as Triton 3.6's (``layout``
+    "3.6": the driver's launch, the descriptors' positions and metadata in its closure) or
+    3.9's ("3.9": the launch, the encoder, the descriptor paths, the signature, the metadata).
+    Called as Triton's runner calls it, it records the call; its wrapper is never called."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = "coop", "pdl"
+    arg_annotations, kernel_signature = "annotations", "signature"
+
+    def __init__(self, calls, layout):
+        self.calls = calls
+        launcher = lambda *args: calls.append(("driver", args))  # noqa: E731
+        tensordesc_meta = [{"meta": 0}, {"meta": 1}]
+        if layout == "3.6":
+            tensordesc_indices = {1, 2}
+
+            def inner(*args):
+                return launcher, tensordesc_indices, tensordesc_meta
+        else:
+            relevant_paths, signature = {1: {}, 2: {}}, ()
+
+            def make_tensordesc_arg(desc, meta, _):
+                calls.append(("encode", desc[1].data_ptr(), meta["meta"]))
+                return [("map", desc[1].data_ptr()), 10, 20, 30, 1]
+
+            def inner(*args):
+                return (launcher, make_tensordesc_arg, relevant_paths, signature,
+                        tensordesc_meta)
+        self.launch = inner
+
+    def __call__(self, *args):
+        self.calls.append(("run", args))
+
+
+def test_descriptors_are_encoded_once_per_address_where_the_launcher_is_laid_out_as_verified(
+        monkeypatch):
+    from triton.backends.nvidia import driver as nvidia
+
+    def encode_36(desc, meta):
+        calls.append(("encode", desc[1].data_ptr(), meta["meta"]))
+        return [("map", desc[1].data_ptr()), 10, 20, 30, 1]
+
+    monkeypatch.setattr(nvidia, "make_tensordesc_arg", encode_36)
+    monkeypatch.setattr(nvidia, "_BASE_ARGS_FORMAT_LEN", 13, raising=False)
+    monkeypatch.setattr(rm, "_launch_hooks", FakeHooks)
+    monkeypatch.setattr(rm, "_current_stream", lambda device: 77)
+    describe = {1: lambda t: ("a-desc", t), 2: lambda t: ("b-desc", t)}
+    c, b = torch.zeros(4), torch.ones(4)
+    operands = [torch.full((4,), float(i)) for i in range(rm.KEEP_ENCODED + 1)]
+    for version, layout in (("3.6.0", "3.6"), ("3.9.0", "3.9")):
+        monkeypatch.setattr(rm.triton, "__version__", version)
+        calls = []
+        compiled = FakeLauncher(calls)
+        compiled.run = FakeDescriptorRun(calls, layout)
+        launch = rm._Launch(FakeKernel(compiled), (4, 2, 1), (7, True), {},
+                            torch.device("cuda", 0), describe)
+        a = operands[0]
+        launch(c, a, b)  # Triton's own launch, given the descriptors
+        assert calls.pop(0) == ("triton", (4, 2, 1), (c, ("a-desc", a), ("b-desc", b), 7, True),
+                                {})
+        assert launch.encodes_once
+        launch(c, a, b)
+        launch(c, a, b)
+        encoded_a, encoded_b = [("map", a.data_ptr()), 10, 20, 30, 1], [
+            ("map", b.data_ptr()), 10, 20, 30, 1]
+        tail = (c.data_ptr(), *encoded_a, *encoded_b, 7, True)
+        want = (4, 2, 1, 77, FakeLauncher.function, "coop", "pdl")
+        if layout == "3.6":
+            want += (None, None, compiled.packed_metadata, None, None, None, *tail)
+        else:
+            want += (compiled.packed_metadata, None, None, None, None, None, "annotations",
+                     "signature", tail)
+        # each operand encoded once, on the first direct launch, then kept
+        assert calls == [("encode", a.data_ptr(), 0), ("encode", b.data_ptr(), 1),
+                         ("driver", want), ("driver", want)]
+        # a new address is encoded; past KEEP_ENCODED addresses the oldest is dropped
+        for other in operands[1:]:
+            launch(c, other, b)
+        encoded = [call[1] for call in calls if call[0] == "encode"]
+        assert encoded == [a.data_ptr(), b.data_ptr(), *(t.data_ptr() for t in operands[1:])]
+        calls.clear()
+        launch(c, a, b)
+        assert calls[0] == ("encode", a.data_ptr(), 0)
+    # a Triton whose launcher was not run against: every call goes through Triton's wrapper,
+    # given the descriptors
+    monkeypatch.setattr(rm.triton, "__version__", "3.7.0")
+    calls = []
+    compiled = FakeLauncher(calls)
+    compiled.run = FakeDescriptorRun(calls, "3.6")
+    launch = rm._Launch(FakeKernel(compiled), (1, 1, 1), (), {}, torch.device("cuda", 0),
+                        describe)
+    launch(c, a, b)
+    launch(c, a, b)
+    assert not launch.encodes_once
+    assert calls[1] == ("run", (1, 1, 1, 77, FakeLauncher.function, compiled.packed_metadata,
+                                None, None, None, c.data_ptr(), ("a-desc", a), ("b-desc", b)))
 
 
 def test_in_the_interpreter_every_launch_is_tritons_own(device, fresh_plans):
@@ -999,6 +1096,54 @@ def test_direct_launches_record_into_a_cuda_graph(m, n, k):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("row", [rm.TileConfig(64, 64, 64, 8, 4, 3, tma=True),
+                                 rm.TileConfig(64, 64, 64, 8, 4, 3, tma=True, persistent=True),
+                                 rm.TileConfig(16, 32, 64, 1, 4, 3, split_k=2, tma=True)],
+                         ids=lambda row: row.label)
+@pytest.mark.parametrize("copied", [False, True], ids=["in place", "copied"])
+def test_descriptors_kept_per_address_follow_every_operand_on_a_gpu(row, copied, monkeypatch):
+    if rm._descriptor_class() is None or torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor descriptors need Triton 3.4 and a GPU of compute capability 9")
+    monkeypatch.setattr(rm, "PAD_MIN_MACS", 0 if copied else 2**40)
+    m, n, k = (16 if row.block_m == 16 else 100), 136, 200  # K no whole number of steps
+    wide = k + 1 if copied else k  # rows 2 bytes off: copied into aligned rows first
+    b = integers((k, n), torch.float16, "cuda", 1)
+    operands = [integers((m, wide), torch.float16, "cuda", seed)[:, :k]
+                for seed in range(rm.KEEP_ENCODED + 3)]  # more addresses than are kept
+    plan = rm._Plan(operands[0], b, row)
+    assert plan.copy_a == copied
+    for _ in range(2):
+        for a in operands:
+            assert exact(a, b, plan(a, b))
+    if triton.__version__.startswith(rm.ENCODED_ON):
+        assert plan.matmul.encodes_once
+    # an address kept, its values changed: the map is the address's, the values are read anew
+    a = operands[-1]
+    a.copy_(integers(a.shape, torch.float16, "cuda", 99))
+    assert exact(a, b, plan(a, b))
+    # freed and allocated again, at the same address or not
+    del operands
+    for seed in range(4):
+        a = integers((m, wide), torch.float16, "cuda", 50 + seed)[:, :k]
+        assert exact(a, b, plan(a, b))
+    # while a profiler listens, Triton's runner launches, given descriptors the launch makes
+    chain = getattr(getattr(getattr(triton, "knobs", None), "runtime", None),
+                    "launch_enter_hook", None)
+    if hasattr(chain, "add"):
+        seen = []
+
+        def hook(metadata):
+            seen.append(metadata)
+
+        chain.add(hook)
+        try:
+            assert exact(a, b, plan(a, b))
+        finally:
+            chain.remove(hook)
+        assert len(seen) == (2 if copied else 1)  # the copy's launch, then the product's
 
 
 @pytest.mark.gpu

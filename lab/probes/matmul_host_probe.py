@@ -9,11 +9,12 @@ millisecond: the GPU's queue of launches never fills), the host's time per call 
 clock stops before the final synchronize). The pieces: the plan's key and lookup, allocating C
 (three ways), Triton's runner of the compiled kernel (``compiled[grid]``: what a remembered
 product ran before the course's launcher), the course's launcher of it (what a remembered
-product runs now), Triton's usual launch of the same kernel with every argument given (what the
-first call runs), the whole reference call (for 4097 cubed also the copies of A and B into
-aligned rows, one launch of ``_pad_rows`` into the buffers the plan keeps), the whole call with
-``config=`` (checks and a new plan every time), and torch.matmul. Three rounds; the median and
-the range.
+product runs now; where the kernel takes tensor descriptors, also the same launcher encoding
+them on every call, as Triton's wrapper does, instead of once per address), Triton's usual
+launch of the same kernel with every argument given (what the first call runs), the whole
+reference call (for 4097 cubed also the copies of A and B into aligned rows, one launch of
+``_pad_rows`` into the buffers the plan keeps), the whole call with ``config=`` (checks and a
+new plan every time), and torch.matmul. Three rounds; the median and the range.
 """
 
 from __future__ import annotations
@@ -58,19 +59,26 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
     assert launch.direct is not None, "this Triton's compiled kernel has no launcher of its own"
     operands, extra = (a, b), []
     if plan.pad is not None:  # the operands are copied first, into buffers the plan keeps
-        (view_a, view_b), operands = plan._buffers()
+        view_a, view_b = operands = plan._buffers()
         assert view_a is not None and view_b is not None, "the probe expects both copied"
         extra = [("copying A and B into aligned rows (_pad_rows, one launch)",
                   lambda: plan.pad(a, view_a, b, view_b))]
-    elif plan.describe is not None:  # the kernel takes tensor descriptors of A and B
+    if plan.describe is not None:  # the kernel takes tensor descriptors of A and B
         def described():
-            return plan.describe[0](a), plan.describe[1](b)
+            return plan.describe[0](operands[0]), plan.describe[1](operands[1])
 
-        operands = described()
-        extra = [("making the two tensor descriptors", described)]
-    tensors = (c, *operands, *scratch)
-    compiled = launch.kernel[launch.grid](*tensors, *launch.fixed, **launch.options)
+        extra.append(("making the two tensor descriptors", described))
+    tensors = (c, *operands, *scratch)  # what the course's launcher takes: tensors
+    given = tuple(launch.describe[i](t) if i in launch.describe else t  # what Triton's take
+                  for i, t in enumerate(tensors))
+    compiled = launch.kernel[launch.grid](*given, *launch.fixed, **launch.options)
     runner = compiled[launch.grid]
+    if launch.encodes_once:  # the same launcher, encoding both descriptors on every call
+        kept, rm.ENCODED_ON = rm.ENCODED_ON, ()
+        every_call = rm._direct_launcher(compiled, launch.grid, launch.device, launch.describe)
+        rm.ENCODED_ON = kept
+        extra.append(("the course's launcher, descriptors encoded on every call",
+                      lambda: every_call(tensors, launch.fixed)))
     return plan.config.label, [
         ("the plan's key and lookup", lambda: rm._PLANS.get(rm._key(a, b))),
         ("allocating C (torch.empty)", lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
@@ -79,11 +87,11 @@ def pieces(m: int, n: int, k: int, dtype) -> tuple[str, list]:
         ("allocating C (a.new_empty)", lambda: a.new_empty((m, n))),
         *extra,
         ("Triton's runner of the compiled kernel (compiled[grid])",
-         lambda: runner(*tensors, *launch.fixed)),
+         lambda: runner(*given, *launch.fixed)),
         ("the course's launcher of the compiled kernel",
          lambda: launch.direct(tensors, launch.fixed)),
         ("Triton's usual launch, every argument given",
-         lambda: launch.kernel[launch.grid](*tensors, *launch.fixed, **launch.options)),
+         lambda: launch.kernel[launch.grid](*given, *launch.fixed, **launch.options)),
         ("the whole reference call", lambda: rm.matmul(a, b)),
         ("the whole call with config= (checks and a new plan each time)",
          lambda: rm.matmul(a, b, config=plan.config)),
