@@ -111,13 +111,19 @@ def test_a_name_error_is_the_same_error_in_every_case_and_blames_no_formula(tmp_
 def test_float32_arithmetic_in_python_is_described_not_misdiagnosed(tmp_path):
     code = solution_text("softmax") + '''
 
-import numpy as np
+import struct
+
+
+def float32(v):  # rounded to the nearest float32, in plain Python
+    return struct.unpack("f", struct.pack("f", v))[0]
 
 
 def softmax_python(values):
-    x = np.array(values, dtype=np.float32)
-    e = np.exp(x - x.max())
-    return [float(v) for v in e / e.sum()]
+    x = [float32(v) for v in values]
+    maximum = max(x)
+    e = [float32(math.exp(float32(v - maximum))) for v in x]
+    total = float32(sum(e))
+    return [float32(v / total) for v in e]
 '''
     cases = _cases(grade_text(tmp_path, "softmax", code, ["python"]))
     failed = [v for v in cases.values() if v.status == "failed"]

@@ -11,7 +11,7 @@ import copy
 import math
 import time
 
-from learning.grader import allocations, lineage
+from learning.grader import allocations, lineage, plain
 from learning.grader.declarations import Case
 from learning.grader.learner_code import cut as _cut
 from learning.grader.learner_code import (
@@ -421,9 +421,12 @@ def _synchronise(device: str):
 
 
 def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
-              learner_file: str, launches: LaunchCounter | None = None, evidence=None):
+              learner_file: str, launches: LaunchCounter | None = None, evidence=None, *,
+              plain_python: bool = False):
     """Run one case and describe what happened. ``evidence`` is called before the call is made
-    again for evidence (``ignores_kernels``): the grader's clock for the case starts afresh."""
+    again for evidence (``ignores_kernels``): the grader's clock for the case starts afresh.
+    ``plain_python``: the part is a derivation in plain Python, and the call is watched for
+    the first function of torch, numpy or triton it runs (``learning.grader.plain``)."""
     try:
         args = _materialise(args_spec, device)
         before = _snapshot(args)
@@ -444,11 +447,13 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                               for i, (arg, kept) in enumerate(zip(args, before))
                               if is_tensor(arg) and is_tensor(kept)]
         launches.changed_inputs = set()
+    watch = plain.Watch() if plain_python else None
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
                 contextlib.nullcontext() as record:
-            with recorder if recorder is not None else contextlib.nullcontext():
+            with recorder if recorder is not None else watch if watch is not None else \
+                    contextlib.nullcontext():
                 result = function(*args)
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
@@ -474,6 +479,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                             note=_cut(f"could not read it: {type(exc).__name__}: "
                                       f"{safe_str(exc)}", 300))
     returned.seconds = seconds
+    if watch is not None:
+        returned.libraries_used = watch.first or plain.in_result(result)
     if launches is not None:
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs

@@ -93,6 +93,9 @@ COMMON_BUGS = {
         Bug("grader-changed", "your code changed the grader's own code in its process (the "
             "launch counter, the hooks on Triton's launches): a kernel part is judged by what "
             "that code counts, so the result cannot be. Leave the grader's modules alone"),
+        Bug("not-plain-python", "this part is the lesson's derivation in plain Python (lists, "
+            "loops and the math module), so that every step is yours: write it without torch, "
+            "numpy or triton, which belong to the module's Triton part"),
         Bug("computed-by-torch", "the tensor returned was computed by torch during the call, "
             "not stored by a kernel of yours: no launch was given its memory, nor the memory "
             "it was copied from. This part grades what your kernel computes: return the "
@@ -182,6 +185,12 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
                                                expect.get("filename", "")))
     if isinstance(outcome, Raised):
         return _own_words(part, _judge_raised(part, outcome, args, expect.get("filename", "")))
+    if part.plain_python and getattr(outcome, "libraries_used", ""):
+        used = outcome.libraries_used  # a function's name, or "numpy.float64 values"
+        verdict = _fail("not-plain-python", f"{part.function} returned {used}"
+                        if used.endswith(" values") else f"{part.function} called {used}")
+        verdict.seconds = outcome.seconds
+        return _own_words(part, verdict)
     if part.returns == "exact":
         verdict = _judge_exact(outcome, want, part)
         if not verdict.passed and not verdict.causes:

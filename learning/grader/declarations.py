@@ -115,6 +115,9 @@ class Part:
     #   "exact"  plain data (str, int, tuple, ...), compared with ==.
     returns: str = "list"
     needs_kernels: bool = False  # True when the part launches Triton kernels
+    # The lesson's derivation in plain Python (lists and math): a call that runs a function of
+    # torch, numpy or triton fails, whatever it returns (learning.grader.plain)
+    plain_python: bool = False
     # Hints in levels, from a nudge to nearly the answer; ``check NAME --hint`` shows the next.
     hints: tuple[str, ...] = ()
     # Facts about a wrong output worth stating for this part (learning.grader.observe): "row-sums"

@@ -50,6 +50,9 @@ class Returned:
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
+    # plain-Python parts: the first function of torch, numpy or triton the call ran, or the
+    # library whose values the list returned holds (learning.grader.plain)
+    libraries_used: str = ""
     seconds: float = 0.0
 
 

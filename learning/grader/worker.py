@@ -108,12 +108,13 @@ class _PartToRun:
     function: str
     needs_kernels: bool
     cases: tuple[_CaseToRun, ...]
+    plain_python: bool = False
 
     @classmethod
     def of(cls, part) -> _PartToRun:
         return cls(part.name, part.function, part.needs_kernels,
                    tuple(_CaseToRun(c.name, c.gpu_only, c.fill_outputs_with_nan)
-                         for c in part.cases))
+                         for c in part.cases), part.plain_python)
 
 
 def _kernels(parts: list, force_interpret: bool, module_path: str,
@@ -210,7 +211,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                                     kernels.device, part.needs_kernels, module_path,
                                     kernels.launches if part.needs_kernels else None,
                                     lambda part=part, case=case: channel.send(
-                                        "evidence", part.name, case.name))
+                                        "evidence", part.name, case.name),
+                                    plain_python=part.plain_python)
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
                     f"not run: its input could not be built in the process that imported your "

@@ -505,7 +505,7 @@ EXERCISE = Exercise(
              lesson="14", function="attention_backward_python", reference=reference,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9),
              bugs=PYTHON_BUGS, returns="list", hints=PYTHON_HINTS, steps=PYTHON_STEPS,
-             pieces=gradients),
+             pieces=gradients, plain_python=True),
         Part("triton", "attention_backward_triton: a dK, dV kernel and a dQ kernel",
              lesson="14", function="attention_backward_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",

@@ -258,7 +258,7 @@ EXERCISE = Exercise(
         Part("python", "add_relu_python: blocks of lanes with a mask, by hand", lesson="01",
              function="add_relu_python", reference=reference, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-12), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS),
+             hints=PYTHON_HINTS, plain_python=True),
         Part("triton", "add_relu_triton: your first kernel", lesson="06",
              function="add_relu_triton", reference=reference, cases=TRITON_CASES,
              tolerance=Tolerance(atol=1e-6, rtol=1e-6), bugs=TRITON_BUGS, returns="tensor",

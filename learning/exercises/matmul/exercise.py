@@ -732,7 +732,7 @@ EXERCISE = Exercise(
         Part("python", "matmul_python: C = A @ B tile by tile in plain Python", lesson="12",
              function="matmul_python", reference=reference, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS, steps=PYTHON_STEPS),
+             hints=PYTHON_HINTS, steps=PYTHON_STEPS, plain_python=True),
         Part("triton", "matmul_triton: one program per tile of C, tl.dot over K", lesson="12",
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,

@@ -333,7 +333,7 @@ EXERCISE = Exercise(
         Part("python", "tree_reduce: a pairwise tree padded with the identity", lesson="03",
              function="tree_reduce", reference=reference_tree, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=PYTHON_BUGS, returns="exact",
-             hints=PYTHON_HINTS),
+             hints=PYTHON_HINTS, plain_python=True),
         Part("triton", "centre_rows_triton: masked loads whose other is the identity",
              lesson="07", function="centre_rows_triton", reference=reference_centred,
              cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,

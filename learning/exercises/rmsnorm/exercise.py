@@ -429,7 +429,7 @@ EXERCISE = Exercise(
         Part("python", "rmsnorm_python: one row in plain Python", lesson="05",
              function="rmsnorm_python", reference=reference_rows, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS, steps=PYTHON_STEPS),
+             hints=PYTHON_HINTS, steps=PYTHON_STEPS, plain_python=True),
         Part("triton", "rmsnorm_triton: one program per row", lesson="09",
              function="rmsnorm_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,

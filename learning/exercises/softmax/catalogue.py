@@ -9,7 +9,9 @@ PYTHON = (
             denominator = sum(numerator)
             return [n / denominator for n in numerator]
     '''),
-    Version("no max subtraction, numpy", "python", "no-max-shift", '''
+    # numpy in the Python part: the derivation is the lesson's in plain Python, whatever the
+    # values (learning.grader.plain)
+    Version("no max subtraction, numpy", "python", "not-plain-python", '''
         import numpy as np
 
         def softmax_python(values):
@@ -97,12 +99,17 @@ PYTHON = (
             return [round(n / denominator, 4) for n in numerator]
     '''),
     Version("float32 arithmetic", "python", "unknown", '''
-        import numpy as np
+        import struct
+
+        def float32(v):  # rounded to the nearest float32, in plain Python
+            return struct.unpack("f", struct.pack("f", v))[0]
 
         def softmax_python(values):
-            x = np.array(values, dtype=np.float32)
-            e = np.exp(x - x.max())
-            return [float(v) for v in e / e.sum()]
+            x = [float32(v) for v in values]
+            maximum = max(x)
+            e = [float32(math.exp(float32(v - maximum))) for v in x]
+            total = float32(sum(e))
+            return [float32(v / total) for v in e]
     '''),
     Version("loops one index too far", "python", "error:list-index", '''
         def softmax_python(values):
@@ -357,7 +364,7 @@ RIGHT = (
             log_total = m + math.log(sum(math.exp(v - m) for v in values))
             return [math.exp(v - log_total) for v in values]
     '''),
-    Version("numpy", "python", None, '''
+    Version("numpy", "python", "not-plain-python", '''
         import numpy as np
 
         def softmax_python(values):

@@ -348,7 +348,7 @@ EXERCISE = Exercise(
         Part("python", "softmax_python: one row in plain Python", lesson="04",
              function="softmax_python", reference=reference_rows, cases=PYTHON_CASES,
              tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS, returns="list",
-             hints=PYTHON_HINTS, observe=("row-sums",), steps=PYTHON_STEPS),
+             hints=PYTHON_HINTS, observe=("row-sums",), steps=PYTHON_STEPS, plain_python=True),
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,

@@ -494,7 +494,7 @@ EXERCISE = Exercise(
         Part("python", "softmax_backward_python: one row in plain Python", lesson="11",
              function="softmax_backward_python", reference=reference_backward,
              cases=PYTHON_CASES, tolerance=Tolerance(atol=1e-12, rtol=1e-9), bugs=PYTHON_BUGS,
-             returns="list", hints=PYTHON_HINTS),
+             returns="list", hints=PYTHON_HINTS, plain_python=True),
         Part("triton", "softmax_backward_triton: one program per row", lesson="11",
              function="softmax_backward_triton", reference=reference_backward,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",

@@ -261,6 +261,6 @@ EXERCISE = Exercise(
         Part("python", "roofline: bytes, FLOPs, intensity and bound of a kernel sequence",
              lesson="02", function="roofline", reference=report, cases=CASES,
              tolerance=Tolerance(atol=0.0, rtol=0.0), bugs=BUGS, returns="exact",
-             hints=HINTS),
+             hints=HINTS, plain_python=True),
     ),
 )

@@ -1,0 +1,144 @@
+"""A Python part is the lesson's derivation in plain Python: a call that hands the work to torch,
+numpy or triton fails, whatever values it returns (learning.grader.plain)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from learning.grader import plain
+from tests.helpers import grade_text, named_in, solution_text
+
+
+def graded_python(tmp_path, exercise: str, body: str):
+    """The reference solution with ``body`` appended (later definitions win), its Python part
+    graded: the cases that ran."""
+    result = grade_text(tmp_path, exercise, f"{solution_text(exercise)}\n\n{body}\n", ["python"])
+    (part,) = result.parts
+    return part, [c for c in part.cases if c.verdict.status != "skipped"]
+
+
+@pytest.mark.parametrize("body, named", [
+    ('''
+import torch
+
+
+def softmax_python(values):
+    return torch.softmax(torch.tensor(values, dtype=torch.float64), 0).tolist()
+''', "torch.tensor"),
+    ('''
+import numpy as np
+
+
+def softmax_python(values):
+    x = np.array(values)
+    e = np.exp(x - x.max())
+    return (e / e.sum()).tolist()
+''', "numpy.array"),
+    # a ufunc given a plain list calls nothing the profiler sees: its values, returned, tell
+    ('''
+import numpy as np
+
+
+def softmax_python(values):
+    maximum = max(values)
+    e = np.exp([v - maximum for v in values])
+    total = sum(e)
+    return [v / total for v in e]
+''', "numpy.float64 values"),
+    # a tensor made by its class and only operators after: torch's function mode sees them
+    ('''
+import torch
+
+
+def softmax_python(values):
+    x = torch.Tensor(values).double()
+    e = (x - max(values)).exp()
+    return [float(v) for v in e / sum(e.tolist())]
+''', "torch."),
+], ids=["torch.softmax", "numpy arrays", "a numpy ufunc on a list", "a tensor's operators"])
+def test_a_python_part_that_calls_a_library_fails_and_names_the_call(tmp_path, body, named):
+    part, ran = graded_python(tmp_path, "softmax", body)
+    assert part.status == "failed" and ran
+    assert all(named_in(c) == {"not-plain-python"} for c in ran), \
+        [(c.name, c.verdict.summary) for c in ran]
+    assert named in ran[0].verdict.summary, ran[0].verdict.summary
+    assert "plain Python" in ran[0].verdict.causes[0].cause
+
+
+def test_plain_python_in_other_styles_still_passes(tmp_path):
+    part, ran = graded_python(tmp_path, "softmax", '''
+import statistics
+
+
+def softmax_python(values):
+    shift = max(values)
+    e = [math.exp(v - shift) for v in values]
+    total = math.fsum(e)
+    assert statistics.fmean([1.0, 3.0]) == 2.0  # any of Python's own modules
+    return [x / total for x in e]
+''')
+    assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+
+
+def test_a_part_returning_plain_data_is_held_to_plain_python_too(tmp_path):
+    # the reductions part returns its levels as exact data: padded with numpy, the same levels
+    part, ran = graded_python(tmp_path, "reductions", '''
+import numpy as np
+
+_plain_tree_reduce = tree_reduce
+
+
+def tree_reduce(values, op):
+    levels = _plain_tree_reduce(values, op)
+    levels[0] = [float(v) for v in np.array(levels[0])]
+    return levels
+''')
+    failed = [c for c in ran if c.verdict.status == "failed"]
+    assert failed and all(named_in(c) == {"not-plain-python"} for c in failed)
+    assert "numpy.array" in failed[0].verdict.summary
+
+
+def test_the_watch_names_library_calls_and_nothing_else():
+    with plain.Watch() as watch:
+        sum([1.0, 2.0])
+    assert watch.first == ""
+    with plain.Watch() as watch:
+        np.array([1.0])
+    assert watch.first == "numpy.array"
+    x = torch.ones(2)
+    with plain.Watch() as watch:
+        x.tolist()
+    assert watch.first == "torch.Tensor.tolist"
+    with plain.Watch() as watch:
+        x + 1
+    assert watch.first.startswith("torch.")
+
+
+def test_the_learners_own_profile_function_is_put_back():
+    import sys
+
+    seen = []
+
+    def profile(frame, event, arg):
+        seen.append(event)
+
+    sys.setprofile(profile)
+    try:
+        with plain.Watch():
+            pass
+        assert sys.getprofile() is profile
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("result, found", [
+    ([1.0, 2.0], ""), ([[1.0], [2.0]], ""), ((1, "a"), ""),
+    ([1.0, np.float64(2.0)], "numpy.float64 values"),
+    ([[1.0], [np.float32(2.0)]], "numpy.float32 values"),
+    (np.float64(1.0), "numpy.float64 values"),
+    ([torch.tensor(1.0)], "torch.Tensor values"),
+])
+def test_library_values_in_a_result_are_found(result, found):
+    assert plain.in_result(result) == found
