@@ -37,6 +37,7 @@ keeps this list, the folder and the imports (no circles) in step.
             loading.py       before the learner's import: libraries loaded, memory capped, filter on
             calls.py         one call of the learner's function on a case, described as plain data
             lineage.py       where a kernel part's returned tensor came from: a kernel, or torch
+            plain.py         a Python part's call into torch, numpy or triton, which it may not make
             summarise.py     what a call returned and did to its arguments, read as plain data
             recordings.py    the worker's runs that grade nothing: a case's memory map, named steps
             childproc.py     the child processes' plumbing: environment, events, output, signals
