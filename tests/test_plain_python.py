@@ -142,3 +142,31 @@ def test_the_learners_own_profile_function_is_put_back():
 ])
 def test_library_values_in_a_result_are_found(result, found):
     assert plain.in_result(result) == found
+
+
+def test_a_librarys_finaliser_run_by_a_collection_is_not_the_learners_call():
+    import gc
+    import weakref
+
+    from torch.utils import hooks  # torch's own code, run when an object of its is freed
+
+    class Cycle:
+        pass
+
+    class Hooks(dict):  # a dict a weak reference can point to
+        pass
+
+    def make_garbage():
+        handle = hooks.RemovableHandle(Hooks())
+        cycle = Cycle()
+        cycle.me, cycle.handle = cycle, handle
+        weakref.finalize(cycle, hooks.RemovableHandle.remove, handle)
+
+    gc.disable()
+    try:
+        make_garbage()
+        with plain.Watch() as watch:
+            gc.collect()  # as an automatic collection would, inside the learner's call
+        assert watch.first == ""
+    finally:
+        gc.enable()

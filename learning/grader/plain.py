@@ -72,11 +72,21 @@ class Watch:
             name = _c_function(arg)
         elif event == "call":
             module = frame.f_globals.get("__name__")
-            name = f"{module}.{frame.f_code.co_name}" if _library(module) else ""
+            if not _library(module) or _finaliser(frame):
+                return
+            name = f"{module}.{frame.f_code.co_name}"
         else:
             return
         if name:
             self.first = name
+
+
+def _finaliser(frame) -> bool:
+    """A library's code run because something was freed (``__del__``, a weakref's callback):
+    a garbage collection can run it in the middle of any call, plain Python's too."""
+    back = frame.f_back
+    return frame.f_code.co_name == "__del__" or \
+        (back is not None and back.f_globals.get("__name__") == "weakref")
 
 
 def _torch_mode(watch: Watch):
