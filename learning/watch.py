@@ -19,6 +19,9 @@ from learning.grader import registry, state
 
 POLL_SECONDS = 0.5
 SETTLE_SECONDS = 0.2  # editors often write a file in several steps
+# Checks in a row while which the module changed, after which watch takes the change for the
+# module's own (written when imported) rather than a save
+REWRITTEN_CHECKS = 2
 
 
 def build_parser() -> CommandParser:
@@ -124,6 +127,14 @@ class Waiter:
                 self.checked_text = text
                 return
 
+    def changed_since_check(self) -> bool:
+        """Whether the file's contents differ from the ones the last check was started for."""
+        return _content(self.path) != self.checked_text
+
+    def accept(self):
+        """Take the file as it is now for checked: the next change from here wakes ``wait``."""
+        self.checked, self.checked_text = _signature(self.path), _content(self.path)
+
     def stop(self):
         if self.observer is not None:
             self.observer.stop()
@@ -152,12 +163,24 @@ def main(argv: list[str] | None = None) -> int:
     arguments += ["--interpret"] if options.interpret else []
     waiter = Waiter(path, options.poll)
     cli.stop_on_signals()
+    changed_during = 0  # checks in a row while which the module changed
     try:
         while True:
             console.clear()
             console.print(f"[dim]watching {escape(str(path))} ({waiter.method}); Ctrl-C to "
                           "stop[/dim]", highlight=False)
             check.main(arguments)
+            changed_during = changed_during + 1 if waiter.changed_since_check() else 0
+            if changed_during >= REWRITTEN_CHECKS:
+                # a save in the middle of a check is checked next; one in the middle of every
+                # check is the module rewriting itself when it is imported, and checking it
+                # again would never end
+                waiter.accept()
+                changed_during = 0
+                console.print(f"\n{exercise.filename} changed while each of the last "
+                              f"{REWRITTEN_CHECKS} checks ran: it seems to rewrite itself when "
+                              "it is imported. watch takes it as it is now and checks it again "
+                              "at your next save.", style="yellow", highlight=False)
             console.print(f"\n[dim]{time.strftime('%H:%M:%S')}: waiting for you to save "
                           f"{exercise.filename}...[/dim]", highlight=False)
             waiter.wait()

@@ -752,6 +752,32 @@ def test_watch_checks_once_at_start_then_once_per_save_of_any_kind(tmp_path, met
     assert "stopped watching" in rest and "Traceback" not in watch.text()
 
 
+@WITHOUT_WATCHDOG
+def test_watch_stops_re_checking_a_module_that_rewrites_itself_and_wakes_on_the_next_save(
+        tmp_path):
+    from learning import watch as watch_command
+
+    rewriting = solution_text("softmax") + (
+        "\n\nimport pathlib as _pathlib\nimport time as _time\n\n"
+        "_own = _pathlib.Path(__file__)\n"
+        "_own.write_text(_own.read_text() + f'\\n# imported at {_time.time_ns()}\\n')\n")
+    path = write_module(tmp_path, "softmax", rewriting) / "softmax.py"
+    watch = WatchCommand(tmp_path)
+    try:
+        watch.wait_for_checks(watch_command.REWRITTEN_CHECKS)
+        time.sleep(2 * QUIET_SECONDS)
+        assert watch.count(CHECK_HEADER) == watch_command.REWRITTEN_CHECKS, watch.text()
+        assert "seems to rewrite itself when it is imported" in " ".join(watch.text().split())
+        _save_plainly(path, solution_text("softmax"))  # a save is still checked
+        out = watch.wait_for_checks(watch_command.REWRITTEN_CHECKS + 1)
+        assert "Grade: Python 11/11" in out
+        time.sleep(QUIET_SECONDS)
+        assert watch.count(CHECK_HEADER) == watch_command.REWRITTEN_CHECKS + 1, watch.text()
+        watch.stop()
+    finally:
+        watch.kill()
+
+
 def _sleeps_through_then_wakes_on_a_save(tmp_path, poll, disturb, why: str):
     """A watcher of a fresh module does not wake while ``disturb(path)`` runs, and does wake on
     the save after it."""
