@@ -60,6 +60,34 @@ def test_check_reports_not_started_with_the_lesson_to_read(tmp_path, capsys):
     assert "lessons/04-softmax.md" in out and "lessons/08-softmax-triton.md" in out
 
 
+def test_a_not_implemented_error_from_elsewhere_is_an_error_not_a_part_not_started(
+        tmp_path, capsys):
+    # attention's Python part, written, calls softmax.py's, still a stub: the stub's raise is
+    # another module's, and "not started" would send the learner to a lesson already done
+    write_module(tmp_path, "softmax", stub_text("softmax"))
+    write_module(tmp_path, "attention", solution_text("attention") + """
+
+from softmax import softmax_python as _from_softmax
+
+_written = attention_python
+
+
+def attention_python(*args, **kwargs):
+    _from_softmax([1.0])
+    return _written(*args, **kwargs)
+""")
+    code, out = run_check(capsys, "attention", "--root", str(tmp_path), "--part", "python")
+    assert code == 1 and "not started" not in out
+    assert "raised NotImplementedError: softmax_python is not written yet" in out
+    # a library's abstract method raises it too (as a torch operation with no kernel for its
+    # arguments does)
+    write_module(tmp_path, "softmax", with_python(
+        "def softmax_python(values):\n    import asyncio\n"
+        "    asyncio.AbstractEventLoop().is_running()"))
+    code, out = run_check(capsys, "softmax", "--root", str(tmp_path), "--part", "python")
+    assert code == 1 and "not started" not in out and "raised NotImplementedError" in out
+
+
 def test_the_next_step_repeats_the_parts_the_learner_asked_for(tmp_path, capsys):
     # "--part plan" on a stub: the command to run next grades that part again, not every part
     write_module(tmp_path, "matmul", stub_text("matmul"))

@@ -82,6 +82,83 @@ def softmax_python(values):
     assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
 
 
+HONEST = {
+    # torch, once imported, replaces inspect.getfile with its own: Python's library calls it
+    "inspect": '''
+import inspect
+
+
+def _line_of_caller():
+    return inspect.getframeinfo(inspect.currentframe().f_back).lineno
+
+
+def softmax_python(values):
+    assert _line_of_caller() > 0
+    maximum = max(values)
+    numerator = [math.exp(v - maximum) for v in values]
+    denominator = sum(numerator)
+    return [n / denominator for n in numerator]
+''',
+    # a constant the module shares with its kernel, as a kernel needs it: tl.constexpr
+    "a tl.constexpr constant": '''
+BLOCK = tl.constexpr(2)  # the kernel's block, which the derivation walks the row by
+
+
+def softmax_python(values):
+    maximum = -math.inf
+    for start in range(0, len(values), BLOCK):
+        maximum = max([maximum, *values[start:start + BLOCK]])
+    numerator = [math.exp(v - maximum) for v in values]
+    denominator = sum(numerator)
+    return [n / denominator for n in numerator]
+''',
+}
+
+
+@pytest.mark.parametrize("body", HONEST.values(), ids=HONEST.keys())
+def test_honest_plain_python_that_touches_a_library_indirectly_passes(tmp_path, body):
+    part, ran = graded_python(tmp_path, "softmax", body)
+    assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+
+
+def test_a_library_called_from_a_thread_the_call_starts_is_seen(tmp_path):
+    part, ran = graded_python(tmp_path, "softmax", '''
+import concurrent.futures
+
+import torch
+
+
+def softmax_python(values):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: torch.softmax(torch.tensor(values, dtype=torch.float64),
+                                                 0).tolist()).result()
+''')
+    assert ran and all(named_in(c) == {"not-plain-python"} for c in ran), \
+        [(c.name, c.verdict.summary) for c in ran]
+
+
+def test_a_value_whose_type_resists_being_read_is_judged_not_the_graders_failure(tmp_path):
+    part, ran = graded_python(tmp_path, "softmax", '''
+class _Meta(type):
+    @property
+    def __module__(cls):
+        raise RuntimeError("no module here")
+
+
+class Probability(float, metaclass=_Meta):
+    pass
+
+
+def softmax_python(values):
+    maximum = max(values)
+    numerator = [math.exp(v - maximum) for v in values]
+    denominator = sum(numerator)
+    assert not Probability(maximum).is_integer() or True
+    return [Probability(n / denominator) for n in numerator]
+''')
+    assert part.status == "passed", [(c.name, c.verdict.summary) for c in ran]
+
+
 def test_a_part_returning_plain_data_is_held_to_plain_python_too(tmp_path):
     # the reductions part returns its levels as exact data: padded with numpy, the same levels
     part, ran = graded_python(tmp_path, "reductions", '''
@@ -100,17 +177,18 @@ def tree_reduce(values, op):
     assert "numpy.array" in failed[0].verdict.summary
 
 
-def test_the_watch_names_library_calls_and_nothing_else():
+def test_the_watch_names_library_calls_and_the_line_that_made_them():
     with plain.Watch() as watch:
         sum([1.0, 2.0])
     assert watch.first == ""
     with plain.Watch() as watch:
         np.array([1.0])
-    assert watch.first == "numpy.array"
+    assert watch.first.startswith("numpy.array at line ")
+    assert watch.first.endswith(" of test_plain_python.py")
     x = torch.ones(2)
     with plain.Watch() as watch:
         x.tolist()
-    assert watch.first == "torch.Tensor.tolist"
+    assert watch.first.startswith("torch.Tensor.tolist at line ")
     with plain.Watch() as watch:
         x + 1
     assert watch.first.startswith("torch.")
@@ -170,3 +248,46 @@ def test_a_librarys_finaliser_run_by_a_collection_is_not_the_learners_call():
         assert watch.first == ""
     finally:
         gc.enable()
+
+
+def test_numpy_scalars_in_a_returned_dict_are_numpy_values(tmp_path):
+    part, ran = graded_python(tmp_path, "traffic", """
+import numpy as np
+
+_plain_roofline = roofline
+
+
+def roofline(*args, **kwargs):
+    report = _plain_roofline(*args, **kwargs)
+    return {key: np.float64(value) if isinstance(value, float) else value
+            for key, value in report.items()}
+""")
+    failed = [c for c in ran if c.verdict.status == "failed"]
+    assert failed and all(named_in(c) == {"not-plain-python"} for c in failed), \
+        [(c.name, c.verdict.summary) for c in ran]
+    assert "numpy.float64 values" in failed[0].verdict.summary
+
+
+def test_the_failure_is_said_in_full_once_and_referred_to_after(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from learning.grader import registry, report, runner
+    from tests.helpers import write_module
+
+    write_module(tmp_path, "softmax", solution_text("softmax") + """
+
+import numpy as np
+
+
+def softmax_python(values):
+    return np.array(values).tolist()
+""")
+    result = runner.grade(registry.find("softmax"), tmp_path, ["python"])
+    out = io.StringIO()
+    report.render(Console(file=out, width=100, color_system=None), result)
+    text = out.getvalue()
+    assert text.count("softmax_python called numpy.array at line") >= 2
+    assert text.count("this part is the lesson's derivation in plain Python") == 1
+    assert "as case 'worked example' above: softmax_python called numpy.array" in text

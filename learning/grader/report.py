@@ -155,10 +155,16 @@ def _not_run_reason(exercise: Exercise, part_result: results.PartResult,
     return f"{exercise.filename} could not be imported"
 
 
+#: Failures that say the same of every case they fail (the call, not its values), each said in
+#: full once and referred to after
+_SAID_ONCE = ("not-plain-python",)
+
+
 def _repeat_of(case_result: results.CaseResult, seen: dict[tuple[str, str], str]) -> str:
-    """The earlier case of the part that raised this same error, if any (else remember it)."""
+    """The earlier case of the part that raised this same error, or failed for the same
+    reason about the call itself (``_SAID_ONCE``), if any (else remember it)."""
     verdict = case_result.verdict
-    if verdict.status != "error":
+    if verdict.status != "error" and getattr(verdict.bug, "key", None) not in _SAID_ONCE:
         return ""
     signature = (verdict.summary, verdict.traceback)
     if signature in seen:
@@ -251,8 +257,8 @@ def _render_case(console: Console, case_result: results.CaseResult, hint: str = 
     if verdict.passed or verdict.status in ("skipped", "not-started"):
         return
     if repeat_of:
-        _say(console, f"the same error as case '{repeat_of}' above: "
-                      f"{_first_line(verdict.summary)}")
+        same = "the same error as" if verdict.status == "error" else "as"
+        _say(console, f"{same} case '{repeat_of}' above: {_first_line(verdict.summary)}")
         return
     for line in (verdict.summary, verdict.where and f"at {verdict.where}",
                  verdict.status == "failed" and verdict.expected
