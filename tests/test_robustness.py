@@ -1176,3 +1176,17 @@ def test_a_module_that_closes_the_grader_s_descriptors_is_told_so_not_sys_exit(t
     assert "lost its channel to the grader" in text and "os.closerange" in text, text
     assert "sys.exit" not in text and "loop" not in text, text
     assert seconds < PYTHON_PART_SECONDS
+
+
+def test_a_warning_torch_raises_in_the_learners_call_is_said_at_the_learners_line(tmp_path):
+    # torch says a warning of its C++ code at the innermost Python frame: inside the grader's
+    # function mode, the grader's own line, which the learner cannot act on
+    result, _ = grade(tmp_path, with_code("_right = softmax_triton\n\n\n"
+                                          "def softmax_triton(x):\n    out = _right(x)\n"
+                                          "    torch.tensor(out)  # warns: copy with clone()\n"
+                                          "    return out\n"), parts=("triton",))
+    said = result.learner_output
+    assert "To copy construct from a tensor" in said
+    assert "learning/grader" not in said and "lineage.py" not in said, said
+    assert "softmax.py:" in said and "torch.tensor(out)  # warns" in said
+    assert said.count("To copy construct from a tensor") <= 2, said  # once per process

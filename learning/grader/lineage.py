@@ -24,6 +24,9 @@ Runs in the learner's process (``learning.grader.calls``).
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 # Functions that move, cast or gather values without computing new ones: the walk goes on
 COPIES = {
     "copy_", "to", "clone", "contiguous", "cat", "concat", "concatenate", "stack", "hstack",
@@ -74,7 +77,7 @@ def function_mode():
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            out = call_warning_at_caller(func, args, kwargs)
             try:
                 self._note(func, args, kwargs, out)
             except Exception:  # noqa: BLE001 - noting must never change what the call does
@@ -103,6 +106,43 @@ def function_mode():
                     self.held_bytes += storage.nbytes()
 
     return Recorder()
+
+
+def call_warning_at_caller(func, args: tuple, kwargs: dict):
+    """``func(*args, **kwargs)`` for a torch function mode, with the warnings it raises said at
+    the line of the code that called torch. torch says a warning of its C++ code at the
+    innermost Python frame, which inside a mode is the mode's own line, in the grader: the
+    learner would read the grader's file and line, once for every case, instead of theirs."""
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return func(*args, **kwargs)
+    finally:
+        if caught:  # said again once the record is closed, under the caller's own filters
+            _warn_at_caller(caught)
+
+
+_SAID: set[tuple] = set()  # (text, category, file, line) said at a caller already
+
+
+def _warn_at_caller(caught: list) -> None:
+    """Say ``caught`` again at the first frame outside torch and the grader, under the filters
+    of the code that called, once per line and warning in this process as Python's default
+    does (the mode's record resets Python's own memory of what was said, every time)."""
+    frame = sys._getframe(1)
+    while frame is not None and \
+            frame.f_globals.get("__name__", "").partition(".")[0] in ("torch", "learning"):
+        frame = frame.f_back
+    if frame is None:
+        return
+    for said in caught:
+        key = (str(said.message), said.category, frame.f_code.co_filename, frame.f_lineno)
+        if key in _SAID:
+            continue
+        _SAID.add(key)
+        warnings.warn_explicit(said.message, said.category, frame.f_code.co_filename,
+                               frame.f_lineno, module=frame.f_globals.get("__name__"))
 
 
 def computed_by_torch(result, made: dict, given, wrapped: bool = False,

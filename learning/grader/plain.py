@@ -26,6 +26,8 @@ import os
 import sys
 import threading
 
+from learning.grader import lineage
+
 #: The libraries a plain-Python part may not call: the ones the kernel parts use
 LIBRARIES = frozenset({"torch", "numpy", "triton"})
 #: Code whose calls into the libraries are not the learner's: Python's own library, and the
@@ -151,7 +153,7 @@ def _torch_mode(watch: Watch):
                                + _where(caller))
             except Exception:  # noqa: BLE001 (as in the profile function)
                 pass
-            return func(*args, **(kwargs or {}))
+            return lineage.call_warning_at_caller(func, args, kwargs or {})
 
     return Noting()
 
