@@ -549,3 +549,22 @@ def test_a_kernel_mean_over_the_block_is_found_at_centre(tmp_path):
     assert said, "no step was said"
     assert all(s.startswith("rows and x match the reference's up to there; centre in program ")
                for s in said.values()), said
+
+
+def test_a_mistake_is_ruled_out_by_the_steps_it_would_keep_or_change():
+    from learning.grader.declarations import Bug
+
+    rounded = Bug("rounded", "rounded", keeps=("largest", "scaled", "mean_square", "rms"))
+    overflow = Bug("square-overflow", "overflow", changes="mean_square")
+    plain = Bug("other", "other")
+    # the rms differs first: a rounded output keeps it; the mean square matched: no overflow
+    matched, differs = ("largest", "scaled", "mean_square"), "rms"
+    assert rounded.contradicted_by_steps(matched, differs)
+    assert overflow.contradicted_by_steps(matched, differs)
+    assert not plain.contradicted_by_steps(matched, differs)
+    # only the output differs (or nothing named does): rounding stands; the mean square
+    # differing first is where an overflow shows
+    assert not rounded.contradicted_by_steps(("largest", "scaled", "mean_square", "rms"),
+                                             "output")
+    assert not rounded.contradicted_by_steps(("largest",), "")
+    assert not overflow.contradicted_by_steps(("largest", "scaled"), "mean_square")

@@ -135,3 +135,36 @@ def test_a_rounded_output_is_named_and_every_rounding_that_fits_is_said(tmp_path
     said = " ".join(example.verdict.observations)
     assert "rounded to 1 to " in said and "(any of them gives these values)" in said
     assert "rounded to 1 decimal place" not in said
+
+
+def test_eps_forgotten_in_the_rescaled_form_is_named_and_not_taken_for_rounding(tmp_path):
+    # the form lesson 05 asks for, with eps left out: its worked example gives round numbers
+    # (0.4 where the reference has 0.39999997), which a rounded output gives too; the row of
+    # zeros still passes by the rescaling's own branch
+    text = solution_text("rmsnorm").replace(
+        "rms = math.sqrt(mean_square + eps / largest / largest)", "rms = math.sqrt(mean_square)")
+    assert "rms = math.sqrt(mean_square)\n" in text
+    part = grade_text(tmp_path, "rmsnorm", text, ["python"], first_steps=True).parts[0]
+    failing = [c for c in part.cases if c.verdict.status != "passed"]
+    assert failing and all({b.key for b in c.verdict.causes} == {"no-eps"} for c in failing), \
+        [(c.name, [b.key for b in c.verdict.causes]) for c in failing]
+
+
+def test_an_overflow_the_recorded_steps_rule_out_is_not_named(tmp_path):
+    # the row divided by its largest |x|, as asked, and eps divided by largest ** 2, which
+    # overflows on its own: the steps show the rescaled mean square matching the reference's,
+    # so "divide the row by its largest |x| first" would name a mistake the learner did not make
+    text = solution_text("rmsnorm").replace(
+        "rms = math.sqrt(mean_square + eps / largest / largest)",
+        "rms = math.sqrt(mean_square + eps / largest ** 2)")
+    assert "eps / largest ** 2" in text
+    part = grade_text(tmp_path, "rmsnorm", text, ["python"], first_steps=True).parts[0]
+    huge = next(c for c in part.cases if c.name == "huge values")
+    assert huge.verdict.status == "error" and "OverflowError" in huge.verdict.summary
+    assert "mean_square match the reference's" in huge.verdict.first_step
+    assert "square-overflow" not in {b.key for b in huge.verdict.causes}
+    # without the record of the steps, the error's type alone names it: the record is the
+    # evidence that rules it out
+    part = grade_text(tmp_path, "rmsnorm", text, ["python"]).parts[0]
+    huge = next(c for c in part.cases if c.name == "huge values")
+    assert "square-overflow" in {b.key for b in huge.verdict.causes}

@@ -35,6 +35,13 @@ class Bug:
     arguments (``learning.grader.replays.raises_like``). ``error`` names the bug when the learner's
     call raises an error whose message matches it (a regular expression, ``re.search``). A bug
     with none of the three is never named: the grader says what it observed instead.
+    ``keeps`` and ``changes`` are what the mistake does to the part's named steps (``Steps``),
+    where the learner's code keeps the lesson's names: it leaves the steps of ``keeps`` as the
+    reference's (a rounded output: every step before the output), and always changes the step
+    ``changes`` (no rescaling: the mean square). A record of the learner's steps in which one
+    of ``keeps`` differs first, or ``changes`` matches, rules the mistake out
+    (``contradicted_by_steps``), however well its replay matched: two mistakes can give one
+    output, and the steps tell them apart.
     ``leaves_unwritten`` says that the replay's NaN stand for outputs the bug never writes (the
     check fills outputs with NaN): only such a bug can be named where nothing was written at
     all, since a replay that computes NaN everywhere matches that fill too; and never where
@@ -49,6 +56,14 @@ class Bug:
     error: str = ""  # a pattern of the error message ("raised ValueError: ...") it causes
     raises: Callable[[str, tuple], bool] | None = None
     leaves_unwritten: bool = False
+    keeps: tuple[str, ...] = ()
+    changes: str = ""
+
+    def contradicted_by_steps(self, matched: tuple[str, ...], differs: str) -> bool:
+        """Whether a record of the learner's named steps rules this mistake out: ``matched``,
+        the steps that matched the reference's before the first that did not, ``differs``
+        (or the code raised before setting it; "" when every named step matched)."""
+        return differs in self.keeps or (bool(self.changes) and self.changes in matched)
 
     @property
     def recognisable(self) -> bool:

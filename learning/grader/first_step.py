@@ -47,9 +47,12 @@ def merged(events: list[Event]) -> list[Event]:
 
 def first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
                      where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
-                     rtol: float) -> str:
+                     rtol: float, facts: dict | None = None) -> str:
     """One or two sentences on the first named step whose value differs ("" when nothing can
-    honestly be said: no name in common, a recording cut or missing, the two out of step)."""
+    honestly be said: no name in common, a recording cut or missing, the two out of step).
+    Where something is said, ``facts`` (when given) receives it as data: "matched", the steps
+    that matched before, and "differs", the first that did not ("" when every one did)."""
+    facts = {} if facts is None else facts
     if reference is None or learner is None or reference.problem or learner.problem:
         return ""
     if reference.raised:
@@ -94,11 +97,13 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 if before is NOT_SET:
                     return ""
                 where_ = f" {place}" if place else ""
+                facts.update(matched=tuple(matched), differs=other)
                 return f"{_before(matched, place)}where the reference goes on to set " \
                        f"{name}{where_}, your code sets {other} first: its {other} " \
                        f"{_compared(now, before, atol, rtol)}"
             if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
                 # the learner's last step, cut short by the error: not the whole of it
+                facts.update(matched=tuple(matched), differs=name)
                 return f"{_before(matched, '')}then your code raised {learner.raised}, " \
                        f"before it finished {name}{' ' + place if place else ''}"
             if not _same_iteration(event, theirs[p]):
@@ -113,6 +118,7 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                     and _array(got).shape != _array(event.value).shape:
                 return ""  # a kernel's blocks of another shape: another tiling, not a step
             if not verdict:
+                facts.update(matched=tuple(matched), differs=name)
                 return _differs(name, place, got, event.value, matched, atol, rtol)
         elif learner.raised and all(j in consumed for j in range(at + 1, len(theirs))):
             # said from the last step it did take: the error came after that one, wherever
@@ -120,6 +126,7 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             last = theirs[at] if at >= 0 else None
             after = f" after {last.name}" if last is not None else ""
             last_place = _place(where, last, args) if last is not None else ""
+            facts.update(matched=tuple(matched), differs=name)
             return f"{_before(matched, '')}then your code raised {learner.raised}{after}" \
                    f"{' ' + last_place if last_place and after else ''}, and never set " \
                    f"{name}{' ' + place if place else ''}"
@@ -129,12 +136,14 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             if verdict is None and current is not NOT_SET:
                 return ""
             if not verdict:
+                facts.update(matched=tuple(matched), differs=name)
                 return _not_set(name, place, current, event.value, matched, atol, rtol)
         held[name] = event.value
         if name not in matched:
             matched.append(name)
     if reference.cut or learner.cut or not matched or len(consumed) < len(theirs):
         return ""  # steps of the learner's own that the reference does not take: unsaid
+    facts.update(matched=tuple(matched), differs="")
     return f"every named step matches the reference's ({_joined(matched)}): what differs " \
            "comes after the last of them"
 

@@ -71,12 +71,28 @@ def first_step_for(result: CheckResult, part_result: PartResult, source: bytes |
     theirs = named_steps.Recording.from_data(run.heard.steps.get(named_steps.LEARNER))
     tolerance = case.tolerance or part.tolerance
     args = tuple(a.stored() if isinstance(a, TensorSpec) else a for a in case.make_args())
+    found: dict = {}
     try:
         failed.verdict.first_step = first_step.first_difference(
-            ours, theirs, steps.names, steps.where, args, tolerance.atol, tolerance.rtol)
+            ours, theirs, steps.names, steps.where, args, tolerance.atol, tolerance.rtol, found)
     except Exception:  # noqa: BLE001 - an extra: the verdict stands without it
-        failed.verdict.first_step = ""
+        failed.verdict.first_step, found = "", {}
+    if found:
+        _drop_ruled_out(part_result, found["matched"], found["differs"])
     return True
+
+
+def _drop_ruled_out(part_result: PartResult, matched: tuple[str, ...], differs: str) -> None:
+    """Drop, from every case of the part, the named mistakes that the learner's recorded
+    steps rule out (``Bug.contradicted_by_steps``): one piece of code ran every case, and a
+    rounded output whose rms already differed, or an overflow whose mean square matched, was
+    never the learner's mistake, wherever its replay matched."""
+    for case in part_result.cases:
+        verdict = case.verdict
+        kept = tuple(b for b in verdict.causes if not b.contradicted_by_steps(matched, differs))
+        if kept != verdict.causes:
+            verdict.causes = kept
+            verdict.weak = tuple(k for k in verdict.weak if k in {b.key for b in kept})
 
 
 def _steps_run(settings: Settings, part: Part, case: Case) -> WorkerRun:

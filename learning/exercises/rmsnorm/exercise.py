@@ -124,6 +124,15 @@ def _no_eps(x, w, eps, dtype="float64"):
     return _plain(x, w, 0.0, dtype=dtype)
 
 
+def _no_eps_zero_branch(x, w, eps):
+    """No eps, and a row of zeros given zeros by a branch of its own (as the lesson has code
+    that rescales do): only rows with a nonzero value show the missing eps."""
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    zero = (x == 0).all(axis=-1, keepdims=True)
+    return np.where(zero, 0.0, _no_eps(np.where(zero, 1.0, x), w, eps))
+
+
 def _signed_scale(x, w, eps):
     """Scaled by max(x) instead of max(|x|): a row whose largest value is negative comes out
     negated (a positive scale of any size leaves RMSNorm unchanged)."""
@@ -160,7 +169,7 @@ def _python_rms(values, weight, eps, ddof=0, with_eps=True, rescale=True, eps_sq
 PYTHON_BUGS = (
     Bug("square-overflow", "x**2 overflows a double past about 1.3e154, so the mean square is "
         "inf and every output 0 (or OverflowError): divide the row by its largest |x| first",
-        same_as(_unscaled), error="OverflowError"),
+        same_as(_unscaled), error="OverflowError", changes="mean_square"),
     Bug("eps-outside", "eps is added outside the square root, sqrt(mean_square) + eps (the "
         "RMSNorm paper's convention); this course grades torch.nn.RMSNorm's, "
         "sqrt(mean_square + eps)", same_as(_eps_outside)),
@@ -190,7 +199,8 @@ PYTHON_BUGS = (
     Bug("no-eps", "eps is not under the square root (missing, or added elsewhere): add it to "
         "the mean square, under the root; for a row "
         "of zeros it is what keeps the division defined, and the outputs are 0 (a row divided "
-        "by its largest |x| needs its own branch when that value is 0)", same_as(_no_eps),
+        "by its largest |x| needs its own branch when that value is 0)",
+        any_of(same_as(_no_eps), same_as(_no_eps_zero_branch)),
         raises=raises_like(partial(_python_rms, with_eps=False, rescale=False),
                            partial(_python_rms, with_eps=False))),
     Bug("tiny-row", "for a tiny row the squares underflow to 0 and only eps keeps the "
@@ -198,7 +208,8 @@ PYTHON_BUGS = (
         "largest value twice (eps / largest / largest), since largest * largest underflows to 0",
         raises=raises_like(partial(_python_rms, eps_squared=True))),
     Bug("wrong-length", "every input needs exactly one output"),
-    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output),
+    Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output,
+        keeps=("largest", "scaled", "mean_square", "rms")),
 )
 
 

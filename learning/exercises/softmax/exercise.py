@@ -98,7 +98,7 @@ PYTHON_BUGS = (
         "denominator = sum(numerator)", same_as(_divided_by_shifted_sum), hint=3,
         raises=raises_like(_python_summed_shifted)),
     Bug("rounded", "the outputs are rounded: return the full-precision values", rounded_output,
-        hint=4),
+        hint=4, keeps=("maximum", "shifted", "numerator", "denominator")),
     Bug("no-max-shift", "math.exp overflows past about 709 (and every term underflows to 0 "
         "below about -745): subtract the row's maximum before exponentiating",
         same_as(_no_max_shift), hint=2, raises=raises_like(_python_no_shift)),
