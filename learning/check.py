@@ -317,8 +317,18 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
                   or g.status != "passed"]
     part = (unfinished or candidates)[0]
     if not unfinished and not wanted:  # nothing left to be stuck on: no hint repeated
-        console.print(f"Every part of {exercise.name}{here} passes. --hint N still shows hint "
-                      f"N, and python -m learning.solution {exercise.name} shows the reference.",
+        runnable = [p for p in exercise.parts
+                    if not p.needs_kernels or kernel_mode.triton_missing() is None]
+        every = all((g := progress.grade(exercise.name, p.name)) is not None
+                    and g.status == "passed" for p in runnable)
+        which = f"Every part of {exercise.name}{here} passes" if every or not parts else \
+            f"The {' and '.join(p.name for p in candidates)} " \
+            f"{'part' if len(candidates) == 1 else 'parts'} of {exercise.name} " \
+            f"{'passes' if len(candidates) == 1 else 'pass'}"
+        reference = f"python -m learning.solution {exercise.name} shows the reference" \
+            if every else (f"the reference (python -m learning.solution {exercise.name}) "
+                           "opens once every part passes")
+        console.print(f"{which}. --hint N still shows hint N, and {reference}.",
                       highlight=False)
         return 0
     if not part.hints:

@@ -88,6 +88,28 @@ def attention_python(*args, **kwargs):
     assert code == 1 and "not started" not in out and "raised NotImplementedError" in out
 
 
+def test_a_hint_asked_after_a_pass_says_which_parts_pass_and_when_the_reference_opens(
+        tmp_path, capsys):
+    # the Python part of reductions passes, its Triton part is not checked yet: the lessons'
+    # own command, with --part python, must not say every part passes or offer a locked
+    # reference
+    write_module(tmp_path, "reductions", solution_text("reductions"))
+    code, out = run_check(capsys, "reductions", "--root", str(tmp_path), "--part", "python")
+    assert code == 0 and "Python 10/10" in out, out
+    code, out = run_check(capsys, "reductions", "--root", str(tmp_path), "--part", "python",
+                          "--hint")
+    flat = " ".join(out.split())
+    assert "The python part of reductions passes" in flat and "Every part" not in flat, flat
+    assert "opens once every part passes" in flat
+    # every part passed (traffic has one): the reference is offered
+    write_module(tmp_path, "traffic", solution_text("traffic"))
+    run_check(capsys, "traffic", "--root", str(tmp_path))
+    code, out = run_check(capsys, "traffic", "--root", str(tmp_path), "--hint")
+    flat = " ".join(out.split())
+    assert "Every part of traffic passes" in flat
+    assert "python -m learning.solution traffic shows the reference" in flat
+
+
 def test_the_next_step_repeats_the_parts_the_learner_asked_for(tmp_path, capsys):
     # "--part plan" on a stub: the command to run next grades that part again, not every part
     write_module(tmp_path, "matmul", stub_text("matmul"))
