@@ -568,3 +568,17 @@ def test_a_mistake_is_ruled_out_by_the_steps_it_would_keep_or_change():
                                              "output")
     assert not rounded.contradicted_by_steps(("largest",), "")
     assert not overflow.contradicted_by_steps(("largest", "scaled"), "mean_square")
+
+
+def test_values_are_shown_with_digits_enough_to_tell_every_differing_pair_apart():
+    from learning.grader import first_step
+
+    want = [0.09003057317038046, 0.24472847105479767, 0.6652409557748219]
+    got = [round(v, 6) for v in want]  # the second and third look alike at six digits
+    said = first_step._compared(got, want, 1e-12, 1e-9)
+    shown_got, shown_want = said.removeprefix("is ").split(", expected ")
+    pairs = zip(shown_got.strip("[]").split(", "), shown_want.strip("[]").split(", "))
+    assert all(g != w for g, w in pairs), said
+    # equal values and NaN beside NaN ask for no more digits than six
+    assert first_step._compared([1.5, float("nan")], [1.25, float("nan")], 0.0, 0.0) == \
+        "is [1.5, nan], expected [1.25, nan]"

@@ -278,15 +278,17 @@ def _shape_words(array) -> str:
 
 
 def _digits(a, b) -> int:
-    """Significant digits enough to print the two values apart (6 at least)."""
+    """Significant digits enough to print every pair of values that differ apart (6 at least):
+    a list rounded to six places beside the reference's shows each pair differing, not only
+    the first."""
     import numpy as np
 
     a, b = np.ravel(a), np.ravel(b)
+    differ = [(float(x), float(y)) for x, y in zip(a, b) if x != y and not (x != x and y != y)]
     for digits in range(6, 18):
-        if any(_number(float(x), digits) != _number(float(y), digits)
-               for x, y in zip(a, b) if x != y):
+        if all(_number(x, digits) != _number(y, digits) for x, y in differ):
             return digits
-    return 6
+    return 17
 
 
 def _number(value: float, digits: int = 6) -> str:
