@@ -357,7 +357,8 @@ def _value_difference(got, want) -> str:
         return text
     for digits in range(1, 10):
         if got == round(want, digits) and got != want and got != 0:
-            return f"{text}: the reference rounded to {digits} decimal places"
+            return f"{text}: yours is the reference's value rounded to " \
+                f"{counted(digits, 'decimal place')}"
     ratio = got / want
     if ratio == 0:
         return text
