@@ -284,7 +284,9 @@ def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
     ("ValueError", "axis 1 out of bounds for shape ['constexpr[16]']", "reduction-axis"),
     ("ZeroDivisionError", "float division by zero", "division-by-zero"),
     ("OverflowError", "math range error", "math-range"),
+    ("OverflowError", "(34, 'Numerical result out of range')", "math-range"),  # x ** 2
     ("IndexError", "list index out of range", "list-index"),
+    ("IndexError", "list assignment index out of range", "list-index"),
     ("NameError", "name 'mean_sqaure' is not defined", "name-not-defined"),
     ("NameError", "rsqrt is not defined", "name-not-defined"),  # compiled Triton's words
     ("ValueError", "invalid axis 1. Expected -1 <= axis < 1", "reduction-axis"),

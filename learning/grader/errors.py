@@ -99,14 +99,16 @@ MEANINGS = (
     Meaning("division-by-zero", ("ZeroDivisionError",), r"",
             "a division by zero: the denominator (a sum, a count, a norm) was exactly 0 "
             "for this case's input"),
-    Meaning("math-range", ("OverflowError",), r"math range error|result too large|overflow",
+    Meaning("math-range", ("OverflowError",),
+            r"math range error|result too large|overflow|Numerical result out of range",
             "a result too large for a float: math.exp(x) overflows past x of about 709.78, "
             "and x ** 2 or x * x past about 1.34e154"),
     Meaning("math-domain", ("ValueError",), r"math domain error",
             "a math function got an argument outside its domain: math.sqrt or math.log of a "
             "negative number, or math.log(0)"),
-    Meaning("list-index", ("IndexError",), r"(list|tuple) index out of range",
-            "a list was indexed at or past its end: the index reached len(...) or beyond"),
+    Meaning("list-index", ("IndexError",), r"(list|tuple) (assignment )?index out of range",
+            "a list was indexed (or assigned to) at or past its end: the index reached "
+            "len(...) or beyond"),
     Meaning("tensor-index", ("IndexError",), r"index (?P<i>-?\d+) is out of bounds",
             "an index past the end of a tensor or array: {i} is not a valid position"),
     Meaning("empty-sequence", ("ValueError",), r"(max|min)\(\) (arg is an empty sequence|"
