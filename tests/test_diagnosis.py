@@ -958,12 +958,14 @@ def test_a_name_suggestion_survives_an_exception_that_resists_being_read():
     assert suggestion(AttributeError("apend", name="apend", obj=[])) == "; did you mean 'append'?"
 
 
-@pytest.mark.parametrize("exercise, name, part, argument", [
-    ("attention", "q scaled in place", "python", "q"),
-    ("softmax", "mutates the input", "python", "values"),
-    ("matmul", "pads a and b in place", "python", "a, b"),
+@pytest.mark.parametrize("exercise, name, part, argument, where", [
+    ("attention", "q scaled in place", "python", "q", "(q[0][0]: was "),
+    ("softmax", "mutates the input", "python", "values", "(values[0]: was "),
+    ("matmul", "pads a and b in place", "python", "a, b", "(a[0]: had "),
 ])
-def test_a_changed_input_is_named_by_its_argument(tmp_path, exercise, name, part, argument):
+def test_a_changed_input_is_named_by_its_argument_and_where_it_changed(tmp_path, exercise,
+                                                                        name, part, argument,
+                                                                        where):
     from learning.grader.catalogue import versions
     from tests.helpers import version_text
 
@@ -973,8 +975,8 @@ def test_a_changed_input_is_named_by_its_argument(tmp_path, exercise, name, part
                  and any(b.key == "mutated-input" for b in v.causes)}
     assert summaries, {v.summary for v in _cases(result).values()}
     noun = "arguments" if "," in argument else "argument"
-    assert any(s.endswith(f"changed by the call: its {noun} {argument}") for s in summaries), \
-        summaries
+    said = [s for s in summaries if f"changed by the call: its {noun} {argument} (" in s]
+    assert said and all(where in s for s in said), summaries
 
 
 @pytest.mark.skipif(not stuck.supported(), reason="no SIGUSR1 to ask for the stack (Windows)")
@@ -1131,3 +1133,26 @@ def test_an_output_returned_transposed_is_not_blamed_on_its_allocation(tmp_path)
     assert compare._tensor_shape(wrong, want, {}).bug.key == "wrong-shape"
     turned = Returned("Tensor", np.zeros((5, 3)), shape=(5, 3), strides=(1, 5))
     assert compare._tensor_shape(turned, want, {}).bug.key == "returned-transposed"
+
+
+def test_where_an_argument_first_changed_is_said_with_both_values():
+    import torch
+
+    from learning.grader.summarise import _first_change
+
+    kernels = [{"reads": ["x"], "writes": ["out"]}]
+    before = [{"reads": ["x"], "writes": ["out"]}]
+    kernels[0]["reads"].extend(kernels[0]["writes"])  # a list shared, then extended
+    assert _first_change(kernels, before) == "[0]['reads']: had 1 item, now 2"
+    assert _first_change([1.0, float("nan")], [1.0, 2.0]) == "[1]: was 2.0, now nan"
+    assert _first_change({"a": 1}, {"a": 1, "b": 2}) == "['b']: removed"
+    x = torch.zeros(2, 3)
+    y = x.clone()
+    y[1, 2] = 4.0
+    assert _first_change(y, x) == "[1, 2]: was 0.0, now 4.0"
+
+    class Loud(float):  # a learner's value: its repr is their code, never run
+        def __repr__(self):
+            raise RuntimeError("not me")
+
+    assert _first_change([Loud(1.0)], [2.0]) == "[0]: was 2.0, now a Loud"

@@ -517,7 +517,9 @@ def _mutated(part: Part | None, returned: Returned) -> str:
     if not named:
         return "the input was changed by the call"
     noun = "argument" if len(named) == 1 else "arguments"
-    return f"the input was changed by the call: its {noun} {', '.join(named)}"
+    where = getattr(returned, "changed_where", "")
+    first = f" ({named[0]}{where})" if where else ""
+    return f"the input was changed by the call: its {noun} {', '.join(named)}{first}"
 
 
 def _judge_exact(returned: Returned, want, part: Part | None = None) -> Verdict:

@@ -23,6 +23,7 @@ class Returned:
     note: str = ""  # why ``values`` is missing, when it is
     input_mutated: bool = False
     changed_args: tuple[int, ...] = ()  # the positions of the arguments the call changed
+    changed_where: str = ""  # where the first of them changed first, and how
     # a tensor argument's requires_grad turned on or off, or a .grad left on it, by the call
     input_autograd_changed: bool = False
     aliases_input: bool = False

@@ -13,6 +13,7 @@ import warnings
 from numbers import Real
 
 from learning.grader.learner_code import cut as _cut
+from learning.grader.numbers import counted
 from learning.grader.returned import Returned
 
 # Values read from one returned output at most: ten times the largest case's input (3.2
@@ -28,7 +29,70 @@ def _is_number(value) -> bool:
 def summarise(result, args, args_before) -> Returned:
     """Reduce whatever the learner returned to plain data. A subclass of float, int, str,
     list, tuple or Tensor is read by its plain value, through the base class's own methods,
-    so that overriding __float__, __iter__ or __torch_function__ changes nothing."""
+    so that overriding __float__, __iter__ or __torch_function__ changes nothing. Where the
+    call changed an argument, where the first one changed first is said too."""
+    returned = _summarised(result, args, args_before)
+    if returned.changed_args:
+        at = returned.changed_args[0]
+        try:
+            returned.changed_where = _first_change(args[at], args_before[at])
+        except Exception:  # noqa: BLE001 (an argument that resists being read: not said)
+            returned.changed_where = ""
+    return returned
+
+
+def _first_change(now, before, depth: int = 0) -> str:
+    """Where ``now`` first differs from ``before``, its copy from before the call, as a path
+    and the two values ("[0]['reads']: was ['x'], now ['x', 'out']")."""
+    if depth < 4 and type(now) is list and type(before) is list:
+        if len(now) != len(before):
+            return f": had {counted(len(before), 'item')}, now {len(now)}"
+        for i, (a, b) in enumerate(zip(now, before)):
+            if not _same_deep(a, b):
+                return f"[{i}]{_first_change(a, b, depth + 1)}"
+    if depth < 4 and type(now) is dict and type(before) is dict:
+        for key in before:
+            if key not in now:
+                return f"[{key!r}]: removed"
+            if not _same_deep(now[key], before[key]):
+                return f"[{key!r}]{_first_change(now[key], before[key], depth + 1)}"
+        for key in now:
+            if key not in before:
+                return f"[{key!r}]: added"
+    if is_tensor(now) and is_tensor(before) and now.shape == before.shape:
+        differ = ~(now.nan_to_num(0.5) == before.nan_to_num(0.5))
+        if bool(differ.any()):
+            index = tuple(int(i) for i in differ.nonzero()[0])
+            return (f"[{', '.join(str(i) for i in index)}]: was {before[index].item()!r}, now "
+                    f"{now[index].item()!r}")
+    return f": was {_shown(before)}, now {_shown(now)}"
+
+
+def _shown(value) -> str:
+    """``value``'s repr where it is plain data of Python's own types (a learner's object's
+    repr is its code, not run here), cut short; else its type's name."""
+    def plain(item, depth: int) -> bool:
+        kind = type(item)
+        if item is None or kind in (bool, int, float, str):
+            return True
+        if depth < 4 and kind in (list, tuple) and len(item) <= 100:
+            return all(plain(v, depth + 1) for v in item)
+        if depth < 4 and kind is dict and len(item) <= 100:
+            return all(plain(k, depth + 1) and plain(v, depth + 1) for k, v in item.items())
+        return False
+
+    return _cut(repr(value), 60) if plain(value, 0) else f"a {type(value).__name__}"
+
+
+def _same_deep(a, b) -> bool:
+    if type(a) is list and type(b) is list:
+        return len(a) == len(b) and all(_same_deep(x, y) for x, y in zip(a, b))
+    if type(a) is dict and type(b) is dict:
+        return a.keys() == b.keys() and all(_same_deep(a[k], b[k]) for k in a)
+    return _same_value(a, b)
+
+
+def _summarised(result, args, args_before) -> Returned:
     import numpy as np
 
     type_name = _plain_type_name(result)
