@@ -753,3 +753,25 @@ def test_an_output_of_another_shape_is_not_drawn_in_the_references_grid(interpre
     check.main(["matmul", "--root", str(tmp_path), "--part", "triton", "--map", "wide and short"])
     out = " ".join(capsys.readouterr().out.split())
     assert "not drawn, its shapes differ" in out, out[-2000:]
+
+
+def test_a_case_whose_output_is_not_the_kernels_is_not_mapped_unasked():
+    # a launcher that returns its input: the map of "the output" would be the input, drawn as
+    # a tensor no kernel stored to, while the kernel stored every value into another
+    from types import SimpleNamespace
+
+    from learning.grader import compare, registry
+    from learning.grader import memory_map as maps
+
+    part = registry.find("elementwise").part("triton")
+    case = next(c for c in part.cases if maps.small_enough(c))
+
+    def result_with(key):
+        verdict = compare.Verdict("failed", "the output shares memory with the input",
+                                  causes=(compare.COMMON_BUGS[key],))
+        return SimpleNamespace(parts=[SimpleNamespace(
+            part=part, problem=None, cases=[SimpleNamespace(name=case.name, verdict=verdict)])])
+
+    assert maps.first_failing(result_with("aliases-input")) is None
+    assert maps.first_failing(result_with("computed-by-torch")) is None
+    assert maps.first_failing(result_with("out-of-bounds")) == ("triton", case.name)

@@ -45,6 +45,11 @@ from learning.grader import sanitizer
 MAX_ELEMENTS = 64 * 64
 # Verdicts that a map can help with (a timed-out case would only time out again).
 MAPPED_STATUSES = ("failed", "error", "crashed")
+# Failures whose returned tensor is not what the kernels stored (the input itself, torch's
+# result, values passed through): a map of "the output" would draw another tensor than the one
+# the kernels wrote, and tell the learner their kernel stored nothing. Not drawn unasked.
+NOT_THE_KERNELS_OUTPUT = ("aliases-input", "computed-by-torch", "passed-through",
+                          "not-from-kernels", "changed-after-kernel")
 # Lanes outside a tensor kept per map and kind; the count beyond is kept too.
 MAX_OUTSIDE = 4096
 LEARNER, REFERENCE = "learner", "reference"
@@ -809,7 +814,9 @@ def first_failing(result) -> tuple[str, str] | None:
         if not part.needs_kernels or part_result.problem is not None:
             continue
         for case_result in part_result.cases:
-            if case_result.verdict.status in MAPPED_STATUSES and \
+            verdict = case_result.verdict
+            if verdict.status in MAPPED_STATUSES and \
+                    getattr(verdict.bug, "key", None) not in NOT_THE_KERNELS_OUTPUT and \
                     small_enough(part.case(case_result.name)):
                 return part.name, case_result.name
     return None
