@@ -297,7 +297,8 @@ TRITON_CASES = (
     Case("all -inf row", "a row of only -inf has no softmax: NaN there, as torch.softmax "
          "gives, and the other rows unharmed", _tensor(11, 3, 20, transform=_one_row_all_minus_inf),
          catches=("all-minus-inf",)),
-    Case("float16", "float16 storage, FP32 arithmetic, float16 output",
+    Case("float16", "float16 in, float16 out: the output keeps the input's dtype (FP32 inside "
+         "is the lesson's advice, which this case's values cannot tell from FP16 arithmetic)",
          _tensor(12, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
          _tensor(13, 2, 4097), catches=("zero-padding", "block-too-small")),
