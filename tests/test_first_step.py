@@ -60,13 +60,13 @@ def test_an_accumulator_not_rescaled_is_found_at_the_second_key_block(tmp_path):
     code = _replace(solution_text("attention"), "acc = [a * alpha + sum", "acc = [a + sum")
     (said,) = _steps(_graded(tmp_path, "attention", code)).values()
     assert "; acc for query row 0, keys 2 to 3 is [" in said
-    assert "alpha and p match the reference's up to there" in said
+    assert "alpha and p match the reference's until then" in said
 
 
 def test_an_online_maximum_never_updated_is_found_at_the_first_lane(tmp_path):
     code = _replace(solution_text("online_softmax"), "            m[lane] = m_new\n", "")
     (said,) = _steps(_graded(tmp_path, "online_softmax", code)).values()
-    assert said.startswith("m, s, m_new and ref match the reference's up to there; your code "
+    assert said.startswith("m, s, m_new and ref match the reference's until then; your code "
                            "does not set m in the chunk from value 0, lane 0")
 
 
@@ -74,7 +74,7 @@ def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipp
     code = _replace(solution_text("matmul"), "for k0 in range(0, k, block):",
                     "for k0 in range(0, k, 2 * block):")
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
-    assert said.startswith("c, acc, a_tile and b_tile match the reference's up to there; "
+    assert said.startswith("c, acc, a_tile and b_tile match the reference's until then; "
                            "where the reference goes on to set a_tile in the tile at C[0][0], "
                            "K block from 2, your code sets c first: its c differs at [0][0]")
 
@@ -86,7 +86,7 @@ def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
                     "for j in range(j0, j0 + block)]\n                          for kk in "
                     "range(k0 + 1, k0 + 1 + block)]")
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
-    assert said.startswith("c, acc and a_tile match the reference's up to there; b_tile in "
+    assert said.startswith("c, acc and a_tile match the reference's until then; b_tile in "
                            "the tile at C[0][0], K block from 0 differs at [0][0]")
 
 
@@ -141,7 +141,7 @@ def test_a_kernel_maximum_taken_with_min_is_found_in_the_first_program(tmp_path)
     code = _replace(solution_text("softmax"), "maximum = tl.max(x, axis=0)",
                     "maximum = tl.min(x, axis=0)")
     (said,) = _steps(_graded(tmp_path, "softmax", code, "triton"), "triton").values()
-    assert said == "x matches the reference's up to there; maximum in the program of row 0 " \
+    assert said == "x matches the reference's until then; maximum in the program of row 0 " \
                    "is -inf, expected 3"
 
 
@@ -150,7 +150,7 @@ def test_a_kernel_sum_over_the_wrong_axis_is_found_at_the_first_block_of_keys(tm
     code = _replace(solution_text("attention"), "l = l * alpha + tl.sum(p, axis=1)",
                     "l = l * alpha + tl.sum(p, axis=0)")
     (said,) = _steps(_graded(tmp_path, "attention", code, "triton"), "triton").values()
-    assert "alpha and p match the reference's up to there; l in program (0, 0), key 0 " \
+    assert "alpha and p match the reference's until then; l in program (0, 0), key 0 " \
            "differs at [0]: 16, expected 1" in said
 
 
@@ -166,7 +166,7 @@ def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(
 def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_path):
     code = _replace(solution_text("online_softmax"), "        m = m_new\n", "")
     (said,) = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton").values()
-    assert said.startswith("m, s, offsets, m_new and ref match the reference's up to there; "
+    assert said.startswith("m, s, offsets, m_new and ref match the reference's until then; "
                            "your code does not set m in the program of row 0, the chunk from "
                            "column 0")
 
@@ -186,7 +186,7 @@ def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_n
     code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",
                     "for k0 in range(0, K, BLOCK_K // 2):")
     (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
-    assert said.startswith("rows, cols, acc, ks, a and b match the reference's up to there; "
+    assert said.startswith("rows, cols, acc, ks, a and b match the reference's until then; "
                            "where the reference goes on to set c in program (0, 0), your code "
                            "sets ks first: its ks differs at [0]: 16, expected 0")
 
@@ -204,7 +204,7 @@ def test_a_kernel_mean_over_the_block_not_the_row_is_found_at_mean_square(tmp_pa
     code = _replace(solution_text("rmsnorm"), "mean_square = tl.sum(x * x, axis=0) / n_cols",
                     "mean_square = tl.sum(x * x, axis=0) / BLOCK")
     said = _steps(_graded(tmp_path, "rmsnorm", code, "triton"), "triton")
-    assert said["width 3"] == "x matches the reference's up to there; mean_square in the " \
+    assert said["width 3"] == "x matches the reference's until then; mean_square in the " \
                               "program of row 0 is 3.5, expected 4.66667"
 
 
@@ -212,7 +212,7 @@ def test_a_kernel_dot_product_of_the_wrong_rows_is_found_at_dot(tmp_path):
     code = _replace(solution_text("softmax_backward"), "dot = tl.sum(y * dy, axis=0)",
                     "dot = tl.sum(y * y, axis=0)")
     said = _steps(_graded(tmp_path, "softmax_backward", code, "triton"), "triton")
-    assert said["worked row"] == "y and dy match the reference's up to there; dot in the " \
+    assert said["worked row"] == "y and dy match the reference's until then; dot in the " \
                                  "program of row 0 is 0.510543, expected 1.17578"
 
 
@@ -220,8 +220,8 @@ def test_a_first_kernel_that_subtracts_is_found_at_out_after_its_loads(tmp_path)
     code = _replace(solution_text("elementwise"), "out = tl.maximum(x + y, 0.0)",
                     "out = tl.maximum(x - y, 0.0)")
     said = _steps(_graded(tmp_path, "elementwise", code, "triton"), "triton")
-    assert said["n = 10"].startswith("offsets, mask, x and y match the reference's up to "
-                                     "there; out in program 0 differs at [0]")
+    assert said["n = 10"].startswith("offsets, mask, x and y match the reference's until "
+                                     "then; out in program 0 differs at [0]")
 
 
 def test_a_store_past_the_output_in_a_later_pass_is_not_blamed_on_that_pass_s_offsets(tmp_path):
@@ -238,7 +238,7 @@ def test_a_backward_p_without_the_scale_is_found_at_the_first_pair(tmp_path):
                     "p = math.exp(scale * sum(a * b for a, b in zip(q[i], k[j])) - lse[i])",
                     "p = math.exp(sum(a * b for a, b in zip(q[i], k[j])) - lse[i])")
     said = _steps(_graded(tmp_path, "attention_backward", code))
-    assert said["worked example"] == "delta matches the reference's up to there; p for query 0 " \
+    assert said["worked example"] == "delta matches the reference's until then; p for query 0 " \
                                      "and key 0 is 0.380639, expected 0.283995"
 
 
@@ -246,7 +246,7 @@ def test_a_backward_ds_without_d_is_found_after_p_and_dp_match(tmp_path):
     code = _replace(solution_text("attention_backward"), "ds = p * (dp - delta[i])",
                     "ds = p * dp")
     said = _steps(_graded(tmp_path, "attention_backward", code))
-    assert said["worked example"] == "delta, p and dp match the reference's up to there; ds " \
+    assert said["worked example"] == "delta, p and dp match the reference's until then; ds " \
                                      "for query 0 and key 0 is 0.283995, expected -0.123807"
 
 
@@ -539,7 +539,7 @@ def test_a_kernel_max_padded_with_0_is_found_at_x_in_the_padded_lanes(tmp_path):
                     "mask=mask, other=0.0)")
     said = _steps(_graded(tmp_path, "reductions", code, "triton"), "triton")
     assert said, "no step was said"
-    assert all(s.startswith("rows matches the reference's up to there; x in program ")
+    assert all(s.startswith("rows matches the reference's until then; x in program ")
                and "expected -inf" in s for s in said.values()), said
 
 
@@ -547,7 +547,7 @@ def test_a_kernel_mean_over_the_block_is_found_at_centre(tmp_path):
     code = _replace(solution_text("reductions"), "/ n_cols  # (ROWS, 1)", "/ BLOCK  # (ROWS, 1)")
     said = _steps(_graded(tmp_path, "reductions", code, "triton"), "triton")
     assert said, "no step was said"
-    assert all(s.startswith("rows and x match the reference's up to there; centre in program ")
+    assert all(s.startswith("rows and x match the reference's until then; centre in program ")
                for s in said.values()), said
 
 

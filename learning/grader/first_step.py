@@ -232,7 +232,7 @@ def _before(matched: list[str], place: str) -> str:
     if not matched:
         return ""
     verb = "matches" if len(matched) == 1 else "match"
-    return f"{_joined(matched)} {verb} the reference's{' up to there' if place else ''}; "
+    return f"{_joined(matched)} {verb} the reference's{' until then' if place else ''}; "
 
 
 def _differs(name: str, place: str, got, want, matched: list[str], atol: float,
