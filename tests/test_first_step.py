@@ -582,3 +582,14 @@ def test_values_are_shown_with_digits_enough_to_tell_every_differing_pair_apart(
     # equal values and NaN beside NaN ask for no more digits than six
     assert first_step._compared([1.5, float("nan")], [1.25, float("nan")], 0.0, 0.0) == \
         "is [1.5, nan], expected [1.25, nan]"
+
+
+def test_the_checks_padding_value_read_by_a_step_is_said_for_what_it_is():
+    from learning.grader import first_step
+    from learning.grader.tensors import PADDING_VALUE
+
+    said = first_step._compared([[1.0, PADDING_VALUE]] * 3, [[1.0, 2.0]] * 3, 1e-6, 1e-6)
+    assert "differs at [0][1]: 10000, expected 2" in said
+    assert "10000 is what the check stores between the rows of a strided input" in said
+    assert "between the rows" in first_step._compared([PADDING_VALUE], [2.0], 1e-6, 1e-6)
+    assert "between the rows" not in first_step._compared([3.0], [2.0], 1e-6, 1e-6)

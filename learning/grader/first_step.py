@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from learning.grader.named_steps import Event, Recording
 from learning.grader.numbers import close, counted
+from learning.grader.tensors import PADDING_VALUE
 
 SHOWN_WHOLE = 4  # a value of at most this many numbers is shown whole
 # A learner's recording with this many times the reference's events takes finer steps than
@@ -260,13 +261,26 @@ def _compared(got, want, atol: float, rtol: float) -> str:
         return f"is {_shape_words(a)}, expected {_shape_words(b)}"
     if a.size <= SHOWN_WHOLE and a.ndim <= 1:
         digits = _digits(a, b)
-        return f"is {_shown(got, digits)}, expected {_shown(want, digits)}"
+        return f"is {_shown(got, digits)}, expected {_shown(want, digits)}" + \
+            _padding_read(a[~close(a, b, atol, rtol)])
     bad = ~close(a, b, atol, rtol)
     index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else (0,) * a.ndim
     digits = _digits(a[index], b[index])
     at = "[" + "][".join(str(i) for i in index) + "]"
     return f"differs at {at}: {_number(float(a[index]), digits)}, expected " \
-           f"{_number(float(b[index]), digits)} ({int(bad.sum())} of {a.size} values differ)"
+           f"{_number(float(b[index]), digits)} ({int(bad.sum())} of {a.size} values differ)" \
+           + _padding_read(a[index])
+
+
+def _padding_read(values) -> str:
+    """Where a value that differs is the check's padding value, what that value is: a number
+    the learner never wrote, read where no row of a strided input lies."""
+    import numpy as np
+
+    if not np.any(np.asarray(values, dtype=np.float64) == PADDING_VALUE):
+        return ""
+    return f" ({_number(PADDING_VALUE)} is what the check stores between the rows of a " \
+        "strided input: a read where no row lies, a row stride taken from the width, say)"
 
 
 def _shape_words(array) -> str:
