@@ -53,13 +53,14 @@ def _first_change(now, before, depth: int = 0) -> str:
     if depth < 4 and type(now) is dict and type(before) is dict:
         for key in before:
             if key not in now:
-                return f"[{key!r}]: removed"
+                return f"[{_shown(key)}]: removed"
             if not _same_deep(now[key], before[key]):
-                return f"[{key!r}]{_first_change(now[key], before[key], depth + 1)}"
+                return f"[{_shown(key)}]{_first_change(now[key], before[key], depth + 1)}"
         for key in now:
             if key not in before:
-                return f"[{key!r}]: added"
+                return f"[{_shown(key)}]: added"
     if is_tensor(now) and is_tensor(before) and now.shape == before.shape:
+        now, before = plain_tensor(now), plain_tensor(before)  # read as torch's own
         differ = ~(now.nan_to_num(0.5) == before.nan_to_num(0.5))
         if bool(differ.any()):
             index = tuple(int(i) for i in differ.nonzero()[0])
