@@ -72,6 +72,46 @@ def test_a_block_that_is_not_a_power_of_two_is_not_called_out_of_bounds(tmp_path
     assert cases["n = 1024"].passed  # 1024 is a power of two: that case runs as it should
 
 
+def _out_of_bounds_cause(verdict) -> str:
+    (bug,) = [b for b in verdict.causes if b.key == "out-of-bounds"]
+    return bug.cause
+
+
+def test_an_access_with_no_mask_is_told_so_only_where_its_lanes_run_off_the_end(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("the interpreter sees the access had no mask; compiled, a lane past the end "
+                    "reads or writes unseen")
+    solution = solution_text("elementwise")
+    unmasked_load = _replace(solution, "x = tl.load(x_ptr + offsets, mask=mask)",
+                             "x = tl.load(x_ptr + offsets)")
+    unmasked_store = _replace(solution, "tl.store(out_ptr + offsets, out, mask=mask)",
+                              "tl.store(out_ptr + offsets, out)")
+    # Masked, but the mask lets one lane too many through: no claim of a missing mask.
+    loose_mask = _replace(solution, "mask = offsets < n", "mask = offsets <= n")
+    # No mask, and the block starts past the data: the offsets are wrong, not only the mask.
+    far_offsets = _replace(unmasked_load, "x = tl.load(x_ptr + offsets)",
+                           "x = tl.load(x_ptr + offsets + 4096)")
+    said = {}
+    for name, code in (("load", unmasked_load), ("store", unmasked_store),
+                       ("loose", loose_mask), ("far", far_offsets)):
+        folder = tmp_path / name
+        folder.mkdir()
+        verdict = _cases(grade_text(folder, "elementwise", code, ["triton"]))["n = 10"]
+        assert verdict.status == "error", name
+        said[name] = (verdict.summary, _out_of_bounds_cause(verdict))
+    for kind in ("load", "store"):
+        summary, cause = said[kind]
+        assert summary.endswith(f"the {kind} has no mask, and its lanes run on from inside the "
+                                "tensor past its end"), summary
+        assert cause.startswith(f"the {kind} on that line has no mask"), cause
+    for name in ("loose", "far"):
+        summary, cause = said[name]
+        assert "no mask" not in cause and "cannot tell" in cause, (name, cause)
+    assert said["loose"][0].endswith("check the offsets and the mask")
+    assert said["far"][0].endswith("the load has no mask (every lane is active): check the "
+                                   "offsets"), said["far"][0]
+
+
 def test_a_tree_that_never_advances_times_out_without_a_cause(tmp_path):
     code = _replace(solution_text("reductions"),
                     "        level = [combine(op, level[i], level[i + 1]) "

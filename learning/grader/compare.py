@@ -274,8 +274,8 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
         summary = "the code called sys.exit()" if raised.exc_type == "SystemExit" \
             else raised.message
         specific = tuple(b for b in part.bugs if _worded(b, summary))
-        return Verdict("error", summary,
-                       causes=specific + (COMMON_BUGS[common[raised.exc_type]],),
+        general = _unmasked(summary) or COMMON_BUGS[common[raised.exc_type]]
+        return Verdict("error", summary, causes=specific + (general,),
                        where=where, traceback=raised.traceback, seconds=raised.seconds)
     summary = f"raised {raised.exc_type}: {raised.message}"
     worded = tuple(b for b in part.bugs if _worded(b, summary))
@@ -286,6 +286,25 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
     return Verdict("error", summary, causes=worded + replayed,
                    weak=tuple(b.key for b in replayed), meaning=meaning, meaning_key=key,
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
+
+
+def _unmasked(summary: str) -> Bug | None:
+    """The out-of-bounds cause where the interpreter saw its evidence: the access had no mask,
+    and its lanes ran from inside the tensor on past the end (the block is longer than the
+    data, and nothing stopped the lanes beyond it). Still the out-of-bounds mistake, said for
+    what it is; None for any other out-of-bounds access."""
+    from learning.grader.sanitizer import RUNS_PAST_THE_END
+
+    found = re.search(r"the (load|store) " + re.escape(RUNS_PAST_THE_END), summary)
+    if found is None:
+        return None
+    kind = found.group(1)
+    return Bug("out-of-bounds", f"the {kind} on that line has no mask, so every lane of its "
+               f"block {'reads' if kind == 'load' else 'writes'}, and the lanes past the "
+               "data's last element reach beyond the tensor. A load or store whose block can "
+               "be longer than the data needs a mask that keeps the lanes inside it (mask = "
+               "offsets < n, from the same offsets as the address), and a load whose padding "
+               "enters a sum or a maximum an other= that leaves it unchanged")
 
 
 def _worded(bug: Bug, summary: str) -> bool:

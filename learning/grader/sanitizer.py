@@ -35,6 +35,11 @@ class OutOfBoundsAccess(IndexError):
     (outside every tensor argument of its launch, for a pointer that lost its mark)."""
 
 
+#: The words that end the message of an access given no mask whose lanes run from inside its
+#: tensor on past the end: the evidence of a missing mask (learning.grader.compare reads them).
+RUNS_PAST_THE_END = "has no mask, and its lanes run on from inside the tensor past its end"
+
+
 # The attribute of a pointer type that names the tensor it was made from: (storage start,
 # storage end, the tensor's first element), as ``origin`` returns it.
 ORIGIN = "_grader_origin"
@@ -101,6 +106,7 @@ def _check(kind: str, ptrs, mask, builder=None) -> None:
     if inside.all():
         return
     outside = addresses[~inside]
+    unmasked = getattr(_state, "unmasked", False)
     if made_from:
         index = _argument_index(made_from)
         where = f"{_argument_name(index)}'s tensor" if index is not None else \
@@ -108,10 +114,18 @@ def _check(kind: str, ptrs, mask, builder=None) -> None:
         nearest = _describe(int(outside[0]), [index] if index is not None else None)
     else:
         where, nearest = "every tensor of the launch", _describe(int(outside[0]))
+    if not unmasked:
+        advice = "check the offsets and the mask"
+    elif made_from and inside.any() and int(outside.min()) == made_from[1]:
+        # Lanes inside, then the rest from the first byte past the end on: a block longer
+        # than the data it covers, every lane of it active.
+        advice = f"the {kind} {RUNS_PAST_THE_END}"
+    else:
+        advice = f"the {kind} has no mask (every lane is active): check the offsets"
     raise OutOfBoundsAccess(
         f"out-of-bounds {kind}: {outside.size} of {addresses.size} active lanes of "
-        f"{_program_text(builder)}'s {kind} address memory outside {where} ({nearest}); check "
-        "the offsets and the mask")
+        f"{_program_text(builder)}'s {kind} address memory outside {where} ({nearest}); "
+        f"{advice}")
 
 
 def _program_text(builder) -> str:
@@ -223,6 +237,18 @@ def install() -> bool:
         _check("store", ptrs, mask, self)
         return original_store(self, ptrs, value, mask, *rest, **kwargs)
 
+    def unmarked(original):
+        """``create_load``/``create_store``: an access given no mask, which the interpreter
+        hands on to the masked one with every lane active. Noted, so that the check can say
+        so."""
+        def access(self, *args, **kwargs):
+            _state.unmasked = True
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _state.unmasked = False
+        return access
+
     def implicit_cvt(arg):
         converted = original_cvt(arg)
         return _mark_origin(converted, arg) if hasattr(arg, "data_ptr") else converted
@@ -231,5 +257,8 @@ def install() -> bool:
     interpreter._implicit_cvt = implicit_cvt
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
+    for name in ("create_load", "create_store"):
+        if hasattr(builder, name):
+            setattr(builder, name, unmarked(getattr(builder, name)))
     _installed = True
     return True
