@@ -91,19 +91,33 @@ def test_an_access_with_no_mask_is_told_so_only_where_its_lanes_run_off_the_end(
     # No mask, and the block starts past the data: the offsets are wrong, not only the mask.
     far_offsets = _replace(unmasked_load, "x = tl.load(x_ptr + offsets)",
                            "x = tl.load(x_ptr + offsets + 4096)")
+    # No mask, a block of 16 for 17 elements: the second block runs off the end, but a block
+    # of 16 fits in the tensor, so offsets starting too far along would do the same.
+    narrow = _replace(unmasked_load, "    BLOCK = 1024\n", "    BLOCK = 16\n")
     said = {}
-    for name, code in (("load", unmasked_load), ("store", unmasked_store),
-                       ("loose", loose_mask), ("far", far_offsets)):
+    for name, code, case in (("load", unmasked_load, "n = 10"),
+                             ("store", unmasked_store, "n = 10"),
+                             ("loose", loose_mask, "n = 10"), ("far", far_offsets, "n = 10"),
+                             ("narrow", narrow, "n = 17")):
         folder = tmp_path / name
         folder.mkdir()
-        verdict = _cases(grade_text(folder, "elementwise", code, ["triton"]))["n = 10"]
+        verdict = _cases(grade_text(folder, "elementwise", code, ["triton"]))[case]
         assert verdict.status == "error", name
         said[name] = (verdict.summary, _out_of_bounds_cause(verdict))
+    # 1024 lanes for 10 elements: no offsets fit, the mask is what is missing.
     for kind in ("load", "store"):
         summary, cause = said[kind]
         assert summary.endswith(f"the {kind} has no mask, and its lanes run on from inside the "
-                                "tensor past its end"), summary
-        assert cause.startswith(f"the {kind} on that line has no mask"), cause
+                                "tensor past its end, more lanes than the tensor has elements"
+                                ), summary
+        assert cause.startswith(f"the {kind} on that line has no mask, so every lane of its "
+                                "block"), cause
+        assert "more lanes than the tensor has elements" in cause and "one of" not in cause
+    summary, cause = said["narrow"]
+    assert summary.endswith("the load has no mask, and its lanes run on from inside the tensor "
+                            "past its end"), summary
+    assert cause.startswith("the load on that line has no mask") and "It comes from one of: " \
+        "a block that reaches past the data it covers" in cause, cause
     for name in ("loose", "far"):
         summary, cause = said[name]
         assert "no mask" not in cause and "cannot tell" in cause, (name, cause)

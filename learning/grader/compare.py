@@ -290,21 +290,31 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
 
 def _unmasked(summary: str) -> Bug | None:
     """The out-of-bounds cause where the interpreter saw its evidence: the access had no mask,
-    and its lanes ran from inside the tensor on past the end (the block is longer than the
-    data, and nothing stopped the lanes beyond it). Still the out-of-bounds mistake, said for
-    what it is; None for any other out-of-bounds access."""
-    from learning.grader.sanitizer import RUNS_PAST_THE_END
+    and its lanes ran from inside the tensor on past the end. With more lanes than the tensor
+    has elements, no offsets could have kept the block inside: the mask is missing. With fewer,
+    the block may also start too far along. Still the out-of-bounds mistake, said for what it
+    is; None for any other out-of-bounds access."""
+    from learning.grader.sanitizer import MORE_LANES, RUNS_PAST_THE_END
 
-    found = re.search(r"the (load|store) " + re.escape(RUNS_PAST_THE_END), summary)
+    found = re.search(r"the (load|store) " + re.escape(RUNS_PAST_THE_END) +
+                      f"({re.escape(MORE_LANES)})?", summary)
     if found is None:
         return None
-    kind = found.group(1)
-    return Bug("out-of-bounds", f"the {kind} on that line has no mask, so every lane of its "
-               f"block {'reads' if kind == 'load' else 'writes'}, and the lanes past the "
-               "data's last element reach beyond the tensor. A load or store whose block can "
-               "be longer than the data needs a mask that keeps the lanes inside it (mask = "
-               "offsets < n, from the same offsets as the address), and a load whose padding "
-               "enters a sum or a maximum an other= that leaves it unchanged")
+    kind, wider = found.group(1), found.group(2)
+    lanes = (f"the {kind} on that line has no mask, so every lane of its block "
+             f"{'reads' if kind == 'load' else 'writes'}")
+    masking = ("A load or store whose block can be longer than the data needs a mask that "
+               "keeps the lanes inside it (mask = offsets < n, from the same offsets as the "
+               "address), and a load whose padding enters a sum or a maximum an other= that "
+               "leaves it unchanged")
+    if wider:
+        return Bug("out-of-bounds", f"{lanes}, and its block has more lanes than the tensor "
+                   f"has elements, so the lanes past the data's last element reach beyond it. "
+                   f"{masking}")
+    return Bug("out-of-bounds", f"{lanes}, and they ran from inside the tensor on past its "
+               "end. It comes from one of: a block that reaches past the data it covers, "
+               "whose lanes there need a mask; or offsets that start too far along (a row "
+               "offset or stride too large). " + masking)
 
 
 def _worded(bug: Bug, summary: str) -> bool:

@@ -36,8 +36,12 @@ class OutOfBoundsAccess(IndexError):
 
 
 #: The words that end the message of an access given no mask whose lanes run from inside its
-#: tensor on past the end: the evidence of a missing mask (learning.grader.compare reads them).
+#: tensor on past the end (learning.grader.compare reads them): a block longer than the data it
+#: covers, or one that starts too far along. With MORE_LANES after them, the block has more
+#: lanes than the tensor has elements, so no offsets could have kept it inside: the mask is
+#: missing.
 RUNS_PAST_THE_END = "has no mask, and its lanes run on from inside the tensor past its end"
+MORE_LANES = ", more lanes than the tensor has elements"
 
 
 # The attribute of a pointer type that names the tensor it was made from: (storage start,
@@ -119,7 +123,9 @@ def _check(kind: str, ptrs, mask, builder=None) -> None:
     elif made_from and inside.any() and int(outside.min()) == made_from[1]:
         # Lanes inside, then the rest from the first byte past the end on: a block longer
         # than the data it covers, every lane of it active.
-        advice = f"the {kind} {RUNS_PAST_THE_END}"
+        elements = (made_from[1] - made_from[0]) // size
+        advice = f"the {kind} {RUNS_PAST_THE_END}" + (
+            MORE_LANES if addresses.size > elements else "")
     else:
         advice = f"the {kind} has no mask (every lane is active): check the offsets"
     raise OutOfBoundsAccess(
