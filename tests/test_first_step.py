@@ -2,6 +2,8 @@
 it names that step and no other; where the names are not the lesson's, or the two computations
 cannot be kept in step, it says nothing."""
 
+import re
+
 import pytest
 
 from learning.grader import first_step, mode, named_steps, registry, runner, steps_run
@@ -88,6 +90,24 @@ def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
     assert said.startswith("c, acc and a_tile match the reference's until then; b_tile in "
                            "the tile at C[0][0], K block from 0 differs at [0][0]")
+
+
+def test_an_accumulator_made_once_per_tile_row_is_found_at_acc_not_at_the_next_tile_s_loads(
+        tmp_path):
+    """The reference resets acc and then loads the tile's first a_tile; code that never resets
+    it loads a_tile first. That a_tile is the reference's next one, taken a step early, not a
+    wrong one: the step that differs is acc, still holding the last tile's sum."""
+    code = _replace(solution_text("matmul"),
+                    "        for j0 in range(0, n, block):\n"
+                    "            acc = [[0.0] * block for _ in range(block)]",
+                    "        acc = [[0.0] * block for _ in range(block)]\n"
+                    "        for j0 in range(0, n, block):")
+    said = _steps(_graded(tmp_path, "matmul", code))
+    assert said and all("a_tile differs" not in s and "sets a_tile first" not in s
+                        for s in said.values()), said
+    (first,) = said.values()
+    assert re.search(r"match the reference's until then; acc in the tile at C\[\d\]\[[1-9]\] "
+                     r"differs at \[0\]\[0\]: -?\d+, expected 0", first), first
 
 
 def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(

@@ -170,7 +170,7 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
         other = theirs[q].name
         if q in consumed or other == ours[i].name:
             continue
-        if any(ours[j].name == other and ours[j].loops == ours[i].loops
+        if any(ours[j].name == other and _within(ours[j], ours[i])
                and _same_iteration(ours[j], theirs[q])
                for j in range(i + 1, min(i + window, len(ours)))):
             continue
@@ -179,6 +179,12 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
         if before is NOT_SET or _agree(now, before, atol, rtol) is not True:
             return other, now, before
     return None
+
+
+def _within(inner: Event, outer: Event) -> bool:
+    """``inner`` ran in ``outer``'s iteration: every loop of ``outer`` at the same value (and
+    perhaps in loops of its own, nested deeper: the tile's K loop inside the tile)."""
+    return all(inner.loops.get(name, NOT_SET) == value for name, value in outer.loops.items())
 
 
 def _same_iteration(ours: Event, theirs: Event) -> bool:
