@@ -414,6 +414,26 @@ def test_an_error_all_one_way_is_not_called_rounding():
     assert "every value is the reference times 1.001" in said
 
 
+def test_a_reference_of_zero_to_within_the_tolerance_gives_no_scale(tmp_path):
+    """softmax's gradient for a uniform dy is 0: the reference's float64 noise (1e-17) over the
+    learner's wrong values is a constant ratio, and no pattern a learner could use."""
+    y = np.array([[0.1, 0.2, 0.3, 0.4]])
+    noise, wrong = y * -7e-17, y * 0.75
+    said = observe.describe_values(wrong, noise, 1e-9, 1e-9)
+    assert said and not any("times" in s for s in said), said
+    # where the reference is not zero, the same ratio is said
+    assert "every value is the reference times 2" in observe.describe_values(
+        y * 2, y, 1e-9, 1e-9)
+    # and the walk's case: a dot product that skips element 0, graded
+    code = _replace(solution_text("softmax_backward"),
+                    "dot = sum(p * g for p, g in zip(y, dy))",
+                    "dot = sum(y[i] * dy[i] for i in range(1, len(y)))")
+    cases = _cases(grade_text(tmp_path, "softmax_backward", code, ["python"]))
+    assert cases["uniform dy"].status == "failed"
+    assert not any("times" in s for s in cases["uniform dy"].observations), \
+        cases["uniform dy"].observations
+
+
 def test_a_sign_flipped_shift_is_not_blamed_on_the_choice_of_shift(tmp_path):
     code = _replace(solution_text("softmax"), "shifted = [value - maximum for value in values]",
                     "shifted = [maximum - value for value in values]")

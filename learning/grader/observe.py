@@ -41,7 +41,7 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     bad = ~close(got, want, atol, rtol)
     if not bad.any():
         return []
-    scaled = _scaled(got, want, bad)
+    scaled = _scaled(got, want, bad, atol)
     copied = _same_as_input(got, inputs) or _rows_of_input(got, inputs, names)
     # values an input holds already carry its digits: no sign of rounding, to decimal places
     # or to a format's precision
@@ -184,8 +184,11 @@ def _one_way(values) -> bool:
     return values.size > 0 and bool((values > 0).all() or (values < 0).all())
 
 
-def _scaled(got, want, bad) -> str:
-    """The output is the reference times one number, per row or over the whole output."""
+def _scaled(got, want, bad, atol: float = 0.0) -> str:
+    """The output is the reference times one number, per row or over the whole output. A
+    reference value within ``atol`` of zero is zero to the check: it gives no ratio (the
+    rounding noise of an exact 0 times anything is no pattern), and the output must be as
+    small there."""
     import numpy as np
 
     if not (np.isfinite(got).all() and np.isfinite(want).all()):
@@ -194,11 +197,12 @@ def _scaled(got, want, bad) -> str:
     rows_want = want.reshape(rows_got.shape)
     factors = []
     for g, w in zip(rows_got, rows_want):
-        nonzero = np.abs(w) > 1e-300
-        if not nonzero.any() or not np.allclose(g[~nonzero], 0.0, atol=1e-12):
+        nonzero = np.abs(w) > max(1e-300, atol)
+        if not nonzero.any():
             return ""
         ratio = g[nonzero] / w[nonzero]
-        if np.ptp(ratio) > 1e-6 * max(1.0, float(np.max(np.abs(ratio)))):
+        if np.ptp(ratio) > 1e-6 * max(1.0, float(np.max(np.abs(ratio)))) or not np.allclose(
+                g[~nonzero], 0.0, atol=max(1e-12, atol * max(1.0, abs(float(ratio[0]))))):
             return ""
         factors.append(float(ratio[0]))
     factors = np.array(factors)
