@@ -110,6 +110,20 @@ def test_an_accumulator_made_once_per_tile_row_is_found_at_acc_not_at_the_next_t
                      r"differs at \[0\]\[0\]: -?\d+, expected 0", first), first
 
 
+def test_running_state_made_once_for_every_query_is_found_where_the_second_query_starts(
+        tmp_path):
+    """m, l and acc set above the query loop: the reference's last m of query 0 and its fresh
+    m of query 1 are two steps, not one, so the second is compared and found."""
+    code = _replace(solution_text("attention"),
+                    "    for i, row in enumerate(q):\n"
+                    "        m, l, acc = -math.inf, 0.0, [0.0] * len(v[0])",
+                    "    m, l, acc = -math.inf, 0.0, [0.0] * len(v[0])\n"
+                    "    for i, row in enumerate(q):")
+    (said,) = _steps(_graded(tmp_path, "attention", code)).values()
+    assert said.endswith("match the reference's until then; m for query row 1 is 2.5, "
+                         "expected -inf"), said
+
+
 def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(
         tmp_path):
     code = _replace(solution_text("attention"), "            m = m_new\n",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
+from learning.grader import named_steps
 from learning.grader.named_steps import Event, Recording
 from learning.grader.numbers import close, counted
 from learning.grader.tensors import PADDING_VALUE
@@ -35,14 +36,20 @@ NOT_SET = _NotSet()
 
 
 def merged(events: list[Event]) -> list[Event]:
-    """Consecutive events of one name as one, holding the last value and the first place."""
+    """Consecutive events of one name as one, holding the last value and the first place;
+    not across rounds of a loop they share where they are two statements (the end of one
+    query's loop and the start of the next: two steps, as ``named_steps`` records them)."""
     out: list[Event] = []
+    last_loops: dict = {}
     for event in events:
-        if out and out[-1].name == event.name:
+        if out and out[-1].name == event.name and (
+                out[-1].last_line == event.line or named_steps.one_round(last_loops,
+                                                                         event.loops)):
             out[-1] = Event(event.name, event.value, out[-1].loops, out[-1].line,
-                            out[-1].parts + event.parts)
+                            out[-1].parts + event.parts, last=event.last_line)
         else:
             out.append(event)
+        last_loops = event.loops
     return out
 
 

@@ -35,6 +35,11 @@ class Event:
     loops: dict  # the enclosing loops' variables (plain numbers only) when it was set
     line: int
     parts: int = 1  # the statements it stands for, one after another (see first_step.merged)
+    last: int = 0  # the first line of the last of them, where it is not ``line``'s
+
+    @property
+    def last_line(self) -> int:
+        return self.last or self.line
 
 
 @dataclass
@@ -49,7 +54,7 @@ class Recording:
     raised: str = ""  # the exception the call ended with, if any
 
     def as_data(self) -> dict:
-        return {"events": [(e.name, e.value, e.loops, e.line) for e in self.events],
+        return {"events": [(e.name, e.value, e.loops, e.line, e.last) for e in self.events],
                 "names": list(self.names), "cut": self.cut, "problem": self.problem,
                 "raised": self.raised}
 
@@ -58,8 +63,8 @@ class Recording:
         if not isinstance(data, dict):
             return None
         try:
-            events = [Event(str(n), v, dict(loops), int(line))
-                      for n, v, loops, line in data.get("events", [])]
+            events = [Event(str(n), v, dict(loops), int(line), last=int(last))
+                      for n, v, loops, line, last in data.get("events", [])]
             return cls(events, tuple(str(n) for n in data.get("names", ())),
                        bool(data.get("cut")), str(data.get("problem", "")),
                        str(data.get("raised", "")))
@@ -295,11 +300,15 @@ class Recorder:
                 continue
             value, count = plain(values[name], MAX_NUMBERS - self.numbers)
             events = self.recording.events
-            if events and events[-1].name == name:  # one step, done in parts: its last value
+            if events and events[-1].name == name and (
+                    events[-1].last_line == statement.first or
+                    one_round(events[-1].loops, loops)):
+                # one step, done in parts: its last value
                 self.numbers -= _count(events[-1].value)
                 # and its last place: a loop that sets only this name merges its iterations,
                 # and the value is the last iteration's, to be compared at that iteration
                 events[-1].value, events[-1].loops = value, loops
+                events[-1].last = statement.first
             else:
                 if len(events) >= MAX_EVENTS:
                     self.recording.cut = True
@@ -309,6 +318,13 @@ class Recorder:
             if self.numbers >= MAX_NUMBERS:
                 self.recording.cut = True
                 return
+
+
+def one_round(before: dict, now: dict) -> bool:
+    """Two statements ran in one round of every loop they share. Not so for a name set at
+    the end of one query's loop and again at the start of the next (attention's m): two
+    steps, however close, since the second starts the next round afresh."""
+    return all(now[name] == value for name, value in before.items() if name in now)
 
 
 def _count(value) -> int:
