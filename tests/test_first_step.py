@@ -425,6 +425,14 @@ def test_a_step_cut_short_by_an_error_is_not_compared_whole():
                    "finished b"
 
 
+def test_an_error_before_any_step_is_said_without_a_then():
+    ours = [Event("a", 1.0, {}, 1), Event("b", 2.0, {}, 2)]
+    learner = Recording([], ("a", "b"), raised="TypeError")
+    said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), None,
+                                       (), 0, 0)
+    assert said == "your code raised TypeError, and never set a"
+
+
 def test_an_error_after_a_programs_last_step_is_placed_after_that_step():
     # program 3 set every step and then raised (its store): that is where it stopped, not in
     # program 4, which never ran

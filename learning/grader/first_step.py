@@ -112,7 +112,7 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
                 # the learner's last step, cut short by the error: not the whole of it
                 facts.update(matched=tuple(matched), differs=name)
-                return f"{_before(matched, '')}then your code raised {learner.raised}, " \
+                return f"{_then(matched)}your code raised {learner.raised}, " \
                        f"before it finished {name}{' ' + place if place else ''}"
             if not _same_iteration(event, theirs[p]):
                 return ""  # another program's step, or another iteration of a loop
@@ -135,7 +135,7 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             after = f" after {last.name}" if last is not None else ""
             last_place = _place(where, last, args) if last is not None else ""
             facts.update(matched=tuple(matched), differs=name)
-            return f"{_before(matched, '')}then your code raised {learner.raised}{after}" \
+            return f"{_then(matched)}your code raised {learner.raised}{after}" \
                    f"{' ' + last_place if last_place and after else ''}, and never set " \
                    f"{name}{' ' + place if place else ''}"
         else:
@@ -247,6 +247,12 @@ def _before(matched: list[str], place: str) -> str:
         return ""
     verb = "matches" if len(matched) == 1 else "match"
     return f"{_joined(matched)} {verb} the reference's{' until then' if place else ''}; "
+
+
+def _then(matched: list[str]) -> str:
+    """What comes before "your code raised": the steps that matched, then; or nothing, where
+    the error came before any step ("then" would follow nothing)."""
+    return f"{_before(matched, '')}then " if matched else ""
 
 
 def _differs(name: str, place: str, got, want, matched: list[str], atol: float,
