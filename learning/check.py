@@ -374,7 +374,8 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
 
 
 def _no_hint_until_it_imports(console, exercise: Exercise, problem, as_json: bool) -> int:
-    """One line instead of a hint: the module must import first. Nothing is recorded."""
+    """A sentence instead of a hint (wrapped at the console's width like the rest): the
+    module must import first. Nothing is recorded."""
     line = f"No hint: {exercise.filename} must import first ({problem.message}); " \
            f"python -m learning.check {exercise.name} shows the details."
     if as_json:
@@ -382,7 +383,7 @@ def _no_hint_until_it_imports(console, exercise: Exercise, problem, as_json: boo
                           "import_problem": {"kind": problem.kind,
                                              "message": problem.message}}, indent=2))
     else:
-        console.print(escape(line), style="red", highlight=False, soft_wrap=True)
+        console.print(escape(line), style="red", highlight=False)
     return 1
 
 

@@ -240,7 +240,8 @@ def test_a_failing_case_points_at_the_hint_that_helps(tmp_path, capsys):
 @pytest.mark.parametrize("breakage, kind", [("def broken(:\n", "syntax"),
                                              ("raise RuntimeError('top level')\n", "exception")])
 def test_a_module_that_does_not_import_gets_no_hint_from_old_grades(tmp_path, capsys, breakage,
-                                                                    kind):
+                                                                    kind, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # the sentence wraps at the console's width
     saved = state.State()
     saved.record("softmax", "python", "passed", 11, 11)
     saved.record("softmax", "triton", "failed", 0, 14)
@@ -248,9 +249,10 @@ def test_a_module_that_does_not_import_gets_no_hint_from_old_grades(tmp_path, ca
     write_module(tmp_path, "softmax", f"{solution_text('softmax')}\n{breakage}")
     code, out = run(capsys, check, "softmax", "--hint", "--root", str(tmp_path))
     assert code == 1
-    assert len(out.splitlines()) == 1 and "Hint" not in out
-    assert out.startswith("No hint: softmax.py must import first (")
-    assert out.rstrip().endswith("); python -m learning.check softmax shows the details.")
+    said = " ".join(out.split())
+    assert "Hint" not in out and all(len(line) <= 80 for line in out.splitlines()), out
+    assert said.startswith("No hint: softmax.py must import first (")
+    assert said.endswith("); python -m learning.check softmax shows the details.")
     code, out = run(capsys, check, "softmax", "--part", "python", "--hint", "2", "--json",
                     "--root", str(tmp_path))
     document = json.loads(out)
