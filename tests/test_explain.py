@@ -237,3 +237,16 @@ def test_the_bare_command_lists_the_topics_in_one_line(capsys):
     code, out = run_explain(capsys)
     assert code == 2 and out.startswith("explain: name a topic")
     assert all(topic in out for topic in explainers.TOPICS)
+
+
+def test_a_padding_table_for_a_power_of_two_row_says_why_its_block_is_wider():
+    """A row of 4 needs no padding (next_power_of_2(4) = 4): the table's block of 8 is said
+    to be the next one, not the kernel's, which the lesson's rule would contradict."""
+    from learning.exercises.softmax_backward.explainer import padding_table
+
+    wide = padding_table([0.5, -1.0, 2.0, 0.0], [1.0, -1.0, 2.0, 1.0])
+    assert len(wide.rows) == 9  # 8 lanes and the sum
+    assert "next_power_of_2(4) = 4, with no padding; the table takes the next one, 8" \
+        in wide.caption
+    own = padding_table([1.0, 2.0, 3.0], [1.0, -1.0, 2.0])
+    assert len(own.rows) == 5 and "next_power_of_2" not in own.caption

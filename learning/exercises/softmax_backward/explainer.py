@@ -94,8 +94,14 @@ def padding_table(x, dy, block: int | None = None) -> Table:
     rows.append(("sum", "", "", "", fixed(sum_zero), "", fixed(sum_inf)))
     columns = ("Lane", "Holds", "y (other=0)", "dy (other=0)", "y·dy", "y (other=-inf)",
                "y·dy with -inf")
-    caption = (f"A block of {block} lanes for a row of {len(y)}: 0·0 = 0 adds nothing, while "
+    n = len(y)
+    caption = (f"A block of {block} lanes for a row of {n}: 0·0 = 0 adds nothing, while "
                "(−inf)·0 is NaN, and one NaN makes the whole sum NaN.")
+    if n & (n - 1) == 0 and block == 2 * n:
+        # the kernel's own block, next_power_of_2(n), would be n here: no padding to show
+        caption += (f" (The kernel's block for a row of {n} is next_power_of_2({n}) = {n}, with "
+                    f"no padding; the table takes the next one, {block}, as a row of {n + 1} "
+                    "would get.)")
     return Table(columns, tuple(rows), caption)
 
 
