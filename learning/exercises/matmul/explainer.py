@@ -59,7 +59,9 @@ def _count(n: int, noun: str) -> str:
 
 
 def _matrix(rows) -> str:
-    return "[" + ", ".join("[" + ", ".join(str(v) for v in row) + "]" for row in rows) + "]"
+    """A matrix as a list of rows, with no space inside a row: a narrow table cell wraps
+    between rows, never inside one ("[[1,2], [4,5]]", not "[[1, 2], [4," and "5]]")."""
+    return "[" + ", ".join("[" + ",".join(str(v) for v in row) + "]" for row in rows) + "]"
 
 
 def _product(x, y):
