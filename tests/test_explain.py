@@ -151,7 +151,8 @@ def test_the_help_gives_an_input_each_topic_takes(capsys):
 
 
 @pytest.mark.parametrize("topic", ["traffic", "elementwise", "softmax", "rmsnorm",
-                                   "softmax_backward", "online_softmax", "reductions"])
+                                   "softmax_backward", "online_softmax", "reductions",
+                                   "matmul"])
 def test_at_80_columns_no_number_or_word_is_split(topic):
     import re
 
@@ -162,6 +163,8 @@ def test_at_80_columns_no_number_or_word_is_split(topic):
         assert len(line.rstrip()) <= 80, line
         # a broken number ends a cell in a comma-group or starts one with a lone digit group
         assert not re.search(r"\d,\d{1,2} *$|\d,\d{1,2} │", line), line
+        # nor a matrix's row ("[4," here, "5]]" on the next line)
+        assert not re.search(r"\[-?\d+, *($|│)", line.rstrip()), line
 
 
 def _page_words(page) -> Counter:
