@@ -326,6 +326,9 @@ def test_the_drawing_puts_lanes_outside_where_the_tensor_would_go_on(interpreter
     assert "    0 0000111122!!   0000111122" in text.splitlines(), text
     assert "2 lanes outside the tensor (program 2, line" in " ".join(text.split())
     assert [label for label, _ in map_view.blocks(pair)] == ["output"]  # the loads agree
+    # why it stopped: a store with no mask (what a compiled run's own verdict cannot see)
+    assert "Your kernel stopped in program 2 (OutOfBoundsAccess: the store has no mask, and " \
+           "its lanes run on from inside the tensor past its end);" in " ".join(text.split())
 
 
 def test_a_tile_past_the_last_column_reads_the_next_rows_start_not_a_row_past_the_end(

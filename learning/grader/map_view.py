@@ -485,7 +485,10 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
             where = f" in program {last}" if last is not None else ""
             refused = ", the refused one included" if case_map.stopped.startswith(
                 "OutOfBoundsAccess") else ""
-            stopped = maps.first_clause(case_map.stopped)
+            # an access with no mask: that, instead of the lane counts the map shows
+            unmasked = maps.unmasked_clause(case_map.stopped)
+            stopped = f"{case_map.stopped.split(':')[0]}: {unmasked}" if unmasked else \
+                maps.first_clause(case_map.stopped)
             say(f"{who[0].upper() + who[1:]} stopped{where} ({stopped}); the map shows its "
                 f"accesses up to there{refused}.", INDENT)
     for line in _key(memory_map, drawn):

@@ -677,6 +677,16 @@ def first_clause(stopped: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+def unmasked_clause(stopped: str) -> str:
+    """What an out-of-bounds message says of the access's mask where it had none ("the load
+    has no mask, ..."), or "": the evidence first_clause leaves out, worth keeping where a
+    map is drawn for a compiled run, whose own verdict could not see the mask."""
+    import re
+
+    found = re.search(r"the (?:load|store) has no mask[^;\n]*", stopped or "")
+    return found.group(0) if found else ""
+
+
 def grid_dims(grid) -> int:
     """How many of a launch grid's three sizes to show: trailing 1s are left out."""
     dims = 3
