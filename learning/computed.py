@@ -161,14 +161,23 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"computed: {error}", style="red")
         return 2
     stale = stale_lessons()
+    lab_list = integrity.COURSE_ROOT / integrity.LAB_LIST
+    lab_stale = not lab_list.exists() or lab_list.read_text(encoding="utf-8") != \
+        integrity.lab_text()
+    if lab_stale and not options.check:  # before the digests: the list is one of the files
+        lab_list.write_text(integrity.lab_text(), encoding="utf-8")
+        console.print(f"updated {lab_list.name}")
     manifest_stale = integrity.changed()
     if options.check:
+        if lab_stale:
+            console.print(f"stale: {lab_list.name}, the lab's Python files (run python -m "
+                          "learning.computed)")
         for path in stale:
             console.print(f"stale: {path.name} (run python -m learning.computed)")
         if manifest_stale:
             console.print(f"stale: {integrity.MANIFEST.name}, the digests of the course's files "
                           f"({', '.join(manifest_stale[:3])}) (run python -m learning.computed)")
-        return 1 if stale or manifest_stale else 0
+        return 1 if stale or manifest_stale or lab_stale else 0
     for path in stale:
         path.write_text(refresh(path.read_text(encoding="utf-8")), encoding="utf-8")
         console.print(f"updated {path.name}")

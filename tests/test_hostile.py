@@ -707,6 +707,25 @@ def test_the_answers_are_each_exercises_solution_catalogue_declaration_and_worke
     assert borrowed.reference_name(str(exercises.FOLDER / "__init__.py")) == ""
 
 
+def test_the_lab_s_shipped_files_are_the_courses_code_and_a_learners_own_file_there_is_not():
+    from learning.grader import borrowed
+    from learning.grader.childproc import COURSE_ROOT
+
+    probe = COURSE_ROOT / "lab" / "probes" / "backward_variants.py"
+    assert probe.exists() and borrowed.reference_name(str(probe)) == \
+        "lab.probes.backward_variants"
+    assert borrowed.reference_name(str(COURSE_ROOT / "lab" / "production.py")) == \
+        "lab.production"
+    # a file the learner writes into lab/ (it needs not exist to be named): their own
+    for mine in ("lab/my_softmax.py", "lab/probes/my_sweep.py"):
+        assert borrowed.reference_name(str(COURSE_ROOT / mine)) == "", mine
+    # the list is the lab as it is (python -m learning.computed writes it)
+    from learning.grader import integrity
+
+    listed = (COURSE_ROOT / borrowed.LAB_LIST).read_text(encoding="utf-8")
+    assert listed == integrity.lab_text() and "lab/probes/backward_variants.py\n" in listed
+
+
 def test_a_function_of_the_learners_own_is_not_taken_for_the_reference(tmp_path):
     helper = tmp_path / "helpers_of_mine.py"
     helper.write_text("import math\n\ndef stable(values):\n    top = max(values)\n"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import __future__
 
 import contextlib
+import functools
 import gc
 import glob
 import hashlib
@@ -60,6 +61,10 @@ ANSWERS = ("solution.py", "catalogue.py")
 # (it builds the cases' inputs), so it forgets both before the learner's code runs
 # (``forget_declarations``): an import of either then runs its file again, and is noted.
 DECLARATIONS = ("exercise.py", "explainer.py")
+# The lab's Python files as the course ships them, one path a line (written by python -m
+# learning.computed): its probes hold whole kernels, counted as the course's code, while a file
+# a learner adds to lab/ is their own
+LAB_LIST = "learning/lab_files.txt"
 REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.py",
                    "reference_attention.py")
 # A name in ``Watch.found`` that starts so is a program started, not a reference module
@@ -111,10 +116,30 @@ def reference_name(path: str) -> str:
     if relative.startswith(".git/"):
         return HISTORY
     folder, _, file = relative.rpartition("/")
-    if relative in REFERENCE_FILES or (relative.startswith("lab/") and file.endswith(".py")) or \
+    if relative in REFERENCE_FILES or _lab_file(relative, root) or \
             (file in ANSWERS + DECLARATIONS and folder.rpartition("/")[0] == EXERCISES):
         return relative.removesuffix(".py").replace("/", ".")
     return ""
+
+
+def _lab_file(relative: str, root: str) -> bool:
+    """One of the lab's files as the course ships them (its list, read once, before the
+    learner's code runs: ``Watch``), not a file a learner added there. In another checkout of
+    the course, any of the lab's Python files."""
+    if not (relative.startswith("lab/") and relative.endswith(".py")):
+        return False
+    return relative in _shipped_lab() if root == str(COURSE_ROOT) else True
+
+
+@functools.cache
+def _shipped_lab() -> frozenset[str]:
+    """The names ``LAB_LIST`` holds (none where it cannot be read: the check refused to grade
+    before the worker ran if it was not as shipped, learning.grader.integrity)."""
+    try:
+        with open(COURSE_ROOT / LAB_LIST, "rb") as listed:
+            return frozenset(listed.read(2**20).decode("utf-8").split())
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
 
 
 # The name reference_name gives a file of the course's git history
@@ -252,6 +277,7 @@ class Watch:
         # the course's reference files by their inode too (a hard link has its own path), and
         # the learner's own modules beside theirs as they were before their code ran
         self._reference_inodes = _inodes(_reference_paths(catalogues=True))
+        _shipped_lab()  # read now: inside the hook, reading a file raises events of its own
         self._own = set(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
                                                        "*.py")), single=True))
         self._busy = False  # inside the hook: its own compile() raises events too
@@ -745,5 +771,5 @@ def _reference_paths(catalogues: bool = False) -> list[str]:
     paths = sorted(str(p) for name in names for p in (COURSE_ROOT / EXERCISES).glob(name))
     # the lab's probes hold whole kernels too (lab/probes/backward_variants.py, say)
     others = [str(COURSE_ROOT / name) for name in REFERENCE_FILES] + \
-        sorted(str(p) for p in (COURSE_ROOT / "lab").rglob("*.py"))
+        [str(COURSE_ROOT / name) for name in sorted(_shipped_lab())]
     return paths + [p for p in dict.fromkeys(others) if os.path.exists(p)]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from learning.grader import installed, nearby, state, warm
+from learning.grader.borrowed import LAB_LIST  # checked and kept like the course's code
 from learning.grader.childproc import COURSE_ROOT
 
 MANIFEST = COURSE_ROOT / "learning" / "course_files.sha256"
@@ -36,7 +37,15 @@ def course_files(root: Path = COURSE_ROOT) -> list[str]:
     """The course's own code, as paths relative to ``root`` with / between folders."""
     found = sorted(p.relative_to(root).as_posix() for p in (root / "learning").rglob("*.py")
                    if "__pycache__" not in p.parts)
-    return found + [name for name in TOP_LEVEL if (root / name).exists()]
+    return found + [name for name in TOP_LEVEL if (root / name).exists()] + [LAB_LIST]
+
+
+def lab_text(root: Path = COURSE_ROOT) -> str:
+    """The lab's Python files now, as ``LAB_LIST`` holds them."""
+    return "".join(f"{p.relative_to(root).as_posix()}\n" for p in sorted((root / "lab").rglob(
+        "*.py")) if "__pycache__" not in p.parts)
+
+
 
 
 def digest(data: bytes) -> str:
