@@ -124,6 +124,20 @@ def test_running_state_made_once_for_every_query_is_found_where_the_second_query
                          "expected -inf"), said
 
 
+def test_an_rms_kept_in_the_rows_own_units_is_right_and_the_step_after_it_is_found(tmp_path):
+    """rms = largest * sqrt(...) is the row's RMS, as right as the lesson's scaled one: with the
+    weight then left out, the step that differs is the output, not rms."""
+    code = _replace(solution_text("rmsnorm"),
+                    "    rms = math.sqrt(mean_square + eps / largest / largest)\n",
+                    "    rms = largest * math.sqrt(mean_square + eps / largest / largest)\n")
+    code = _replace(code, "    output = [s / rms * w for s, w in zip(scaled, weight)]",
+                    "    output = [v / rms for v in values]")
+    said = _steps(_graded(tmp_path, "rmsnorm", code))
+    assert said and not any("rms is" in s for s in said.values()), said
+    assert said["worked example"].startswith("largest, scaled, mean_square and rms match the "
+                                             "reference's; output is"), said
+
+
 def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(
         tmp_path):
     code = _replace(solution_text("attention"), "            m = m_new\n",

@@ -8,7 +8,7 @@ adding its folder under ``learning/exercises`` and naming it there, never a bran
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -110,6 +110,10 @@ class Steps:
     names: tuple[str, ...]
     where: Callable[[dict, tuple], str] | None = None
     function: str = ""  # the function whose steps these are, when not the part's own (a kernel)
+    # Another value a step may hold and still be right, from the reference's values so far
+    # ({name: value}): the same quantity in other units (RMSNorm's rms of the row itself, not
+    # of the row over its largest magnitude). A learner's step that holds it matches.
+    also_right: dict[str, Callable[[dict], Any]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,14 @@ def merged(events: list[Event]) -> list[Event]:
 
 def first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
                      where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
-                     rtol: float, facts: dict | None = None) -> str:
+                     rtol: float, facts: dict | None = None,
+                     also_right: dict | None = None) -> str:
     """One or two sentences on the first named step whose value differs ("" when nothing can
     honestly be said: no name in common, a recording cut or missing, the two out of step).
     Where something is said, ``facts`` (when given) receives it as data: "matched", the steps
-    that matched before, and "differs", the first that did not ("" when every one did)."""
+    that matched before, and "differs", the first that did not ("" when every one did).
+    ``also_right`` ({name: function of the reference's values so far}) gives a step another
+    value that matches too (``Steps.also_right``)."""
     facts = {} if facts is None else facts
     if reference is None or learner is None or reference.problem or learner.problem:
         return ""
@@ -122,6 +125,9 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             at = max(at, p)
             state[name] = got
             verdict = _agree(got, event.value, atol, rtol)
+            if verdict is False and name in (also_right or {}):
+                verdict = _agree(got, _other_value(also_right[name], held, name, event.value),
+                                 atol, rtol) or False
             if verdict is None or verdict is False and "program" in event.loops \
                     and _array(got).shape != _array(event.value).shape:
                 return ""  # a kernel's blocks of another shape: another tiling, not a step
@@ -154,6 +160,15 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     facts.update(matched=tuple(matched), differs="")
     return f"every named step matches the reference's ({_joined(matched)}): what differs " \
            "comes after the last of them"
+
+
+def _other_value(right, held: dict, name: str, value):
+    """The value ``right`` gives for step ``name`` from the reference's values so far (this
+    step's own included), or NOT_SET where it cannot."""
+    try:
+        return right({**held, name: value})
+    except Exception:  # noqa: BLE001 - a value it cannot give matches nothing
+        return NOT_SET
 
 
 def _pending(at: int, p: int, consumed: set[int], limit: int) -> int:

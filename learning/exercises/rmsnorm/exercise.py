@@ -421,7 +421,10 @@ TRITON_HINTS = (
 )
 
 # The steps of lesson 05's table, as the stub asks for them (the zero row returns early).
-PYTHON_STEPS = Steps(("largest", "scaled", "mean_square", "rms", "output"))
+# The lesson's rms is of the scaled row; the row's own RMS, largest times it, is as right (the
+# output divides the row by it instead of the scaled row by rms)
+PYTHON_STEPS = Steps(("largest", "scaled", "mean_square", "rms", "output"),
+                     also_right={"rms": lambda held: held["rms"] * held["largest"]})
 
 
 def _in_row_program(loops: dict, args: tuple) -> str:
