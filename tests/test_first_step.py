@@ -244,8 +244,18 @@ def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_p
                     "rms = math.sqrt(mean_square + eps / largest / largest)",
                     "rms = math.sqrt(mean_square + eps)")
     said = _steps(_graded(tmp_path, "rmsnorm", code))
+    # the reference's 0.62500005 in full: "0.625" would read as a reference without eps
     assert said["worked example"] == "largest, scaled and mean_square match the reference's; " \
-                                     "rms is 0.625001, expected 0.625"
+                                     "rms is 0.625001, expected 0.62500005"
+
+
+def test_a_value_is_never_shown_rounded_to_a_shorter_number_farther_off_than_the_tolerance():
+    said = first_step._compared(0.625001, 0.62500005, 1e-9, 1e-9)
+    assert said == "is 0.625001, expected 0.62500005", said
+    # digits that are not zeros stay at the pair's digits: no float noise spelled out
+    assert first_step._compared(2.5031, 1.503214724, 1e-9, 1e-9) == "is 2.5031, expected 1.50321"
+    # and a short number that is within the tolerance stays short
+    assert first_step._compared(2.0, 0.6250000000001, 1e-9, 1e-9) == "is 2, expected 0.625"
 
 
 def test_a_kernel_mean_over_the_block_not_the_row_is_found_at_mean_square(tmp_path):

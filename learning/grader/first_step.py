@@ -281,7 +281,7 @@ def _not_set(name: str, place: str, current, want, matched: list[str], atol: flo
     where = f" {place}" if place else ""
     if current is NOT_SET:
         return f"{_before(matched, place)}the reference sets {name}{where} to " \
-               f"{_shown(want)}; your code had not set it yet"
+               f"{_shown(want, 6, atol, rtol)}; your code had not set it yet"
     return f"{_before(matched, place)}your code does not set {name}{where}, where the " \
            f"reference does: its {name} {_compared(current, want, atol, rtol)}"
 
@@ -295,14 +295,16 @@ def _compared(got, want, atol: float, rtol: float) -> str:
         return f"is {_shape_words(a)}, expected {_shape_words(b)}"
     if a.size <= SHOWN_WHOLE and a.ndim <= 1:
         digits = _digits(a, b)
-        return f"is {_shown(got, digits)}, expected {_shown(want, digits)}" + \
+        return f"is {_shown(got, digits, atol, rtol)}, expected " \
+               f"{_shown(want, digits, atol, rtol)}" + \
             _padding_read(a[~close(a, b, atol, rtol)])
     bad = ~close(a, b, atol, rtol)
     index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else (0,) * a.ndim
     digits = _digits(a[index], b[index])
     at = "[" + "][".join(str(i) for i in index) + "]"
-    return f"differs at {at}: {_number(float(a[index]), digits)}, expected " \
-           f"{_number(float(b[index]), digits)} ({int(bad.sum())} of {a.size} values differ)" \
+    return f"differs at {at}: {_faithful(float(a[index]), digits, atol, rtol)}, expected " \
+           f"{_faithful(float(b[index]), digits, atol, rtol)} ({int(bad.sum())} of {a.size} " \
+           "values differ)" \
            + _padding_read(a[index])
 
 
@@ -347,15 +349,36 @@ def _number(value: float, digits: int = 6) -> str:
     return f"{value:.{digits}g}"
 
 
-def _shown(value, digits: int = 6) -> str:
+def _faithful(value: float, digits: int, atol: float | None = None, rtol: float = 0.0) -> str:
+    """``value`` to ``digits`` significant digits, or more where the zeros left off the end
+    hide a digit farther out than the check tolerates: 0.62500005 printed as 0.625 reads as a
+    reference without eps."""
+    import numpy as np
+
+    shown = _number(value, digits)
+    while atol is not None and digits < 17 and value == value and \
+            abs(value) != float("inf") and _significant(shown) < digits and \
+            not close(np.float64(float(shown)), np.float64(value), atol, rtol):
+        digits += 1
+        shown = _number(value, digits)
+    return shown
+
+
+def _significant(shown: str) -> int:
+    """The significant digits a number printed by ``_number`` shows ("0.625": 3)."""
+    mantissa = shown.split("e")[0].lstrip("-").replace(".", "")
+    return len(mantissa.lstrip("0"))
+
+
+def _shown(value, digits: int = 6, atol: float | None = None, rtol: float = 0.0) -> str:
     array = _array(value)
     if array is None:
         return str(value)
     if array.ndim == 0:
-        return _number(float(array), digits)
+        return _faithful(float(array), digits, atol, rtol)
     flat = array.ravel()
     if array.ndim == 1 and flat.size <= SHOWN_WHOLE:
-        return "[" + ", ".join(_number(float(v), digits) for v in flat) + "]"
+        return "[" + ", ".join(_faithful(float(v), digits, atol, rtol) for v in flat) + "]"
     return _shape_words(array)
 
 
