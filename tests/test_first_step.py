@@ -250,7 +250,8 @@ def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_p
 
 
 def test_a_value_is_never_shown_rounded_to_a_shorter_number_farther_off_than_the_tolerance():
-    said = first_step._compared(0.625001, 0.62500005, 1e-9, 1e-9)
+    # the lesson's worked row: sqrt(0.390625 + 1e-6 / 16) is 0.6250000499999...
+    said = first_step._compared(0.625001, (0.390625 + 1e-6 / 16) ** 0.5, 1e-9, 1e-9)
     assert said == "is 0.625001, expected 0.62500005", said
     # digits that are not zeros stay at the pair's digits: no float noise spelled out
     assert first_step._compared(2.5031, 1.503214724, 1e-9, 1e-9) == "is 2.5031, expected 1.50321"
