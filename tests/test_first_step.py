@@ -138,6 +138,30 @@ def test_an_rms_kept_in_the_rows_own_units_is_right_and_the_step_after_it_is_fou
                                              "reference's; output is"), said
 
 
+def test_a_mask_built_from_the_rows_offsets_is_found_at_the_first_row_it_hides(tmp_path):
+    """offsets = row * stride + cols, then mask = offsets < n_cols: every row after the first is
+    masked off, so nothing stores it. Unwritten rows are recorded step by step too, and the
+    cause lists such a mask beside a short grid."""
+    code = _replace(solution_text("softmax"),
+                    "    offsets = tl.arange(0, BLOCK)\n    mask = offsets < n_cols\n",
+                    "    cols = tl.arange(0, BLOCK)\n    offsets = row * input_row_stride + cols\n"
+                    "    mask = offsets < n_cols\n")
+    code = _replace(code, "tl.load(input_ptr + row * input_row_stride + offsets,",
+                    "tl.load(input_ptr + offsets,")
+    code = _replace(code, "tl.store(output_ptr + row * output_row_stride + offsets,",
+                    "tl.store(output_ptr + row * output_row_stride + cols,")
+    result = _graded(tmp_path, "softmax", code, "triton")
+    said = _steps(result, "triton")
+    assert said["width 17, five rows"].startswith(
+        "x, maximum, numerator, denominator and output match the reference's until then; x in "
+        "the program of row 1 differs at [0]: -inf"), said
+    (part,) = result.parts
+    verdict = next(c.verdict for c in part.cases if c.name == "width 17, five rows")
+    assert verdict.unwritten_count == 68
+    (cause,) = [b.cause for b in verdict.causes if b.key == "grid-too-small"]
+    assert "a mask that hides every lane of the later rows" in cause
+
+
 def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference_lacks(
         tmp_path):
     code = _replace(solution_text("attention"), "            m = m_new\n",

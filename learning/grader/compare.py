@@ -68,10 +68,12 @@ COMMON_BUGS = {
         Bug("unwritten", "some outputs were never written: no program stored to them. Look at "
             "the store's offsets and mask, at how many programs the grid launches, and, in a "
             "kernel that loops over the row, at the loop's bounds"),
-        Bug("grid-too-small", "whole rows were never written: no program stored them. Either "
-            "the grid launched fewer programs than rows (one per row is grid = (n_rows,)), or "
-            "the programs stored to other rows (a row index from another axis, or a store "
-            "without the row's offset)"),
+        Bug("grid-too-small", "whole rows were never written: no program stored them. It "
+            "comes from one of: a grid of fewer programs than rows (one per row is grid = "
+            "(n_rows,)); programs that stored to other rows (a row index from another axis, or "
+            "a store without the row's offset); or a mask that hides every lane of the later "
+            "rows (built from the address's offsets, row * row_stride + column, where it must "
+            "compare the column alone with n_cols)"),
         Bug("block-too-small", "the end of each row was never written: no lane stored there. "
             "Either BLOCK is narrower than the row (it must be triton.next_power_of_2(n_cols), "
             "or the kernel must loop over the row), or the store's offsets or mask stop short"),
@@ -149,6 +151,7 @@ class Verdict:
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)
     mismatch_count: int = 0
+    unwritten_count: int = 0  # outputs no program stored (a verdict on unwritten elements)
     size: int = 0  # elements in the output, so a renderer knows whether "got" showed them all
     decimals: int = DECIMALS  # what the values are printed with (more where 9 hide a difference)
     traceback: str = ""
@@ -396,8 +399,12 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:
-        return _unwritten_in_layout(_judge_unwritten(returned.unwritten, returned.values),
-                                    returned)
+        import numpy as np
+
+        verdict = _unwritten_in_layout(_judge_unwritten(returned.unwritten, returned.values),
+                                       returned)
+        verdict.unwritten_count = int(np.count_nonzero(returned.unwritten))
+        return verdict
     return None
 
 

@@ -38,10 +38,10 @@ def first_step_for(result: CheckResult, part_result: PartResult, source: bytes |
     part, steps = part_result.part, part_result.part.steps
     if steps is None or part_result.problem is not None or result.import_problem is not None:
         return False
-    # a wrong output (else an error the case did not ask for: the steps before it), the first
-    # that ran quickly, else the quickest
+    # a wrong or unwritten output (else an error the case did not ask for: the steps before
+    # it), the first that ran quickly, else the quickest
     wrong = [c for c in part_result.cases if c.verdict.status == "failed"
-             and c.verdict.mismatch_count]
+             and (c.verdict.mismatch_count or c.verdict.unwritten_count)]
     candidates = wrong or [c for c in part_result.cases if c.verdict.status == "error"
                            and not part.case(c.name).raises]
     failed = next((c for c in candidates if c.verdict.seconds <= STEPS_QUICK_SECONDS),

@@ -230,9 +230,11 @@ TRITON_BUGS = (
         "be masked and was not (the tile's columns, cols < n_cols, and rows, rows < n_rows); "
         "an offset for a row that does not exist (row r starts at r * row_stride); or an "
         "address built with the wrong stride, or into an output allocated too small"),
-    Bug("grid-too-small", "whole rows were never written: no program stored them. Either the "
-        "grid launched too few programs (triton.cdiv(n_rows, ROWS), one for every ROWS rows), "
-        "or the programs' row indices skip rows (program p starts at row p * ROWS)"),
+    Bug("grid-too-small", "whole rows were never written: no program stored them. It comes "
+        "from one of: a grid of too few programs (triton.cdiv(n_rows, ROWS), one for every ROWS "
+        "rows); row indices that skip rows (program p starts at row p * ROWS); or a mask that "
+        "hides every lane of the later rows (the column mask built from the address's offsets, "
+        "row * row_stride + column, where it must compare the columns alone with n_cols)"),
     Bug("fp16-arithmetic", "the row's sum overflowed: float16 holds nothing above 65504, and "
         "these rows add up to more. Convert after the load, x.to(tl.float32), and reduce in "
         "FP32; only the store goes back to float16", same_as(_float16_mean, **_LOOSE)),
