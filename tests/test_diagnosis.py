@@ -113,6 +113,8 @@ def test_an_access_with_no_mask_is_told_so_only_where_its_lanes_run_off_the_end(
         assert cause.startswith(f"the {kind} on that line has no mask, so every lane of its "
                                 "block"), cause
         assert "more lanes than the tensor has elements" in cause and "one of" not in cause
+        # other= is a load's: a store's cause says nothing of it
+        assert ("other=" in cause) == (kind == "load"), cause
     summary, cause = said["narrow"]
     assert summary.endswith("the load has no mask, and its lanes run on from inside the tensor "
                             "past its end"), summary

@@ -470,7 +470,7 @@ def test_a_step_cut_short_by_an_error_is_not_compared_whole():
                         raised="IndexError")
     said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), None,
                                        (), 0, 0)
-    assert said == "a matches the reference's; then your code raised IndexError, before it " \
+    assert said == "a matches the reference's until then; your code raised IndexError, before it " \
                    "finished b"
 
 
@@ -493,8 +493,8 @@ def test_an_error_after_a_programs_last_step_is_placed_after_that_step():
     learner = Recording(ours[:2], ("a", "b"), raised="IndexError")
     said = first_step.first_difference(Recording(ours, ("a", "b")), learner, ("a", "b"), where,
                                        (), 0, 0)
-    assert said == "a and b match the reference's; then your code raised IndexError after b " \
-                   "in program 3, and never set a in program 4"
+    assert said == "a and b match the reference's until then; your code raised IndexError " \
+                   "after b in program 3, and never set a in program 4"
 
 
 def test_steps_done_in_another_order_within_a_round_still_compare():

@@ -308,8 +308,8 @@ def _unmasked(summary: str) -> Bug | None:
              f"{'reads' if kind == 'load' else 'writes'}")
     masking = ("A load or store whose block can be longer than the data needs a mask that "
                "keeps the lanes inside it (mask = offsets < n, from the same offsets as the "
-               "address), and a load whose padding enters a sum or a maximum an other= that "
-               "leaves it unchanged")
+               "address)") + (", and a load whose padding enters a sum or a maximum an other= "
+                              "that leaves it unchanged" if kind == "load" else "")
     if wider:
         return Bug("out-of-bounds", f"{lanes}, and its block has more lanes than the tensor "
                    f"has elements, so the lanes past the data's last element reach beyond it. "

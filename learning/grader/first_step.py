@@ -265,9 +265,10 @@ def _before(matched: list[str], place: str) -> str:
 
 
 def _then(matched: list[str]) -> str:
-    """What comes before "your code raised": the steps that matched, then; or nothing, where
-    the error came before any step ("then" would follow nothing)."""
-    return f"{_before(matched, '')}then " if matched else ""
+    """What comes before "your code raised": the steps that matched until then (in earlier
+    programs or rounds, perhaps: "until then", not "and then", which would contradict the
+    "never set" after it), or nothing, where the error came before any step."""
+    return _before(matched, "until then")
 
 
 def _differs(name: str, place: str, got, want, matched: list[str], atol: float,
