@@ -332,6 +332,13 @@ def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
      "missing-argument"),
     ("TypeError", "ar() got multiple values for argument 'BLOCK'", "multiple-values"),
     ("TypeError", "object of type 'int' has no len()", "grid-not-tuple"),
+    # math.exp on a block: numpy's words in the interpreter, the compiler's on a GPU
+    ("TypeError", "only 0-dimensional arrays can be converted to Python scalars",
+     "one-number-function"),
+    ("TypeError", "only length-1 arrays can be converted to Python scalars",
+     "one-number-function"),
+    ("CompilationError", "TypeError('must be real number, not tensor')", "one-number-function"),
+    ("TypeError", "unexpected type fp32", "floor-division-float"),
     ("ValueError", "Cannot make_shape_compatible: incompatible dimensions at index 1: 32 and 4",
      "shapes-incompatible"),
     ("RuntimeError", "The size of tensor a (3) must match the size of tensor b (4) at "
@@ -355,6 +362,11 @@ def test_an_error_is_explained_by_what_its_words_mean(exc_type, message, key):
     explained = errors.explain(exc_type, message)
     assert explained is not None and explained[0] == key
     assert "{" not in explained[1]  # every placeholder filled from the message
+
+
+def test_an_unexpected_type_that_is_no_float_is_not_called_floor_division():
+    assert errors.explain("TypeError", "unexpected type pointer<fp32>") is None or \
+        errors.explain("TypeError", "unexpected type pointer<fp32>")[0] != "floor-division-float"
 
 
 def test_an_unknown_error_gets_no_meaning():

@@ -87,6 +87,16 @@ MEANINGS = (
             r"Expected dtype \[(?P<want>[^\]]*)\] but got (?P<got>\w+)",
             "this Triton function accepts only {want}, and the block given to it holds {got}: "
             "convert it first (x.to(tl.float32))"),
+    Meaning("one-number-function", ("TypeError", "CompilationError"),
+            r"only (?:0-dimensional|length-1|size-1|integer scalar) arrays can be converted to "
+            r"Python scalars|must be real number, not tensor",
+            "a function that takes one number (math.exp, math.sqrt, float(), int(), round()) "
+            "was given a whole block or array: inside a kernel, use Triton's own, which work "
+            "on every lane at once (tl.exp, tl.sqrt, x.to(tl.float32))"),
+    Meaning("floor-division-float", ("TypeError", "CompilationError"),
+            r"unexpected type (?P<ty>(?:fp|bf)\d+)\b",
+            "// in a kernel divides integers only, and this block holds {ty}: divide floats "
+            "with /"),
     Meaning("reduction-axis", ("ValueError", "CompilationError"),
             r"(?:axis (?P<axis>-?\d+) out of bounds for shape|invalid axis (?P<bad>-?\d+)\. "
             r"Expected)",
