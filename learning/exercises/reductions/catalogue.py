@@ -164,6 +164,18 @@ TRITON = (
             _kernel(sum_other=', other=-float("inf")')),
     Version("mean over BLOCK lanes", "triton", "mean-over-block", _kernel(count="BLOCK")),
     Version("reductions without keep_dims", "triton", "keep-dims", _kernel(keep="")),
+    # ROWS == BLOCK: the (ROWS,) statistic broadcasts along the columns and the kernel runs
+    Version("reductions without keep_dims, as many rows as columns", "triton", "keep-dims",
+            _kernel(keep="") + '''
+        def centre_rows_triton(x, op):
+            n_rows, n_cols = x.shape
+            out = torch.empty_like(x)
+            block = triton.next_power_of_2(n_cols)
+            centre_rows_kernel[(triton.cdiv(n_rows, block),)](
+                out, x, out.stride(0), x.stride(0), n_rows, n_cols, OP=op, ROWS=block,
+                BLOCK=block)
+            return out
+    '''),
     Version("columns masked, rows not", "triton", "out-of-bounds",
             _kernel(mask="cols < n_cols")),
     Version("row offset from n_cols", "triton", "row-stride", _kernel(x_stride="n_cols")),

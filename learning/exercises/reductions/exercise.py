@@ -202,6 +202,21 @@ def _float16_mean(x, op):
     return x - total.astype(np.float64) / x.shape[1]
 
 
+def _keep_dims_dropped(x, op):
+    """ROWS == BLOCK without keep_dims: the (ROWS,) statistic lines up with the columns, so lane
+    (r, c) of a tile subtracts the statistic of the tile's row c, that of a padding row past the
+    last (-inf for max, whose padding reads -inf; 0 for mean). Any other ROWS fails to compile."""
+    np = _np()
+    x = np.asarray(x, dtype=np.float64)
+    n_rows, n_cols = x.shape
+    block = _next_power_of_two(n_cols)
+    statistic = x.max(axis=1) if op == "max" else x.mean(axis=1)
+    padded = np.full(-(-n_rows // block) * block, -np.inf if op == "max" else 0.0)
+    padded[:n_rows] = statistic
+    tile_starts = (np.arange(n_rows) // block) * block
+    return x - padded[tile_starts[:, None] + np.arange(n_cols)[None, :]]
+
+
 def _always(statistic):
     """Rows centred on ``statistic`` whatever op asked for."""
     return lambda x, op: reference_centred(x, statistic)
@@ -223,8 +238,9 @@ TRITON_BUGS = (
     Bug("mean-over-block", "the mean divided by BLOCK, counting the padded lanes: divide the "
         "sum by n_cols", same_as(_mean_over_block, **_TIGHT)),
     Bug("keep-dims", "the row statistic has shape (ROWS,) and does not broadcast back over a "
-        "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1)",
-        error="incompatible dimensions"),
+        "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1). With ROWS equal to "
+        "BLOCK it even runs, and row r subtracts the statistic of row c of its tile",
+        same_as(_keep_dims_dropped, **_LOOSE), error="incompatible dimensions"),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (the tile's columns, cols < n_cols, and rows, rows < n_rows); "
