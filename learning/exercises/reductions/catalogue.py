@@ -176,6 +176,8 @@ TRITON = (
                 BLOCK=block)
             return out
     '''),
+    Version("the statistic down the columns", "triton", "wrong-axis",
+            _kernel(keep="").replace("axis=1", "axis=0")),
     Version("columns masked, rows not", "triton", "out-of-bounds",
             _kernel(mask="cols < n_cols")),
     Version("row offset from n_cols", "triton", "row-stride", _kernel(x_stride="n_cols")),
@@ -226,7 +228,7 @@ TRITON = (
     '''),
     Version("float16 arithmetic", "triton", "fp16-arithmetic",
             _kernel().replace("                x = x.to(tl.float32)\n", "")),
-    Version("reduced over axis 0", "triton", "unknown", _kernel().replace("axis=1", "axis=0")),
+    Version("reduced over axis 0", "triton", "wrong-axis", _kernel().replace("axis=1", "axis=0")),
     Version("the mean divided by n_rows", "triton", "unknown", _kernel(count="n_rows")),
     Version("rows without the program's ROWS", "triton", "grid-too-small",
             _kernel().replace("tl.program_id(0) * ROWS + tl.arange",

@@ -217,6 +217,25 @@ def _keep_dims_dropped(x, op):
     return x - padded[tile_starts[:, None] + np.arange(n_cols)[None, :]]
 
 
+def _down_the_columns(rows: int):
+    """The statistic taken with axis=0 in tiles of ``rows`` rows: lane (r, c) subtracts the max
+    (or the sum over n_cols) of column c over the rows of its tile (with or without keep_dims:
+    a (BLOCK,) statistic broadcasts over the tile's rows as (1, BLOCK) does). The padding rows
+    past the last add nothing (-inf to a max, 0 to a sum)."""
+    def replay(x, op):
+        np = _np()
+        x = np.asarray(x, dtype=np.float64)
+        n_rows, n_cols = x.shape
+        out = np.empty_like(x)
+        for start in range(0, n_rows, rows):
+            tile = x[start:start + rows]
+            column = tile.max(axis=0) if op == "max" else tile.sum(axis=0) / n_cols
+            out[start:start + rows] = tile - column[None, :]
+        return out
+
+    return replay
+
+
 def _always(statistic):
     """Rows centred on ``statistic`` whatever op asked for."""
     return lambda x, op: reference_centred(x, statistic)
@@ -241,6 +260,10 @@ TRITON_BUGS = (
         "(ROWS, BLOCK) tile: reduce with keep_dims=True to get (ROWS, 1). With ROWS equal to "
         "BLOCK it even runs, and row r subtracts the statistic of row c of its tile",
         same_as(_keep_dims_dropped, **_LOOSE), error="incompatible dimensions"),
+    Bug("wrong-axis", "the statistic was taken down the tile's columns (axis=0, over its ROWS "
+        "rows), not along each row: reduce with axis=1, the BLOCK axis",
+        any_of(*(same_as(_down_the_columns(rows), **_LOOSE) for rows in (1, 2, 4, 8, 16, 32,
+                                                                          64)))),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (the tile's columns, cols < n_cols, and rows, rows < n_rows); "
@@ -285,7 +308,7 @@ TRITON_CASES = (
          catches=("zero-other",)),
     Case("all-negative rows, max", "values in [-5, -1]: a padded 0 would be every row's "
          "maximum", _tensor(1, 6, 17, "max", transform=_all_negative),
-         catches=("zero-other", "keep-dims")),
+         catches=("zero-other", "keep-dims", "wrong-axis")),
     Case("all-negative rows, mean", "the same rows centred on their mean: padding 0 is right "
          "for a sum", _tensor(1, 6, 17, "mean", transform=_all_negative),
          catches=("mean-over-block", "minus-inf-other-for-sum")),
