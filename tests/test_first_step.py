@@ -253,6 +253,7 @@ def test_an_error_in_a_kernel_is_named_as_the_learner_raised_it(tmp_path):
     assert not any("InterpreterError" in s for s in said)
 
 
+@loops_in_the_interpreter
 def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_not_take(
         tmp_path):
     code = _replace(solution_text("matmul"), "for k0 in range(0, K, BLOCK_K):",
