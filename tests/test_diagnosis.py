@@ -128,6 +128,22 @@ def test_an_access_with_no_mask_is_told_so_only_where_its_lanes_run_off_the_end(
                                    "offsets"), said["far"][0]
 
 
+@pytest.mark.compile_check
+def test_an_if_on_a_block_that_the_compiler_rejects_is_the_cause_of_the_cases_it_made_fail(
+        tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("compiled, the kernel never runs: the GPU rejects the `if` itself")
+    code = _replace(solution_text("elementwise"), "    out = tl.maximum(x + y, 0.0)\n",
+                    "    out = x + y\n    if out < 0:\n        out = 0.0 * out\n")
+    result = grade_text(tmp_path, "elementwise", code, ["triton"], compile_check=True)
+    (part,) = result.parts
+    assert part.compile_check is not None and part.compile_check.rejected
+    failing = [c.verdict for c in part.cases if c.verdict.status == "failed"]
+    assert failing and all(_causes(v) == {"if-on-a-block"} for v in failing)
+    line = code.splitlines().index("    if out < 0:") + 1
+    assert f"(add_relu_kernel, line {line})" in failing[0].causes[0].cause
+
+
 def test_a_tree_that_never_advances_times_out_without_a_cause(tmp_path):
     code = _replace(solution_text("reductions"),
                     "        level = [combine(op, level[i], level[i + 1]) "

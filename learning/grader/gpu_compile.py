@@ -47,12 +47,14 @@ _TORCH_TYPES = {
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
 }
 
+# The compiler's words for an `if` on a block (learning.grader.runner blames failing cases on it)
+IF_ON_A_BLOCK = "Boolean value of Tensor"
 # What a compiler message means, in the course's words: (fragment of the message, advice).
 HINTS = (
     ("Break", "a kernel cannot `break` out of a loop: loop over a fixed range and mask "
      "the elements past the end instead"),
     ("Continue", "a kernel cannot `continue`: mask the elements to skip instead"),
-    ("Boolean value of Tensor", "an `if` on a block of values is not allowed on the GPU (the "
+    (IF_ON_A_BLOCK, "an `if` on a block of values is not allowed on the GPU (the "
      "interpreter treats it as always true): use tl.where(condition, a, b), or a mask"),
     ("tt.return", "a kernel cannot return a value: store its results through an output "
      "pointer with tl.store"),

@@ -194,6 +194,27 @@ def _attach_compile_check(result: CheckResult, compiler: childproc.CompileRun, l
         skipped = [c for c in found if c.status == "not-checked"]
         part_result.compile_check = CompileCheck(
             True, "; ".join(f"{c.kernel}: {c.message}" for c in skipped), found)
+        _blame_the_branch(part_result)
+
+
+def _blame_the_branch(part_result) -> None:
+    """Where the compiler rejected an ``if`` on a block, the interpreter ran that ``if`` as if
+    it were always true: a failing case with no cause of its own gets that line as its likely
+    cause (a branch the GPU never runs cannot stand behind a result either way)."""
+    from learning.grader.declarations import Bug
+
+    branches = [c for c in part_result.compile_check.rejected
+                if gpu_compile.IF_ON_A_BLOCK in c.message]
+    if not branches:
+        return
+    where = "; ".join(f"{c.kernel}, line {c.line}" if c.line else c.kernel for c in branches)
+    cause = Bug("if-on-a-block", f"the GPU compiler rejects an `if` on a block of values "
+                f"({where}), and the interpreter ran it as if it were always true, so these "
+                "values are not what the kernel means either way: fix that line first, "
+                "choosing per lane with tl.where(condition, a, b), or a mask")
+    for case in part_result.cases:
+        if case.verdict.status in ("failed", "error") and not case.verdict.causes:
+            case.verdict.causes = (cause,)
 
 
 def _interpreting(result: CheckResult, force_interpret: bool) -> bool | None:
