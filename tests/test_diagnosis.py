@@ -144,6 +144,37 @@ def test_an_if_on_a_block_that_the_compiler_rejects_is_the_cause_of_the_cases_it
     assert f"(add_relu_kernel, line {line})" in failing[0].causes[0].cause
 
 
+def test_a_compiled_runs_out_of_bounds_verdict_learns_the_missing_mask_from_its_map(
+        tmp_path, mode):
+    """On a GPU a store past the end lands in the guard bands: out-of-bounds, cause unknown.
+    The map's run in the interpreter sees the store had no mask; the case then says so."""
+    if not mode.interpret:
+        pytest.skip("the interpreter's run gives the evidence; graded here in the interpreter, "
+                    "the compiled verdict is stood in for")
+    from learning.grader import compare, map_run
+
+    code = _replace(solution_text("elementwise"), "tl.store(out_ptr + offsets, out, mask=mask)",
+                    "tl.store(out_ptr + offsets, out)")
+    result = grade_text(tmp_path, "elementwise", code, ["triton"])
+    (part,) = result.parts
+    case = next(c for c in part.cases if c.name == "n = 10")
+    stopped = f"OutOfBoundsAccess: {case.verdict.summary}"
+    # what a compiled run's guard bands give: the generic cause
+    case.verdict.causes = (compare.COMMON_BUGS["out-of-bounds"],)
+    other = next(c for c in part.cases if c.name == "n = 17")
+    other.verdict.causes = (compare.COMMON_BUGS["out-of-bounds"],)
+    map_run._unmasked_seen(result, "triton", "n = 10", stopped)
+    (cause,) = case.verdict.causes
+    assert cause.key == "out-of-bounds" and cause.cause.startswith(
+        "the store on that line has no mask"), cause.cause
+    assert other.verdict.causes == (compare.COMMON_BUGS["out-of-bounds"],)  # not its map
+    # a map that stopped for another reason changes nothing
+    case.verdict.causes = (compare.COMMON_BUGS["out-of-bounds"],)
+    map_run._unmasked_seen(result, "triton", "n = 10", "OutOfBoundsAccess: out-of-bounds "
+                           "store: 2 of 4 active lanes ...; check the offsets and the mask")
+    assert case.verdict.causes == (compare.COMMON_BUGS["out-of-bounds"],)
+
+
 def test_a_tree_that_never_advances_times_out_without_a_cause(tmp_path):
     code = _replace(solution_text("reductions"),
                     "        level = [combine(op, level[i], level[i + 1]) "

@@ -277,7 +277,7 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
         summary = "the code called sys.exit()" if raised.exc_type == "SystemExit" \
             else raised.message
         specific = tuple(b for b in part.bugs if _worded(b, summary))
-        general = _unmasked(summary) or COMMON_BUGS[common[raised.exc_type]]
+        general = unmasked_cause(summary) or COMMON_BUGS[common[raised.exc_type]]
         return Verdict("error", summary, causes=specific + (general,),
                        where=where, traceback=raised.traceback, seconds=raised.seconds)
     summary = f"raised {raised.exc_type}: {raised.message}"
@@ -291,7 +291,7 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
 
 
-def _unmasked(summary: str) -> Bug | None:
+def unmasked_cause(summary: str) -> Bug | None:
     """The out-of-bounds cause where the interpreter saw its evidence: the access had no mask,
     and its lanes ran from inside the tensor on past the end. With more lanes than the tensor
     has elements, no offsets could have kept the block inside: the mask is missing. With fewer,

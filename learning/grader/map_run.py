@@ -37,6 +37,8 @@ def map_for_check(result: CheckResult, wanted: bool | str, case_seconds: float |
     except Exception as exc:  # noqa: BLE001 - a map is an extra: it never ends a check
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=f"recording it failed ({type(exc).__name__}: {exc})")
+    if memory_map.learner is not None:
+        _unmasked_seen(result, part, case, memory_map.learner.stopped)
     asked = isinstance(wanted, str)
     if memory_map.learner is not None and not memory_map.learner.accesses:
         # Nothing of the learner's touched memory: no picture (the reference's alone would
@@ -49,6 +51,25 @@ def map_for_check(result: CheckResult, wanted: bool | str, case_seconds: float |
         memory_map = maps.MemoryMap(result.exercise.name, part, case, note=observed)
     memory_map.asked = asked
     return memory_map
+
+
+def _unmasked_seen(result: CheckResult, part: str, case: str, stopped: str) -> None:
+    """The map's run in the interpreter stopped on an access with no mask, whose lanes ran
+    past the end of its tensor: where the case's own verdict could only say out-of-bounds (a
+    compiled run's stores into the guard bands, which cannot show a mask), it now says that."""
+    from learning.grader import compare
+
+    named = compare.unmasked_cause(stopped)
+    if named is None:
+        return
+    for part_result in result.parts:
+        if part_result.part.name != part:
+            continue
+        for case_result in part_result.cases:
+            verdict = case_result.verdict
+            if case_result.name == case and [b.key for b in verdict.causes] == \
+                    ["out-of-bounds"]:
+                verdict.causes = (named,)
 
 
 def _forked_workers() -> bool:
