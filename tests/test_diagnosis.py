@@ -165,8 +165,10 @@ def test_a_compiled_runs_out_of_bounds_verdict_learns_the_missing_mask_from_its_
     drawn = map_run.map_for_check(result, "n = 10")  # the map's own run, in the interpreter
     assert drawn.learner is not None and drawn.learner.stopped.startswith("OutOfBoundsAccess")
     (cause,) = case.verdict.causes
+    line = code.splitlines().index("    tl.store(out_ptr + offsets, out)") + 1
+    # the compiled verdict shows no line of its own: the cause names it
     assert cause.key == "out-of-bounds" and cause.cause.startswith(
-        "the store on that line has no mask"), cause.cause
+        f"the store at line {line} of your kernel has no mask"), cause.cause
     assert other.verdict.causes == (compare.COMMON_BUGS["out-of-bounds"],)  # not its map
     # a map that stopped for another reason changes nothing
     case.verdict.causes = (compare.COMMON_BUGS["out-of-bounds"],)

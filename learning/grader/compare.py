@@ -291,12 +291,13 @@ def _judge_raised(part: Part, raised: Raised, args: tuple, filename: str) -> Ver
                    where=where, traceback=raised.traceback, seconds=raised.seconds)
 
 
-def unmasked_cause(summary: str) -> Bug | None:
+def unmasked_cause(summary: str, line: int = 0) -> Bug | None:
     """The out-of-bounds cause where the interpreter saw its evidence: the access had no mask,
-    and its lanes ran from inside the tensor on past the end. With more lanes than the tensor
-    has elements, no offsets could have kept the block inside: the mask is missing. With fewer,
-    the block may also start too far along. Still the out-of-bounds mistake, said for what it
-    is; None for any other out-of-bounds access."""
+    and its lanes ran from inside the tensor on past the end (``line``: the kernel's line, for
+    a verdict that does not show it). With more lanes than the tensor has elements, no offsets
+    could have kept the block inside: the mask is missing. With fewer, the block may also start
+    too far along. Still the out-of-bounds mistake, said for what it is; None for any other
+    out-of-bounds access."""
     from learning.grader.sanitizer import MORE_LANES, RUNS_PAST_THE_END
 
     found = re.search(r"the (load|store) " + re.escape(RUNS_PAST_THE_END) +
@@ -304,7 +305,8 @@ def unmasked_cause(summary: str) -> Bug | None:
     if found is None:
         return None
     kind, wider = found.group(1), found.group(2)
-    lanes = (f"the {kind} on that line has no mask, so every lane of its block "
+    at = f"at line {line} of your kernel" if line else "on that line"
+    lanes = (f"the {kind} {at} has no mask, so every lane of its block "
              f"{'reads' if kind == 'load' else 'writes'}")
     masking = ("A load or store whose block can be longer than the data needs a mask that "
                "keeps the lanes inside it (mask = offsets < n, from the same offsets as the "

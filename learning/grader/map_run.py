@@ -38,7 +38,9 @@ def map_for_check(result: CheckResult, wanted: bool | str, case_seconds: float |
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=f"recording it failed ({type(exc).__name__}: {exc})")
     if memory_map.learner is not None:
-        _unmasked_seen(result, part, case, memory_map.learner.stopped)
+        accesses = memory_map.learner.accesses
+        _unmasked_seen(result, part, case, memory_map.learner.stopped,
+                       accesses[-1].line if accesses else 0)
     asked = isinstance(wanted, str)
     if memory_map.learner is not None and not memory_map.learner.accesses:
         # Nothing of the learner's touched memory: no picture (the reference's alone would
@@ -53,13 +55,15 @@ def map_for_check(result: CheckResult, wanted: bool | str, case_seconds: float |
     return memory_map
 
 
-def _unmasked_seen(result: CheckResult, part: str, case: str, stopped: str) -> None:
+def _unmasked_seen(result: CheckResult, part: str, case: str, stopped: str,
+                   line: int = 0) -> None:
     """The map's run in the interpreter stopped on an access with no mask, whose lanes ran
     past the end of its tensor: where the case's own verdict could only say out-of-bounds (a
-    compiled run's stores into the guard bands, which cannot show a mask), it now says that."""
+    compiled run's stores into the guard bands, which cannot show a mask), it now says that,
+    at ``line`` of the kernel (the refused access's), which that verdict does not show."""
     from learning.grader import compare
 
-    named = compare.unmasked_cause(stopped)
+    named = compare.unmasked_cause(stopped, line)
     if named is None:
         return
     for part_result in result.parts:
