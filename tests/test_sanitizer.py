@@ -93,3 +93,38 @@ def test_a_lane_past_its_tensor_is_refused_even_where_another_tensor_lies(interp
     assert str(cause).startswith("out-of-bounds load: 6 of 16 active lanes of program 0's "
                                  "load address memory outside in_ptr's tensor (the nearest is "
                                  "the first byte past the end of in_ptr, tensor argument 2)")
+
+
+def test_atomics_past_the_end_are_refused_as_stores_are(interpreter):
+    """tl.atomic_add and tl.atomic_cas write at raw addresses without the masked store: checked
+    all the same, or a kernel writing past its output passes (or corrupts the heap)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(out_ptr, x_ptr, n, MASKED: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        if MASKED:
+            tl.atomic_add(out_ptr + offsets, x, mask=offsets < n)
+        else:
+            tl.atomic_add(out_ptr + offsets, x)
+
+    @triton.jit
+    def cas_kernel(out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.atomic_cas(out_ptr + offsets, 0, 1)
+
+    x = torch.arange(10, dtype=torch.float32)
+    out = torch.zeros_like(x)
+    add_kernel[(1,)](out, x, 10, MASKED=True, BLOCK=16)
+    assert torch.equal(out, x)
+    for launch, lanes in ((lambda: add_kernel[(1,)](out, x, 10, MASKED=False, BLOCK=16), 6),
+                          (lambda: cas_kernel[(1,)](torch.zeros(10, dtype=torch.int32),
+                                                    BLOCK=16), 6)):
+        with pytest.raises(Exception) as raised:
+            launch()
+        cause = raised.value.__cause__ or raised.value
+        assert isinstance(cause, sanitizer.OutOfBoundsAccess)
+        assert f"out-of-bounds atomic: {lanes} of 16 active lanes" in str(cause), str(cause)

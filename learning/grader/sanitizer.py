@@ -1,10 +1,11 @@
-"""Bounds checking for Triton's interpreter: an out-of-bounds load or store raises, before it
-touches memory, naming the kernel line that did it.
+"""Bounds checking for Triton's interpreter: an out-of-bounds load, store or atomic raises,
+before it touches memory, naming the kernel line that did it.
 
 The interpreter turns every ``tl.load``/``tl.store`` into NumPy reads and writes at raw
 addresses, without any check: a wrong row offset reads garbage or corrupts the heap and kills
 the process. This module wraps the two interpreter entry points that every load and store goes
-through, and allows only addresses inside the storage of the tensor the pointer was made from.
+through, and the two the atomics write through (tl.atomic_add and its kin, tl.atomic_cas), and
+allows only addresses inside the storage of the tensor the pointer was made from.
 
 Which tensor that is travels with the pointer: each tensor argument's pointer gets a copy of its
 pointer type marked with the tensor's storage (``origin``), and the interpreter hands a pointer's
@@ -255,6 +256,24 @@ def install() -> bool:
                 _state.unmasked = False
         return access
 
+    def atomic_rmw(original):
+        """``create_atomic_rmw`` (tl.atomic_add and its kin) writes at raw addresses too,
+        without the masked store: checked as a store is."""
+        def access(self, op, ptrs, value, mask, *rest, **kwargs):
+            _check("atomic", ptrs, mask, self)
+            return original(self, op, ptrs, value, mask, *rest, **kwargs)
+        return access
+
+    def atomic_cas(original):
+        """``create_atomic_cas`` (tl.atomic_cas) takes no mask: every lane is checked."""
+        def access(self, ptrs, *rest, **kwargs):
+            import numpy as np
+
+            every = type("EveryLane", (), {"data": np.ones(np.shape(ptrs.data), dtype=bool)})
+            _check("atomic", ptrs, every, self)
+            return original(self, ptrs, *rest, **kwargs)
+        return access
+
     def implicit_cvt(arg):
         converted = original_cvt(arg)
         return _mark_origin(converted, arg) if hasattr(arg, "data_ptr") else converted
@@ -266,5 +285,9 @@ def install() -> bool:
     for name in ("create_load", "create_store"):
         if hasattr(builder, name):
             setattr(builder, name, unmarked(getattr(builder, name)))
+    if hasattr(builder, "create_atomic_rmw"):
+        builder.create_atomic_rmw = atomic_rmw(builder.create_atomic_rmw)
+    if hasattr(builder, "create_atomic_cas"):
+        builder.create_atomic_cas = atomic_cas(builder.create_atomic_cas)
     _installed = True
     return True
