@@ -716,8 +716,9 @@ def test_the_lab_s_shipped_files_are_the_courses_code_and_a_learners_own_file_th
         "lab.probes.backward_variants"
     assert borrowed.reference_name(str(COURSE_ROOT / "lab" / "production.py")) == \
         "lab.production"
-    # a file the learner writes into lab/ (it needs not exist to be named): their own
-    for mine in ("lab/my_softmax.py", "lab/probes/my_sweep.py"):
+    # a file the learner writes into lab/ (it needs not exist to be named): their own; and the
+    # lab's package marker, a docstring that any import of a module under lab/ runs
+    for mine in ("lab/my_softmax.py", "lab/probes/my_sweep.py", "lab/__init__.py"):
         assert borrowed.reference_name(str(COURSE_ROOT / mine)) == "", mine
     # the list is the lab as it is (python -m learning.computed writes it)
     from learning.grader import integrity

@@ -41,9 +41,11 @@ def course_files(root: Path = COURSE_ROOT) -> list[str]:
 
 
 def lab_text(root: Path = COURSE_ROOT) -> str:
-    """The lab's Python files now, as ``LAB_LIST`` holds them."""
+    """The lab's Python files now, as ``LAB_LIST`` holds them: its package markers left out
+    (lab/__init__.py holds a docstring, and runs whenever any module under lab/ is imported,
+    a learner's own among them)."""
     return "".join(f"{p.relative_to(root).as_posix()}\n" for p in sorted((root / "lab").rglob(
-        "*.py")) if "__pycache__" not in p.parts)
+        "*.py")) if "__pycache__" not in p.parts and p.name != "__init__.py")
 
 
 
