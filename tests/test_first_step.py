@@ -516,6 +516,18 @@ def _recorded(source: str, tmp_path, name="f", args=([1.0, 2.0, 3.0],), watched=
     return named_steps.record(namespace[name], args, watched)
 
 
+def test_values_the_recorder_cannot_copy_never_raise_into_the_learners_code(tmp_path):
+    """range(10**15) as a placeholder, an int past float's range: copying them raised
+    MemoryError or OverflowError inside the learner's frame, and the step line then blamed
+    their code for an error it never raised."""
+    recording = _recorded("def f(v):\n    x = range(10**15)\n    y = 10**400\n"
+                          "    x = [e * 2 for e in v]\n    y = sum(x)\n    return y\n", tmp_path)
+    assert not recording.raised and not recording.problem, recording
+    values = [(e.name, e.value) for e in recording.events]
+    assert values[-2:] == [("x", [2.0, 4.0, 6.0]), ("y", 12.0)], values
+    assert "too many to keep" in values[0][1] and "could not be read" in values[1][1], values
+
+
 def test_a_list_built_by_appends_is_one_step_holding_its_last_value(tmp_path):
     recording = _recorded("def f(v):\n    x = []\n    for e in v:\n        x.append(e * 2)\n"
                           "    y = sum(x)\n    return y\n", tmp_path)

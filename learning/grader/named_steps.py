@@ -182,7 +182,16 @@ def _kernel_value(value):
 
 def plain(value, budget: int):
     """A copy of ``value`` that crosses the pipe: a float, nested lists of floats, or a short
-    note of what it was; and how many numbers it holds."""
+    note of what it was; and how many numbers it holds. It never raises: it runs inside the
+    learner's code (range(10**15) would raise MemoryError there, an int past float's range
+    OverflowError, as if their code had)."""
+    try:
+        return _plain(value, budget)
+    except Exception:  # noqa: BLE001 - whatever the value does, the learner's code goes on
+        return f"a value of type {type(value).__name__} that could not be read", 0
+
+
+def _plain(value, budget: int):
     value = _kernel_value(value)
     if isinstance(value, bool):
         return float(value), 1
@@ -200,6 +209,8 @@ def plain(value, budget: int):
             return f"a {value.dtype} value", 0
     if isinstance(value, (list, tuple, range)) or (np is not None and
                                                    isinstance(value, np.ndarray)):
+        if len(value) > min(budget, MAX_VALUE_NUMBERS):  # before a copy of all of it
+            return f"a {type(value).__name__} of {len(value)} items (too many to keep)", 0
         try:
             array = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError):
