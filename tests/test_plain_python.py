@@ -137,6 +137,29 @@ def softmax_python(values):
         [(c.name, c.verdict.summary) for c in ran]
 
 
+def test_library_functions_handed_to_a_thread_pool_are_seen_though_the_pool_calls_them(
+        tmp_path):
+    """No learner's frame calls them: the pool's worker (Python's own library) does, in a thread
+    where torch's function mode is not active. In a thread the call started, that counts."""
+    part, ran = graded_python(tmp_path, "softmax", '''
+import concurrent.futures
+
+import numpy as np
+import torch
+
+
+def softmax_python(values):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        made = pool.submit(torch.tensor, values, dtype=torch.float64).result()
+        done = pool.submit(torch.softmax, made, 0).result()
+        return pool.submit(np.ndarray.tolist, pool.submit(torch.Tensor.numpy, done).result()
+                           ).result()
+''')
+    assert ran and all(named_in(c) == {"not-plain-python"} for c in ran), \
+        [(c.name, c.verdict.summary) for c in ran]
+    assert "torch.tensor at line" in ran[0].verdict.summary, ran[0].verdict.summary
+
+
 def test_a_value_whose_type_resists_being_read_is_judged_not_the_graders_failure(tmp_path):
     part, ran = graded_python(tmp_path, "softmax", '''
 class _Meta(type):

@@ -7,13 +7,16 @@ them and outside Python's own library (the learner's module, or another package 
 whether the function called is written in Python (``np.max``, triton's launcher) or in C
 (``np.array``, ``torch.softmax``, a tensor's or an array's method), in the calling thread or one
 it starts; and a torch function mode notes torch's operators, which call no function the
-profiler sees (``t + 1``). Not counted: a library's code that Python's own library runs (torch
-replaces ``inspect.getfile`` with its own), a finaliser a garbage collection runs in the middle
-of the call, and a ``tl.constexpr`` constant shared with the kernel, computed with or returned
-(its arithmetic gives more of them). Not seen:
-numpy's ufuncs and operators on arrays or plain lists (``np.exp(values)``, ``a * 2.0``), whose
-results ``in_result`` finds where their numpy scalars are returned, and tensors made by calling
-their class (``torch.Tensor(values)``) and never used by a torch function. The learner's code
+profiler sees (``t + 1``); in a thread the call starts, a call that Python's own library makes
+counts too (a ThreadPoolExecutor running torch.softmax: it runs what the learner handed it, and
+torch's function mode is the calling thread's alone). Not counted: in the calling thread, a
+library's code that Python's own library runs (torch replaces ``inspect.getfile`` with its
+own), a finaliser a garbage collection runs in the middle of the call, and a ``tl.constexpr``
+constant shared with the kernel, computed with or returned (its arithmetic gives more of
+them). Not seen: numpy's ufuncs and operators on arrays or plain lists (``np.exp(values)``,
+``a * 2.0``), whose results ``in_result`` finds where their numpy scalars are returned, and
+tensors made by calling their class (``torch.Tensor(values)``) and never used by a torch
+function. The learner's code
 can switch the profiler off (it is its own process): this is a check on honest work, not a
 wall against a forger.
 
@@ -59,6 +62,14 @@ def _learners(frame) -> bool:
     return frame is not None and _top(frame.f_globals.get("__name__")) not in _NOT_THE_LEARNERS
 
 
+def _not_the_libraries(frame) -> bool:
+    """Whether ``frame`` runs code outside the libraries and the grader (Python's own library
+    included: in a thread the call started, it runs only what the learner's code handed it,
+    torch.softmax given to a ThreadPoolExecutor, say)."""
+    return frame is not None and _top(frame.f_globals.get("__name__")) not in \
+        LIBRARIES | {"learning"}
+
+
 def _where(frame) -> str:
     return f" at line {frame.f_lineno} of {os.path.basename(frame.f_code.co_filename)}"
 
@@ -96,11 +107,13 @@ class Watch:
     def __init__(self):
         self.first = ""
         self._previous = self._previous_threads = None
+        self._caller = None  # the thread that makes the call; others are the call's own
         self._mode = _torch_mode(self)
 
     def __enter__(self) -> Watch:
         if self._mode is not None:
             self._mode.__enter__()
+        self._caller = threading.get_ident()
         self._previous_threads = threading.getprofile()
         threading.setprofile(self._profile)  # threads the call starts
         self._previous = sys.getprofile()
@@ -125,7 +138,8 @@ class Watch:
                 caller, name = frame, _c_function(arg)
             else:
                 caller, name = frame.f_back, _python_function(frame)
-            if name and _learners(caller):
+            if name and (_learners(caller) or threading.get_ident() != self._caller and
+                         _not_the_libraries(caller)):
                 self.first = name + _where(caller)
         except Exception:  # noqa: BLE001 (a name that resists being read: not noted)
             pass
