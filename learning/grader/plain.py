@@ -16,9 +16,8 @@ constant shared with the kernel, computed with or returned (its arithmetic gives
 them). Not seen: numpy's ufuncs and operators on arrays or plain lists (``np.exp(values)``,
 ``a * 2.0``), whose results ``in_result`` finds where their numpy scalars are returned, and
 tensors made by calling their class (``torch.Tensor(values)``) and never used by a torch
-function. The learner's code
-can switch the profiler off (it is its own process): this is a check on honest work, not a
-wall against a forger.
+function. The learner's code can switch the profiler off (it is its own process): this is a
+check on honest work, not a wall against a forger.
 
 Runs in the learner's process (``learning.grader.calls``).
 """
