@@ -48,10 +48,12 @@ def _line(path: str, number: int) -> str:
     return lines[number - 1].strip() if 0 < number <= len(lines) else ""
 
 
-def where(pid: int, path: str, learner_file: str, wait: float = 1.0) -> str:
+def where(pid: int, path: str, learner_file: str, wait: float = 2.5) -> str:
     """In the grader: signal the worker ``pid`` and return "softmax.py, line 17
     (softmax_python): `while i < n:`" for the innermost frame of ``learner_file`` in the stack it
-    writes to ``path``, or "" when none comes within ``wait`` seconds."""
+    writes to ``path``, or "" when none comes within ``wait`` seconds (a stack comes within
+    milliseconds on an idle machine; on two cores busy with other checks a second was seen to
+    pass first)."""
     if not supported():
         return ""
     with contextlib.suppress(ProcessLookupError, PermissionError):
