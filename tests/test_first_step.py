@@ -8,7 +8,7 @@ import pytest
 
 from learning.grader import first_step, mode, named_steps, registry, runner, steps_run
 from learning.grader.named_steps import Event, Recording
-from tests.helpers import grade_text, solution_text, write_module
+from tests.helpers import COURSE_ROOT, grade_text, solution_text, write_module
 
 
 def _replace(text: str, old: str, new: str) -> str:
@@ -272,6 +272,9 @@ def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_p
     # the reference's 0.62500005 in full: "0.625" would read as a reference without eps
     assert said["worked example"] == "largest, scaled and mean_square match the reference's; " \
                                      "rms is 0.625001, expected 0.62500005"
+    # lesson 05 quotes this line: it must be the line the check prints
+    lesson = (COURSE_ROOT / "lessons" / "05-rmsnorm.md").read_text(encoding="utf-8")
+    assert f'("{said["worked example"]}")' in " ".join(lesson.split())
 
 
 def test_a_value_is_never_shown_rounded_to_a_shorter_number_farther_off_than_the_tolerance():

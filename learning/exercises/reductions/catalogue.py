@@ -229,6 +229,10 @@ TRITON = (
     Version("float16 arithmetic", "triton", "fp16-arithmetic",
             _kernel().replace("                x = x.to(tl.float32)\n", "")),
     Version("reduced over axis 0", "triton", "wrong-axis", _kernel().replace("axis=1", "axis=0")),
+    # no reduction at all: what axis=0 over tiles of one row would give, and no such mistake
+    Version("the row itself as its statistic", "triton", "unknown",
+            _kernel().replace("tl.max(x, axis=1, keep_dims=True)", "x")
+            .replace("tl.sum(x, axis=1, keep_dims=True)", "x")),
     Version("the mean divided by n_rows", "triton", "unknown", _kernel(count="n_rows")),
     Version("rows without the program's ROWS", "triton", "grid-too-small",
             _kernel().replace("tl.program_id(0) * ROWS + tl.arange",

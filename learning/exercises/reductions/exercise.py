@@ -262,8 +262,8 @@ TRITON_BUGS = (
         same_as(_keep_dims_dropped, **_LOOSE), error="incompatible dimensions"),
     Bug("wrong-axis", "the statistic was taken down the tile's columns (axis=0, over its ROWS "
         "rows), not along each row: reduce with axis=1, the BLOCK axis",
-        any_of(*(same_as(_down_the_columns(rows), **_LOOSE) for rows in (1, 2, 4, 8, 16, 32,
-                                                                          64)))),
+        # not 1: down a column of one row is no reduction at all (centre = x), another mistake
+        any_of(*(same_as(_down_the_columns(rows), **_LOOSE) for rows in (2, 4, 8, 16, 32, 64)))),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (the tile's columns, cols < n_cols, and rows, rows < n_rows); "
