@@ -677,6 +677,15 @@ def test_the_labs_kernels_another_checkouts_answers_and_the_git_history_are_answ
         assert name in result.borrowed, (name, result.borrowed)
 
 
+def test_a_lab_file_imported_is_named_as_loaded_not_as_copied_into_itself(tmp_path):
+    # Triton's interpreter compiles each kernel's source again, under its file's name, as it
+    # decorates it: that is the lab's file loaded, not its kernels copied into it
+    result = grade_text(tmp_path, "softmax",
+                        "from lab.probes import probe_kernels\n" + PYTHON_PART_ONLY, ["python"])
+    assert "lab.probes.probe_kernels" in result.borrowed, result.borrowed
+    assert not [name for name in result.borrowed if "copied into" in name], result.borrowed
+
+
 def test_a_catalogued_version_is_the_courses_answer_too(tmp_path):
     """The catalogue's right versions pass every case: a module that loads one is told so, like
     one that loads the solution."""

@@ -511,9 +511,16 @@ class Watch:
             if len(function.co_code) < MIN_CODE_BYTES:
                 continue
             match = references.get(fingerprint(function))
-            if match:
-                where = os.path.basename(path) if not path.startswith("<") else path
-                self.copies.setdefault((match[0], where), set()).add(match[1])
+            if not match:
+                continue
+            if not path.startswith("<") and self._reference(os.path.abspath(path)):
+                # compiled under a reference file's own name (Triton's interpreter compiles
+                # each kernel's source again as it decorates it): the reference was loaded,
+                # not copied anywhere
+                self.by_path.add(match[0])
+                continue
+            where = os.path.basename(path) if not path.startswith("<") else path
+            self.copies.setdefault((match[0], where), set()).add(match[1])
 
     @property
     def found(self) -> set[str]:
