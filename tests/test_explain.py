@@ -208,6 +208,15 @@ def test_a_huge_input_is_written_with_an_exponent_not_hundreds_of_digits(capsys,
     assert "0000000000000000" not in out  # 1e308 printed whole has 300 digits
 
 
+@pytest.mark.parametrize("topic", ["softmax", "rmsnorm"])
+def test_an_input_of_a_short_decimal_is_shown_as_given(capsys, topic):
+    # 0.5 beside 1 and 2 reads as 0.5, not 0.500000000; a computed value keeps its 9 decimals
+    code, out = run_explain(capsys, topic, "--input=0.5,1,2")
+    assert code == 0 and "[0.5, 1, 2]" in out and "0.500000000" not in out, out
+    assert "-1.5" in out or "0.25" in out, out  # a step's exact value too
+    assert "0.140244383" in out or "0.377964365" in out, out
+
+
 def test_the_matmul_explainer_says_one_step_not_one_steps():
     """A count of 1 takes the singular: --input 1,1,1,3 has one tile and one step of K, and a
     lesson's block can ask for one program, one tile column or a sum of one product."""

@@ -19,7 +19,8 @@ DECIMALS = 9
 
 
 def number(value: float) -> str:
-    """9 decimals; whole numbers without them; very large or small ones in e-notation."""
+    """9 decimals; whole numbers without them, an exact shorter decimal (0.5) as it is; very
+    large or small ones in e-notation."""
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
@@ -28,6 +29,9 @@ def number(value: float) -> str:
         return f"{value:.6g}"
     if value == int(value):
         return str(int(value))
+    shortest = repr(float(value))
+    if "e" not in shortest and len(shortest.partition(".")[2]) <= DECIMALS:
+        return shortest
     return f"{value:.{DECIMALS}f}"
 
 

@@ -15,7 +15,8 @@ HUGE = 1e15  # from here on a number is written with an exponent, not hundreds o
 
 
 def number(value: float) -> str:
-    """A value as the lesson prints it: 9 decimals, integers without them."""
+    """A value as the lesson prints it: 9 decimals, integers without them, and a value that
+    is exactly a shorter decimal (an input of 0.5) as that decimal."""
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
@@ -24,7 +25,14 @@ def number(value: float) -> str:
         return f"{value:.{DECIMALS}e}"
     if value == int(value):
         return str(int(value))
-    return f"{value:.{DECIMALS}f}"
+    return _short(value) or f"{value:.{DECIMALS}f}"
+
+
+def _short(value: float) -> str:
+    """The shortest decimal that reads back as ``value``, where it has at most 9 decimals."""
+    shortest = repr(float(value))
+    decimals = shortest.partition(".")[2]
+    return shortest if "e" not in shortest and len(decimals) <= DECIMALS else ""
 
 
 def fixed(value: float) -> str:
@@ -76,8 +84,7 @@ def overflow_table(row) -> Table:
 
 
 def _values(values) -> str:
-    return "[" + ", ".join(fixed(v) if not float(v).is_integer() else number(v)
-                           for v in values) + "]"
+    return "[" + ", ".join(number(v) for v in values) + "]"
 
 
 def steps(row) -> Steps:
