@@ -11,6 +11,7 @@ import copy
 import math
 import os
 import time
+import types
 
 from learning.grader import allocations, lineage, plain
 from learning.grader.declarations import Case
@@ -279,7 +280,8 @@ class LaunchCounter:
 # How close a result must be to a tensor a kernel was given for the kernel to have possibly
 # passed it on (a cast to the output's dtype, a factor of 1 + 1e-7 in the kernel): far tighter
 # than what separates a softmax from its scores, or a product from its operands
-PASSED_ON = {"rtol": 1e-3, "atol": 1e-6}
+# (read-only: the learner's code shares this process, learning.grader.tampering)
+PASSED_ON = types.MappingProxyType({"rtol": 1e-3, "atol": 1e-6})
 
 
 def _passed_on(fed, result) -> bool:

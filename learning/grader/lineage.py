@@ -28,33 +28,33 @@ import sys
 import warnings
 
 # Functions that move, cast or gather values without computing new ones: the walk goes on
-COPIES = {
+COPIES = frozenset({
     "copy_", "to", "clone", "contiguous", "cat", "concat", "concatenate", "stack", "hstack",
     "vstack", "float", "double", "half", "bfloat16", "type", "type_as", "cpu", "cuda",
     "reshape", "flatten", "ravel", "__getitem__", "__setitem__", "index_select", "repeat",
     "tile", "clone_", "narrow_copy", "masked_select", "take", "gather", "pad",
-}
+})
 # Functions that allocate or fill memory with constants: no kernel wrote it, and no value of
 # the answer was computed into it (a never-written output is judged by its values)
-ALLOCATIONS = {
+ALLOCATIONS = frozenset({
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
     "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
     "fill_", "zero_", "resize_", "tensor", "as_tensor", "from_numpy", "arange", "empty_permuted",
     "new_tensor",
-}
+})
 # Functions that wrap values computed outside torch (numpy, plain Python) in a tensor: for a
 # tensor a kernel is given, or one returned, an origin as telling as a torch computation
-WRAPS = {"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
+WRAPS = frozenset({"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"})
 # The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
 # torch function made during the call (torch.from_numpy is not one torch's function mode sees)
 OUTSIDE = "outside torch"
 # In-place methods that change a tensor's metadata (autograd state, shape, strides, the memory
 # it views), never the values in memory: the record of who made that memory stands
-METADATA_IN_PLACE = {
+METADATA_IN_PLACE = frozenset({
     "requires_grad_", "detach_", "retain_grad", "squeeze_", "unsqueeze_", "t_", "transpose_",
     "swapdims_", "swapaxes_", "as_strided_", "resize_as_", "share_memory_",
     "rename_", "refine_names", "set_", "untyped_storage", "data_ptr", "record_stream",
-}
+})
 MOST_STEPS = 64  # memories followed back from the returned one
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 
@@ -204,10 +204,11 @@ def _shown(name: str) -> str:
     return name
 
 
-_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or"}
+_OPERATORS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod",
+                        "and", "or"})
 # The special methods noted: the operators (plain, reflected, in place) and item access
-_NOTED_SPECIAL = {f"__{kind}{op}__" for kind in ("", "r", "i") for op in _OPERATORS} | {
-    "__neg__", "__abs__", "__getitem__", "__setitem__"}
+_NOTED_SPECIAL = frozenset({f"__{kind}{op}__" for kind in ("", "r", "i") for op in _OPERATORS} | {
+    "__neg__", "__abs__", "__getitem__", "__setitem__"})
 
 
 def _is_tensor(value) -> bool:

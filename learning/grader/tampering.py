@@ -7,6 +7,10 @@ the hooks on Triton's launches. The learner's code can reach all of it: a module
 that code is made of are kept before the learner's import (``Snapshot``) and compared after
 each case, by identity and by code: a case after which they changed is not judged as passed.
 
+Their modules' data is kept too (a tolerance, a list of the functions that only copy): a
+constant rebound or changed in place is a change like a function replaced; the few that are a
+module's running state are compared by identity only.
+
 This catches the grader's code patched; it cannot make the learner's process honest (its code
 can write to the event pipe itself), which is why a pass is also checked against the float64
 reference in the grader's own process.
@@ -14,7 +18,9 @@ reference in the grader's own process.
 
 from __future__ import annotations
 
+import copy
 import sys
+import types
 
 # The grader's modules in the learner's process whose functions a kernel part's result passes
 # through before it reaches the grader
@@ -26,6 +32,27 @@ LAUNCHERS = (("triton.runtime.jit", "JITFunction"),
              ("triton.runtime.interpreter", "InterpretedFunction"))
 
 
+# Module data that changes as the grader runs (what was said, what is held): compared by
+# identity, not by content
+STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._STORED_ARRAY",
+                   "learning.grader.borrowed._FROZEN", "learning.grader.borrowed._KEEPERS",
+                   "learning.grader.borrowed._WRAPPED"})
+# Data compared by content as well: containers whose insides the learner's code could change
+_CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
+
+
+def _data(name: str, value):
+    """What a module's data is compared by later: a copy of a container's content (a dict
+    behind a read-only view can still be reached and changed), else nothing but itself."""
+    if name in STATE or not isinstance(value, _CONTAINERS):
+        return None
+    try:
+        return copy.deepcopy(dict(value) if isinstance(value, types.MappingProxyType)
+                             else value)
+    except Exception:  # noqa: BLE001 - a value that cannot be copied is compared by identity
+        return None
+
+
 def _code_of(value):
     """What a function runs: its code, or for a method wrapper its function's."""
     inner = getattr(value, "__func__", value)
@@ -33,14 +60,19 @@ def _code_of(value):
 
 
 def _parts() -> dict[str, tuple]:
-    """{name: (the object, its code)} of every function, class and method watched."""
+    """{name: (the object, its code, or a copy of its content)} of every function, class,
+    method and piece of module data watched."""
     found = {}
     for module_name in WATCHED:
         module = sys.modules.get(module_name)
         if module is None:
             continue
         for name, value in list(vars(module).items()):
+            if isinstance(value, types.ModuleType) or name.startswith("__"):
+                continue
             if not callable(value):
+                key = f"{module_name}.{name}"
+                found[key] = (value, _data(key, value))
                 continue
             found[f"{module_name}.{name}"] = (value, _code_of(value))
             if isinstance(value, type) and value.__module__ == module_name:
@@ -63,5 +95,16 @@ class Snapshot:
     def changes(self) -> list[str]:
         now = _parts()
         changed = [name for name, (value, code) in self.kept.items()
-                   if name not in now or now[name][0] is not value or now[name][1] is not code]
+                   if name not in now or now[name][0] is not value or
+                   not _same(now[name][1], code)]
         return sorted(changed)
+
+
+def _same(now, kept) -> bool:
+    """A function's code is the same object; a container's copy holds the same content."""
+    if kept is None or isinstance(kept, types.CodeType):
+        return now is kept
+    try:
+        return type(now) is type(kept) and bool(now == kept)
+    except Exception:  # noqa: BLE001 - content that cannot be compared is not the same
+        return False
