@@ -677,6 +677,56 @@ def test_the_labs_kernels_another_checkouts_answers_and_the_git_history_are_answ
         assert name in result.borrowed, (name, result.borrowed)
 
 
+# The watch of the course's code, found the plain ways (a local of a frame on the stack, a
+# traceback's frames, the collector's lists) and changed before the reference is imported
+FIND_THE_WATCH = """
+import gc, sys
+
+def _watches():
+    frame = sys._getframe()
+    while frame is not None:
+        if type(frame.f_locals.get("watch")).__name__ == "Watch":
+            yield frame.f_locals["watch"]
+        frame = frame.f_back
+    try:
+        raise ValueError
+    except ValueError as error:
+        frame = error.__traceback__.tb_frame
+        while frame is not None:
+            if type(frame.f_locals.get("watch")).__name__ == "Watch":
+                yield frame.f_locals["watch"]
+            frame = frame.f_back
+    yield from (o for o in gc.get_objects() if type(o).__name__ == "Watch")
+
+"""
+WATCH_CHANGES = {
+    "busy with the learner's frame": "_w._busy_at = sys._getframe()\n",
+    "its busy flag of old": "_w._busy = True\n",
+    "learner_file": "_w.learner_file = {solution!r}\n",
+    "a method shadowed": "_w._own_work = lambda: True\n",
+    "a method replaced": "type(_w)._hook = lambda self, event, args: None\n",
+    "its findings": "_w.by_path = type('Deaf', (set,), {{'add': lambda self, x: None}})()\n",
+}
+
+
+@pytest.mark.parametrize("change", WATCH_CHANGES)
+def test_the_watch_changed_by_the_module_still_sees_the_reference(tmp_path, change):
+    solution = str(solution_path("softmax"))
+    module = (FIND_THE_WATCH + "for _w in _watches():\n    "
+              + WATCH_CHANGES[change].format(solution=solution) +
+              "    break\nelse:\n    raise SystemExit('no watch found')\n"
+              "import learning.exercises.softmax.solution as _s\n"
+              "sys.modules.pop('learning.exercises.softmax.solution', None)\n"
+              "softmax_python = _s.softmax_python\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.parts[0].passed == result.parts[0].graded > 0, rendered(result)  # it ran
+    assert result.borrowed, rendered(result)
+    note = " ".join(rendered(result).split())
+    assert "no part's pass is recorded" in note, note
+    if change not in ("busy with the learner's frame", "its busy flag of old"):
+        assert "your code changed the check's watch" in note, note
+
+
 def test_a_lab_file_imported_is_named_as_loaded_not_as_copied_into_itself(tmp_path):
     # Triton's interpreter compiles each kernel's source again, under its file's name, as it
     # decorates it: that is the lab's file loaded, not its kernels copied into it
@@ -1973,6 +2023,53 @@ def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tm
     assert triton.status != "passed" and triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys == {"grader-changed"}, keys
+
+
+TORCH_THROUGH_A_COPY_KERNEL = """
+import gc, sys
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=cols < n_cols)
+    tl.store(output_ptr + row * output_row_stride + cols, x, mask=cols < n_cols)
+
+
+def softmax_triton(x):
+    done = torch.softmax(x.float(), dim=-1).to(x.dtype).contiguous()
+    output = torch.empty_like(done)
+    softmax_kernel[(x.shape[0],)](output, done, output.stride(0), done.stride(0), x.shape[1],
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return output
+
+"""
+# The grader's data changed, not its functions: the tolerance within which a result is "the
+# values the kernel was given", reached behind its read-only view or rebound, and the list of
+# functions that only copy values
+DATA_ROUTES = {
+    "in place": "_calls = sys.modules['learning.grader.calls']\n"
+                "for _d in gc.get_referents(_calls.PASSED_ON):\n"
+                "    if isinstance(_d, dict):\n"
+                "        _d.update(rtol=-1.0, atol=-1.0)\n",
+    "rebound": "sys.modules['learning.grader.calls'].PASSED_ON = {'rtol': -1.0, 'atol': -1.0}\n",
+    "copies": "sys.modules['learning.grader.lineage'].COPIES = frozenset()\n",
+}
+
+
+@pytest.mark.parametrize("route", DATA_ROUTES)
+def test_the_graders_data_changed_by_the_module_does_not_pass_torchs_answer(tmp_path, route):
+    result = grade_text(tmp_path, "softmax", TORCH_THROUGH_A_COPY_KERNEL + DATA_ROUTES[route],
+                        ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "grader-changed" in keys, keys
 
 
 @linux_only

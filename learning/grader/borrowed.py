@@ -69,6 +69,8 @@ REFERENCE_FILES = ("triton_kernels.py", "lab/production.py", "reference_matmul.p
                    "reference_attention.py")
 # A name in ``Watch.found`` that starts so is a program started, not a reference module
 STARTED = "started: "
+# What a found name starts with when the learner's code changed the watch itself
+CHANGED = "changed: "
 # Programs that run other programs named in their arguments or their input, which the hook
 # would not see either: the shells, and the commands that run their arguments
 RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash",
@@ -264,7 +266,8 @@ class Watch:
         self._reported: set[str] = set()
         self.by_path: set[str] = set()  # reference modules run from their own files
         self.copies: dict[tuple[str, str], set[str]] = {}  # (module, where): its functions
-        self._references: dict[str, tuple[str, str]] | None = None  # print: (module, function)
+        # print: (module, function), filled the first time it is needed (``_fingerprints``)
+        self._references: dict[str, tuple[str, str]] = {}
         library = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib",
                                                             "platlib")}
         library |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
@@ -278,16 +281,72 @@ class Watch:
         # the learner's own modules beside theirs as they were before their code ran
         self._reference_inodes = _inodes(_reference_paths(catalogues=True))
         _shipped_lab()  # read now: inside the hook, reading a file raises events of its own
-        self._own = set(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
-                                                       "*.py")), single=True))
-        self._busy = False  # inside the hook: its own compile() raises events too
+        self._own = frozenset(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
+                                                             "*.py")), single=True))
+        # the frame of the watch's own work in progress (its compile() raises events too):
+        # events raised below it are its own (``_own_work``)
+        self._busy_at = None
 
     def install(self):
-        sys.addaudithook(self._hook)
+        """Start watching. What the watch was made with is kept where the learner's code cannot
+        reach it as plainly as the watch itself (a local of the worker's frame): a value put in
+        its place is put back at the next event, and said (``CHANGED``). The collector's lists
+        are frozen again, with the watch in them."""
+        kept = {name: value for name, value in vars(self).items() if name != "_busy_at"}
+        methods = dict(vars(Watch))
+
+        def hook(event: str, args: tuple):
+            if event == "sys._getframe":  # the watch's own look at the stack (``_own_work``)
+                return
+            state, now = vars(self), vars(Watch)
+            changed = sorted({name for name, value in kept.items() if state.get(name) is not value}
+                             | (set(state) - set(kept) - {"_busy_at"})  # a method shadowed
+                             | {name for name, value in methods.items()
+                                if now.get(name) is not value} | (set(now) - set(methods)))
+            if changed:
+                for name in set(state) - set(kept) - {"_busy_at"}:
+                    del state[name]
+                state.update(kept)
+                for name in set(now) - set(methods):
+                    delattr(Watch, name)
+                for name, value in methods.items():
+                    if now.get(name) is not value:
+                        setattr(Watch, name, value)
+                self.by_path.add(f"{CHANGED}the check's watch of the course's code (its "
+                                 f"{', '.join(name.lstrip('_') for name in changed)})")
+            self._hook(event, args)
+            if changed:
+                self._tell()
+
+        sys.addaudithook(hook)
         _audit_fork_exec()
+        gc.freeze()
+
+    def _begin(self):
+        """Mark the caller's work as the watch's own; returns what ``_end`` puts back."""
+        busy, self._busy_at = self._busy_at, sys._getframe(1)
+        return busy
+
+    def _end(self, busy):
+        self._busy_at = busy
+
+    def _own_work(self) -> bool:
+        """Whether the event being handled comes from the watch's own work: the frame that
+        began it is on this thread's stack, running this module's code. A mark set by the
+        learner's code (its own frame) is not; nor is another thread's work, whose events
+        are handled as they come."""
+        busy = self._busy_at
+        if busy is None:
+            return False
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame is busy:
+                return frame.f_globals is globals()
+            frame = frame.f_back
+        return False
 
     def _hook(self, event: str, args: tuple):
-        if self._busy or not args:
+        if not args or self._own_work():
             return
         if event in _DIGS:
             try:
@@ -296,13 +355,13 @@ class Watch:
             except Exception:  # noqa: BLE001 - the learner's import or attribute goes on
                 return
         if event in _STARTS:
+            busy = self._begin()
             try:
-                self._busy = True
                 self._started(event, args)
             except Exception:  # noqa: BLE001 - the learner's call goes on, whatever this is
                 pass
             finally:
-                self._busy = False
+                self._end(busy)
             return
         if event == "open":
             if _reads(args):
@@ -318,15 +377,15 @@ class Watch:
             code = self._compiled(args[0], args[1])
         else:
             return
+        busy = self._begin()
         try:
-            self._busy = True
             if code is not None:
                 self._look(code, by_content=event == "compile")
                 self._tell()
         except Exception:  # noqa: BLE001 - the learner's exec must go on, whatever this is
             pass
         finally:
-            self._busy = False
+            self._end(busy)
 
     def _dug(self, event: str, args: tuple) -> bool:
         """A reach past the watch: the original fork_exec reached for through the generator
@@ -439,19 +498,19 @@ class Watch:
                 return
             if name and name not in self.by_path:
                 self.by_path.add(name)
+                busy = self._begin()
                 try:
-                    self._busy = True
                     self._tell()
                 except Exception:  # noqa: BLE001 - the learner's open goes on
                     pass
                 finally:
-                    self._busy = False
+                    self._end(busy)
 
     def _reference_in_open_folder(self, path: str) -> str:
         """The reference a relative ``path`` names within a folder this process holds open: the
         open event does not say which folder ``os.open(path, dir_fd=...)`` was given, so every
         open folder is tried."""
-        busy, self._busy = self._busy, True  # listing the descriptors raises events too
+        busy = self._begin()  # listing the descriptors raises events too
         try:
             for fd in os.listdir("/proc/self/fd"):
                 with contextlib.suppress(OSError, ValueError):
@@ -463,7 +522,7 @@ class Watch:
         except OSError:  # no /proc to ask
             pass
         finally:
-            self._busy = busy
+            self._end(busy)
         return ""
 
     def _compiled(self, source, filename) -> types.CodeType | None:
@@ -478,13 +537,13 @@ class Watch:
                     or path.startswith(self._course) or \
                     (self._own_module(path) and not self._reference(path)):
                 return None
-        self._busy = True
+        busy = self._begin()
         try:
             return compile(source, name, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, TypeError):
             return None
         finally:
-            self._busy = False
+            self._end(busy)
 
     def _look(self, code: types.CodeType, by_content: bool = False):
         path = code.co_filename
@@ -532,8 +591,7 @@ class Watch:
 
     def _fingerprints(self) -> dict[str, tuple[str, str]]:
         """The course's reference functions, compiled here the first time they are needed."""
-        if self._references is None:
-            self._references = {}
+        if not self._references:  # filled in place: the watch's own, kept as it was made
             for path in _reference_paths():
                 try:
                     with open(path, encoding="utf-8") as handle:

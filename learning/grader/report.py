@@ -12,7 +12,7 @@ from learning import course
 from learning.cli import visible
 from learning.grader import mode as kernel_mode
 from learning.grader import registry, results
-from learning.grader.borrowed import STARTED
+from learning.grader.borrowed import CHANGED, STARTED
 from learning.grader.compare import DECIMALS, format_value
 from learning.grader.declarations import Exercise, Part
 from learning.grader.numbers import counted
@@ -67,8 +67,9 @@ def borrowed_line(names: list[str]) -> str:
     """What the check saw the learner's code load of the course's reference code, and the
     programs it started that run code the check cannot watch (learning.grader.borrowed)."""
     started = [n.removeprefix(STARTED) for n in names if n.startswith(STARTED)]
-    loaded = [n for n in names if not n.startswith(STARTED)]
-    said = []
+    changed = [n.removeprefix(CHANGED) for n in names if n.startswith(CHANGED)]
+    loaded = [n for n in names if not n.startswith((STARTED, CHANGED))]
+    said = [f"your code changed {what}" for what in changed]
     if loaded:
         said.append(f"your code loaded the course's reference code ({_some(loaded, ', ')}) "
                     "while it was checked")
