@@ -252,6 +252,52 @@ def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, f
     assert f"Grade: Triton {part.passed}/{part.graded} (rejected by the GPU compiler)" in shown
 
 
+_IF_ON_A_BLOCK = ("    output = numerator / denominator\n",
+                  "    output = numerator / denominator\n    if output > 0.5:\n"
+                  "        output = output * 1.0\n")
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_kernel_kept_in_a_module_of_the_learners_own_is_compiled_too(tmp_path):
+    # the kernel the GPU rejects lives in mykernels.py beside softmax.py, which imports it
+    kernel = solution_text("softmax").replace(*_IF_ON_A_BLOCK)
+    (tmp_path / "mykernels.py").write_text(kernel, encoding="utf-8")
+    text = solution_text("softmax").split("@triton.jit")[0] + \
+        "from mykernels import softmax_kernel, softmax_triton  # noqa\n"
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded and part.status == "failed", rendered(result)
+    (rejected,) = part.compile_check.rejected
+    assert rejected.kernel == "mykernels.softmax_kernel"
+    assert "Boolean value of Tensor" in rejected.message
+    line = kernel.splitlines().index("    if output > 0.5:") + 1
+    assert rejected.line == line
+    assert f"the compiler rejected mykernels.softmax_kernel, line {line}: " in rendered(result)
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_compile_check_the_module_changed_says_so_and_passes_nothing(tmp_path):
+    # statements of the module run in the compiling process: ones that replace the check's
+    # compile function (or Triton's) with one that says "ok" get no verdict from it
+    # (an assignment: the compiling process runs the module's assignments, not its loops)
+    patch = ("import sys as _sys\n"
+             "_said = [setattr(m, 'compile_launch', lambda *a, m=m, **k: m.Compiled(a[1].kernel, "
+             "'ok')) for m in [_sys.modules.get(n) for n in ('__main__', "
+             "'learning.grader.gpu_compile')] if hasattr(m, 'compile_launch')]\n")
+    text = solution_text("softmax").replace(*_IF_ON_A_BLOCK).replace(
+        "@triton.jit", patch + "\n\n@triton.jit", 1)
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded and part.status == "failed", rendered(result)
+    assert {c.status for c in part.compile_check.rejected} == {"changed"}
+    shown = " ".join(rendered(result).split())
+    assert "your module changed the compile check's own code " \
+        "(learning.grader.gpu_compile.compile_launch)" in shown, shown
+    assert "(its compile check changed by your code)" in shown
+
+
 @pytest.mark.compile_check
 @pytest.mark.interpreter
 def test_the_reference_kernel_compiles_and_the_check_costs_little(tmp_path):

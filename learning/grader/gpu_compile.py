@@ -19,6 +19,7 @@ Two halves live here:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import os
 import pickle
@@ -138,7 +139,9 @@ class Compiled:
     """What the GPU compiler said about one launch."""
 
     kernel: str
-    status: str  # "ok", "rejected" (the learner's code) or "not-checked" (our side)
+    # "ok", "rejected" (the learner's code), "changed" (the learner's code changed the check's
+    # own, so nothing it says stands) or "not-checked" (our side)
+    status: str
     message: str = ""
     line: int | None = None  # the line of the learner's file the compiler pointed at
     hint: str = ""
@@ -156,6 +159,7 @@ class LaunchRecorder:
 
     def __init__(self, learner_file: str, send):
         self.learner_file = os.path.abspath(learner_file)
+        self.folder = os.path.dirname(self.learner_file)
         self.send = send  # called with each new Launch
         self.part = ""
         self.seen: set = set()
@@ -182,10 +186,17 @@ class LaunchRecorder:
         return True
 
     def record(self, fn, args, kwargs):
+        """A launch of a kernel of the learner's file, or of a module of theirs beside it (its
+        kernel named "module.kernel"): a kernel kept in a file of its own is compiled too."""
         code = getattr(fn, "__code__", None)
-        if code is None or os.path.abspath(code.co_filename) != self.learner_file:
+        path = os.path.abspath(code.co_filename) if code is not None else ""
+        if path != self.learner_file and not (os.path.dirname(path) == self.folder
+                                              and path.endswith(".py")):
             return
         launch = describe_launch(self.part, fn, args, kwargs)
+        if launch is not None and path != self.learner_file:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            launch = dataclasses.replace(launch, kernel=f"{stem}.{launch.kernel}")
         if launch is None or (launch.part, launch.key) in self.seen:
             return
         self.seen.add((launch.part, launch.key))
@@ -358,7 +369,7 @@ def compile_launch(module, launch: Launch, learner_file: str,
     CompilationError = _HELD["CompilationError"]  # noqa: N806 (a class)
 
     start = time.perf_counter()
-    fn = getattr(module, launch.kernel, None)
+    fn = getattr(module, launch.kernel.rpartition(".")[2], None)  # "helper.kernel": its own
     while fn is not None and not hasattr(fn, "arg_names") and hasattr(fn, "fn"):
         fn = fn.fn  # autotune / heuristics wrappers
     if fn is None or not hasattr(fn, "arg_names"):
@@ -509,30 +520,67 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     if why is not None:
         return 0
     _hold()  # before any statement of the learner's
+    # What runs after the learner's statements is taken now, and the check's code and
+    # Triton's are looked at again after each compile: a module that replaced compile_launch
+    # (or Triton's compiler) with one that says "ok" gets no verdict from it
+    send, compile_one, made, full_import = _send, compile_launch, Compiled, _full_import
+    has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
+    from learning.grader import tampering
+
+    untouched = tampering.Snapshot((__name__,), families=("triton",))
     # The learner's statements run only now, once the check's other runs have ended: run
     # earlier, a thread of theirs could change files while the check still reads them.
     module = kernels_only(module_path)
     full = False  # the module imported whole, not only its kernels
     for launch in launches:
-        if module is None or not _has_kernel(module, launch.kernel):
-            module, full = _full_import(module_path), True
-            if isinstance(module, str):
-                _send(channel, "compiled", Compiled(launch.kernel, "not-checked", module,
-                                                    key=launch.key))
-                module = None
-                continue
-        for target in targets():
-            compiled = compile_launch(module, launch, module_path, target)
-            if not full and compiled.status == "rejected" and "NameError" in compiled.message:
+        home, where = module, module_path  # a kernel of a module of theirs beside it: that one
+        if "." in launch.kernel:
+            home, where = helper_module(module_path, launch.kernel.rpartition(".")[0])
+        elif module is None or not has_kernel(module, launch.kernel):
+            module, full = full_import(module_path), True
+            home = module
+        if isinstance(home, str):
+            send(channel, "compiled", made(launch.kernel, "not-checked", home, key=launch.key))
+            module = None if home is module else module
+            continue
+        for target in aims:
+            compiled = compile_one(home, launch, where, target)
+            if not full and home is module and compiled.status == "rejected" and \
+                    "NameError" in compiled.message:
                 # a global the kernel reads, made by a statement kernels_only leaves out (a
                 # constant computed by a function, say): not the compiler's rejection
-                whole = _full_import(module_path)
+                whole = full_import(module_path)
                 if not isinstance(whole, str):
-                    module, full = whole, True
-                    compiled = compile_launch(module, launch, module_path, target)
-            _send(channel, "compiled", compiled)
-    _send(channel, "finished")
+                    module = home = whole
+                    full = True
+                    compiled = compile_one(home, launch, where, target)
+            changed = untouched.changes()
+            if changed:
+                compiled = made(launch.kernel, "changed", CHANGED_CHECK.format(
+                    ", ".join(changed[:3]) + (f" and {len(changed) - 3} more"
+                                              if len(changed) > 3 else "")),
+                                key=launch.key, target=target)
+            send(channel, "compiled", compiled)
+    send(channel, "finished")
     return 0
+
+
+#: What a kernel's compile check says when the learner's statements changed the check's own
+#: code or Triton's compiler in that process
+CHANGED_CHECK = ("not compiled: your module changed the compile check's own code ({}), so "
+                 "nothing it said could stand")
+
+
+def _helper_module(module_path: str, name: str):
+    """A module of the learner's beside ``module_path`` (a kernel of theirs kept there), and
+    its file; a sentence saying why not where it cannot be imported."""
+    import importlib
+
+    where = os.path.join(os.path.dirname(os.path.abspath(module_path)), f"{name}.py")
+    try:
+        return importlib.import_module(name), where
+    except BaseException as error:  # noqa: BLE001 - the learner's module, whatever it raises
+        return f"{name}.py could not be imported here ({type(error).__name__})", where
 
 
 def chosen(launches: list) -> list:

@@ -317,6 +317,9 @@ def _render_compile_check(console: Console, check: results.CompileCheck):
          sep="")
     for compiled in rejected:
         where = f", line {compiled.line}" if compiled.line else ""
+        if compiled.status == "changed":
+            _say(console, f"{compiled.kernel}: {compiled.message}")
+            continue
         _say(console, f"the compiler rejected {compiled.kernel}{where}: {compiled.message}")
         if compiled.hint:
             # The compiler's own words are the evidence for this cause.
@@ -346,7 +349,10 @@ def _render_summary(console: Console, result: results.CheckResult, state: State 
             grades.append(f"{name} not run")
         else:
             check = part_result.compile_check
-            rejected = " (rejected by the GPU compiler)" if check and check.rejected else ""
+            rejected = "" if not (check and check.rejected) else \
+                " (its compile check changed by your code)" if all(
+                    c.status == "changed" for c in check.rejected) else \
+                " (rejected by the GPU compiler)"
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = ("yellow" if result.borrowed else "green") if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)

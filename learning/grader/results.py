@@ -50,10 +50,11 @@ class CompileCheck:
 
     @property
     def rejected(self) -> list:
-        """One entry per distinct rejection (the same line fails for every argument type)."""
+        """One entry per distinct rejection (the same line fails for every argument type); a
+        compile check the learner's code changed counts as one."""
         unique = {}
         for c in self.compiled:
-            if c.status == "rejected":
+            if c.status in ("rejected", "changed"):
                 unique.setdefault((c.kernel, c.line) if c.line else (c.kernel, c.message), c)
         return list(unique.values())
 

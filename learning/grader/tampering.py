@@ -59,11 +59,14 @@ def _code_of(value):
     return getattr(inner, "__code__", None)
 
 
-def _parts() -> dict[str, tuple]:
+def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
     """{name: (the object, its code, or a copy of its content)} of every function, class,
-    method and piece of module data watched."""
+    method and piece of module data of the ``watched`` modules, and every function and class
+    of the modules of ``families`` ("triton": it and its submodules) loaded now."""
     found = {}
-    for module_name in WATCHED:
+    family = [name for name in list(sys.modules) if any(
+        name == top or name.startswith(top + ".") for top in families)]
+    for module_name in [*watched, *family]:
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -71,6 +74,8 @@ def _parts() -> dict[str, tuple]:
             if isinstance(value, types.ModuleType) or name.startswith("__"):
                 continue
             if not callable(value):
+                if module_name not in watched:  # a library's data: its caches change
+                    continue
                 key = f"{module_name}.{name}"
                 found[key] = (value, _data(key, value))
                 continue
@@ -89,11 +94,12 @@ def _parts() -> dict[str, tuple]:
 class Snapshot:
     """The grader's code as it was when made; ``changes()`` names what differs now."""
 
-    def __init__(self):
-        self.kept = _parts()
+    def __init__(self, watched=WATCHED, families=()):
+        self.watched, self.families = tuple(watched), tuple(families)
+        self.kept = _parts(self.watched, self.families)
 
     def changes(self) -> list[str]:
-        now = _parts()
+        now = _parts(self.watched, self.families)
         changed = [name for name, (value, code) in self.kept.items()
                    if name not in now or now[name][0] is not value or
                    not _same(now[name][1], code)]
