@@ -54,7 +54,7 @@ def test_a_running_maximum_never_updated_is_found_after_the_first_key_block(tmp_
     code = _replace(solution_text("attention"), "            m = m_new\n", "")
     (said,) = _steps(_graded(tmp_path, "attention", code)).values()
     assert said.endswith("your code does not set m for query row 0, keys 0 to 1, where the "
-                         "reference does: its m is -inf, expected 0.5")
+                         "reference does: the m it holds from before is -inf, expected 0.5")
     assert "acc" in said.split(";")[0]  # the steps before it matched, acc among them
 
 
@@ -79,6 +79,8 @@ def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipp
     assert said.startswith("c, acc, a_tile and b_tile match the reference's until then; "
                            "where the reference goes on to set a_tile in the tile at C[0][0], "
                            "K block from 2, your code sets c first: its c differs at [0][0]")
+    # the reference's c there is the one it has not yet replaced, not the answer
+    assert "where the reference still holds 0 (" in said and "expected" not in said, said
 
 
 def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
@@ -261,7 +263,8 @@ def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_n
     (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
     assert said.startswith("rows, cols, acc, ks, a and b match the reference's until then; "
                            "where the reference goes on to set c in program (0, 0), your code "
-                           "sets ks first: its ks differs at [0]: 16, expected 0")
+                           "sets ks first: its ks differs at [0]: 16, where the reference "
+                           "still holds 0")
 
 
 def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_path):
@@ -572,7 +575,8 @@ def test_check_says_the_first_wrong_step_within_80_columns(tmp_path, capsys):
     check.main(["attention", "--root", str(tmp_path), "--part", "python"])
     out = capsys.readouterr().out
     assert "step by step:" in out
-    assert "where the reference does: its m is -inf, expected 0.5" in " ".join(out.split())
+    said = " ".join(out.split())
+    assert "where the reference does: the m it holds from before is -inf, expected 0.5" in said
     assert max(len(line) for line in out.splitlines()) <= 80
 
 

@@ -109,9 +109,11 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                     return ""
                 where_ = f" {place}" if place else ""
                 facts.update(matched=tuple(matched), differs=other)
+                # the reference's value of that step is the one it has not yet replaced, not
+                # the answer: "expected" would read as the answer
                 return f"{_before(matched, place)}where the reference goes on to set " \
                        f"{name}{where_}, your code sets {other} first: its {other} " \
-                       f"{_compared(now, before, atol, rtol)}"
+                       f"{_compared(now, before, atol, rtol, 'where the reference still holds')}"
             if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
                 # the learner's last step, cut short by the error: not the whole of it
                 facts.update(matched=tuple(matched), differs=name)
@@ -283,27 +285,30 @@ def _not_set(name: str, place: str, current, want, matched: list[str], atol: flo
     if current is NOT_SET:
         return f"{_before(matched, place)}the reference sets {name}{where} to " \
                f"{_shown(want, 6, atol, rtol)}; your code had not set it yet"
+    # "its m is 6" after "does not set m" read as a contradiction: the value is the one left
     return f"{_before(matched, place)}your code does not set {name}{where}, where the " \
-           f"reference does: its {name} {_compared(current, want, atol, rtol)}"
+           f"reference does: the {name} it holds from before " \
+           f"{_compared(current, want, atol, rtol)}"
 
 
-def _compared(got, want, atol: float, rtol: float) -> str:
-    """'is 2.5031, expected 1.5032', or for a large value where and how much it differs."""
+def _compared(got, want, atol: float, rtol: float, expected: str = "expected") -> str:
+    """'is 2.5031, expected 1.5032', or for a large value where and how much it differs
+    (``expected``: the words before the reference's value)."""
     import numpy as np
 
     a, b = _array(got), _array(want)
     if a.shape != b.shape:
-        return f"is {_shape_words(a)}, expected {_shape_words(b)}"
+        return f"is {_shape_words(a)}, {expected} {_shape_words(b)}"
     if a.size <= SHOWN_WHOLE and a.ndim <= 1:
         digits = _digits(a, b)
-        return f"is {_shown(got, digits, atol, rtol)}, expected " \
+        return f"is {_shown(got, digits, atol, rtol)}, {expected} " \
                f"{_shown(want, digits, atol, rtol)}" + \
             _padding_read(a[~close(a, b, atol, rtol)])
     bad = ~close(a, b, atol, rtol)
     index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else (0,) * a.ndim
     digits = _digits(a[index], b[index])
     at = "[" + "][".join(str(i) for i in index) + "]"
-    return f"differs at {at}: {_faithful(float(a[index]), digits, atol, rtol)}, expected " \
+    return f"differs at {at}: {_faithful(float(a[index]), digits, atol, rtol)}, {expected} " \
            f"{_faithful(float(b[index]), digits, atol, rtol)} ({int(bad.sum())} of {a.size} " \
            "values differ)" \
            + _padding_read(a[index])
