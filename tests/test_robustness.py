@@ -1236,3 +1236,17 @@ def test_a_warning_torch_raises_in_the_learners_call_is_said_at_the_learners_lin
     assert "learning/grader" not in said and "lineage.py" not in said, said
     assert "softmax.py:" in said and "torch.tensor(out)  # warns" in said
     assert said.count("To copy construct from a tensor") <= 2, said  # once per process
+
+
+@pytest.mark.interpreter
+def test_a_warning_numpy_raises_in_the_interpreter_names_the_learners_line(tmp_path):
+    # a float16 sum that overflows: NumPy warns from a file of its own, which the learner
+    # never wrote; the warning names their line, with the line's text
+    text = solution_text("reductions").replace("        x = x.to(tl.float32)\n",
+                                               "        pass\n")
+    result = grade_text(tmp_path, "reductions", text, ["triton"])
+    printed = result.learner_output
+    assert "RuntimeWarning: overflow encountered in reduce (raised inside numpy)" in printed, \
+        printed
+    assert "reductions.py:" in printed and "tl.sum(x, axis=1" in printed, printed
+    assert "fromnumeric" not in printed, printed

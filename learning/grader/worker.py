@@ -290,6 +290,27 @@ def _work_or_say(options) -> int:
         return GRADER_FAILED_STATUS
 
 
+def _shown_at_the_learners_line(module_path: str):
+    """Python's way of printing a warning, except that one raised inside NumPy or Triton (a
+    kernel's float16 sum overflowing, run by the interpreter with NumPy) names the learner's
+    line that led to it, not a file of NumPy's they never wrote."""
+    mine = os.path.abspath(module_path)
+    original = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        folders = os.path.abspath(str(filename)).split(os.sep)
+        library = next((name for name in ("numpy", "triton") if name in folders), "")
+        frame = sys._getframe(1) if library else None
+        while frame is not None and os.path.abspath(frame.f_code.co_filename) != mine:
+            frame = frame.f_back
+        if frame is not None:
+            message = f"{message} (raised inside {library})"
+            filename, lineno, line = mine, frame.f_lineno, None
+        original(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def _work(options) -> int:
     if options.stack_file:
         stuck.arm(options.stack_file)
@@ -298,6 +319,7 @@ def _work(options) -> int:
     # The interpreter evaluates masked-off lanes too (exp of -inf - -inf, say); NumPy's warnings
     # about them are not the learner's output.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
+    warnings.showwarning = _shown_at_the_learners_line(options.module_path)
     channel = Channel(options.fd)
     # The grader ends this process directly should its guard stop answering.
     channel.send("pid", os.getpid())
