@@ -313,6 +313,22 @@ TRITON = (
             y = e / (tl.sum(e, axis=0) + 0.01)
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     '''),
+    # Shift-invariance hides the wrong row's maximum until rows lie far apart; what the
+    # output shows (NaN rows) is no evidence for one cause over another, so none is named.
+    Version("every row shifted by row 0's maximum", "triton", "unknown", '''
+        @triton.jit
+        def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            maximum = tl.max(tl.load(input_ptr + offsets, mask=mask, other=-float("inf")), axis=0)
+            e = tl.exp(x - maximum)
+            y = e / tl.sum(e, axis=0)
+            tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
+    '''),
     Version("a zero for an all -inf row", "triton", "all-minus-inf", '''
         @triton.jit
         def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,

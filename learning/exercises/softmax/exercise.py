@@ -229,6 +229,11 @@ def _large(x, rng):
     return 100.0 * x + 1000.0
 
 
+def _rows_apart(x, rng):
+    """Rows near +1000, -1000 and 0: each is safe only when shifted by its own maximum."""
+    return x + _np().array([1000.0, -1000.0, 0.0])[:, None]
+
+
 def _some_minus_inf(x, rng):
     x = x.copy()
     x[rng.random(x.shape) < 0.3] = -math.inf
@@ -284,6 +289,9 @@ TRITON_CASES = (
          "column", _tensor(4, 3, 1000, transform=_one_hot), catches=("zero-padding",)),
     Case("large values", "100·x + 1000: exp overflows FP32 unless the maximum is subtracted",
          _tensor(5, 2, 100, transform=_large), catches=("no-max-shift",)),
+    Case("rows far apart", "rows near +1000, -1000 and 0: each row must be shifted by its own "
+         "maximum; another row's makes exp overflow or underflow the whole row",
+         _tensor(16, 3, 17, transform=_rows_apart), catches=()),
     Case("many rows", "37 rows of 33: each program must find its own row",
          _tensor(6, 37, 33), catches=("out-of-bounds", "grid-too-small")),
     Case("single column", "width 1: every output is exactly 1", _tensor(7, 5, 1),
