@@ -113,6 +113,16 @@ def test_lane_sums_combined_from_the_first_lanes_maximum_fail(tmp_path):
     assert "lanes 1000 apart" in {c.name for c in part.cases if c.verdict.status != "passed"}
 
 
+def test_every_row_measured_from_a_maximum_of_row_0_fails_the_rows_far_apart(tmp_path):
+    # every row measured from the maximum of row 0's first chunk: any common reference gives
+    # the same output until rows lie 2000 apart, where exp overflows or underflows the others
+    text = solution_text("online_softmax").replace(
+        "row_max = tl.max(m, axis=0)", "row_max = tl.max(tl.load(input_ptr + lanes, mask=lanes < "
+        "n_cols, other=-float('inf')).to(tl.float32), axis=0)", 1)
+    part = grade_text(tmp_path, "online_softmax", text, ["triton"]).parts[0]
+    assert "rows far apart" in {c.name for c in part.cases if c.verdict.status != "passed"}
+
+
 def test_a_rounded_output_is_named_as_rounded(tmp_path):
     text = solution_text("online_softmax").replace(
         "return [math.exp(x - row_max) / total for x in values]",

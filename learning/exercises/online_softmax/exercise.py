@@ -264,6 +264,11 @@ def _large(x, rng):
     return 100.0 * x + 1000.0
 
 
+def _rows_apart(x, rng):
+    """Rows near +1000, -1000 and 0: each is safe only when measured from its own maximum."""
+    return x + _np().array([1000.0, -1000.0, 0.0])[:, None]
+
+
 def _all_negative(x, rng):
     return -1.0 - 4.0 * rng.random(x.shape)
 
@@ -316,6 +321,9 @@ TRITON_CASES = (
          _tensor(7, 3, 400, 32, transform=_spread), catches=("no-combine-rescale",)),
     Case("large values", "100·x + 1000: exp overflows FP32 unless measured from the maximum",
          _tensor(8, 2, 300, 64, transform=_large), catches=("no-shift",)),
+    Case("rows far apart", "rows near +1000, -1000 and 0, width 100 in chunks of 32: each "
+         "row must be measured from its own maximum; another row's makes exp overflow or "
+         "underflow the whole row", _tensor(20, 3, 100, 32, transform=_rows_apart), catches=()),
     Case("all-negative rows", "values in [-5, -1], width 781 in chunks of 128: zero padding "
          "would become the maximum", _tensor(9, 2, 781, 128, transform=_all_negative),
          catches=("zero-padding",)),

@@ -360,6 +360,23 @@ AUTOGRAD = (
             tl.store(y_ptr + row * y_row_stride + offsets, numerator / tl.sum(numerator, axis=0),
                      mask=mask)
     '''),
+    # Shift-invariance hides the wrong row's maximum until rows lie far apart; what the
+    # gradient shows (NaN rows) is no evidence for one cause over another, so none is named.
+    Version("forward shifts every row by row 0's maximum", "autograd", "unknown", '''
+        @triton.jit
+        def softmax_forward_kernel(y_ptr, x_ptr, y_row_stride, x_row_stride, n_cols,
+                                   BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(x_ptr + row * x_row_stride + offsets, mask=mask, other=-float("inf"))
+            if x.dtype != tl.float64:
+                x = x.to(tl.float32)
+            first_row = tl.load(x_ptr + offsets, mask=mask, other=-float("inf")).to(x.dtype)
+            numerator = tl.exp(x - tl.max(first_row, axis=0))
+            tl.store(y_ptr + row * y_row_stride + offsets, numerator / tl.sum(numerator, axis=0),
+                     mask=mask)
+    '''),
     Version("backward passes dy on as it comes", "autograd", "dy-not-contiguous", '''
         def softmax_backward_triton(y, dy):
             n_rows, n_cols = y.shape

@@ -379,6 +379,11 @@ def _scores(seed: int, rows: int, cols: int, *, dtype: str = "float32",
     return make
 
 
+def _rows_apart(x):
+    """Rows near +1000, -1000 and 0: each is safe only when shifted by its own maximum."""
+    return x + _np().array([1000.0, -1000.0, 0.0])[:, None]
+
+
 def _forward_with(forward):
     """The right backward at the y a wrong forward kernel saved."""
     return lambda x, dy: reference_backward(forward(x), dy)
@@ -434,6 +439,10 @@ AUTOGRAD_CASES = (
          _scores(1, 5, 17), catches=("saved-x", "forward")),
     Case("large scores", "scores near 1000: the forward kernel must subtract the maximum",
          _scores(2, 3, 60, transform=lambda x: 50.0 * x + 1000.0), catches=("forward",)),
+    Case("rows far apart", "scores near +1000, -1000 and 0 in three rows: the forward kernel "
+         "must shift each row by its own maximum; another row's makes exp overflow or "
+         "underflow the whole row", _scores(9, 3, 17, transform=_rows_apart),
+         catches=()),
     Case("all-negative scores", "scores in [-9, -1]: the forward's padded lanes must read -inf",
          _scores(3, 3, 100, transform=lambda x: -5.0 - 4.0 * _np().tanh(x)),
          catches=("forward",)),
