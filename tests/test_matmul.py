@@ -895,6 +895,8 @@ def test_reference_reads_views_through_their_strides(device):
     a = integers((40, 60), torch.float32, device, 6)[:, :50]  # row stride 60
     b = integers((30, 50), torch.float32, device, 7).T  # strides (1, 50)
     assert exact(a, b, rm.matmul(a, b))
+    a_t = integers((50, 40), torch.float32, device, 8).T  # strides (1, 40): columns apart too
+    assert exact(a_t, b, rm.matmul(a_t, b))
 
 
 def test_empty_products(device):

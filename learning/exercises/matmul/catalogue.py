@@ -249,6 +249,10 @@ TRITON = (
             _launcher(strides="K, 1, b.stride(0), b.stride(1)")),
     Version("b's strides taken to be those of a contiguous b", "triton", "strides-assumed",
             _launcher(strides="a.stride(0), a.stride(1), N, 1")),
+    Version("a's column stride taken to be 1", "triton", "column-stride-assumed",
+            _launcher(strides="a.stride(0), 1, b.stride(0), b.stride(1)")),
+    Version("b's column stride taken to be 1", "triton", "column-stride-assumed",
+            _launcher(strides="a.stride(0), a.stride(1), b.stride(0), 1")),
     Version("returns float32 for 16-bit inputs", "triton", "wrong-dtype", '''
         def matmul_triton(a, b):
             M, K = a.shape

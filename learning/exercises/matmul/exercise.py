@@ -14,7 +14,7 @@ from learning.exercises.matmul import explainer as worked_example
 from learning.exercises.matmul.explainer import plan_reference, planned  # shared with the page
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
 from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
-from learning.grader.tensors import TensorSpec, round_to_dtype
+from learning.grader.tensors import TensorSpec, round_to_dtype, rows_read_at
 
 # Tile sizes a learner may pick: the replays of mistakes that depend on the tile try each.
 TILES = (16, 32, 64, 128, 256)
@@ -310,6 +310,21 @@ def _matmul_of(a, b):
     return _stored(reference(a, b), _out_dtype((a,)))
 
 
+def _column_stride_1(tensors: tuple[int, ...]):
+    """C from a kernel whose column stride is 1 for the operands at ``tensors``: each row
+    starts where it should (r * row stride), then is read one element at a time."""
+    def reproduce(*args):
+        args = list(args)
+        for position in tensors:
+            rows = rows_read_at(args[position], lambda r, cols, row_stride: r * row_stride)
+            if rows is None:
+                raise ValueError("the replay reads past the tensor's memory")
+            args[position] = rows
+        return _matmul_of(*args)
+
+    return reproduce
+
+
 TRITON_BUGS = (
     Bug("whole-tiles-grid", "the grid counts only whole tiles (M // BLOCK_M): the edge tiles "
         "never ran, so their elements were never written. Launch triton.cdiv(M, BLOCK_M) by "
@@ -352,6 +367,11 @@ TRITON_BUGS = (
         "Pass a.stride(0), a.stride(1), b.stride(0), b.stride(1) and use them",
         any_of(*(same_as(rows_at_n_cols(_matmul_of, tensors=assumed), **_REPLAY)
                  for assumed in ((0, 1), (0,), (1,)))), hint=2),
+    Bug("column-stride-assumed", "the column stride was taken to be 1 (for a, for b, or for "
+        "both): in a transposed view such as a = at.T the neighbours along a row are "
+        "a.stride(1) elements apart, not 1. Pass a.stride(1) and b.stride(1) and use them",
+        any_of(*(same_as(_column_stride_1(tensors), **_REPLAY)
+                 for tensors in ((0,), (1,), (0, 1)))), hint=2),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (rows at or past M and columns at or past N in the loads of a "
@@ -451,7 +471,11 @@ TRITON_CASES = (
          catches=("operand-offsets-swapped",)),
     Case("transposed b", "b = bt.T, a view of a 24x36 tensor: b's strides are (1, 36), not "
          "(24, 1)", _integers(9, 20, 36, 24, b_layout="transposed"),
-         catches=("strides-assumed",)),
+         catches=("strides-assumed", "column-stride-assumed")),
+    Case("transposed a", "a = at.T, a view of a 36x20 tensor: a's strides are (1, 20), not "
+         "(36, 1), so its column stride is not 1 either", _integers(18, 20, 36, 24,
+                                                                   a_layout="transposed"),
+         catches=("strides-assumed", "column-stride-assumed")),
     Case("column slice of a", "a = wide[:, :27], the first columns of a wider tensor: a's row "
          "stride is not K", _integers(10, 20, 27, 18, a_layout="column-slice"),
          catches=("strides-assumed",)),
