@@ -190,6 +190,8 @@ def test_softmax_is_unchanged_by_a_shift(strategy, block, device):
         ("very_negative", lambda x: x - 200),  # exp(-200) underflows to 0 without it
         ("all_negative", lambda x: -(x.abs() + 1)),  # zero padding would become the maximum
         ("one_hot", lambda x: torch.where(x == x.max(-1, keepdim=True).values, 0.0, -1e4)),
+        # each row safe only from its own maximum: another row's overflows or underflows it
+        ("rows_far_apart", lambda x: x + x.new_tensor([1000.0, -1000.0, 0.0, 500.0])[:, None]),
     ],
 )
 def test_softmax_of_extreme_rows(name, transform, strategy, block, device):
