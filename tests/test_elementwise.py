@@ -5,6 +5,7 @@ gets the verdict it must get, and its explain page is computed and rejects bad i
 import pytest
 
 from learning import explain
+from tests.helpers import grade_text, solution_text
 
 NAME = "elementwise"
 
@@ -82,3 +83,17 @@ def test_lesson_01_lists_the_python_cases_and_which_fill_their_blocks():
     assert f"with blocks of {min(blocks)} to {max(blocks)}." in text
     full = [f"`n = {n}`" for n, block in shapes if n % block == 0]
     assert f"All but {' and '.join(full)} leave their last block partly empty" in text
+
+
+def test_a_float16_output_for_float32_inputs_is_not_blamed_on_float16_inputs(tmp_path):
+    # the cause is given for a dtype changed either way: it must not claim the inputs were
+    # float16 when they were float32
+    text = solution_text(NAME).replace(
+        "out = torch.empty_like(x)",
+        "out = torch.empty(x.shape, dtype=torch.float16, device=x.device)", 1)
+    part = grade_text(tmp_path, NAME, text, ["triton"]).parts[0]
+    causes = {b.cause for c in part.cases if c.verdict.status == "failed"
+              for b in c.verdict.causes}
+    assert len(causes) == 1
+    (cause,) = causes
+    assert "float32 in, float32 out" in cause and "float16 inputs" not in cause

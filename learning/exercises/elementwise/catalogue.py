@@ -140,6 +140,13 @@ TRITON = (
             add_relu_kernel[(triton.cdiv(n, 1024),)](out, x, y, n, BLOCK=1024)
             return out
     '''),
+    Version("returns float16 for float32", "triton", "wrong-dtype", '''
+        def add_relu_triton(x, y):
+            out = torch.empty(x.shape, dtype=torch.float16, device=x.device)
+            n = x.numel()
+            add_relu_kernel[(triton.cdiv(n, 1024),)](out, x, y, n, BLOCK=1024)
+            return out
+    '''),
     Version("writes into x", "triton", "mutated-input", '''
         def add_relu_triton(x, y):
             n = x.numel()

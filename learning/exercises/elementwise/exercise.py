@@ -193,8 +193,8 @@ TRITON_BUGS = tuple(b for b in SHARED_BUGS if b.key != "same-block") + (
         "cdiv(n, BLOCK) programs); or an output allocated smaller than the input"),
     Bug("unwritten", "some elements were never written: no program stored to them. Look at the "
         "store's offsets and mask, and at how many programs the grid launches"),
-    Bug("wrong-dtype", "float16 inputs must give a float16 output: allocate it like x "
-        "(torch.empty_like(x))"),
+    Bug("wrong-dtype", "the output must have the inputs' dtype (float16 in, float16 out; "
+        "float32 in, float32 out): allocate it like x (torch.empty_like(x))"),
 )
 
 
