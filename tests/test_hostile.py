@@ -727,6 +727,50 @@ def test_the_watch_changed_by_the_module_still_sees_the_reference(tmp_path, chan
         assert "your code changed the check's watch" in note, note
 
 
+# Two ways past a watch that tells each name once: a busy mark set from a frame that runs
+# with the watch module's globals, and the names it found put in its sets beforehand and
+# taken out again after each use
+WATCH_EVADED = {
+    "busy under its globals": """
+_G = vars(sys.modules["learning.grader.borrowed"])
+_BUSY = compile("w._busy_at = sys._getframe(0)\\nout = call()\\nw._busy_at = None", "<b>", "exec")
+
+def _quietly(call):
+    scope = {"w": _w, "call": call}
+    exec(_BUSY, _G, scope)
+    return scope["out"]
+""",
+    "its sets filled, then emptied": """
+_w.by_path.add("learning.exercises.softmax.solution")
+for _name in ("_reported", "_told"):
+    getattr(_w, _name, set()).add("learning.exercises.softmax.solution")
+
+def _quietly(call):
+    try:
+        return call()
+    finally:
+        _w.by_path.clear()
+        _w.copies.clear()
+""",
+}
+
+
+@pytest.mark.parametrize("route", WATCH_EVADED)
+def test_the_watch_evaded_by_the_module_still_tells_the_reference(tmp_path, route):
+    module = (FIND_THE_WATCH + "_w = next(_watches())\n" + WATCH_EVADED[route] +
+              "def _load():\n"
+              "    import importlib\n"
+              "    loaded = importlib.import_module('learning.exercises.softmax.solution')\n"
+              "    sys.modules.pop('learning.exercises.softmax.solution', None)\n"
+              "    return loaded\n"
+              "_S = _quietly(_load)\n"
+              "def softmax_python(values):\n"
+              "    return _quietly(lambda: _S.softmax_python(values))\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert result.parts[0].passed == result.parts[0].graded > 0, rendered(result)  # it ran
+    assert "learning.exercises.softmax.solution" in result.borrowed, rendered(result)
+
+
 def test_a_lab_file_imported_is_named_as_loaded_not_as_copied_into_itself(tmp_path):
     # Triton's interpreter compiles each kernel's source again, under its file's name, as it
     # decorates it: that is the lab's file loaded, not its kernels copied into it

@@ -226,6 +226,42 @@ def thaw():
 _FROZEN: list[int] = []
 
 
+@functools.cache
+def _reference_fingerprints() -> types.MappingProxyType:
+    """{print: (module, function)} of the course's reference functions, compiled once, before
+    the learner's code runs (``Watch``)."""
+    found = {}
+    for path in _reference_paths():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                module = compile(handle.read(), path, "exec", dont_inherit=True)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        name = reference_name(path)
+        for function in functions(module):
+            if len(function.co_code) >= MIN_CODE_BYTES:
+                found.setdefault(fingerprint(function), (name, function.co_name))
+    return types.MappingProxyType(found)
+
+
+def _reached_into(event: str, args: tuple, watch, kept: dict) -> set[str]:
+    """What of the watch an event reaches into, as the names ``Watch.install`` says were
+    changed: the collector asked for what refers to it or what its read-only tables hold (the
+    dictionary behind one, to change it in place), or a function of this module given other
+    code."""
+    if event in ("gc.get_referents", "gc.get_referrers") and args:
+        held = [watch, *kept.values(), _reference_fingerprints()]
+        reached = args[0] if isinstance(args[0], tuple) else (args[0],)
+        if any(thing is mine for thing in reached for mine in held):
+            return {"contents, reached through gc"}
+    elif event == "object.__setattr__" and len(args) > 1 and \
+            isinstance(args[0], types.FunctionType) and \
+            (getattr(args[0], "__module__", "") == __name__ or
+             any(args[0] is mine for mine in kept.values())):
+        return {f"{args[0].__name__}.{args[1]}"}
+    return set()
+
+
 def fingerprint(code: types.CodeType) -> str:
     """What makes two functions the same code, whatever they and their variables are called
     and whatever their docstring says."""
@@ -259,15 +295,13 @@ class Watch:
 
     def __init__(self, learner_file: str, report=None):
         self.learner_file = os.path.abspath(learner_file)
-        # called with each name the first time it is found (in this process or a fork of it):
-        # a fork's findings never reach this process's ``found``
+        # called with every name found so far, each time one is found (in this process or a
+        # fork of it: a fork's findings never reach this process's ``found``); the grader adds
+        # them up, so nothing the learner's code puts in a set here can keep one from it
         self.report = report
         self.started: set[str] = set()  # programs started that run unwatched code
-        self._reported: set[str] = set()
         self.by_path: set[str] = set()  # reference modules run from their own files
         self.copies: dict[tuple[str, str], set[str]] = {}  # (module, where): its functions
-        # print: (module, function), filled the first time it is needed (``_fingerprints``)
-        self._references: dict[str, tuple[str, str]] = {}
         library = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib",
                                                             "platlib")}
         library |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
@@ -276,11 +310,13 @@ class Watch:
         # found before the learner's code runs: a compiler the learner names later (CC set to
         # a script of theirs) is not among them
         self._tools = _library_tools()
-        self._tool_env = _tool_env(os.environ)
+        self._tool_env = types.MappingProxyType(_tool_env(os.environ))
         # the course's reference files by their inode too (a hard link has its own path), and
         # the learner's own modules beside theirs as they were before their code ran
-        self._reference_inodes = _inodes(_reference_paths(catalogues=True))
+        self._reference_inodes = types.MappingProxyType(
+            _inodes(_reference_paths(catalogues=True)))
         _shipped_lab()  # read now: inside the hook, reading a file raises events of its own
+        _reference_fingerprints()  # and the reference functions' prints, compiled now
         self._own = frozenset(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
                                                              "*.py")), single=True))
         # the frame of the watch's own work in progress (its compile() raises events too):
@@ -294,15 +330,30 @@ class Watch:
         are frozen again, with the watch in them."""
         kept = {name: value for name, value in vars(self).items() if name != "_busy_at"}
         methods = dict(vars(Watch))
+        codes = frozenset(value.__code__ for value in methods.values()
+                          if isinstance(value, types.FunctionType))
+        defined = {name: value for name, value in globals().items()
+                   if isinstance(value, (types.FunctionType, type))}
+        # the watch's own look at its stack raises events too (sys._getframe, a frame's f_code)
+        looking = threading.local()
 
         def hook(event: str, args: tuple):
-            if event == "sys._getframe":  # the watch's own look at the stack (``_own_work``)
+            if event == "sys._getframe" or getattr(looking, "on", False):
                 return
-            state, now = vars(self), vars(Watch)
+            looking.on = True
+            try:
+                if self._busy_at is not None and self._own_work(codes):
+                    return
+            finally:
+                looking.on = False
+            state, now, module = vars(self), vars(Watch), globals()
+            replaced = [name for name, value in defined.items() if module.get(name) is not value]
+            module.update({name: defined[name] for name in replaced})
             changed = sorted({name for name, value in kept.items() if state.get(name) is not value}
                              | (set(state) - set(kept) - {"_busy_at"})  # a method shadowed
                              | {name for name, value in methods.items()
-                                if now.get(name) is not value} | (set(now) - set(methods)))
+                                if now.get(name) is not value} | (set(now) - set(methods))
+                             | set(replaced) | _reached_into(event, args, self, kept))
             if changed:
                 for name in set(state) - set(kept) - {"_busy_at"}:
                     del state[name]
@@ -330,23 +381,22 @@ class Watch:
     def _end(self, busy):
         self._busy_at = busy
 
-    def _own_work(self) -> bool:
+    def _own_work(self, codes: frozenset) -> bool:
         """Whether the event being handled comes from the watch's own work: the frame that
-        began it is on this thread's stack, running this module's code. A mark set by the
-        learner's code (its own frame) is not; nor is another thread's work, whose events
-        are handled as they come."""
+        began it is on this thread's stack, running one of the watch's methods (``codes``,
+        taken as it was installed). A mark set by the learner's code (a frame of its own,
+        whatever globals it runs with) is not; nor is another thread's work, whose events are
+        handled as they come."""
         busy = self._busy_at
-        if busy is None:
-            return False
         frame = sys._getframe(2)
         while frame is not None:
             if frame is busy:
-                return frame.f_globals is globals()
+                return frame.f_code in codes
             frame = frame.f_back
         return False
 
     def _hook(self, event: str, args: tuple):
-        if not args or self._own_work():
+        if not args:  # (the watch's own work was left out by the hook of ``install``)
             return
         if event in _DIGS:
             try:
@@ -355,13 +405,12 @@ class Watch:
             except Exception:  # noqa: BLE001 - the learner's import or attribute goes on
                 return
         if event in _STARTS:
-            busy = self._begin()
+            # not marked as the watch's own work: reading the arguments can run the learner's
+            # code (a path object's __fspath__), whose events must still be seen
             try:
                 self._started(event, args)
             except Exception:  # noqa: BLE001 - the learner's call goes on, whatever this is
                 pass
-            finally:
-                self._end(busy)
             return
         if event == "open":
             if _reads(args):
@@ -432,11 +481,10 @@ class Watch:
             self._tell()
 
     def _tell(self):
-        """Report what was found and not yet reported."""
+        """Report everything found so far (the grader adds the names up)."""
         if self.report is None:
             return
-        for name in sorted(self.found - self._reported):
-            self._reported.add(name)
+        for name in sorted(self.found):
             self.report(name)
 
     def _started(self, event: str, args: tuple):
@@ -496,7 +544,7 @@ class Watch:
                     name = self._reference(_source_of_cache(os.path.realpath(path)))
             except (TypeError, ValueError, OSError):
                 return
-            if name and name not in self.by_path:
+            if name:  # told even where a set of the watch's already held it
                 self.by_path.add(name)
                 busy = self._begin()
                 try:
@@ -589,21 +637,8 @@ class Watch:
                                for (module, where), names in self.copies.items()} | \
             {STARTED + what for what in self.started}
 
-    def _fingerprints(self) -> dict[str, tuple[str, str]]:
-        """The course's reference functions, compiled here the first time they are needed."""
-        if not self._references:  # filled in place: the watch's own, kept as it was made
-            for path in _reference_paths():
-                try:
-                    with open(path, encoding="utf-8") as handle:
-                        module = compile(handle.read(), path, "exec", dont_inherit=True)
-                except (OSError, SyntaxError, ValueError):
-                    continue
-                name = reference_name(path)
-                for function in functions(module):
-                    if len(function.co_code) >= MIN_CODE_BYTES:
-                        self._references.setdefault(fingerprint(function),
-                                                    (name, function.co_name))
-        return self._references
+    def _fingerprints(self):
+        return _reference_fingerprints()
 
 
 def _program_and_argv(args: tuple, program_at: int, argv_at: int, env_at: int | None = None):
