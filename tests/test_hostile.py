@@ -1200,7 +1200,9 @@ def softmax_triton(x):
         assert "stopped it" not in result.learner_output and check is not None and check.ran
     else:
         assert "stopped it" in result.learner_output
-        assert check is not None and not check.ran and "stopped" in check.note, check
+        assert check is not None and check.ran and not result.ok, check
+        (unvouched,) = check.rejected
+        assert unvouched.status == "unvouched" and "stopped" in unvouched.message, check
 
 
 @linux_only
@@ -1661,9 +1663,11 @@ _garbled = exec(_GARBLE)  # an assignment: the compile check's partial import ru
 '''
         result = grade_text(tmp_path, "softmax", module, ["triton"])
         check = result.parts[0].compile_check
-        assert result.ok, rendered(result)
-        assert check is not None and not check.ran, garbage
-        assert "not one of the course's events" in check.note, check.note
+        # and a check that could not vouch for the kernels keeps the part from passing
+        assert not result.ok and check is not None and check.ran, rendered(result)
+        (unvouched,) = check.rejected
+        assert unvouched.status == "unvouched", garbage
+        assert "not one of the course's events" in unvouched.message, unvouched.message
 
 
 @linux_only
@@ -2059,6 +2063,33 @@ _calls.LaunchCounter.changed_since_launch = lambda self, result: ()
 def softmax_triton(x):
     return torch.softmax(x.float(), dim=-1).to(x.dtype)
 '''
+
+
+TORCH_PASSED_BY_THE_COUNTER_FOUND = '''
+import sys
+import torch
+
+_frame = sys._getframe(0)
+while _frame is not None and getattr(_frame.f_locals.get("kernels"), "launches", None) is None:
+    _frame = _frame.f_back
+_counter = _frame.f_locals["kernels"].launches
+_counter.taken = lambda: 1  # set on the object, not its class
+_counter.computed_by_torch = lambda result, made: ""
+_counter.passed_through = lambda result: ""
+_counter.changed_since_launch = lambda result: ()
+
+
+def softmax_triton(x):
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+'''
+
+
+def test_the_launch_counters_methods_shadowed_on_it_do_not_pass_torchs_answer(tmp_path):
+    result = grade_text(tmp_path, "softmax", TORCH_PASSED_BY_THE_COUNTER_FOUND, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"grader-changed"}, keys
 
 
 def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tmp_path):

@@ -259,21 +259,76 @@ _IF_ON_A_BLOCK = ("    output = numerator / denominator\n",
 
 @pytest.mark.compile_check
 @pytest.mark.interpreter
-def test_a_kernel_kept_in_a_module_of_the_learners_own_is_compiled_too(tmp_path):
-    # the kernel the GPU rejects lives in mykernels.py beside softmax.py, which imports it
+@pytest.mark.parametrize("where", ["mykernels", "kernels.softmax"])
+def test_a_kernel_kept_in_a_module_of_the_learners_own_is_compiled_too(tmp_path, where):
+    # the kernel the GPU rejects lives in a file of the learner's beside softmax.py, or in a
+    # package there, which softmax.py imports it from
     kernel = solution_text("softmax").replace(*_IF_ON_A_BLOCK)
-    (tmp_path / "mykernels.py").write_text(kernel, encoding="utf-8")
+    path = tmp_path / (where.replace(".", "/") + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kernel, encoding="utf-8")
     text = solution_text("softmax").split("@triton.jit")[0] + \
-        "from mykernels import softmax_kernel, softmax_triton  # noqa\n"
+        f"from {where} import softmax_kernel, softmax_triton  # noqa\n"
     result, _ = grade(tmp_path, text, ["triton"])
     (part,) = result.parts
     assert part.passed == part.graded and part.status == "failed", rendered(result)
     (rejected,) = part.compile_check.rejected
-    assert rejected.kernel == "mykernels.softmax_kernel"
+    assert rejected.kernel == f"{where}.softmax_kernel"
     assert "Boolean value of Tensor" in rejected.message
     line = kernel.splitlines().index("    if output > 0.5:") + 1
     assert rejected.line == line
-    assert f"the compiler rejected mykernels.softmax_kernel, line {line}: " in rendered(result)
+    assert f"the compiler rejected {where}.softmax_kernel, line {line}: " in rendered(result)
+
+
+_KERNEL_IN_A_STRING = '''
+import linecache
+
+_SOURCE = """
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=cols < n_cols,
+                other=-float("inf")).to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0))
+    output = numerator / tl.sum(numerator, axis=0)
+    tl.store(output_ptr + row * output_row_stride + cols, output, mask=cols < n_cols)
+"""
+linecache.cache["<kernel>"] = (len(_SOURCE), None, _SOURCE.splitlines(True), "<kernel>")
+exec(compile(_SOURCE, "<kernel>", "exec"), globals())
+'''
+# Ways a module's statements keep the compile check from vouching for its kernels: each must
+# keep the part from passing, with the words of what happened
+NOT_VOUCHED = {
+    "a kernel in no file": (lambda t: t.split("@triton.jit")[0] + _KERNEL_IN_A_STRING +
+                            "def softmax_triton" + t.split("def softmax_triton")[1],
+                            "its source is in no file"),
+    "pickle.dumps replaced": (lambda t: t.replace("@triton.jit", (
+        "import pickle as _pickle\n"
+        "_dumps = _pickle.dumps\n"
+        "_pickle.dumps = lambda event, protocol=None, **k: _dumps(tuple(\n"
+        "    type(x)(x.kernel, 'ok') if type(x).__name__ == 'Compiled' else x for x in event)\n"
+        "    if isinstance(event, tuple) else event, protocol, **k)\n\n\n@triton.jit"), 1),
+        "own code (pickle.dumps)"),
+    "its process ended": (lambda t: t.replace("@triton.jit", (
+        "_gone = __import__('os')._exit(0) if 'gpu_compile' in __import__('sys').argv[0] "
+        "else 0\n\n\n@triton.jit"), 1), "its process stopped before it finished"),
+}
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("route", NOT_VOUCHED)
+def test_a_compile_check_that_cannot_vouch_for_the_kernels_passes_nothing(tmp_path, route):
+    edit, words = NOT_VOUCHED[route]
+    text = edit(solution_text("softmax").replace(*_IF_ON_A_BLOCK))
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded and part.status == "failed", rendered(result)
+    assert {c.status for c in part.compile_check.rejected} == {"unvouched"}
+    shown = " ".join(rendered(result).split())
+    assert words in shown and "(the GPU compile check could not vouch for it)" in shown, shown
 
 
 @pytest.mark.compile_check
@@ -291,11 +346,11 @@ def test_a_compile_check_the_module_changed_says_so_and_passes_nothing(tmp_path)
     result, _ = grade(tmp_path, text, ["triton"])
     (part,) = result.parts
     assert part.passed == part.graded and part.status == "failed", rendered(result)
-    assert {c.status for c in part.compile_check.rejected} == {"changed"}
+    assert {c.status for c in part.compile_check.rejected} == {"unvouched"}
     shown = " ".join(rendered(result).split())
     assert "your module changed the compile check's own code " \
         "(learning.grader.gpu_compile.compile_launch)" in shown, shown
-    assert "(its compile check changed by your code)" in shown
+    assert "(the GPU compile check could not vouch for it)" in shown
 
 
 @pytest.mark.compile_check

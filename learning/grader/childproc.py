@@ -339,7 +339,7 @@ class CompileRun:
                 self.process.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
-            note = self._collect(results, len(unique))
+            note = self._collect(results, unique)
         finally:
             handover.end(self.process)
             try:
@@ -350,7 +350,25 @@ class CompileRun:
             self.process = None
         return results, note
 
-    def _collect(self, results: list, expected: int) -> str:
+    def _collect(self, results: list, unique: list) -> str:
+        """What the compiler said of each launch, into ``results``; why it could not say it.
+        Once the process has run the learner's statements (after "ready"), its ending early,
+        stalling or sending what is not an event is the learner's code's doing as far as
+        anyone can tell: each launch not answered is then not vouched for, which keeps the
+        part from passing, rather than a note beside a pass."""
+        ready_seen = []
+        note = self._read(results, len(unique), ready_seen)
+        if note and ready_seen:
+            from learning.grader.gpu_compile import UNANSWERED, Compiled
+
+            answered = {c.key for c in results}
+            results += [Compiled(launch.kernel, "unvouched", UNANSWERED.format(note),
+                                 key=launch.key) for launch in unique
+                        if launch.key not in answered]
+            return ""
+        return note
+
+    def _read(self, results: list, expected: int, ready: list) -> str:
         from learning.grader import containment
 
         buffer = b""
@@ -385,10 +403,15 @@ class CompileRun:
                     return _GARBLED
                 if event[0] == "ready":
                     ready_seen = True
-                    if event[1]:
-                        return event[1]
+                    if event[1]:  # it cannot run here (turned off, no compiler): not vouched
+                        return event[1]  # for, not refused
+                    ready.append(True)
                 elif event[0] == "compiled":
                     results.append(event[1])
+                elif event[0] == "unvouched":  # plain words: nothing of the learner's to run
+                    from learning.grader.gpu_compile import Compiled
+
+                    results.append(Compiled(event[1], "unvouched", event[2], key=event[3]))
                 elif event[0] == "finished":
                     return ""
 
@@ -408,6 +431,8 @@ def _compile_event(frame: bytes) -> tuple | None:
         return None
     shapes = {("ready", 2): lambda e: e[1] is None or isinstance(e[1], str),
               ("compiled", 2): lambda e: isinstance(e[1], Compiled),
+              ("unvouched", 4): lambda e: isinstance(e[1], str) and isinstance(e[2], str)
+              and isinstance(e[3], tuple),
               ("finished", 1): lambda e: True}
     if not isinstance(event, tuple) or not event or not isinstance(event[0], str):
         return None

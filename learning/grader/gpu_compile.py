@@ -128,6 +128,9 @@ class Launch:
     constexprs: tuple  # ((argument name, value), ...); a tl.dtype travels as ("dtype", "fp32")
     options: tuple = ()  # ((name, value), ...): num_warps, num_stages
     line: int = 0  # where the kernel is defined in the learner's file
+    # the file of a kernel kept outside the learner's (its name is then "module.kernel"), or
+    # NO_FILE for one whose source is in none
+    path: str = ""
 
     @property
     def key(self) -> tuple:
@@ -139,8 +142,9 @@ class Compiled:
     """What the GPU compiler said about one launch."""
 
     kernel: str
-    # "ok", "rejected" (the learner's code), "changed" (the learner's code changed the check's
-    # own, so nothing it says stands) or "not-checked" (our side)
+    # "ok", "rejected" (the learner's code), "unvouched" (the learner's code changed the check's
+    # own, or a kernel that ran could not be given to the compiler: nothing it says stands) or
+    # "not-checked" (our side)
     status: str
     message: str = ""
     line: int | None = None  # the line of the learner's file the compiler pointed at
@@ -186,21 +190,40 @@ class LaunchRecorder:
         return True
 
     def record(self, fn, args, kwargs):
-        """A launch of a kernel of the learner's file, or of a module of theirs beside it (its
-        kernel named "module.kernel"): a kernel kept in a file of its own is compiled too."""
+        """A launch of any kernel: one of the learner's file by its name, one kept in another
+        file (a module of theirs beside it, a package, a file elsewhere) as "module.kernel"
+        with its path, to be compiled from there, and one whose source is in no file (made with
+        exec) with NO_FILE, which the compile check cannot vouch for."""
         code = getattr(fn, "__code__", None)
-        path = os.path.abspath(code.co_filename) if code is not None else ""
-        if path != self.learner_file and not (os.path.dirname(path) == self.folder
-                                              and path.endswith(".py")):
+        if code is None:
             return
+        filename = code.co_filename
+        path = os.path.abspath(filename) if not filename.startswith("<") else ""
         launch = describe_launch(self.part, fn, args, kwargs)
         if launch is not None and path != self.learner_file:
-            stem = os.path.splitext(os.path.basename(path))[0]
-            launch = dataclasses.replace(launch, kernel=f"{stem}.{launch.kernel}")
+            if path and os.path.isfile(path):
+                launch = dataclasses.replace(
+                    launch, kernel=f"{_module_name(path, self.folder)}.{launch.kernel}",
+                    path=path)
+            else:
+                launch = dataclasses.replace(launch, path=NO_FILE)
         if launch is None or (launch.part, launch.key) in self.seen:
             return
         self.seen.add((launch.part, launch.key))
         self.send(launch)
+
+
+#: The path of a launch whose kernel's source is in no file
+NO_FILE = "<no file>"
+
+
+def _module_name(path: str, folder: str) -> str:
+    """A kernel's file as a module name: dotted from the learner's folder where it lies inside
+    it ("mykernels", "kernels.softmax"), else the file's own name."""
+    relative = os.path.relpath(path, folder)
+    if relative.startswith(".."):
+        return os.path.splitext(os.path.basename(path))[0]
+    return os.path.splitext(relative)[0].replace(os.sep, ".")
 
 
 def describe_launch(part: str, fn, args, kwargs) -> Launch | None:
@@ -494,6 +517,20 @@ class _captured_stderr:
         return self._text or ""
 
 
+def _sender():
+    """``_send`` with what it pickles and packs with taken now, before the learner's
+    statements run in this process (they could replace pickle.dumps with one that rewrites a
+    rejection as a pass)."""
+    dumps, pack, protocol = pickle.dumps, struct.pack, pickle.HIGHEST_PROTOCOL
+
+    def send(channel, *event):
+        payload = dumps(event, protocol=protocol)
+        channel.write(pack("<Q", len(payload)) + payload)
+        channel.flush()
+
+    return send
+
+
 def _send(channel, *event):
     payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
     channel.write(struct.pack("<Q", len(payload)) + payload)
@@ -523,19 +560,24 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     # What runs after the learner's statements is taken now, and the check's code and
     # Triton's are looked at again after each compile: a module that replaced compile_launch
     # (or Triton's compiler) with one that says "ok" gets no verdict from it
-    send, compile_one, made, full_import = _send, compile_launch, Compiled, _full_import
+    send, compile_one, made, full_import = _sender(), compile_launch, Compiled, _full_import
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
     from learning.grader import tampering
 
-    untouched = tampering.Snapshot((__name__,), families=("triton",))
+    untouched = tampering.Snapshot((__name__,), families=(
+        "triton", "pickle", "_pickle", "struct", "copyreg", "dataclasses", "importlib", "ast",
+        "linecache", "builtins"))  # not inspect: torch replaces its getfile when imported
     # The learner's statements run only now, once the check's other runs have ended: run
     # earlier, a thread of theirs could change files while the check still reads them.
     module = kernels_only(module_path)
     full = False  # the module imported whole, not only its kernels
     for launch in launches:
-        home, where = module, module_path  # a kernel of a module of theirs beside it: that one
-        if "." in launch.kernel:
-            home, where = helper_module(module_path, launch.kernel.rpartition(".")[0])
+        home, where = module, module_path  # a kernel kept in another file: that one
+        if launch.path == NO_FILE:
+            send(channel, "unvouched", launch.kernel, NO_FILE_CHECK, launch.key)
+            continue
+        if launch.path:
+            home, where = helper_module(module_path, launch), launch.path
         elif module is None or not has_kernel(module, launch.kernel):
             module, full = full_import(module_path), True
             home = module
@@ -555,11 +597,11 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
                     full = True
                     compiled = compile_one(home, launch, where, target)
             changed = untouched.changes()
-            if changed:
-                compiled = made(launch.kernel, "changed", CHANGED_CHECK.format(
+            if changed:  # said in plain words, which no class of the process's pickles
+                send(channel, "unvouched", launch.kernel, CHANGED_CHECK.format(
                     ", ".join(changed[:3]) + (f" and {len(changed) - 3} more"
-                                              if len(changed) > 3 else "")),
-                                key=launch.key, target=target)
+                                              if len(changed) > 3 else "")), launch.key)
+                continue
             send(channel, "compiled", compiled)
     send(channel, "finished")
     return 0
@@ -569,18 +611,33 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
 #: code or Triton's compiler in that process
 CHANGED_CHECK = ("not compiled: your module changed the compile check's own code ({}), so "
                  "nothing it said could stand")
+#: ... when its process ended, stalled or sent what is not an event once it was ready ({}: how)
+UNANSWERED = ("not compiled: the compile check could not vouch for it (your module's "
+              "statements run in its process too, and your code can reach it): {}")
+#: ... and of a kernel whose source is in no file
+NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
+                 "so the GPU compiler could not be given it; define it in a module")
 
 
-def _helper_module(module_path: str, name: str):
-    """A module of the learner's beside ``module_path`` (a kernel of theirs kept there), and
-    its file; a sentence saying why not where it cannot be imported."""
+def _helper_module(module_path: str, launch: Launch):
+    """The module of a kernel kept in a file of its own: imported by its name where it lies
+    in the learner's folder (a module of theirs beside theirs, a package), else loaded from its
+    path; a sentence saying why not where it cannot be."""
     import importlib
+    import importlib.util
 
-    where = os.path.join(os.path.dirname(os.path.abspath(module_path)), f"{name}.py")
+    name = launch.kernel.rpartition(".")[0]
+    shown = os.path.basename(launch.path)
     try:
-        return importlib.import_module(name), where
+        if not os.path.relpath(launch.path, os.path.dirname(os.path.abspath(module_path))) \
+                .startswith(".."):
+            return importlib.import_module(name)
+        spec = importlib.util.spec_from_file_location(f"_kernels_of_{name}", launch.path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
     except BaseException as error:  # noqa: BLE001 - the learner's module, whatever it raises
-        return f"{name}.py could not be imported here ({type(error).__name__})", where
+        return f"{shown} could not be imported here ({type(error).__name__})"
 
 
 def chosen(launches: list) -> list:

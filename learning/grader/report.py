@@ -317,7 +317,7 @@ def _render_compile_check(console: Console, check: results.CompileCheck):
          sep="")
     for compiled in rejected:
         where = f", line {compiled.line}" if compiled.line else ""
-        if compiled.status == "changed":
+        if compiled.status == "unvouched":
             _say(console, f"{compiled.kernel}: {compiled.message}")
             continue
         _say(console, f"the compiler rejected {compiled.kernel}{where}: {compiled.message}")
@@ -350,8 +350,8 @@ def _render_summary(console: Console, result: results.CheckResult, state: State 
         else:
             check = part_result.compile_check
             rejected = "" if not (check and check.rejected) else \
-                " (its compile check changed by your code)" if all(
-                    c.status == "changed" for c in check.rejected) else \
+                " (the GPU compile check could not vouch for it)" if all(
+                    c.status == "unvouched" for c in check.rejected) else \
                 " (rejected by the GPU compiler)"
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = ("yellow" if result.borrowed else "green") if result.ok else "red"

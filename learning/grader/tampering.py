@@ -92,18 +92,39 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
 
 
 class Snapshot:
-    """The grader's code as it was when made; ``changes()`` names what differs now."""
+    """The grader's code as it was when made; ``changes()`` names what differs now.
 
-    def __init__(self, watched=WATCHED, families=()):
+    ``instances``: (label, object, names) of the grader's objects that hold its state in the
+    learner's process (the launch counter, reachable from a frame or a closure): a method of
+    theirs shadowed by one set on the object, or an attribute of ``names`` (what it was made
+    with) given another value, is a change too."""
+
+    def __init__(self, watched=WATCHED, families=(), instances=()):
         self.watched, self.families = tuple(watched), tuple(families)
         self.kept = _parts(self.watched, self.families)
+        self.instances = tuple(instances)
+        self.made_with = {(label, name): vars(thing).get(name)
+                          for label, thing, names in self.instances for name in names}
 
     def changes(self) -> list[str]:
+        return sorted(self._code_and_data() + self._instances())
+
+    def _instances(self) -> list[str]:
+        changed = []
+        for label, thing, names in self.instances:
+            own, kind = vars(thing), type(thing)
+            changed += [f"{label}.{name}" for name in own
+                        if callable(getattr(kind, name, None)) and not name.startswith("__")]
+            changed += [f"{label}.{name}" for name in names
+                        if own.get(name) is not self.made_with[(label, name)]]
+        return changed
+
+    def _code_and_data(self) -> list[str]:
         now = _parts(self.watched, self.families)
         changed = [name for name, (value, code) in self.kept.items()
                    if name not in now or now[name][0] is not value or
                    not _same(now[name][1], code)]
-        return sorted(changed)
+        return changed
 
 
 def _same(now, kept) -> bool:

@@ -67,7 +67,10 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         watch.install()
         interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
         if kernels.launches is not None:
-            kernels.untouched = tampering.Snapshot()
+            kernels.untouched = tampering.Snapshot(instances=(
+                ("the launch counter", kernels.launches, ("installed",)),
+                *((("the launch recorder", kernels.recorder,
+                    ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ())))
         channel.send("importing")
         channel.drained()  # read before the learner's code could take it off the pipe
         module, problem = import_learner_module(module_path)
