@@ -280,6 +280,35 @@ def test_a_kernel_kept_in_a_module_of_the_learners_own_is_compiled_too(tmp_path,
     assert f"the compiler rejected {where}.softmax_kernel, line {line}: " in rendered(result)
 
 
+# A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
+WRAPPED_KERNELS = {
+    "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',
+                   "    EVEN: tl.constexpr,\n"),
+    "autotune": ("@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n_cols'])\n",
+                 ""),
+}
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("decorator", WRAPPED_KERNELS)
+@pytest.mark.parametrize("mistake", [False, True], ids=["right", "if-on-a-block"])
+def test_a_kernel_under_autotune_or_heuristics_is_compiled(tmp_path, decorator, mistake):
+    above, parameter = WRAPPED_KERNELS[decorator]
+    text = solution_text("softmax").replace("@triton.jit\ndef softmax_kernel(",
+                                            above + "@triton.jit\ndef softmax_kernel(", 1)
+    block = "    BLOCK: tl.constexpr,  # lanes per program: a power of two >= n_cols\n"
+    assert block in text
+    text = text.replace(block, block + parameter, 1)
+    if mistake:
+        text = text.replace(*_IF_ON_A_BLOCK)
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded, rendered(result)
+    statuses = {c.status for c in part.compile_check.compiled}
+    assert statuses == ({"rejected"} if mistake else {"ok"}), rendered(result)
+
+
 _KERNEL_IN_A_STRING = '''
 import linecache
 

@@ -377,9 +377,10 @@ def _hold():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
+    from triton.runtime.jit import JITFunction
 
     _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
-                 CompilationError=CompilationError)
+                 CompilationError=CompilationError, JITFunction=JITFunction)
 
 
 def compile_launch(module, launch: Launch, learner_file: str,
@@ -392,17 +393,16 @@ def compile_launch(module, launch: Launch, learner_file: str,
     CompilationError = _HELD["CompilationError"]  # noqa: N806 (a class)
 
     start = time.perf_counter()
-    fn = getattr(module, launch.kernel.rpartition(".")[2], None)  # "helper.kernel": its own
-    while fn is not None and not hasattr(fn, "arg_names") and hasattr(fn, "fn"):
-        fn = fn.fn  # autotune / heuristics wrappers
-    if fn is None or not hasattr(fn, "arg_names"):
+    # "helper.kernel": the helper module's own kernel
+    fn = _jit_function(getattr(module, launch.kernel.rpartition(".")[2], None))
+    if fn is None:
         return Compiled(launch.kernel, "not-checked", f"{launch.kernel} is not a @triton.jit "
                         "function at the top level of the module", key=launch.key)
     constexprs = {name: _rebuild_constant(value) for name, value in launch.constexprs}
-    source = ASTSource(fn, dict(launch.signature), constexprs)
     diagnostics = ""
     try:
         with _captured_stderr() as captured:
+            source = ASTSource(fn, dict(launch.signature), constexprs)
             compile_(source, target=GPUTarget(*TARGETS[target]), options=dict(launch.options))
     except CompilationError as exc:
         result = _from_compilation_error(exc, launch, learner_file)
@@ -651,9 +651,19 @@ def chosen(launches: list) -> list:
     return list(picked.values())
 
 
+def _jit_function(kernel):
+    """The @triton.jit function ``kernel`` is or wraps (@triton.autotune and
+    @triton.heuristics wrap it, and have arg_names of their own); None when it is neither."""
+    if not _HELD:
+        _hold()
+    jit_function = _HELD["JITFunction"]
+    while kernel is not None and not isinstance(kernel, jit_function):
+        kernel = getattr(kernel, "fn", None)
+    return kernel
+
+
 def _has_kernel(module, name: str) -> bool:
-    return hasattr(getattr(module, name, None), "arg_names") or hasattr(
-        getattr(getattr(module, name, None), "fn", None), "arg_names")
+    return _jit_function(getattr(module, name, None)) is not None
 
 
 def _full_import(module_path: str):
