@@ -1927,12 +1927,29 @@ def softmax_steps(row):
 """
 
 
-def test_a_helper_module_of_the_learners_own_is_not_taken_for_a_copy(tmp_path):
-    (tmp_path / "mysteps.py").write_text(OWN_STEPS, encoding="utf-8")
-    module = "from mysteps import softmax_steps\n\n\ndef softmax_python(values):\n" \
+@pytest.mark.parametrize("where", ["mysteps", "mine.steps"])
+def test_a_helper_module_of_the_learners_own_is_not_taken_for_a_copy(tmp_path, where):
+    # beside their file, or in a package of theirs below it
+    path = tmp_path / (where.replace(".", "/") + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(OWN_STEPS, encoding="utf-8")
+    time.sleep(0.1)  # written before the check, as a learner's files are
+    module = f"from {where} import softmax_steps\n\n\ndef softmax_python(values):\n" \
              "    return softmax_steps(values)\n"
     result = grade_text(tmp_path, "softmax", module, ["python"])
     assert result.ok and result.borrowed == [], result.borrowed
+
+
+def test_a_copy_of_the_reference_written_into_a_package_during_the_check_is_noted(tmp_path):
+    # a file that appeared while the check ran is no module of the learner's own
+    (tmp_path / "mine").mkdir()
+    module = f"""import importlib, os, shutil
+_here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mine", "steps.py")
+shutil.copyfile({str(solution_path("softmax"))!r}, _here)
+softmax_python = importlib.import_module("mine.steps").softmax_python
+"""
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    assert any("copied into steps.py" in name for name in result.borrowed), result.borrowed
 
 
 def test_a_hard_link_to_the_reference_made_beside_the_module_is_noted(tmp_path):

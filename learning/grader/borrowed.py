@@ -48,6 +48,7 @@ import shutil
 import sys
 import sysconfig
 import threading
+import time
 import types
 
 from learning.grader.childproc import COURSE_ROOT
@@ -319,6 +320,10 @@ class Watch:
         _reference_fingerprints()  # and the reference functions' prints, compiled now
         self._own = frozenset(_inodes(glob.glob(os.path.join(os.path.dirname(self.learner_file),
                                                              "*.py")), single=True))
+        # and below their folder (a package of theirs): a file not changed since the check
+        # began (its status-change time, which no program can set back)
+        self._folder = os.path.join(os.path.dirname(self.learner_file), "")
+        self._since = time.time()
         # the frame of the watch's own work in progress (its compile() raises events too):
         # events raised below it are its own (``_own_work``)
         self._busy_at = None
@@ -524,12 +529,17 @@ class Watch:
         return self._reference_inodes.get((info.st_dev, info.st_ino), "")
 
     def _own_module(self, path: str) -> bool:
-        """A module of the learner's own beside theirs, there before their code ran."""
+        """A module of the learner's own: beside their file, or in a folder below it that is
+        not the course's, as it was before their code ran."""
         try:
             info = os.stat(path)
         except (OSError, ValueError):
             return False
-        return (info.st_dev, info.st_ino) in self._own
+        if (info.st_dev, info.st_ino) in self._own:
+            return True
+        # (a file's times come from a clock that may lag by a few milliseconds: a margin)
+        return path.startswith(self._folder) and not path.startswith(self._course) and \
+            info.st_ctime < self._since - 0.05
 
     def _opened(self, path):
         """A reference file opened (to be read, then changed and run, say): noted by its name,
