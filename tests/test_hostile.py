@@ -574,16 +574,18 @@ PYTHON_PART_ONLY = "\n".join(
                                    "read through a link", "read through its folder",
                                    "its cached bytecode", "bytecode made elsewhere"])
 def test_the_reference_reached_by_any_route_is_noted(tmp_path, route):
-    copy = tmp_path / "elsewhere" / "mine.py"
+    # a copy made before the check, outside the learner's folder (one below it, made before
+    # the check, is a module of theirs, as free to match the reference as their own file)
+    copy = tmp_path.parent / f"{tmp_path.name}-elsewhere" / "mine.py"
     copy.parent.mkdir()
     copy.write_text(PYTHON_PART_ONLY, encoding="utf-8")
     solution = str(solution_path("softmax"))
-    link = tmp_path / "elsewhere" / "notes.txt"
+    link = copy.parent / "notes.txt"
     # the reference's own compiled cache, as any import of it writes one; and its code compiled
     # under another file's name, marshalled where the course never looks
     cached = importlib.util.cache_from_source(solution)
     py_compile.compile(solution, cfile=cached)
-    elsewhere = tmp_path / "elsewhere" / "code.bin"
+    elsewhere = copy.parent / "code.bin"
     elsewhere.write_bytes(marshal.dumps(compile(PYTHON_PART_ONLY, str(copy), "exec")))
     from_code = ("import marshal as _m, math, types as _t\n_code = _m.loads(open({!r}, 'rb')"
                  ".read(){})\n_f = next(c for c in _code.co_consts if getattr(c, 'co_name', '')"
