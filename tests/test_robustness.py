@@ -280,6 +280,31 @@ def test_a_kernel_kept_in_a_module_of_the_learners_own_is_compiled_too(tmp_path,
     assert f"the compiler rejected {where}.softmax_kernel, line {line}: " in rendered(result)
 
 
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("mistake", [False, True], ids=["right", "if-on-a-block"])
+def test_a_kernel_in_a_package_outside_the_learners_folder_is_compiled(tmp_path, mistake):
+    # a package of theirs elsewhere, put on sys.path by their module, importing relatively
+    kernel = solution_text("softmax")
+    if mistake:
+        kernel = kernel.replace(*_IF_ON_A_BLOCK)
+    package = tmp_path.parent / f"{tmp_path.name}-lib" / "mylib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "consts.py").write_text("WIDEST = 1 << 16\n", encoding="utf-8")
+    (package / "kern.py").write_text("from .consts import WIDEST  # noqa\n" + kernel,
+                                     encoding="utf-8")
+    text = solution_text("softmax").split("@triton.jit")[0] + \
+        f"import sys\nsys.path.insert(0, {str(package.parent)!r})\n" \
+        "from mylib.kern import softmax_kernel, softmax_triton  # noqa\n"
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded, rendered(result)
+    assert {c.kernel for c in part.compile_check.compiled} == {"kern.softmax_kernel"}
+    statuses = {c.status for c in part.compile_check.compiled}
+    assert statuses == ({"rejected"} if mistake else {"ok"}), rendered(result)
+
+
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
 WRAPPED_KERNELS = {
     "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',

@@ -560,7 +560,7 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     # What runs after the learner's statements is taken now, and the check's code and
     # Triton's are looked at again after each compile: a module that replaced compile_launch
     # (or Triton's compiler) with one that says "ok" gets no verdict from it
-    send, compile_one, made, full_import = _sender(), compile_launch, Compiled, _full_import
+    send, compile_one, full_import = _sender(), compile_launch, _full_import
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
     from learning.grader import tampering
 
@@ -582,7 +582,9 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             module, full = full_import(module_path), True
             home = module
         if isinstance(home, str):
-            send(channel, "compiled", made(launch.kernel, "not-checked", home, key=launch.key))
+            # a kernel that ran and cannot be compiled here: not vouched for (the learner's
+            # statements can make an import fail in this process alone)
+            send(channel, "unvouched", launch.kernel, f"not compiled: {home}", launch.key)
             module = None if home is module else module
             continue
         for target in aims:
@@ -620,24 +622,27 @@ NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with 
 
 
 def _helper_module(module_path: str, launch: Launch):
-    """The module of a kernel kept in a file of its own: imported by its name where it lies
-    in the learner's folder (a module of theirs beside theirs, a package), else loaded from its
-    path; a sentence saying why not where it cannot be."""
+    """The module of a kernel kept in a file of its own, imported by its name: from the
+    learner's folder where it lies there (a module of theirs beside theirs, a package), else
+    from the folder above its package (a package elsewhere, its relative imports working); a
+    sentence saying why not where it cannot be."""
     import importlib
-    import importlib.util
 
     name = launch.kernel.rpartition(".")[0]
-    shown = os.path.basename(launch.path)
+    if os.path.relpath(launch.path, os.path.dirname(os.path.abspath(module_path))) \
+            .startswith(".."):
+        top, parts = os.path.dirname(launch.path), [os.path.splitext(
+            os.path.basename(launch.path))[0]]
+        while os.path.isfile(os.path.join(top, "__init__.py")):
+            top, package = os.path.split(top)
+            parts.insert(0, package)
+        sys.path.insert(0, top)
+        name = ".".join(parts)
     try:
-        if not os.path.relpath(launch.path, os.path.dirname(os.path.abspath(module_path))) \
-                .startswith(".."):
-            return importlib.import_module(name)
-        spec = importlib.util.spec_from_file_location(f"_kernels_of_{name}", launch.path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return importlib.import_module(name)
     except BaseException as error:  # noqa: BLE001 - the learner's module, whatever it raises
-        return f"{shown} could not be imported here ({type(error).__name__})"
+        return f"{os.path.basename(launch.path)} could not be imported in the compile " \
+               f"check's process ({type(error).__name__}: {_cut(str(error), 200)})"
 
 
 def chosen(launches: list) -> list:
@@ -671,7 +676,8 @@ def _full_import(module_path: str):
 
     module, problem = import_learner_module(module_path)
     if problem is not None:
-        return f"the module could not be imported again ({problem.message})"
+        return f"the module could not be imported in the compile check's process " \
+               f"({_cut(problem.message, 200)})"
     return module
 
 
