@@ -305,6 +305,21 @@ def test_a_kernel_in_a_package_outside_the_learners_folder_is_compiled(tmp_path,
     assert statuses == ({"rejected"} if mistake else {"ok"}), rendered(result)
 
 
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_rejection_inside_a_jit_helper_names_the_helpers_line_and_words(tmp_path):
+    helper = ("@triton.jit\ndef _clipped(v):\n    if v > 0.5:\n        v = v * 1.0\n"
+              "    return v\n\n\n")
+    text = solution_text("softmax").replace("@triton.jit\ndef softmax_kernel(",
+                                            helper + "@triton.jit\ndef softmax_kernel(", 1)
+    text = text.replace(_IF_ON_A_BLOCK[0], _IF_ON_A_BLOCK[0] + "    output = _clipped(output)\n")
+    result, _ = grade(tmp_path, text, ["triton"])
+    (rejected,) = result.parts[0].compile_check.rejected
+    assert "Boolean value of Tensor" in rejected.message, rejected.message
+    assert rejected.line == text.splitlines().index("    if v > 0.5:") + 1
+    assert "an `if` on a block of values" in rejected.hint
+
+
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
 WRAPPED_KERNELS = {
     "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',

@@ -426,12 +426,18 @@ def _rebuild_constant(value):
 
 
 def _from_compilation_error(exc, launch: Launch, learner_file: str) -> Compiled:
+    # an error in a @triton.jit helper the kernel calls is the cause of one at the call: the
+    # helper's says what is wrong, and where in the helper
+    outer = exc
+    while getattr(exc.__cause__, "node", None) is not None:
+        exc = exc.__cause__
     message = (getattr(exc, "error_message", None) or "").strip()
     node = getattr(exc, "node", None)
     relative = getattr(node, "lineno", None)
     line = None
     if relative is not None:
-        start = _def_line_of(getattr(exc, "src", None), learner_file) or launch.line
+        start = _def_line_of(getattr(exc, "src", None), learner_file) or \
+            (launch.line if exc is outer else None)
         line = start + relative - 1 if start else None
     if not message:
         text = str(exc)
