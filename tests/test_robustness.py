@@ -320,6 +320,26 @@ def test_a_rejection_inside_a_jit_helper_names_the_helpers_line_and_words(tmp_pa
     assert "an `if` on a block of values" in rejected.hint
 
 
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_module_that_gives_the_compile_check_another_kernel_passes_nothing(tmp_path):
+    # a decorator that looks at which process it runs in: a right kernel for the compiler,
+    # the one rejected on a GPU for the cases
+    text = solution_text("softmax").replace(*_IF_ON_A_BLOCK)
+    honest = solution_text("softmax").split("@triton.jit")[1].split("\n\n\n")[0]
+    swap = ("import sys as _sys\n\n"
+            "@triton.jit" + honest.replace("def softmax_kernel(", "def _shown(", 1) + "\n\n\n"
+            "_compiling = 'gpu_compile' in _sys.argv[0]\n\n\n"
+            "@(lambda f: _shown if _compiling else triton.jit(f))\n")
+    text = text.replace("@triton.jit\ndef softmax_kernel(", swap + "def softmax_kernel(", 1)
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded and part.status == "failed", rendered(result)
+    (unvouched,) = part.compile_check.rejected
+    assert unvouched.status == "unvouched" and "other code than the one that ran" in \
+        unvouched.message, rendered(result)
+
+
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
 WRAPPED_KERNELS = {
     "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',

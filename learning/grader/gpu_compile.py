@@ -131,6 +131,9 @@ class Launch:
     # the file of a kernel kept outside the learner's (its name is then "module.kernel"), or
     # NO_FILE for one whose source is in none
     path: str = ""
+    # a digest of the source of the kernel that ran (``source_digest``): the compile check
+    # compiles that kernel, not another its process was given under the same name
+    code: str = ""
 
     @property
     def key(self) -> tuple:
@@ -252,7 +255,23 @@ def describe_launch(part: str, fn, args, kwargs) -> Launch | None:
             constexprs.append((name, None))
         signature.append((name, kind))
     return Launch(part, fn.__name__, tuple(signature), tuple(constexprs),
-                  tuple(sorted(options.items())), line=_definition_line(fn))
+                  tuple(sorted(options.items())), line=_definition_line(fn),
+                  code=source_digest(fn))
+
+
+def source_digest(fn) -> str:
+    """A digest of a function's source from its ``def`` on (its decorators left out), as
+    read from its file; "" where it has none. Not of its bytecode, which depends on what
+    else was compiled with it (a module's imports change how a call on them is compiled)."""
+    import hashlib
+    import textwrap
+
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return ""
+    found = re.search(r"^(async\s+)?def\s", text, re.MULTILINE)
+    return hashlib.sha256(text[found.start() if found else 0:].encode()).hexdigest()
 
 
 def _is_constexpr_annotation(annotation) -> bool:
@@ -380,7 +399,8 @@ def _hold():
     from triton.runtime.jit import JITFunction
 
     _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
-                 CompilationError=CompilationError, JITFunction=JITFunction)
+                 CompilationError=CompilationError, JITFunction=JITFunction,
+                 source_digest=source_digest)
 
 
 def compile_launch(module, launch: Launch, learner_file: str,
@@ -398,6 +418,8 @@ def compile_launch(module, launch: Launch, learner_file: str,
     if fn is None:
         return Compiled(launch.kernel, "not-checked", f"{launch.kernel} is not a @triton.jit "
                         "function at the top level of the module", key=launch.key)
+    if launch.code and _HELD["source_digest"](fn.fn) != launch.code:
+        return Compiled(launch.kernel, "unvouched", OTHER_CODE, key=launch.key)
     constexprs = {name: _rebuild_constant(value) for name, value in launch.constexprs}
     diagnostics = ""
     try:
@@ -622,6 +644,10 @@ CHANGED_CHECK = ("not compiled: your module changed the compile check's own code
 #: ... when its process ended, stalled or sent what is not an event once it was ready ({}: how)
 UNANSWERED = ("not compiled: the compile check could not vouch for it (your module's "
               "statements run in its process too, and your code can reach it): {}")
+#: ... where the module, imported for the compiler, gave another kernel under the name of the
+#: one that ran (a decorator or an assignment that looks at which process it runs in, say)
+OTHER_CODE = ("not compiled: your module gave the compile check a kernel of this name with "
+              "other code than the one that ran, so it could not vouch for the one that ran")
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")
@@ -718,7 +744,9 @@ def kernels_only(module_path: str):
                 continue
         elif not isinstance(node, (ast.Assign, ast.AnnAssign)):
             continue
-        code = compile(ast.Module(body=[node], type_ignores=[]), module_path, "exec")
+        # compiled as an import compiles it: without this module's own __future__ flags
+        code = compile(ast.Module(body=[node], type_ignores=[]), module_path, "exec",
+                       dont_inherit=True)
         try:
             exec(code, module.__dict__)
         except Exception:  # noqa: BLE001 - a statement that needs what was left out
