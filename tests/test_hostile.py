@@ -2084,6 +2084,62 @@ def softmax_triton(x):
 '''
 
 
+_DO_NOTHING_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+
+
+'''
+# torch's answer put between two launches of a kernel that stores nothing: the walk back from
+# the result stops at the memory the launches were given, and the last launch left torch's
+# values there
+TORCH_BETWEEN_LAUNCHES = _DO_NOTHING_KERNEL + '''
+def softmax_triton(x):
+    output = torch.empty_like(x, memory_format=torch.contiguous_format)
+    launch = softmax_kernel[(x.shape[0],)]
+    block = triton.next_power_of_2(x.shape[1])
+    launch(output, x, output.stride(0), x.stride(0), x.shape[1], BLOCK=block)
+    output.copy_(torch.softmax(x.float(), dim=-1))
+    launch(output, x, output.stride(0), x.stride(0), x.shape[1], BLOCK=block)
+    return output
+'''
+
+
+def test_torchs_answer_written_between_two_launches_is_not_the_kernels(tmp_path):
+    result = grade_text(tmp_path, "softmax", TORCH_BETWEEN_LAUNCHES, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"written-by-torch"}, keys
+    assert "torch's copy_ wrote into the memory of the tensor returned" in \
+        " ".join(rendered(result).split())
+
+
+# The interpreter's grid run directly, past the launch that the check counts, between two
+# counted launches of a kernel that stores nothing
+PAST_THE_COUNTER = TORCH_BETWEEN_LAUNCHES.replace(
+    "    output.copy_(torch.softmax(x.float(), dim=-1))\n",
+    "    from triton.runtime.interpreter import GridExecutor\n"
+    "    output.copy_(torch.softmax(x.float(), dim=-1))\n"
+    "    GridExecutor(softmax_kernel.rewrite(), softmax_kernel.arg_names, (x.shape[0],), [])(\n"
+    "        output, x, output.stride(0), x.stride(0), x.shape[1], BLOCK=block)\n")
+
+
+def test_a_grid_run_past_the_launch_counter_is_the_grader_changed(tmp_path):
+    result = grade_text(tmp_path, "softmax", PAST_THE_COUNTER, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "grader-changed" in keys, keys
+
+
 TORCH_PASSED_BY_THE_COUNTER_FOUND = '''
 import sys
 import torch

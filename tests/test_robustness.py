@@ -400,6 +400,11 @@ NOT_VOUCHED = {
         "    type(x)(x.kernel, 'ok') if type(x).__name__ == 'Compiled' else x for x in event)\n"
         "    if isinstance(event, tuple) else event, protocol, **k)\n\n\n@triton.jit"), 1),
         "own code (pickle.dumps)"),
+    "an argument of no type": (lambda t: t.replace(
+        "    BLOCK: tl.constexpr,  # lanes per program", "    spare,\n    BLOCK: tl.constexpr,  #"
+        " lanes per program", 1).replace("BLOCK=block)", "torch.zeros(1, dtype=torch.uint32), "
+                                         "BLOCK=block)", 1),
+        "a type the compile check cannot give the GPU compiler"),
     "its process ended": (lambda t: t.replace("@triton.jit", (
         "_gone = __import__('os')._exit(0) if 'gpu_compile' in __import__('sys').argv[0] "
         "else 0\n\n\n@triton.jit"), 1), "its process stopped before it finished"),

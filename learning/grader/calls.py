@@ -10,6 +10,7 @@ import contextlib
 import copy
 import math
 import os
+import threading
 import time
 import types
 
@@ -80,6 +81,10 @@ class LaunchCounter:
         # launch compares them (_compare_inputs), and the positions found changed are kept
         self.originals: list[tuple[int, object, object]] = []
         self.changed_inputs: set[int] = set()
+        # launches that ran past ``run`` (the interpreter's GridExecutor called directly):
+        # counted nowhere else, so the tampering check sees any as a change
+        self.bypassed = 0
+        self._inside = threading.local()
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
         # change what each launch stored, just after it (ignores_kernels's run)
         self.clobber = False
@@ -98,7 +103,22 @@ class LaunchCounter:
             if hasattr(function_class, "run"):
                 function_class.run = self._counted(function_class.run)
                 self.installed = True
+        with contextlib.suppress(ImportError, AttributeError):
+            from triton.runtime.interpreter import GridExecutor
+
+            GridExecutor.__call__ = self._watched(GridExecutor.__call__)
         return self.installed
+
+    def _watched(self, original_call):
+        """The interpreter's grid of programs, noted where it runs outside a counted launch."""
+        counter = self
+
+        def call(self, *args, **kwargs):
+            if not getattr(counter._inside, "depth", 0):
+                counter.bypassed += 1
+            return original_call(self, *args, **kwargs)
+
+        return call
 
     def _counted(self, original_run):
         counter = self
@@ -109,7 +129,11 @@ class LaunchCounter:
             counter._compare_inputs()
             counter._note_fed(arguments)
             before = counter._given_before(arguments) if counter.clobber else None
-            launched = original_run(self, *args, **kwargs)
+            counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
+            try:
+                launched = original_run(self, *args, **kwargs)
+            finally:
+                counter._inside.depth -= 1
             # and after: Triton runs a kernel's pre-run hooks inside the launch
             counter._compare_inputs()
             counter._keep(arguments)
@@ -248,6 +272,21 @@ class LaunchCounter:
                                                      wrapped=True)
                     if name:
                         return name
+        return ""
+
+    def written_by_torch(self, result, made: dict) -> str:
+        """The torch function (not an allocation or a fill) that wrote into a returned
+        tensor's memory, a memory a launch was given: the walk back from the result stops at
+        such a memory (the kernel's), so what torch put there before a later launch, which need
+        not store anything, is looked at with ``ignores_kernels``. "" when none did."""
+        returned = [result] if is_tensor(result) else \
+            list(result) if type(result) in (list, tuple) else []
+        for tensor in returned:
+            with contextlib.suppress(Exception):
+                address = plain_tensor(tensor).untyped_storage().data_ptr()
+                entry = made.get(address) if address in self.given else None
+                if entry is not None and entry[0] not in lineage.ALLOCATIONS:
+                    return entry[0]
         return ""
 
     def changed_since_launch(self, result) -> tuple[int, ...]:
@@ -492,6 +531,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)
         outside = False
+        written = ""  # torch wrote into a memory a launch was given
         wrapped = ""  # torch.tensor (say) wrapped plain values: whose, the evidence run says
         if recorder is not None:
             returned.computed_by_torch = launches.computed_by_torch(result, recorder.made)
@@ -501,9 +541,12 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                 returned.passed_through = launches.passed_through(result)
             outside = not (returned.computed_by_torch or returned.passed_through) and \
                 _made_unseen(result, recorder.made, launches)
+            if not (returned.computed_by_torch or returned.passed_through or outside or
+                    returned.changed_after_launch):  # (each its own, plainer evidence)
+                written = launches.written_by_torch(result, recorder.made)
         launches.recorder = None
     returned.kernel_launches = launches.taken() if launches is not None else None
-    if launches is not None and (outside or wrapped) and returned.kernel_launches:
+    if launches is not None and (outside or wrapped or written) and returned.kernel_launches:
         # made by nothing the check saw, or wrapped from plain values (a kernel's output taken
         # through tolist() is one): evidence that the kernels' stores do not reach it, or no
         # claim (autograd's engine makes gradients unseen too)
@@ -512,6 +555,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             returned.computed_by_torch = wrapped if ignored else ""
         else:
             returned.ignores_kernels = ignored
+            returned.written_by_torch = written if ignored else ""
     if returned.passed_through:  # evidence, or no claim (one more run of a lone tensor's call)
         returned.passed_through = depends_on_fed(
             function, args_spec, device, result, launches, returned.passed_through) \

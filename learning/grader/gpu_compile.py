@@ -203,7 +203,12 @@ class LaunchRecorder:
         filename = code.co_filename
         path = os.path.abspath(filename) if not filename.startswith("<") else ""
         launch = describe_launch(self.part, fn, args, kwargs)
-        if launch is not None and path != self.learner_file:
+        if launch is None:  # an argument of no type the compiler takes: said, not skipped
+            if any(type(a).__name__ == "TensorDescriptor" for a in (*args, *kwargs.values())):
+                return  # a host-side tensor descriptor: the check cannot describe it yet
+            launch = Launch(self.part, getattr(fn, "__name__", "a kernel"), (), (),
+                            path=NO_TYPES)
+        elif path != self.learner_file:
             if path and os.path.isfile(path):
                 launch = dataclasses.replace(
                     launch, kernel=f"{_module_name(path, self.folder)}.{launch.kernel}",
@@ -216,8 +221,10 @@ class LaunchRecorder:
         self.send(launch)
 
 
-#: The path of a launch whose kernel's source is in no file
+#: The path of a launch whose kernel's source is in no file, and of one whose arguments the
+#: compile check could not describe
 NO_FILE = "<no file>"
+NO_TYPES = "<no types>"
 
 
 def _module_name(path: str, folder: str) -> str:
@@ -601,8 +608,9 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     full = False  # the module imported whole, not only its kernels
     for launch in launches:
         home, where = module, module_path  # a kernel kept in another file: that one
-        if launch.path == NO_FILE:
-            send(channel, "unvouched", launch.kernel, NO_FILE_CHECK, launch.key)
+        if launch.path in (NO_FILE, NO_TYPES):
+            send(channel, "unvouched", launch.kernel,
+                 NO_FILE_CHECK if launch.path == NO_FILE else NO_TYPES_CHECK, launch.key)
             continue
         if launch.path:
             home, where = helper_module(module_path, launch), launch.path
@@ -648,6 +656,10 @@ UNANSWERED = ("not compiled: the compile check could not vouch for it (your modu
 #: one that ran (a decorator or an assignment that looks at which process it runs in, say)
 OTHER_CODE = ("not compiled: your module gave the compile check a kernel of this name with "
               "other code than the one that ran, so it could not vouch for the one that ran")
+#: ... of a kernel given an argument of a type the compiler takes none of
+NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
+                  "give the GPU compiler (a tensor of unsigned integers, a string, a tuple, an "
+                  "object), so it could not vouch for it")
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")

@@ -49,7 +49,7 @@ MAPPED_STATUSES = ("failed", "error", "crashed")
 # result, values passed through): a map of "the output" would draw another tensor than the one
 # the kernels wrote, and tell the learner their kernel stored nothing. Not drawn unasked.
 NOT_THE_KERNELS_OUTPUT = ("aliases-input", "computed-by-torch", "passed-through",
-                          "not-from-kernels", "changed-after-kernel")
+                          "not-from-kernels", "written-by-torch", "changed-after-kernel")
 # Lanes outside a tensor kept per map and kind; the count beyond is kept too.
 MAX_OUTSIDE = 4096
 LEARNER, REFERENCE = "learner", "reference"

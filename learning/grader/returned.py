@@ -48,6 +48,10 @@ class Returned:
     # kernel parts: a returned tensor made by nothing the check saw (numpy's values wrapped,
     # say) that stayed the same when the call ran again with what each launch stored changed
     ignores_kernels: bool = False
+    # kernel parts: the torch function that wrote into a returned tensor's memory, a memory a
+    # launch was given (copy_ between two launches, say), where ``ignores_kernels`` found the
+    # kernels' stores do not reach it
+    written_by_torch: str = ""
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()

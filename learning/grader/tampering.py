@@ -27,9 +27,10 @@ import types
 WATCHED = ("learning.grader.calls", "learning.grader.lineage", "learning.grader.allocations",
            "learning.grader.summarise", "learning.grader.tensors", "learning.grader.channel",
            "learning.grader.worker", "learning.grader.borrowed", "learning.grader.tampering")
-# Triton's classes whose launch method the launch counter wraps
-LAUNCHERS = (("triton.runtime.jit", "JITFunction"),
-             ("triton.runtime.interpreter", "InterpretedFunction"))
+# Triton's classes whose launch method the launch counter wraps, and that method
+LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
+             ("triton.runtime.interpreter", "InterpretedFunction", "run"),
+             ("triton.runtime.interpreter", "GridExecutor", "__call__"))
 
 
 # Module data that changes as the grader runs (what was said, what is held): compared by
@@ -83,11 +84,11 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
             if isinstance(value, type) and value.__module__ == module_name:
                 for attribute, inner in list(vars(value).items()):
                     found[f"{module_name}.{name}.{attribute}"] = (inner, _code_of(inner))
-    for module_name, class_name in LAUNCHERS:
+    for module_name, class_name, method in LAUNCHERS:
         launcher = getattr(sys.modules.get(module_name), class_name, None)
-        run = getattr(launcher, "run", None) if launcher is not None else None
+        run = getattr(launcher, method, None) if launcher is not None else None
         if run is not None:
-            found[f"{module_name}.{class_name}.run"] = (run, _code_of(run))
+            found[f"{module_name}.{class_name}.{method}"] = (run, _code_of(run))
     return found
 
 

@@ -68,7 +68,7 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
         if kernels.launches is not None:
             kernels.untouched = tampering.Snapshot(instances=(
-                ("the launch counter", kernels.launches, ("installed",)),
+                ("the launch counter", kernels.launches, ("installed", "bypassed")),
                 *((("the launch recorder", kernels.recorder,
                     ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ())))
         channel.send("importing")

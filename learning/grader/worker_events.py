@@ -126,7 +126,7 @@ class Heard:
 _TEXT = (str,)
 _OUTCOME_FIELDS = {
     "Returned": {"type_name": _TEXT, "note": _TEXT, "computed_by_torch": _TEXT,
-                 "libraries_used": _TEXT, "changed_where": _TEXT,
+                 "libraries_used": _TEXT, "changed_where": _TEXT, "written_by_torch": _TEXT,
                  "passed_through": _TEXT, "dtype": (str, type(None)),
                  "device": (str, type(None)), "input_mutated": (bool,),
                  "input_autograd_changed": (bool,), "aliases_input": (bool,),
