@@ -251,7 +251,10 @@ def _reached_into(event: str, args: tuple, watch, kept: dict) -> set[str]:
     dictionary behind one, to change it in place), or a function of this module given other
     code."""
     if event in ("gc.get_referents", "gc.get_referrers") and args:
-        held = [watch, *kept.values(), _reference_fingerprints()]
+        # its tables, not None or a number, which any code may hand the collector
+        tables = (set, frozenset, dict, tuple, types.MappingProxyType)
+        held = [watch, _reference_fingerprints(),
+                *(value for value in kept.values() if isinstance(value, tables) and value)]
         reached = args[0] if isinstance(args[0], tuple) else (args[0],)
         if any(thing is mine for thing in reached for mine in held):
             return {"contents, reached through gc"}
