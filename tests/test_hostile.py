@@ -2118,8 +2118,23 @@ def test_torchs_answer_written_between_two_launches_is_not_the_kernels(tmp_path)
     assert triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys == {"written-by-torch"}, keys
-    assert "torch's copy_ wrote into the memory of the tensor returned" in \
+    assert "what torch's softmax computed was written into the memory of the tensor " \
+        "returned" in \
         " ".join(rendered(result).split())
+
+
+def test_only_torchs_computations_written_into_a_kernels_memory_are_looked_at():
+    # a kernel working in place on a copy of its input starts from torch's clone: no claim
+    # (its stores may leave some case's bits as they were); torch.softmax copied in is one
+    from learning.grader import lineage
+
+    clone_of_input = {10: ("clone", [1])}
+    softmax_copied_in = {10: ("copy_", [20]), 20: ("softmax", [1])}
+    scaled_in_place = {10: ("mul_", [10, 1])}
+    assert lineage.computed_into(10, clone_of_input) == ""
+    assert lineage.computed_into(10, {10: ("empty_like", [1])}) == ""
+    assert lineage.computed_into(10, softmax_copied_in) == "softmax"
+    assert lineage.computed_into(10, scaled_in_place) == "mul_"
 
 
 # The interpreter's grid run directly, past the launch that the check counts, between two

@@ -275,18 +275,20 @@ class LaunchCounter:
         return ""
 
     def written_by_torch(self, result, made: dict) -> str:
-        """The torch function (not an allocation or a fill) that wrote into a returned
-        tensor's memory, a memory a launch was given: the walk back from the result stops at
-        such a memory (the kernel's), so what torch put there before a later launch, which need
-        not store anything, is looked at with ``ignores_kernels``. "" when none did."""
+        """The torch function that computed what was written into a returned tensor's memory,
+        a memory a launch was given (``lineage.computed_into``): the walk back from the result
+        stops at such a memory (the kernel's), so what torch put there before a later launch,
+        which need not store anything, is looked at with ``ignores_kernels``. "" when none did
+        (a copy of an input, an allocation: a kernel working in place starts from those)."""
         returned = [result] if is_tensor(result) else \
             list(result) if type(result) in (list, tuple) else []
         for tensor in returned:
             with contextlib.suppress(Exception):
                 address = plain_tensor(tensor).untyped_storage().data_ptr()
-                entry = made.get(address) if address in self.given else None
-                if entry is not None and entry[0] not in lineage.ALLOCATIONS:
-                    return entry[0]
+                if address in self.given:
+                    name = lineage.computed_into(address, made)
+                    if name:
+                        return name
         return ""
 
     def changed_since_launch(self, result) -> tuple[int, ...]:

@@ -112,11 +112,11 @@ COMMON_BUGS = {
             "computed outside torch, by numpy say, and wrapped), and changing what each launch "
             "stored, just after it, leaves it the same. This part grades what your kernel "
             "computes: return the tensor the kernel stores into"),
-        Bug("written-by-torch", "the tensor returned holds what torch wrote into the memory "
-            "a kernel was given (a copy_ or an in-place operation between launches), and "
-            "changing what each launch stored, just after it, leaves it the same: a launch "
-            "after torch's write stored nothing of its own there. This part grades what your "
-            "kernel computes: let the kernel store the answer"),
+        Bug("written-by-torch", "the tensor returned holds what torch computed, written "
+            "into the memory a kernel was given (by copy_ or an in-place operation between "
+            "launches), and changing what each launch stored, just after it, leaves it the "
+            "same: a launch after torch's write stored nothing of its own there. This part "
+            "grades what your kernel computes: let the kernel store the answer"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -393,8 +393,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if part.needs_kernels and returned.passed_through:
         return _fail("passed-through", _passed_through(returned.passed_through))
     if part.needs_kernels and returned.ignores_kernels and returned.written_by_torch:
-        return _fail("written-by-torch", f"torch's {returned.written_by_torch} wrote into the "
-                     "memory of the tensor returned, a memory a kernel launch was given; run "
+        return _fail("written-by-torch", f"what torch's {returned.written_by_torch} computed "
+                     "was written into the memory of the tensor returned, a memory a kernel "
+                     "launch was given; run "
                      "again with what each launch stored changed just after it, the call "
                      "returned the same values: they are not what a kernel stored")
     if part.needs_kernels and returned.ignores_kernels:

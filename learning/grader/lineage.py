@@ -172,6 +172,25 @@ def made_unseen(result, made: dict, given, inputs: set) -> bool:
                for address, entry in _origins(result, made, given))
 
 
+def computed_into(address: int, made: dict) -> str:
+    """The torch function that computed what was put into the memory at ``address``, through
+    copies (``copy_`` from torch.softmax's result: "softmax"; an in-place operation: itself);
+    "" where it holds only an input's values, an allocation's or nothing torch was seen make."""
+    queue, seen = [address], set()
+    while queue and len(seen) < MOST_STEPS:
+        here = queue.pop(0)
+        if here in seen:
+            continue
+        seen.add(here)
+        entry = made.get(here)
+        if entry is None or entry[0] in ALLOCATIONS:
+            continue
+        if entry[0] not in COPIES:
+            return _shown(entry[0])
+        queue.extend(entry[1])
+    return ""
+
+
 def _origins(result, made: dict, given):
     """Where the returned tensor's memory came from: the walk back through copies, up to
     MOST_STEPS memories, yields each memory it reaches that is no copy, with what made it (None
