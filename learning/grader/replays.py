@@ -220,38 +220,39 @@ def contradicted(bug: Bug, passed: list[Expected], failed: list[WrongOutput] = (
 
 
 
-def _at_n_cols(r: int, cols: int, row_stride: int) -> int:
-    return r * cols
+def _rows_read(reference: Callable, tensors: tuple[int, ...], row_start) -> Callable:
+    """``reference`` computed on the rows a kernel reads in the arguments at ``tensors``: row r
+    starting at element ``row_start(args)(r, cols, row_stride)`` of its storage, then read one
+    element after another (``rows_read_at``)."""
+
+    def reproduce(*args):
+        args = list(args)
+        start = row_start(args)
+        for position in tensors:
+            rows = rows_read_at(args[position], start)
+            if rows is None:
+                raise ValueError("the replay reads past the tensor's memory")
+            args[position] = rows
+        return reference(*args)
+
+    return reproduce
 
 
 def rows_at_n_cols(reference: Callable, tensors: tuple[int, ...] = (0,)) -> Callable:
     """``reference`` computed on rows that start at r * n_cols instead of r * row_stride, in
     the arguments at positions ``tensors`` (the input row offset taken from the width)."""
-
-    def reproduce(*args):
-        args = list(args)
-        for position in tensors:
-            rows = rows_read_at(args[position], _at_n_cols)
-            if rows is None:
-                raise ValueError("the replay reads past the tensor's memory")
-            args[position] = rows
-        return reference(*args)
-
-    return reproduce
+    return _rows_read(reference, tensors, lambda args: lambda r, cols, own: r * cols)
 
 
 def rows_with_stride_of(reference: Callable, source: int, targets: tuple[int, ...]) -> Callable:
     """``reference`` computed with the tensors at ``targets`` read with the row stride of the
     tensor at ``source`` (one stride passed for several tensors)."""
+    return _rows_read(reference, targets, lambda args: lambda r, cols, own:
+                      r * getattr(args[source], "row_stride", 0))
 
-    def reproduce(*args):
-        args = list(args)
-        stride = getattr(args[source], "row_stride", 0)
-        for position in targets:
-            rows = rows_read_at(args[position], lambda r, cols, own: r * stride)
-            if rows is None:
-                raise ValueError("the replay reads past the tensor's memory")
-            args[position] = rows
-        return reference(*args)
 
-    return reproduce
+def columns_next_to_each_other(reference: Callable, tensors: tuple[int, ...]) -> Callable:
+    """``reference`` computed with each row of the tensors at ``tensors`` starting where it
+    should (r * row stride) and then read one element after another: a column stride taken to
+    be 1."""
+    return _rows_read(reference, tensors, lambda args: lambda r, cols, own: r * own)

@@ -13,8 +13,14 @@ import math
 from learning.exercises.matmul import explainer as worked_example
 from learning.exercises.matmul.explainer import plan_reference, planned  # shared with the page
 from learning.grader.declarations import Bug, Case, Exercise, Part, Steps, Tolerance
-from learning.grader.replays import any_of, raises_like, rows_at_n_cols, same_as
-from learning.grader.tensors import TensorSpec, round_to_dtype, rows_read_at
+from learning.grader.replays import (
+    any_of,
+    columns_next_to_each_other,
+    raises_like,
+    rows_at_n_cols,
+    same_as,
+)
+from learning.grader.tensors import TensorSpec, round_to_dtype
 
 # Tile sizes a learner may pick: the replays of mistakes that depend on the tile try each.
 TILES = (16, 32, 64, 128, 256)
@@ -310,21 +316,6 @@ def _matmul_of(a, b):
     return _stored(reference(a, b), _out_dtype((a,)))
 
 
-def _column_stride_1(tensors: tuple[int, ...]):
-    """C from a kernel whose column stride is 1 for the operands at ``tensors``: each row
-    starts where it should (r * row stride), then is read one element at a time."""
-    def reproduce(*args):
-        args = list(args)
-        for position in tensors:
-            rows = rows_read_at(args[position], lambda r, cols, row_stride: r * row_stride)
-            if rows is None:
-                raise ValueError("the replay reads past the tensor's memory")
-            args[position] = rows
-        return _matmul_of(*args)
-
-    return reproduce
-
-
 TRITON_BUGS = (
     Bug("whole-tiles-grid", "the grid counts only whole tiles (M // BLOCK_M): the edge tiles "
         "never ran, so their elements were never written. Launch triton.cdiv(M, BLOCK_M) by "
@@ -370,7 +361,7 @@ TRITON_BUGS = (
     Bug("column-stride-assumed", "the column stride was taken to be 1 (for a, for b, or for "
         "both): in a transposed view such as a = at.T the neighbours along a row are "
         "a.stride(1) elements apart, not 1. Pass a.stride(1) and b.stride(1) and use them",
-        any_of(*(same_as(_column_stride_1(tensors), **_REPLAY)
+        any_of(*(same_as(columns_next_to_each_other(_matmul_of, tensors), **_REPLAY)
                  for tensors in ((0,), (1,), (0, 1)))), hint=2),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
