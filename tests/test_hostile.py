@@ -2237,6 +2237,56 @@ def test_the_graders_data_changed_by_the_module_does_not_pass_torchs_answer(tmp_
     assert "grader-changed" in keys, keys
 
 
+# A copy kernel, and Triton's interpreter's masked store replaced at import by one that
+# writes numpy's softmax of the block it is given: the kernel's source never computes it
+INTERPRETER_STORE_REPLACED = '''
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+_keep = interpreter.InterpreterBuilder.create_masked_store
+
+
+def _softmax_store(self, ptrs, value, mask, *rest):
+    row = np.where(mask.data, value.data.astype(np.float64), -np.inf)
+    shifted = np.exp(row - row.max())
+    value = interpreter.TensorHandle((shifted / shifted.sum()).astype(value.data.dtype),
+                                     value.dtype)
+    return _keep(self, ptrs, value, mask, *rest)
+
+
+setattr(interpreter.InterpreterBuilder, "create_masked_store", _softmax_store)
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(input_ptr + row * input_row_stride + cols, mask=cols < n_cols,
+                other=-float("inf"))
+    tl.store(output_ptr + row * output_row_stride + cols, x, mask=cols < n_cols)
+
+
+def softmax_triton(x):
+    output = torch.empty_like(x, memory_format=torch.contiguous_format)
+    softmax_kernel[(x.shape[0],)](output, x, output.stride(0), x.stride(0), x.shape[1],
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return output
+'''
+
+
+def test_triton_interpreters_store_replaced_by_the_module_is_the_grader_changed(tmp_path):
+    result = grade_text(tmp_path, "softmax", INTERPRETER_STORE_REPLACED, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "grader-changed" in keys, keys
+    assert "InterpreterBuilder.create_masked_store" in rendered(result)
+
+
 @linux_only
 def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
     # Either would turn warm checks off for every later check, with nothing said: the folder

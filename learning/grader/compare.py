@@ -93,7 +93,8 @@ COMMON_BUGS = {
             "operation on it, a copy into it). This part grades what the kernel computes: "
             "leave its output as the kernel stored it"),
         Bug("grader-changed", "your code changed the grader's own code in its process (the "
-            "launch counter, the hooks on Triton's launches): a kernel part is judged by what "
+            "launch counter, the hooks on Triton's launches, Triton's interpreter): a kernel part "
+            "is judged by what "
             "that code counts, so the result cannot be. Leave the grader's modules alone"),
         Bug("not-plain-python", "this part is the lesson's derivation in plain Python (lists, "
             "loops and the math module), so that every step is yours: write it without torch, "

@@ -92,6 +92,20 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
     return found
 
 
+def interpreter_family(interpreting: bool) -> tuple[str, ...]:
+    """The modules kept whole where Triton's interpreter runs the kernels: the interpreter's
+    own (its builder, whose operations compute every value a kernel stores, and its tensors).
+    Stable from launch to launch, unlike ``triton.language``, whose functions each launch
+    patches for the interpreter afresh."""
+    if not interpreting:
+        return ()
+    try:
+        import triton.runtime.interpreter  # noqa: F401 (loaded, so that it is kept)
+    except ImportError:
+        return ()
+    return ("triton.runtime.interpreter",)
+
+
 class Snapshot:
     """The grader's code as it was when made; ``changes()`` names what differs now.
 

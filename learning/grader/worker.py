@@ -67,7 +67,11 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         watch.install()
         interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
         if kernels.launches is not None:
-            kernels.untouched = tampering.Snapshot(instances=(
+            # Triton's interpreter too, where it runs the kernels: a module that replaced its
+            # store (or any of its builder's operations) with numpy's answer would pass a
+            # kernel that only copies. Not triton.language: each launch patches that itself.
+            kernels.untouched = tampering.Snapshot(families=tampering.interpreter_family(
+                interpreting), instances=(
                 ("the launch counter", kernels.launches, ("installed", "bypassed")),
                 *((("the launch recorder", kernels.recorder,
                     ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ())))
