@@ -771,6 +771,21 @@ def _nothing(x):
     pass
 
 
+@triton.jit
+def _copy_rows(src, dst, cols, src_row_stride, first, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    i = tl.arange(0, BLOCK)
+    v = tl.load(src + row * src_row_stride + first + i, mask=i < cols)
+    tl.store(dst + row * cols + i, v, mask=i < cols)
+
+
+def _from_columns(wide, rows, cols, first):
+    out = torch.empty(rows, cols, dtype=wide.dtype, device=wide.device)
+    _copy_rows[(rows,)](wide, out, cols, wide.stride(0), first,
+                        BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
 def _through_a_kernel(y):
     y = y.contiguous()
     out = torch.empty_like(y)
@@ -813,10 +828,20 @@ def _through_a_kernel(y):
                  "    return out",
                  "a tensor torch's softmax computed during the call, which your code gave a "
                  "kernel", marks=pytest.mark.exhaustive),
+    # the answer within a larger tensor: one value appended; the far columns of a wider one
+    ("    y = torch.softmax(x.float(), dim=-1).to(x.dtype).flatten()\n"
+     "    return _through_a_kernel(torch.cat([y, y[:1]]))[:y.numel()].view(x.shape)",
+     "a tensor torch's softmax computed during the call, which your code gave a kernel"),
+    ("    rows, cols = x.shape\n"
+     "    wide = torch.zeros(rows, 2 * cols, dtype=x.dtype, device=x.device)\n"
+     "    wide[:, cols:] = torch.softmax(x.float(), dim=-1)\n"
+     "    return _from_columns(wide, rows, cols, cols)",
+     "a tensor torch's softmax computed during the call, which your code gave a kernel"),
     # a kernel that computes, given a tensor torch computed: what honest launchers do
     ("    return _right(x * 1)", ""),
-], ids=["torch's softmax", "numpy's", "nudged and cast", "numpy's written into the output",
-        "torch's written unseen into the output", "an input torch made, a kernel computing"])
+], ids=["torch's softmax", "numpy's", "numpy's written into the output",
+        "torch's written unseen into the output", "nudged and cast", "with a value appended",
+        "in the far columns", "an input torch made, a kernel computing"])
 def test_values_computed_outside_a_kernel_and_passed_through_one_fail(tmp_path, body, named):
     result, _ = grade(tmp_path, with_code(f"_right = softmax_triton\n{COPY_KERNEL}\n\n"
                                           f"def softmax_triton(x):\n{body}\n"),

@@ -220,9 +220,10 @@ class LaunchCounter:
 
     def passed_through(self, result) -> str:
         """The torch function whose values a returned tensor holds, to within ``PASSED_ON``
-        (cast to the result's dtype), where a launch was given them (``_note_fed``): the kernel
-        may have passed them on instead of computing them (``depends_on_fed`` then asks for
-        evidence). Tensors of one repeated value are left out: a constant matches by chance."""
+        (cast to the result's dtype), where a launch was given them (``_note_fed``), whole or
+        as a part of a larger tensor (``_held_within``): the kernel may have passed them on
+        instead of computing them (``depends_on_fed`` then asks for evidence). Results of one
+        repeated value are left out: a constant matches by chance."""
         returned = [result] if is_tensor(result) else \
             list(result) if type(result) in (list, tuple) else []
         for tensor in returned:
@@ -231,10 +232,12 @@ class LaunchCounter:
             with contextlib.suppress(Exception):  # not comparable: not this one
                 tensor = plain_tensor(tensor).detach()
                 for name, fed in self.fed:
-                    if fed.numel() != tensor.numel() or fed.numel() < 2 or _one_value(fed) \
-                            or fed.device != tensor.device:
+                    if fed.numel() < tensor.numel() or tensor.numel() < 2 or \
+                            _one_value(tensor) or fed.device != tensor.device:
                         continue
-                    if _passed_on(fed, tensor):
+                    if fed.numel() == tensor.numel() and not _one_value(fed) and \
+                            _passed_on(fed, tensor) or \
+                            fed.numel() > tensor.numel() and _held_within(fed, tensor):
                         return name
         return ""
 
@@ -335,6 +338,54 @@ def _passed_on(fed, result) -> bool:
         return False
     cast = fed.to(result.dtype).reshape(result.shape).double()
     return bool(torch.allclose(result.double(), cast, equal_nan=True, **PASSED_ON))
+
+
+def _held_within(fed, result) -> bool:
+    """``result`` holds the values of a part of ``fed``, a larger tensor a launch was given
+    (torch's answer with a value appended, or in the far half of an allocation the kernel
+    copies from): a run of ``result.numel()`` elements of ``fed`` in its row-major order, or,
+    for a result of rows, a block of ``fed``'s rows (its columns of a wider tensor). Looked
+    for where ``fed`` holds the result's first values in a row (up to LEADING_VALUES of them,
+    no further than its first row, and the value of that row most unlike its first), at the
+    first CANDIDATE_STARTS such places."""
+    import torch
+
+    if not (fed.is_floating_point() and result.is_floating_point()) and \
+            fed.dtype != result.dtype:
+        return False
+    flat = fed.contiguous().flatten()
+    values = flat.to(result.dtype).double()
+    wanted = result.contiguous().flatten().double()
+    size = wanted.numel()
+    width = fed.shape[-1] if fed.dim() >= 2 else 0
+    rows, cols = (result.shape[0], result.numel() // result.shape[0]) \
+        if result.dim() == 2 and result.shape[0] > 0 else (0, 0)
+    starts = torch.isclose(values, wanted[0].expand_as(values), equal_nan=True,
+                           **PASSED_ON).nonzero().flatten()
+    span = cols or size  # the first row: a run of the result in every layout looked at
+    # its first values, and the one most unlike the first (a one-hot row's 1)
+    unlike = int((wanted[:span] - wanted[0]).abs().nan_to_num(0.0).argmax())
+    for at in [*range(1, min(LEADING_VALUES, span)), *([unlike] if unlike else [])]:
+        starts = starts[starts + at < values.numel()]
+        starts = starts[torch.isclose(values[starts + at], wanted[at].expand(len(starts)),
+                                      equal_nan=True, **PASSED_ON)]
+    for start in starts[:CANDIDATE_STARTS].tolist():
+        if start + size <= flat.numel() and _passed_on(flat[start:start + size], result):
+            return True
+        row, column = divmod(start, width) if width else (0, 0)
+        if rows and width > cols and column + cols <= width and \
+                row + rows <= flat.numel() // width:
+            block = flat[:flat.numel() // width * width].reshape(-1, width)
+            if _passed_on(block[row:row + rows, column:column + cols], result):
+                return True
+    return False
+
+
+# Where a larger tensor given to a launch holds a result's first values in a row (at most
+# LEADING_VALUES: a one-hot row's first values are zeros that match anywhere), the most places
+# a run or block of the result is looked for from (``_held_within``)
+CANDIDATE_STARTS = 256
+LEADING_VALUES = 64
 
 
 def _perturb(tensor) -> None:
