@@ -44,6 +44,7 @@ from learning.grader import (
     report,
     state,
 )
+from learning.grader import mode as kernel_mode
 from learning.grader import warm as warm_process
 from tests.helpers import (
     COURSE_ROOT,
@@ -2285,6 +2286,57 @@ def test_triton_interpreters_store_replaced_by_the_module_is_the_grader_changed(
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert "grader-changed" in keys, keys
     assert "InterpreterBuilder.create_masked_store" in rendered(result)
+
+
+# A kernel that raises a flag and waits; a thread of the module's, seeing the flag, writes
+# torch's answer into the output through numpy and lowers it: the output is what the launch
+# left, and the thread's torch is not the calling thread's record
+A_THREAD_WRITES_DURING_THE_LAUNCH = '''
+import threading
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   signal_ptr, BLOCK: tl.constexpr):
+    if tl.program_id(0) == 0:
+        tl.store(signal_ptr, 1)
+        while tl.load(signal_ptr) == 1:
+            pass
+
+
+def _writer(x, output, signal):
+    flag = signal.numpy()
+    while flag[0] == 0:
+        pass
+    output.numpy()[...] = torch.softmax(x.float(), dim=-1).to(x.dtype).numpy()
+    flag[0] = 2
+
+
+def softmax_triton(x):
+    output = torch.empty(x.shape, dtype=x.dtype)
+    signal = torch.zeros(1, dtype=torch.int32)
+    writer = threading.Thread(target=_writer, args=(x, output, signal), daemon=True)
+    writer.start()
+    softmax_kernel[(x.shape[0],)](output, x, output.stride(0), x.stride(0), x.shape[1], signal,
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    writer.join()
+    return output
+'''
+
+
+@pytest.mark.skipif(not kernel_mode.select().interpret,
+                    reason="numpy writes only into memory on the CPU: the interpreter's")
+def test_a_thread_writing_the_output_while_the_kernel_waits_is_not_passed(tmp_path):
+    result = grade_text(tmp_path, "softmax", A_THREAD_WRITES_DURING_THE_LAUNCH, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"thread-beside-kernel"}, keys
+    assert "1 thread(s) your code started were running as a kernel was launched" in \
+        " ".join(rendered(result).split())
 
 
 @linux_only

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import math
 import os
+import sys
 import threading
 import time
 import types
@@ -50,6 +51,12 @@ def _snapshot(args: tuple) -> tuple:
     return tuple(a.clone() if is_tensor(a) else copy.deepcopy(a) for a in args)
 
 
+# Every Python thread's frame, and this one's number: taken when the grader is imported, before
+# the learner's code could replace either (``LaunchCounter._note_threads``)
+_THREAD_FRAMES = sys._current_frames
+_THIS_THREAD = threading.get_ident
+
+
 # A tensor argument whose memory is larger than this is not copied after a launch (its output is
 # then not compared with what the kernel left): no case's output comes near it.
 LARGEST_KEPT_BYTES = 256 * 2**20
@@ -88,8 +95,21 @@ class LaunchCounter:
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
         # change what each launch stored, just after it (ignores_kernels's run)
         self.clobber = False
+        # the Python threads there were before the learner's code ran (``install``), and the
+        # most others seen running as a kernel was launched, or as the call ended
+        self.threads_before: frozenset[int] = frozenset()
+        self.other_threads = 0
+
+    def _note_threads(self):
+        """Count the Python threads the learner's code started that are running now: one that
+        runs while a kernel does can write the answer into its output (the kernel waiting on a
+        flag), and what another thread's torch computes is not recorded (lineage's record is
+        the calling thread's)."""
+        others = set(_THREAD_FRAMES()) - self.threads_before - {_THIS_THREAD()}
+        self.other_threads = max(self.other_threads, len(others))
 
     def install(self) -> bool:
+        self.threads_before = frozenset(_THREAD_FRAMES())
         classes = []
         with contextlib.suppress(ImportError):
             from triton.runtime.jit import JITFunction
@@ -127,6 +147,7 @@ class LaunchCounter:
             counter.count += 1
             arguments = [*args, *kwargs.values()]
             counter._compare_inputs()
+            counter._note_threads()
             counter._note_fed(arguments)
             before = counter._given_before(arguments) if counter.clobber else None
             counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
@@ -136,6 +157,7 @@ class LaunchCounter:
                 counter._inside.depth -= 1
             # and after: Triton runs a kernel's pre-run hooks inside the launch
             counter._compare_inputs()
+            counter._note_threads()
             counter._keep(arguments)
             if counter.clobber:
                 counter._clobber(arguments, before)
@@ -259,6 +281,7 @@ class LaunchCounter:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
         self.left, self.given, self.fed = {}, {}, []
+        self.other_threads = 0
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -580,6 +603,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if watch is not None:
         returned.libraries_used = watch.first or plain.in_result(result)
     if launches is not None:
+        launches._note_threads()  # still running as the call returns
+        returned.other_threads = launches.other_threads
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)

@@ -96,6 +96,10 @@ COMMON_BUGS = {
             "launch counter, the hooks on Triton's launches, Triton's interpreter): a kernel part "
             "is judged by what "
             "that code counts, so the result cannot be. Leave the grader's modules alone"),
+        Bug("thread-beside-kernel", "a thread your code started ran beside the kernel: "
+            "another thread can write the output while the kernel runs (or waits), and the "
+            "grader sees only what the calling thread does. This part grades what your "
+            "kernel computes: launch it from the calling thread, and start no threads"),
         Bug("not-plain-python", "this part is the lesson's derivation in plain Python (lists, "
             "loops and the math module), so that every step is yours: write it without torch, "
             "numpy or triton, which belong to the module's Triton part"),
@@ -387,6 +391,10 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
                      "it counts the kernel launches and notes what torch computed: the "
                      "result cannot be judged as a kernel's")
+    if part.needs_kernels and returned.other_threads:
+        return _fail("thread-beside-kernel", f"{returned.other_threads} thread(s) your code "
+                     "started were running as a kernel was launched (or as the call "
+                     "returned): what they wrote cannot be told from what the kernel stored")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
     if part.needs_kernels and returned.computed_by_torch:

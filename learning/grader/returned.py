@@ -52,6 +52,9 @@ class Returned:
     # launch was given (copy_ between two launches, say), where ``ignores_kernels`` found the
     # kernels' stores do not reach it
     written_by_torch: str = ""
+    # kernel parts: the most Python threads the learner's code started that were running as a
+    # kernel was launched or as the call returned (calls.LaunchCounter._note_threads)
+    other_threads: int = 0
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
