@@ -340,6 +340,51 @@ def test_a_module_that_gives_the_compile_check_another_kernel_passes_nothing(tmp
         unvouched.message, rendered(result)
 
 
+# Python only the interpreter runs, in a branch the GPU compiler evaluates while compiling and
+# drops: numpy computing the answer into the loaded block, or a plain function of the module's
+INTERPRETER_ONLY_BRANCHES = {
+    "hasattr on the block's handle": (
+        "    x = tl.load(",
+        "    if hasattr(row.handle, 'data'):\n"
+        "        values = row.handle.data\n"
+        "        values[...] = values * 0 + 1.0 / values.size\n"),
+    "a plain function under a module constant": (
+        "@triton.jit\ndef softmax_kernel(",
+        "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
+        "def _into_the_block(block):\n    block.handle.data[...] = 0.0\n\n\n"),
+}
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("route", [*INTERPRETER_ONLY_BRANCHES, "an argument named input"])
+def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, route):
+    text = solution_text("softmax")
+    if route == "an argument named input":  # a name that is also a builtin: its own
+        text = text.replace("input_ptr", "input")
+    elif route == "a plain function under a module constant":
+        anchor, added = INTERPRETER_ONLY_BRANCHES[route]
+        text = text.replace(anchor, added + anchor, 1)
+        load = next(line for line in text.splitlines() if " = tl.load(" in line)
+        name = load.split("=")[0].strip()
+        call = f"\n    if _INTERPRETING:\n        _into_the_block({name})"
+        text = text.replace(load, load + call, 1)
+    else:
+        load = next(line for line in text.splitlines() if " = tl.load(" in line)
+        name = load.split("=")[0].strip()
+        added = INTERPRETER_ONLY_BRANCHES[route][1].replace("row", name)
+        text = text.replace(load, load + "\n" + added.rstrip("\n"), 1)
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    if route == "an argument named input":
+        assert part.status == "passed", rendered(result)
+        return
+    assert part.status == "failed", rendered(result)
+    (unvouched,) = part.compile_check.rejected
+    assert unvouched.status == "unvouched" and \
+        "reaches past Triton's language" in unvouched.message, rendered(result)
+
+
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
 WRAPPED_KERNELS = {
     "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',

@@ -30,6 +30,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from learning.grader import kernel_source
+
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
 TARGET_LABEL = "sm_90"
 # Every GPU the course is meant to run on, by compute capability: a T4 (the free notebook
@@ -597,9 +599,11 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     # (or Triton's compiler) with one that says "ok" gets no verdict from it
     send, compile_one, full_import = _sender(), compile_launch, _full_import
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
+    reaches, jit_class = _reaches_past_the_language, _HELD["JITFunction"]
+    folder = os.path.dirname(os.path.abspath(module_path))
     from learning.grader import tampering
 
-    untouched = tampering.Snapshot((__name__,), families=(
+    untouched = tampering.Snapshot((__name__, kernel_source.__name__), families=(
         "triton", "pickle", "_pickle", "struct", "copyreg", "dataclasses", "importlib", "ast",
         "linecache", "builtins"))  # not inspect: torch replaces its getfile when imported
     # The learner's statements run only now, once the check's other runs have ended: run
@@ -622,6 +626,11 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             # statements can make an import fail in this process alone)
             send(channel, "unvouched", launch.kernel, f"not compiled: {home}", launch.key)
             module = None if home is module else module
+            continue
+        past = reaches(home, launch, jit_class, folder)
+        if past:
+            send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(past),
+                 launch.key)
             continue
         for target in aims:
             compiled = compile_one(home, launch, where, target)
@@ -656,6 +665,11 @@ UNANSWERED = ("not compiled: the compile check could not vouch for it (your modu
 #: one that ran (a decorator or an assignment that looks at which process it runs in, say)
 OTHER_CODE = ("not compiled: your module gave the compile check a kernel of this name with "
               "other code than the one that ran, so it could not vouch for the one that ran")
+#: ... of a kernel whose source reaches past Triton's language (learning.grader.kernel_source)
+PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's language into "
+                     "the interpreter's own objects or plain Python ({}), which the GPU "
+                     "compiler does not run as the interpreter does, so the check could not "
+                     "vouch for what it computed")
 #: ... of a kernel given an argument of a type the compiler takes none of
 NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
                   "give the GPU compiler (a tensor of unsigned integers, a string, a tuple, an "
@@ -663,6 +677,16 @@ NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile 
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")
+
+
+def _reaches_past_the_language(module, launch: Launch, jit_class, folder: str,
+                               past_the_language=kernel_source.past_the_language) -> str:
+    """What in the launched kernel's source (or a @triton.jit function it calls) is not
+    Triton's language (learning.grader.kernel_source), or ""."""
+    fn = _jit_function(getattr(module, launch.kernel.rpartition(".")[2], None))
+    if fn is None:
+        return ""
+    return past_the_language(fn, jit_class, folder)
 
 
 def _helper_module(module_path: str, launch: Launch):

@@ -1,0 +1,131 @@
+"""What in a kernel's source reaches past Triton's language into the interpreter's own objects.
+
+In Triton's interpreter a @triton.jit function runs as Python: its tensors are the
+interpreter's, whose values are NumPy arrays (``x.handle.data``), and any Python in its body
+runs. The GPU compiler sees the same source, but it evaluates ``hasattr``, a module's constant
+or an ``if`` on one while it compiles, and drops a branch it finds false. A kernel can so hold a
+branch that only the interpreter runs (``if hasattr(x.handle, "data"):`` numpy computing the
+answer into the loaded block), and then compile for a GPU into a kernel that only copies: the
+interpreter's result is not the GPU's. Nothing of that kind is Triton's language, so the
+compile check, which reads every kernel it compiles, says it cannot vouch for one that does it:
+
+- an attribute ``handle`` (the interpreter's value behind a tensor) or any ``__dunder__``;
+- the builtins that reach into objects or run other code (``getattr``, ``vars``, ``eval``, ...);
+- a call to a plain Python function of the learner's (not @triton.jit): the compiler cannot
+  compile one, so it compiled only because the call sits in a branch the compiler drops.
+
+The @triton.jit functions a kernel calls are read the same way.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import types
+
+# Builtins a kernel has no use for, each a way into objects or into running other code
+REFLECTIVE = frozenset({
+    "getattr", "hasattr", "setattr", "delattr", "vars", "dir", "globals", "locals", "eval",
+    "exec", "compile", "__import__", "open", "id", "type", "object", "super", "memoryview",
+    "breakpoint", "input"})
+# How deep the @triton.jit functions a kernel calls are followed
+DEPTH = 8
+
+
+def past_the_language(kernel, jit_class, learner_folder: str) -> str:
+    """The first thing in ``kernel``'s source (a JITFunction) or in a @triton.jit function it
+    calls that is not Triton's language, said with its line ("x.handle at line 23"), or ""."""
+    seen: set[int] = set()
+    todo = [(kernel, 0)]
+    while todo:
+        function, depth = todo.pop()
+        if id(function) in seen or depth > DEPTH:
+            continue
+        seen.add(id(function))
+        found, called = _read(function, jit_class, learner_folder)
+        if found:
+            return found
+        todo += [(inner, depth + 1) for inner in called]
+    return ""
+
+
+def _read(function, jit_class, learner_folder: str) -> tuple[str, list]:
+    """(what reaches past the language in one JITFunction's body, or ""; the JITFunctions it
+    calls)."""
+    source = getattr(function, "src", None)
+    python = getattr(function, "fn", None)
+    if not isinstance(source, str) or python is None:
+        return "", []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "", []
+    first = _first_line(python)
+    names = getattr(python, "__globals__", {})
+    # the function's own names (an argument called input or type is no builtin)
+    own = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | \
+        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    called = []
+    for node in ast.walk(tree):
+        where = f" at line {first + getattr(node, 'lineno', 1) - 1}" if first else ""
+        if isinstance(node, ast.Attribute) and (
+                node.attr == "handle" or node.attr.startswith("__") and
+                node.attr.endswith("__")):
+            return f"{_text(node)}{where}", []
+        if isinstance(node, ast.Name) and node.id in REFLECTIVE and node.id not in names and \
+                node.id not in own:
+            return f"{node.id}{where}", []
+        if isinstance(node, ast.Call):
+            target = _resolve(node.func, names)
+            inner = _unwrapped(target, jit_class)
+            if inner is not None:
+                called.append(inner)
+            elif _plain_function_of(target, learner_folder):
+                return f"a call to {_text(node.func)}, a plain Python function{where}", []
+    return "", called
+
+
+def _first_line(python) -> int:
+    code = getattr(python, "__code__", None)
+    return code.co_firstlineno if code is not None else 0
+
+
+def _text(node) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a node that cannot be said is named by its kind
+        return type(node).__name__
+
+
+def _resolve(node, names: dict):
+    """The object a call's target names (``helper``, ``module.helper``), or None."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _resolve(node.value, names)
+        if isinstance(owner, types.ModuleType):
+            return vars(owner).get(node.attr)
+    return None
+
+
+def _unwrapped(target, jit_class):
+    """The JITFunction ``target`` is or wraps (autotune, heuristics), or None."""
+    for _ in range(DEPTH):
+        if target is None or isinstance(target, jit_class):
+            return target
+        target = getattr(target, "fn", None) if not isinstance(target, types.FunctionType) \
+            else None
+    return None
+
+
+def _plain_function_of(target, learner_folder: str) -> bool:
+    """A plain Python function defined in a file of the learner's (below their folder, or in
+    no file at all), not one of a library's."""
+    if not isinstance(target, types.FunctionType):
+        return False
+    filename = target.__code__.co_filename
+    if filename.startswith("<"):
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith(os.path.join(os.path.abspath(learner_folder), "")) and \
+        os.sep + "site-packages" + os.sep not in path
