@@ -704,3 +704,33 @@ def test_the_checks_padding_value_read_by_a_step_is_said_for_what_it_is():
     assert "10000 is what the check stores between the rows of a strided input" in said
     assert "between the rows" in first_step._compared([PADDING_VALUE], [2.0], 1e-6, 1e-6)
     assert "between the rows" not in first_step._compared([3.0], [2.0], 1e-6, 1e-6)
+
+
+def test_a_name_reused_for_a_value_of_the_learners_own_is_not_taken_for_the_first_wrong_step(
+        tmp_path):
+    """dy = dy - dot, then dx = y * dy: a step the reference takes under no name, in a program
+    whose steps all match. The mistake is row 1's dy, read with y's row stride; the reused
+    name in row 0 is not it."""
+    code = _replace(solution_text("softmax_backward"), "    dx = y * (dy - dot)\n",
+                    "    dy = dy - dot\n    dx = y * dy\n")
+    code = _replace(code, "tl.load(dy_ptr + row * dy_row_stride",
+                    "tl.load(dy_ptr + row * y_row_stride")
+    said = _steps(_graded(tmp_path, "softmax_backward", code, "triton"), "triton")
+    assert said, said
+    for words in said.values():
+        assert "sets dy first" not in words, said
+    assert any("dy in the program of row 1 differs" in words for words in said.values()), said
+
+
+def test_a_programs_last_steps_under_a_name_the_reference_used_are_passed_over(tmp_path):
+    """s = the row's total and m = its maximum as each program ends, then rows read n_cols
+    apart: the first wrong step is row 1's, not row 0's reused names."""
+    code = _replace(solution_text("online_softmax"),
+                    "    x_row = input_ptr + row * input_row_stride\n",
+                    "    x_row = input_ptr + row * n_cols\n")
+    code = _replace(code, "    total = tl.sum(s * tl.exp(m - row_max), axis=0)\n",
+                    "    s = tl.sum(s * tl.exp(m - row_max), axis=0)\n    m = row_max\n"
+                    "    total, row_max = s, m\n")
+    said = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton")
+    assert said and not any("first: its" in words for words in said.values()), said
+    assert any("in the program of row 1" in words for words in said.values()), said

@@ -88,10 +88,31 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     held: dict[str, object] = {}  # and in the reference's
     matched: list[str] = []
     at = -1  # the learner's furthest event matched so far
+    # a step of the learner's own that the next step did not show wrong: (its name, its
+    # program, what would be said of it, the steps matched before it)
+    pending = None
+
+    def first_wrong(name: str, program, said: str) -> str:
+        """``said`` of the step ``name`` that differs, or what was kept of a step of the
+        learner's own under that name, in that program, that went before it."""
+        if pending is not None and pending[0] == name and pending[1] == program:
+            facts.update(matched=pending[3], differs=name)
+            return pending[2]
+        return said
+
+    finished: set = set()  # the programs the reference's walk has left
     for i, event in enumerate(ours):
         name = event.name
         found = positions[name]
         k = taken[name]
+        program = event.loops.get("program")
+        if i and ours[i - 1].loops.get("program") != program:
+            finished.add(ours[i - 1].loops.get("program"))
+        while k < len(found) and theirs[found[k]].loops.get("program") in finished - {program}:
+            # the learner's last steps of a program the reference has left, under a name the
+            # reference set there before (s = the row's sum as the program ends): its own
+            consumed.add(found[k])
+            k += 1
         while k + 1 < len(found) and _building(theirs[found[k]].value, event.value, atol,
                                                rtol):
             state[name] = theirs[found[k]].value  # a list still being filled: not yet a step
@@ -104,16 +125,30 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             extra = _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held,
                                  atol, rtol)
             if extra is not None:
-                other, now, before = extra
+                other, now, before, q = extra
                 if before is NOT_SET:
                     return ""
                 where_ = f" {place}" if place else ""
-                facts.update(matched=tuple(matched), differs=other)
                 # the reference's value of that step is the one it has not yet replaced, not
                 # the answer: "expected" would read as the answer
-                return f"{_before(matched, place)}where the reference goes on to set " \
+                said = f"{_before(matched, place)}where the reference goes on to set " \
                        f"{name}{where_}, your code sets {other} first: its {other} " \
                        f"{_compared(now, before, atol, rtol, 'where the reference still holds')}"
+                if theirs[q].loops.get("program") == event.loops.get("program") and not (
+                        _same_iteration(event, theirs[p]) and
+                        _agree(theirs[p].value, event.value, atol, rtol) is True):
+                    facts.update(matched=tuple(matched), differs=other)
+                    return said
+                # this step agrees all the same, or is another program's: the other may be a
+                # value of the learner's own under a name the reference uses too (dy = dy -
+                # dot before dx = y * dy; acc divided by l as a program ends). Said only if
+                # that name is the next to differ, in its program: then it went wrong there
+                pending = (other, theirs[q].loops.get("program"), said, tuple(matched))
+                consumed.add(q)  # walked past: the name's next step is the one after it
+                state[other] = now
+                while taken[other] < len(positions[other]) and \
+                        positions[other][taken[other]] <= q:
+                    taken[other] += 1
             if learner.raised and p == len(theirs) - 1 and theirs[p].parts < event.parts:
                 # the learner's last step, cut short by the error: not the whole of it
                 facts.update(matched=tuple(matched), differs=name)
@@ -135,7 +170,8 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 return ""  # a kernel's blocks of another shape: another tiling, not a step
             if not verdict:
                 facts.update(matched=tuple(matched), differs=name)
-                return _differs(name, place, got, event.value, matched, atol, rtol)
+                return first_wrong(name, event.loops.get("program"), _differs(
+                    name, place, got, event.value, matched, atol, rtol))
         elif learner.raised and all(j in consumed for j in range(at + 1, len(theirs))):
             # said from the last step it did take: the error came after that one, wherever
             # the reference's next step would have been
@@ -153,7 +189,8 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
                 return ""
             if not verdict:
                 facts.update(matched=tuple(matched), differs=name)
-                return _not_set(name, place, current, event.value, matched, atol, rtol)
+                return first_wrong(name, event.loops.get("program"), _not_set(
+                    name, place, current, event.value, matched, atol, rtol))
         held[name] = event.value
         if name not in matched:
             matched.append(name)
@@ -187,7 +224,8 @@ def _pending(at: int, p: int, consumed: set[int], limit: int) -> int:
 
 def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol, rtol):
     """A step the learner's code took before ``theirs[p]`` that the reference does not take
-    there: (its name, the learner's value, the reference's), or None. A step the reference
+    there: (its name, the learner's value, the reference's, its place in ``theirs``), or
+    None. A step the reference
     takes in the same iteration a little later is the same step in another order, and one
     that leaves the value as the reference holds it changes nothing."""
     for q in range(at + 1, p):
@@ -201,7 +239,7 @@ def _extra_steps(ours, i, theirs, positions, consumed, at, p, window, held, atol
         now = theirs[positions[other][bisect.bisect_left(positions[other], p) - 1]].value
         before = held.get(other, NOT_SET)
         if before is NOT_SET or _agree(now, before, atol, rtol) is not True:
-            return other, now, before
+            return other, now, before, q
     return None
 
 
