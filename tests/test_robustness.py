@@ -352,6 +352,11 @@ INTERPRETER_ONLY_BRANCHES = {
         "@triton.jit\ndef softmax_kernel(",
         "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
         "def _into_the_block(block):\n    block.handle.data[...] = 0.0\n\n\n"),
+    "a functools.partial under a module constant": (
+        "@triton.jit\ndef softmax_kernel(",
+        "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
+        "def _fill(value, block):\n    block.handle.data[...] = value\n\n\n"
+        "_into_the_block = __import__('functools').partial(_fill, 0.0)\n\n\n"),
 }
 
 
@@ -362,7 +367,7 @@ def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, ro
     text = solution_text("softmax")
     if route == "an argument named input":  # a name that is also a builtin: its own
         text = text.replace("input_ptr", "input")
-    elif route == "a plain function under a module constant":
+    elif route.endswith("under a module constant"):
         anchor, added = INTERPRETER_ONLY_BRANCHES[route]
         text = text.replace(anchor, added + anchor, 1)
         load = next(line for line in text.splitlines() if " = tl.load(" in line)
@@ -383,6 +388,57 @@ def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, ro
     (unvouched,) = part.compile_check.rejected
     assert unvouched.status == "unvouched" and \
         "reaches past Triton's language" in unvouched.message, rendered(result)
+
+
+# torch's answer handed to a kernel in disguise (doubled and shifted), which undoes it: no value
+# a kernel is given is the answer, and the kernel does run; but it computes no exponential
+DISGUISED_ANSWER = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    v = tl.load(input_ptr + row * input_row_stride + cols, mask=cols < n_cols)
+    tl.store(output_ptr + row * output_row_stride + cols, (v - 3.0) * 0.5, mask=cols < n_cols)
+
+
+def softmax_triton(x):
+    disguised = (torch.softmax(x.float(), dim=-1) * 2.0 + 3.0).contiguous()
+    output = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    softmax_kernel[(x.shape[0],)](output, disguised, output.stride(0), disguised.stride(0),
+                                  x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return output
+'''
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_kernels_that_compile_into_none_of_what_the_answer_takes_are_not_vouched_for(tmp_path):
+    result, _ = grade(tmp_path, DISGUISED_ANSWER, ["triton"])
+    (part,) = result.parts
+    assert part.status == "failed", rendered(result)
+    (unvouched,) = part.compile_check.rejected
+    assert unvouched.status == "unvouched", rendered(result)
+    assert "never compute an exponential (tl.exp or tl.exp2)" in unvouched.message
+    assert "a reduction" in unvouched.message  # the sum of each row, also missing
+
+
+def test_the_kinds_of_operation_are_read_from_the_compilers_output():
+    from learning.grader import kernel_ops
+
+    ttir = ('%1 = math.exp2 %0 : tensor<32xf32>\n%2 = "tt.reduce"(%1) ({\n'
+            '  %3 = arith.addf %a, %b : f32\n}) {axis = 0 : i32}\n'
+            '%4 = tt.extern_elementwise %2 {libname = "", symbol = "__nv_rsqrtf"}\n')
+    found = kernel_ops.kinds_in(ttir)
+    assert found == {"exp", "sum", "add", "sqrt"}, found
+    assert kernel_ops.missing((("exp", "sum"),), found) == ()
+    assert kernel_ops.missing((("dot",), ("mul", "add")), found) == ("dot",)  # the first nearest
+    assert kernel_ops.kinds_in("tt.load\ntt.store\narith.subf") == frozenset()
 
 
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside

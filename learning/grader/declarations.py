@@ -150,6 +150,10 @@ class Part:
     # dq, dk and dv), their names and lengths for a case's arguments, so that what differs is
     # said of each by name: ``pieces(args) -> (("dQ", 16), ("dK", 16), ("dV", 16))``.
     pieces: Callable[..., tuple[tuple[str, int], ...]] | None = None
+    # Kernel parts: the kinds of operation the part's kernels, together, must compile into,
+    # as alternatives (learning.grader.kernel_ops): (("exp", "sum"),) for a softmax. Kernels
+    # that compile into none of them did not compute the answer, whatever the interpreter gave.
+    kernel_ops: tuple[tuple[str, ...], ...] = ()
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from learning.grader import kernel_source
+from learning.grader import kernel_ops, kernel_source
 
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
 TARGET_LABEL = "sm_90"
@@ -157,6 +157,9 @@ class Compiled:
     seconds: float = 0.0
     key: tuple = field(default=())
     target: str = TARGET_LABEL  # the GPU it was compiled for (a key of TARGETS)
+    # the kinds of operation the compiled kernel runs (learning.grader.kernel_ops), where it
+    # compiled
+    ops: tuple = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,10 +209,11 @@ class LaunchRecorder:
         path = os.path.abspath(filename) if not filename.startswith("<") else ""
         launch = describe_launch(self.part, fn, args, kwargs)
         if launch is None:  # an argument of no type the compiler takes: said, not skipped
-            if any(type(a).__name__ == "TensorDescriptor" for a in (*args, *kwargs.values())):
-                return  # a host-side tensor descriptor: the check cannot describe it yet
+            described = any(type(a).__name__ == "TensorDescriptor"
+                            for a in (*args, *kwargs.values()))
+            # a host-side tensor descriptor: the check cannot describe it yet, and says so
             launch = Launch(self.part, getattr(fn, "__name__", "a kernel"), (), (),
-                            path=NO_TYPES)
+                            path=DESCRIPTOR if described else NO_TYPES)
         elif path != self.learner_file:
             if path and os.path.isfile(path):
                 launch = dataclasses.replace(
@@ -227,6 +231,7 @@ class LaunchRecorder:
 #: compile check could not describe
 NO_FILE = "<no file>"
 NO_TYPES = "<no types>"
+DESCRIPTOR = "<a tensor descriptor>"
 
 
 def _module_name(path: str, folder: str) -> str:
@@ -409,7 +414,7 @@ def _hold():
 
     _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
                  CompilationError=CompilationError, JITFunction=JITFunction,
-                 source_digest=source_digest)
+                 source_digest=source_digest, kinds_in=kernel_ops.kinds_in)
 
 
 def compile_launch(module, launch: Launch, learner_file: str,
@@ -434,14 +439,17 @@ def compile_launch(module, launch: Launch, learner_file: str,
     try:
         with _captured_stderr() as captured:
             source = ASTSource(fn, dict(launch.signature), constexprs)
-            compile_(source, target=GPUTarget(*TARGETS[target]), options=dict(launch.options))
+            kernel = compile_(source, target=GPUTarget(*TARGETS[target]),
+                              options=dict(launch.options))
     except CompilationError as exc:
         result = _from_compilation_error(exc, launch, learner_file)
     except Exception as exc:
         diagnostics = captured.text()
         result = _from_diagnostics(exc, diagnostics, launch, learner_file)
     else:
-        result = Compiled(launch.kernel, "ok")
+        ttir = getattr(kernel, "asm", {}).get("ttir", "")
+        result = Compiled(launch.kernel, "ok", ops=tuple(sorted(_HELD["kinds_in"](
+            ttir if isinstance(ttir, str) else ""))))
     result.seconds = time.perf_counter() - start
     result.key = launch.key
     result.target = target
@@ -600,10 +608,10 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     send, compile_one, full_import = _sender(), compile_launch, _full_import
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
     reaches, jit_class = _reaches_past_the_language, _HELD["JITFunction"]
-    folder = os.path.dirname(os.path.abspath(module_path))
     from learning.grader import tampering
 
-    untouched = tampering.Snapshot((__name__, kernel_source.__name__), families=(
+    untouched = tampering.Snapshot((__name__, kernel_source.__name__, kernel_ops.__name__),
+                                   families=(
         "triton", "pickle", "_pickle", "struct", "copyreg", "dataclasses", "importlib", "ast",
         "linecache", "builtins"))  # not inspect: torch replaces its getfile when imported
     # The learner's statements run only now, once the check's other runs have ended: run
@@ -612,6 +620,10 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     full = False  # the module imported whole, not only its kernels
     for launch in launches:
         home, where = module, module_path  # a kernel kept in another file: that one
+        if launch.path == DESCRIPTOR:
+            send(channel, "compiled", Compiled(launch.kernel, "not-checked", DESCRIPTOR_CHECK,
+                                               key=launch.key))
+            continue
         if launch.path in (NO_FILE, NO_TYPES):
             send(channel, "unvouched", launch.kernel,
                  NO_FILE_CHECK if launch.path == NO_FILE else NO_TYPES_CHECK, launch.key)
@@ -627,7 +639,15 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             send(channel, "unvouched", launch.kernel, f"not compiled: {home}", launch.key)
             module = None if home is module else module
             continue
-        past = reaches(home, launch, jit_class, folder)
+        past = reaches(home, launch, jit_class)
+        if past and not full and home is module:
+            # a name the kernel calls may be made by a statement kernels_only leaves out (a
+            # jit helper imported from a module of theirs): the whole module says
+            whole = full_import(module_path)
+            if not isinstance(whole, str):
+                module = home = whole
+                full = True
+                past = reaches(home, launch, jit_class)
         if past:
             send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(past),
                  launch.key)
@@ -674,19 +694,22 @@ PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's la
 NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
                   "give the GPU compiler (a tensor of unsigned integers, a string, a tuple, an "
                   "object), so it could not vouch for it")
+#: ... of a kernel given a host-side tensor descriptor
+DESCRIPTOR_CHECK = ("not compiled: it takes a tensor descriptor, which the compile check cannot "
+                    "give the GPU compiler yet")
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")
 
 
-def _reaches_past_the_language(module, launch: Launch, jit_class, folder: str,
+def _reaches_past_the_language(module, launch: Launch, jit_class,
                                past_the_language=kernel_source.past_the_language) -> str:
     """What in the launched kernel's source (or a @triton.jit function it calls) is not
     Triton's language (learning.grader.kernel_source), or ""."""
     fn = _jit_function(getattr(module, launch.kernel.rpartition(".")[2], None))
     if fn is None:
         return ""
-    return past_the_language(fn, jit_class, folder)
+    return past_the_language(fn, jit_class)
 
 
 def _helper_module(module_path: str, launch: Launch):

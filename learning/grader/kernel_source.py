@@ -11,8 +11,9 @@ compile check, which reads every kernel it compiles, says it cannot vouch for on
 
 - an attribute ``handle`` (the interpreter's value behind a tensor) or any ``__dunder__``;
 - the builtins that reach into objects or run other code (``getattr``, ``vars``, ``eval``, ...);
-- a call to a plain Python function of the learner's (not @triton.jit): the compiler cannot
-  compile one, so it compiled only because the call sits in a branch the compiler drops.
+- a call to anything neither Triton's nor a plain builtin (a function of the learner's or of
+  NumPy, a functools.partial, an object with ``__call__``): the compiler cannot compile one, so
+  it compiled only because the call sits in a branch the compiler drops.
 
 The @triton.jit functions a kernel calls are read the same way.
 """
@@ -20,7 +21,7 @@ The @triton.jit functions a kernel calls are read the same way.
 from __future__ import annotations
 
 import ast
-import os
+import builtins
 import types
 
 # Builtins a kernel has no use for, each a way into objects or into running other code
@@ -32,7 +33,7 @@ REFLECTIVE = frozenset({
 DEPTH = 8
 
 
-def past_the_language(kernel, jit_class, learner_folder: str) -> str:
+def past_the_language(kernel, jit_class) -> str:
     """The first thing in ``kernel``'s source (a JITFunction) or in a @triton.jit function it
     calls that is not Triton's language, said with its line ("x.handle at line 23"), or ""."""
     seen: set[int] = set()
@@ -42,14 +43,14 @@ def past_the_language(kernel, jit_class, learner_folder: str) -> str:
         if id(function) in seen or depth > DEPTH:
             continue
         seen.add(id(function))
-        found, called = _read(function, jit_class, learner_folder)
+        found, called = _read(function, jit_class)
         if found:
             return found
         todo += [(inner, depth + 1) for inner in called]
     return ""
 
 
-def _read(function, jit_class, learner_folder: str) -> tuple[str, list]:
+def _read(function, jit_class) -> tuple[str, list]:
     """(what reaches past the language in one JITFunction's body, or ""; the JITFunctions it
     calls)."""
     source = getattr(function, "src", None)
@@ -76,12 +77,18 @@ def _read(function, jit_class, learner_folder: str) -> tuple[str, list]:
                 node.id not in own:
             return f"{node.id}{where}", []
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id not in names and \
+                    node.func.id not in own and not hasattr(builtins, node.func.id):
+                # named, yet defined nowhere the compiler looked: made by a statement the
+                # compile check leaves out (a functools.partial, say), in a dropped branch
+                return f"a call to {node.func.id}, which the kernel's module does not " \
+                       f"define for the compiler{where}", []
             target = _resolve(node.func, names)
             inner = _unwrapped(target, jit_class)
             if inner is not None:
                 called.append(inner)
-            elif _plain_function_of(target, learner_folder):
-                return f"a call to {_text(node.func)}, a plain Python function{where}", []
+            elif _foreign(target):
+                return f"a call to {_text(node.func)}, which is not Triton's{where}", []
     return "", called
 
 
@@ -118,14 +125,20 @@ def _unwrapped(target, jit_class):
     return None
 
 
-def _plain_function_of(target, learner_folder: str) -> bool:
-    """A plain Python function defined in a file of the learner's (below their folder, or in
-    no file at all), not one of a library's."""
-    if not isinstance(target, types.FunctionType):
+def _foreign(target) -> bool:
+    """A callable a kernel names that is neither Triton's nor a builtin: a plain function (the
+    learner's, NumPy's, math's), a functools.partial, an object with __call__. The GPU compiler
+    cannot compile a call to one (only @triton.jit functions and Triton's own), so a kernel
+    that compiled with one holds it in a branch the compiler drops."""
+    if target is None:
         return False
-    filename = target.__code__.co_filename
-    if filename.startswith("<"):
+    # an object's own class says whose it is (a wrapper copies its function's __module__:
+    # Triton's constexpr_function is Triton's, whatever module the function was written in)
+    module = getattr(target, "__module__", None) if isinstance(
+        target, (types.FunctionType, types.BuiltinFunctionType, type)) else \
+        type(target).__module__
+    if not isinstance(module, str):
         return True
-    path = os.path.abspath(filename)
-    return path.startswith(os.path.join(os.path.abspath(learner_folder), "")) and \
-        os.sep + "site-packages" + os.sep not in path
+    if module == "builtins" and isinstance(target, (types.BuiltinFunctionType, type)):
+        return False  # min, max, range, len, print, int: the reflective ones are said above
+    return module.split(".")[0] != "triton"

@@ -24,6 +24,7 @@ from learning.grader import (  # noqa: F401
     gpu_compile,
     installed,
     integrity,
+    kernel_ops,
     map_run,
     map_view,
     named_steps,
@@ -194,7 +195,27 @@ def _attach_compile_check(result: CheckResult, compiler: childproc.CompileRun, l
         skipped = [c for c in found if c.status == "not-checked"]
         part_result.compile_check = CompileCheck(
             True, "; ".join(f"{c.kernel}: {c.message}" for c in skipped), found)
+        _count_what_they_compute(part_result, sorted(kernels))
         _blame_the_branch(part_result)
+
+
+def _count_what_they_compute(part_result, kernels: list[str]) -> None:
+    """Where every kernel of the part compiled, the kinds of operation they compile into,
+    together, against what the part's answer takes (``Part.kernel_ops``): kernels that lack
+    them did not compute it, and the check cannot vouch for the result (torch's answer handed
+    to them in disguise, values written into their memory by other code, a branch only the
+    interpreter runs)."""
+    check, needed = part_result.compile_check, part_result.part.kernel_ops
+    if not needed or not check.compiled or any(c.status != "ok" for c in check.compiled):
+        return  # a kernel not compiled (a rejection is said already; a descriptor's unread)
+    found = frozenset(kind for c in check.compiled for kind in c.ops)
+    lacking = kernel_ops.missing(needed, found)
+    if lacking:
+        check.compiled.append(gpu_compile.Compiled(
+            ", ".join(kernels), "unvouched",
+            f"not vouched for: compiled for a GPU, the kernels this part launched never "
+            f"compute {kernel_ops.said(lacking)}, which its answer takes, so the result did "
+            "not come from them"))
 
 
 def _blame_the_branch(part_result) -> None:

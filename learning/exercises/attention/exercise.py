@@ -731,6 +731,8 @@ EXERCISE = Exercise(
         Part("triton", "attention_triton: one program per block of queries of one head",
              lesson="13", function="attention_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
+             needs_kernels=True,
+             kernel_ops=(("dot", "exp"), ("mul", "add", "exp")),
+             hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

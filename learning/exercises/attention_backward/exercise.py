@@ -509,6 +509,8 @@ EXERCISE = Exercise(
         Part("triton", "attention_backward_triton: a dK, dV kernel and a dQ kernel",
              lesson="14", function="attention_backward_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, pieces=gradients),
+             needs_kernels=True,
+             kernel_ops=(("dot",), ("mul", "add")),
+             hints=TRITON_HINTS, pieces=gradients),
     ),
 )

@@ -262,6 +262,8 @@ EXERCISE = Exercise(
         Part("triton", "add_relu_triton: your first kernel", lesson="06",
              function="add_relu_triton", reference=reference, cases=TRITON_CASES,
              tolerance=Tolerance(atol=1e-6, rtol=1e-6), bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
+             needs_kernels=True,
+             kernel_ops=(("add",),),
+             hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

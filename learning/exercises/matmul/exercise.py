@@ -751,6 +751,7 @@ EXERCISE = Exercise(
         Part("triton", "matmul_triton: one program per tile of C, tl.dot over K", lesson="12",
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
+             kernel_ops=(("dot",), ("mul", "add")),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
         Part("plan", "matmul_plan: what the launcher works out before it launches",
              lesson="12", function="matmul_plan", reference=plan_reference, cases=PLAN_CASES,

@@ -411,7 +411,9 @@ EXERCISE = Exercise(
         Part("triton", "online_softmax_triton: one program per row, BLOCK columns at a time",
              lesson="A1", function="online_softmax_triton", reference=reference,
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
-             needs_kernels=True, hints=TRITON_HINTS, observe=("row-sums",),
+             needs_kernels=True,
+             kernel_ops=(("exp", "sum"),),
+             hints=TRITON_HINTS, observe=("row-sums",),
              steps=TRITON_STEPS),
     ),
 )

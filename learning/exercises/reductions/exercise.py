@@ -378,6 +378,8 @@ EXERCISE = Exercise(
         Part("triton", "centre_rows_triton: masked loads whose other is the identity",
              lesson="07", function="centre_rows_triton", reference=reference_centred,
              cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,
-             returns="tensor", needs_kernels=True, hints=TRITON_HINTS, steps=TRITON_STEPS),
+             returns="tensor", needs_kernels=True,
+             kernel_ops=(("sum",),),
+             hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

@@ -447,6 +447,7 @@ EXERCISE = Exercise(
         Part("triton", "rmsnorm_triton: one program per row", lesson="09",
              function="rmsnorm_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
+             kernel_ops=(("sum", "mul"),),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

@@ -361,6 +361,7 @@ EXERCISE = Exercise(
         Part("triton", "softmax_triton: one program per row", lesson="08",
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
+             kernel_ops=(("exp", "sum"),),
              hints=TRITON_HINTS, observe=("row-sums",), steps=TRITON_STEPS),
     ),
 )
