@@ -2339,6 +2339,72 @@ def test_a_thread_writing_the_output_while_the_kernel_waits_is_not_passed(tmp_pa
         " ".join(rendered(result).split())
 
 
+# Two launches of a kernel that stores nothing, given the output; between them numpy writes
+# torch's answer into it through the tensor's view, which no torch function records
+NUMPY_BETWEEN_LAUNCHES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.load(input_ptr + cols, mask=cols < n_cols)
+
+
+def softmax_triton(x):
+    output = torch.empty(x.shape, dtype=x.dtype)
+    block = triton.next_power_of_2(x.shape[1])
+    softmax_kernel[(1,)](output, x, x.shape[1], BLOCK=block)
+    with torch._C.DisableTorchFunction():
+        answer = torch.softmax(x.float(), dim=-1).to(x.dtype)
+    output.numpy()[...] = answer.numpy()
+    softmax_kernel[(1,)](output, x, x.shape[1], BLOCK=block)
+    return output
+'''
+
+# A pre-run hook on the kernel copies torch's answer into the output inside the launch
+A_PRE_RUN_HOOK = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.load(input_ptr + cols, mask=cols < n_cols)
+
+
+def _answer_into_the_output(*args, **kwargs):
+    output, x = args[0], args[1]
+    output.copy_(torch.softmax(x.float(), dim=-1))
+
+
+softmax_kernel.add_pre_run_hook(_answer_into_the_output)
+
+
+def softmax_triton(x):
+    output = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    softmax_kernel[(1,)](output, x, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return output
+'''
+
+
+@pytest.mark.parametrize("text, key", [
+    pytest.param(NUMPY_BETWEEN_LAUNCHES, "changed-between-launches", marks=pytest.mark.skipif(
+        not kernel_mode.select().interpret, reason="numpy views only memory on the CPU")),
+    (A_PRE_RUN_HOOK, "pre-run-hook"),
+], ids=["numpy between launches", "a pre-run hook"])
+def test_writes_beside_a_kernel_that_stores_nothing_are_not_passed(tmp_path, text, key):
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {key}, keys
+
+
 @linux_only
 def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
     # Either would turn warm checks off for every later check, with nothing said: the folder

@@ -99,6 +99,12 @@ class LaunchCounter:
         # most others seen running as a kernel was launched, or as the call ended
         self.threads_before: frozenset[int] = frozenset()
         self.other_threads = 0
+        # storage address: what the record of torch's work held for it as a launch left it
+        # (``_keep``); and whether a memory changed before a later launch with no torch
+        # function seen writing it (``_note_unseen_writes``), or a kernel ran pre-run hooks
+        self.left_made: dict[int, object] = {}
+        self.unseen_between = False
+        self.hooked = ""
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -148,6 +154,9 @@ class LaunchCounter:
             arguments = [*args, *kwargs.values()]
             counter._compare_inputs()
             counter._note_threads()
+            counter._note_unseen_writes(arguments)
+            if getattr(self, "pre_run_hooks", None):  # code Triton runs inside the launch
+                counter.hooked = counter.hooked or getattr(self, "__name__", "a kernel")
             counter._note_fed(arguments)
             before = counter._given_before(arguments) if counter.clobber else None
             counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
@@ -176,6 +185,27 @@ class LaunchCounter:
             with contextlib.suppress(Exception):  # an input that cannot be read is not noted
                 if not _same_bits(plain_tensor(argument).detach(), original):
                     self.changed_inputs.add(position)
+
+    def _note_unseen_writes(self, arguments: list):
+        """Note a memory an earlier launch of the call was given that holds other values now
+        than it left there, where no torch function the check saw wrote into it since: code
+        outside torch's record changed it between the launches (numpy through a tensor's
+        view, another thread or process), which a kernel storing nothing then passes on."""
+        made = getattr(self.recorder, "made", None)
+        if made is None or self.unseen_between:
+            return
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a memory that cannot be read is not noted
+                storage = argument.untyped_storage()
+                address = storage.data_ptr()
+                kept = self.left.get(address)
+                if kept is None or made.get(address) is not self.left_made.get(address):
+                    continue  # not left by a launch, or torch wrote it since (seen)
+                if not _same_storage(storage, kept[1]):
+                    self.unseen_between = True
+                    return
 
     def _note_fed(self, arguments: list):
         """Copy each tensor this launch is given that torch computed during the call (or that
@@ -276,12 +306,16 @@ class LaunchCounter:
                     # the storage itself is held too: freed, its address could be reused by a
                     # tensor no kernel was given
                     self.left[storage.data_ptr()] = (storage, storage.clone())
+                    made = getattr(self.recorder, "made", None)
+                    if made is not None:
+                        self.left_made[storage.data_ptr()] = made.get(storage.data_ptr())
 
     def taken(self) -> int | None:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
+        self.left_made, self.unseen_between, self.hooked = {}, False, ""
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -525,6 +559,17 @@ def _same_bits(a, b) -> bool:
     return bool((a.view(-1).view(_bits_type(a)) == b.view(-1).view(_bits_type(b))).all())
 
 
+def _same_storage(a, b) -> bool:
+    """Two untyped storages hold the same bytes."""
+    import torch
+
+    if a.nbytes() != b.nbytes():
+        return False
+    left = torch.empty(0, dtype=torch.uint8, device=a.device).set_(a)
+    right = torch.empty(0, dtype=torch.uint8, device=b.device).set_(b)
+    return bool(torch.equal(left, right))
+
+
 def _bits_type(tensor):
     import torch
 
@@ -605,6 +650,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if launches is not None:
         launches._note_threads()  # still running as the call returns
         returned.other_threads = launches.other_threads
+        returned.unseen_between = launches.unseen_between
+        returned.pre_run_hooks = launches.hooked
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)

@@ -100,6 +100,13 @@ COMMON_BUGS = {
             "another thread can write the output while the kernel runs (or waits), and the "
             "grader sees only what the calling thread does. This part grades what your "
             "kernel computes: launch it from the calling thread, and start no threads"),
+        Bug("pre-run-hook", "a pre-run hook on your kernel ran inside its launch: code that "
+            "is not the kernel, whose writes cannot be told from the kernel's stores. This "
+            "part grades what your kernel computes: remove the hook (add_pre_run_hook)"),
+        Bug("changed-between-launches", "between two launches, code the grader cannot see "
+            "(numpy writing through a tensor's view, another thread or process) changed a "
+            "memory a kernel had been given. This part grades what your kernels compute: "
+            "change kernel memory only with kernels or torch operations"),
         Bug("not-plain-python", "this part is the lesson's derivation in plain Python (lists, "
             "loops and the math module), so that every step is yours: write it without torch, "
             "numpy or triton, which belong to the module's Triton part"),
@@ -395,6 +402,15 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("thread-beside-kernel", f"{returned.other_threads} thread(s) your code "
                      "started were running as a kernel was launched (or as the call "
                      "returned): what they wrote cannot be told from what the kernel stored")
+    if part.needs_kernels and returned.pre_run_hooks:
+        return _fail("pre-run-hook", f"{returned.pre_run_hooks} was launched with pre-run "
+                     "hooks (add_pre_run_hook): code Triton runs inside the launch, before the "
+                     "kernel, whose writes cannot be told from what the kernel stored")
+    if part.needs_kernels and returned.unseen_between:
+        return _fail("changed-between-launches", "a memory one launch left was changed "
+                     "before the next launch by code no torch function the check saw ran "
+                     "(numpy through a tensor's view, another thread or process): what the "
+                     "later launch passed on is not what a kernel computed")
     if part.needs_kernels and returned.kernel_launches == 0 and getattr(want, "size", 0):
         return _fail("no-kernel", f"{part.function} returned without launching a kernel")
     if part.needs_kernels and returned.computed_by_torch:

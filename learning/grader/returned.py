@@ -55,6 +55,10 @@ class Returned:
     # kernel parts: the most Python threads the learner's code started that were running as a
     # kernel was launched or as the call returned (calls.LaunchCounter._note_threads)
     other_threads: int = 0
+    # kernel parts: a memory a launch left changed before the next launch with no torch
+    # function seen writing it; the name of a kernel launched with pre-run hooks
+    unseen_between: bool = False
+    pre_run_hooks: str = ""
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
