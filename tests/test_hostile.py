@@ -2405,6 +2405,44 @@ def test_writes_beside_a_kernel_that_stores_nothing_are_not_passed(tmp_path, tex
     assert keys == {key}, keys
 
 
+# torch's answer handed over in disguise (doubled, shifted, rows reversed) to a kernel that
+# undoes it, and takes an exponential and a sum besides, so that it compiles into what a
+# softmax takes: it was given torch's softmax all the same
+DISGUISED_AND_DRESSED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, scratch_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    v = tl.load(input_ptr + (n_rows - 1 - row) * n_cols + cols, mask=cols < n_cols)
+    tl.store(scratch_ptr + row, tl.sum(tl.exp(v), axis=0))
+    tl.store(output_ptr + row * n_cols + cols, (v - 3.0) * 0.5, mask=cols < n_cols)
+
+
+def softmax_triton(x):
+    hidden = (torch.softmax(x.float(), dim=-1) * 2.0 + 3.0).flip(0).contiguous()
+    output = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    scratch = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    softmax_kernel[(x.shape[0],)](output, hidden, scratch, x.shape[0], x.shape[1],
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return output
+'''
+
+
+def test_torchs_answer_given_to_a_kernel_in_disguise_is_not_passed(tmp_path):
+    result = grade_text(tmp_path, "softmax", DISGUISED_AND_DRESSED, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"answer-fed"}, keys
+    assert "values torch's softmax computed during the call reached a kernel launch" in \
+        " ".join(rendered(result).split())
+
+
 @linux_only
 def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
     # Either would turn warm checks off for every later check, with nothing said: the folder

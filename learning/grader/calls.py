@@ -95,6 +95,9 @@ class LaunchCounter:
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
         # change what each launch stored, just after it (ignores_kernels's run)
         self.clobber = False
+        # change what the torch functions of these names computed, before a launch reads it
+        # (answer_followed's run)
+        self.poison_from: frozenset[str] = frozenset()
         # the Python threads there were before the learner's code ran (``install``), and the
         # most others seen running as a kernel was launched, or as the call ended
         self.threads_before: frozenset[int] = frozenset()
@@ -105,6 +108,9 @@ class LaunchCounter:
         self.left_made: dict[int, object] = {}
         self.unseen_between = False
         self.hooked = ""
+        # every torch function the values given to this call's launches came from
+        # (lineage.ancestry): a kernel given torch's answer in disguise still was given it
+        self.fed_from: set[str] = set()
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -221,6 +227,11 @@ class LaunchCounter:
                 continue
             with contextlib.suppress(Exception):  # a tensor that cannot be read is not noted
                 tensor = plain_tensor(argument)
+                came_from = lineage.ancestry(tensor.untyped_storage().data_ptr(), made)
+                self.fed_from |= came_from
+                if came_from & self.poison_from:
+                    _perturb(tensor.detach())
+                    continue
                 name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
                                                  inputs=self.inputs)
                 if not name and lineage.made_unseen(tensor, made, self.given, self.inputs):
@@ -316,6 +327,7 @@ class LaunchCounter:
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
+        self.fed_from = set()
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -491,6 +503,40 @@ def depends_on_fed(function, args_spec: tuple, device: str, first, launches: Lau
     return ""
 
 
+def answer_followed(function, args_spec: tuple, device: str, first, launches: LaunchCounter,
+                    answers: frozenset) -> bool:
+    """Whether the result follows values computed by one of the torch functions ``answers``
+    that a launch was given: the call made again with those values changed just before each
+    launch returns other values (beyond ``PASSED_ON``). False where it returns the same (torch's
+    answer given to a kernel for debugging, never read) or the run raised."""
+
+    def again():
+        args = _materialise(args_spec, device)
+        recorder = lineage.function_mode()
+        launches.taken()
+        launches.recorder, launches.inputs, launches.poison_from = recorder, _memories(args), \
+            answers
+        try:
+            with recorder:
+                result = function(*args)
+            _synchronise(device)
+            return plain_tensor(result).detach() if is_tensor(result) else None
+        finally:
+            launches.recorder, launches.poison_from = None, frozenset()
+            launches.taken()
+
+    try:
+        first = plain_tensor(first).detach().clone()
+        changed = again()
+    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+        return False
+    if changed is None or changed.shape != first.shape or changed.dtype != first.dtype:
+        return True
+    with contextlib.suppress(Exception):
+        return not _passed_on(changed, first)
+    return False
+
+
 def ignores_kernels(function, args_spec: tuple, device: str, first,
                     launches: LaunchCounter, started=None) -> bool:
     """Whether the returned tensor does not follow what the call's kernels store: the call
@@ -585,11 +631,13 @@ def _synchronise(device: str):
 
 def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
               learner_file: str, launches: LaunchCounter | None = None, evidence=None, *,
-              plain_python: bool = False):
+              plain_python: bool = False, torch_answers: frozenset = frozenset()):
     """Run one case and describe what happened. ``evidence`` is called before the call is made
     again for evidence (``ignores_kernels``): the grader's clock for the case starts afresh.
     ``plain_python``: the part is a derivation in plain Python, and the call is watched for
-    the first function of torch, numpy or triton it runs (``learning.grader.plain``)."""
+    the first function of torch, numpy or triton it runs (``learning.grader.plain``).
+    ``torch_answers``: the torch functions that compute the part's answer, whose values no
+    launch may be given (``Part.torch_answers``)."""
     try:
         args = _materialise(args_spec, device)
         before = _snapshot(args)
@@ -652,6 +700,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.other_threads = launches.other_threads
         returned.unseen_between = launches.unseen_between
         returned.pre_run_hooks = launches.hooked
+        # a launch was given what a torch function that computes the answer computed: asked
+        # for evidence below, once what this call left has been read
+        returned.answer_fed = min(torch_answers & launches.fed_from, default="")
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)
@@ -685,6 +736,15 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.passed_through = depends_on_fed(
             function, args_spec, device, result, launches, returned.passed_through) \
             if is_tensor(result) else ""
+    if launches is not None and returned.answer_fed:
+        if returned.computed_by_torch or returned.passed_through or returned.ignores_kernels:
+            returned.answer_fed = ""  # said already, by plainer evidence
+        else:
+            if evidence is not None:
+                evidence()  # the run below is the grader's, not the case's
+            if not answer_followed(function, args_spec, device, result, launches,
+                                   torch_answers):
+                returned.answer_fed = ""  # given, never read: kept for debugging, say
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)

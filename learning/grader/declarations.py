@@ -154,6 +154,10 @@ class Part:
     # as alternatives (learning.grader.kernel_ops): (("exp", "sum"),) for a softmax. Kernels
     # that compile into none of them did not compute the answer, whatever the interpreter gave.
     kernel_ops: tuple[tuple[str, ...], ...] = ()
+    # Kernel parts: the torch functions that compute the answer (as the learner writes them:
+    # "softmax", "matmul" for @): values any of them computed during a call must not reach a
+    # launch, however changed on the way (doubled, transposed, reversed)
+    torch_answers: tuple[str, ...] = ()
 
     def bug(self, key: str) -> Bug:
         for bug in self.bugs:

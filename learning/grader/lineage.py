@@ -191,6 +191,23 @@ def computed_into(address: int, made: dict) -> str:
     return ""
 
 
+def ancestry(address: int, made: dict) -> set[str]:
+    """Every torch function the values at ``address`` came from, through whatever torch did
+    to them (up to MOST_STEPS memories back), as the learner wrote each ("matmul" for @)."""
+    names: set[str] = set()
+    queue, seen = [address], set()
+    while queue and len(seen) < MOST_STEPS:
+        here = queue.pop(0)
+        if here in seen:
+            continue
+        seen.add(here)
+        entry = made.get(here)
+        if entry is not None:
+            names.add(_shown(entry[0]))
+            queue.extend(entry[1])
+    return names
+
+
 def _origins(result, made: dict, given):
     """Where the returned tensor's memory came from: the walk back through copies, up to
     MOST_STEPS memories, yields each memory it reaches that is no copy, with what made it (None

@@ -59,6 +59,9 @@ class Returned:
     # function seen writing it; the name of a kernel launched with pre-run hooks
     unseen_between: bool = False
     pre_run_hooks: str = ""
+    # kernel parts: a torch function that computes the part's answer (torch.softmax for a
+    # softmax) from which values given to a launch came, however changed on the way
+    answer_fed: str = ""
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()

@@ -116,12 +116,14 @@ class _PartToRun:
     needs_kernels: bool
     cases: tuple[_CaseToRun, ...]
     plain_python: bool = False
+    torch_answers: frozenset = frozenset()
 
     @classmethod
     def of(cls, part) -> _PartToRun:
         return cls(part.name, part.function, part.needs_kernels,
                    tuple(_CaseToRun(c.name, c.gpu_only, c.fill_outputs_with_nan)
-                         for c in part.cases), part.plain_python)
+                         for c in part.cases), part.plain_python,
+                   frozenset(part.torch_answers))
 
 
 def _kernels(parts: list, force_interpret: bool, module_path: str,
@@ -219,7 +221,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                                     kernels.launches if part.needs_kernels else None,
                                     lambda part=part, case=case: channel.send(
                                         "evidence", part.name, case.name),
-                                    plain_python=part.plain_python)
+                                    plain_python=part.plain_python,
+                                    torch_answers=part.torch_answers)
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
                     f"not run: its input could not be built in the process that imported your "

@@ -132,7 +132,7 @@ _OUTCOME_FIELDS = {
                  "input_autograd_changed": (bool,), "aliases_input": (bool,),
                  "ignores_kernels": (bool,), "guard_damage": (int,),
                  "kernel_launches": (int, type(None)), "other_threads": (int,),
-                 "unseen_between": (bool,), "pre_run_hooks": _TEXT,
+                 "unseen_between": (bool,), "pre_run_hooks": _TEXT, "answer_fed": _TEXT,
                  "seconds": (int, float)},
     "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},

@@ -733,6 +733,8 @@ EXERCISE = Exercise(
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
              needs_kernels=True,
              kernel_ops=(("dot", "exp"), ("mul", "add", "exp")),
+             torch_answers=("scaled_dot_product_attention", "softmax", "_softmax", "matmul",
+                            "mm", "bmm", "baddbmm", "einsum"),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

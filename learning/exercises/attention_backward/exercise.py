@@ -511,6 +511,8 @@ EXERCISE = Exercise(
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
              needs_kernels=True,
              kernel_ops=(("dot",), ("mul", "add")),
+             torch_answers=("scaled_dot_product_attention", "softmax", "_softmax", "matmul", "mm",
+                            "bmm", "baddbmm", "einsum"),
              hints=TRITON_HINTS, pieces=gradients),
     ),
 )

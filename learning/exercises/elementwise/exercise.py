@@ -264,6 +264,7 @@ EXERCISE = Exercise(
              tolerance=Tolerance(atol=1e-6, rtol=1e-6), bugs=TRITON_BUGS, returns="tensor",
              needs_kernels=True,
              kernel_ops=(("add",),),
+             torch_answers=("relu", "relu_", "clamp", "clamp_min", "threshold"),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

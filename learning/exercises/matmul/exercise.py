@@ -752,6 +752,8 @@ EXERCISE = Exercise(
              function="matmul_triton", reference=reference, cases=TRITON_CASES,
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
              kernel_ops=(("dot",), ("mul", "add")),
+             torch_answers=("matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear",
+                            "tensordot", "mv"),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
         Part("plan", "matmul_plan: what the launcher works out before it launches",
              lesson="12", function="matmul_plan", reference=plan_reference, cases=PLAN_CASES,

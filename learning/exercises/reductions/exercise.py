@@ -380,6 +380,7 @@ EXERCISE = Exercise(
              cases=TRITON_CASES, tolerance=Tolerance(atol=1e-5, rtol=1e-5), bugs=TRITON_BUGS,
              returns="tensor", needs_kernels=True,
              kernel_ops=(("sum",),),
+             torch_answers=("mean",),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

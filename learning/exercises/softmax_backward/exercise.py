@@ -509,6 +509,7 @@ EXERCISE = Exercise(
              cases=TRITON_CASES, tolerance=FP32, bugs=TRITON_BUGS, returns="tensor",
              needs_kernels=True,
              kernel_ops=(("mul", "sum"),),
+             torch_answers=("_softmax_backward_data",),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
         Part("autograd", "softmax_gradient: SoftmaxFunction's gradient through .backward()",
              lesson="11", function="softmax_gradient", reference=reference_gradient,
