@@ -394,6 +394,26 @@ def _spread(values: list[float], digits: int = 2) -> str:
         f"{min(values):.{digits}f} to {max(values):.{digits}f}"
 
 
+def _rounds_taken(data: dict) -> str:
+    """How many rounds each product was timed in, said as the caption's first words: "Medians
+    over 5 rounds", or fewer where the run's time budget ran out before every product had
+    the rounds asked for."""
+    asked = data.get("rounds", 1)
+    taken: dict = {}
+    for r in data.get("results", ()):
+        if r.get("impl") == "reference" and "device_us" in r:
+            key = (r.get("dtype"), r.get("M"), r.get("N"), r.get("K"))
+            taken.setdefault(key, set()).add(r.get("round", 0))
+    counts = [len(rounds) for rounds in taken.values()]
+    if not counts or min(counts) == asked:
+        return f"Medians over {asked} rounds"
+    if max(counts) == 1:
+        return (f"One round of the {asked} asked for (the run's time budget ran out; each "
+                "range is that round's figure)")
+    return (f"Medians over {min(counts)} to {max(counts)} rounds of the {asked} asked for (as "
+            "many as the run's time budget allowed)")
+
+
 def _rounds_said(data: dict) -> str:
     rounds = data.get("rounds", 1)
     if "timing" in data:  # the bench of issue 36: the GPU's own time, the tiles chosen once
@@ -402,8 +422,8 @@ def _rounds_said(data: dict) -> str:
                  "tiles once, on its first call. ")
         if rounds == 1:
             return "One round. " + timed
-        return (f"Medians over {rounds} rounds, each timing the reference and then "
-                "torch.matmul, the ratio's range over the rounds. " + timed)
+        return (f"{_rounds_taken(data)}, each timing the reference and then torch.matmul, "
+                "the ratio's range over the rounds. " + timed)
     if rounds == 1:
         return "One round: each figure is do_bench's median of one timing run. "
     return (f"Medians over {rounds} rounds; each round lets the autotuner choose afresh and "
@@ -535,7 +555,7 @@ def shapes(_numbers=None, path: Path = RESULTS):
     return Table(("dtype", "M x N x K", "GPU us", "torch GPU us", "GPU time: torch / reference",
                   "call us", "torch call us", "call time: reference / torch", "copy share", "tiles",
                   "goals"), tuple(rows),
-                 f"Medians over {data.get('rounds', 1)} rounds, each timing the reference and "
+                 f"{_rounds_taken(data)}, each timing the reference and "
                  "then torch.matmul; ranges over the rounds. GPU: "
                  f"{data['timing']['device']}. Call: {data['timing']['call']}. Goals: GPU "
                  f"time at least {bench.DEVICE_GOAL:.2f} of torch.matmul's speed "
