@@ -371,10 +371,12 @@ def _eighths(rng, shape, low=-16, high=16):
 
 
 def _heads(seed: int, batch: int, heads: int, lq: int, lk: int, d: int, causal: bool, *,
-           dtype: str = "float32", layout: str = "contiguous", fill=None):
-    """q, k, v, o, do (``layout`` each), lse (float32) and causal; o and lse come from the
-    float64 forward pass of the stored q, k and v. ``fill(rng, q, k, v, do)`` reshapes the
-    values for a case's purpose."""
+           dtype: str = "float32", layout: str | tuple = "contiguous", fill=None):
+    """q, k, v, o, do (``layout`` each, or one layout per tensor in that order), lse (float32)
+    and causal; o and lse come from the float64 forward pass of the stored q, k and v.
+    ``fill(rng, q, k, v, do)`` reshapes the values for a case's purpose."""
+    layouts = (layout,) * 5 if isinstance(layout, str) else layout
+
     def make():
         np = _np()
         rng = np.random.default_rng(seed)
@@ -386,8 +388,8 @@ def _heads(seed: int, batch: int, heads: int, lq: int, lk: int, d: int, causal: 
             q, k, v, do = fill(rng, q, k, v, do)
         q, k, v, do = (round_to_dtype(x, dtype) for x in (q, k, v, do))
         o, lse = forward(q, k, v, causal and lq == lk)
-        return (*(TensorSpec(x, dtype=dtype, layout=layout, guard=math.nan)
-                  for x in (q, k, v, o, do)),
+        return (*(TensorSpec(x, dtype=dtype, layout=kept, guard=math.nan)
+                  for x, kept in zip((q, k, v, o, do), layouts)),
                 TensorSpec(lse, dtype="float32", guard=math.nan), causal)
 
     return make
@@ -427,6 +429,11 @@ TRITON_CASES = (
          "2, 16) tensors transposed to (2, 2, 12, 16), strides (384, 16, 32, 1)",
          _heads(6, 2, 2, 12, 12, 16, False, layout="seq-heads"),
          catches=("strides-assumed",)),
+    Case("k and v laid out apart", "k contiguous and v a (batch, seq, heads, d) tensor "
+         "transposed: each is read with its own strides, not the other's",
+         _heads(10, 2, 2, 12, 12, 16, False,
+                layout=("contiguous", "contiguous", "seq-heads", "contiguous", "contiguous")),
+         catches=()),
     Case("float16", "float16 inputs: P, dP and dS in float32, the gradients rounded once to "
          "float16", _heads(7, 1, 1, 20, 30, 16, False, dtype="float16", fill=_normal),
          catches=("wrong-dtype",), tolerance=FP16),
