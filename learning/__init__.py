@@ -65,6 +65,8 @@ keeps this list, the folder and the imports (no circles) in step.
             standin.py       a stand-in for triton where it cannot be installed (macOS)
             mode.py          where kernels run: compiled on a CUDA GPU, or in the interpreter
             gpu_compile.py   compile the interpreted kernels for a GPU target, without a GPU
+            kernel_source.py what in a kernel's source is not Triton's language (x.handle, ...)
+            kernel_ops.py    what a compiled kernel computes, by kind, read from its TTIR
             memory_map.py    record which program read and wrote which element
             map_view.py      draw memory maps, the learner's beside the reference's
             named_steps.py   record the values a function gives the lesson's named steps
