@@ -2443,6 +2443,35 @@ def test_torchs_answer_given_to_a_kernel_in_disguise_is_not_passed(tmp_path):
         " ".join(rendered(result).split())
 
 
+# The answer made by numpy, or by torch's exp and sum rather than torch.softmax, handed to the
+# same kernel in the same disguise
+ANSWER_MADE_ELSEWHERE = {
+    "numpy": ("    import numpy\n"
+              "    v = x.float().cpu().numpy()\n"
+              "    e = numpy.exp(v - v.max(axis=-1, keepdims=True))\n"
+              "    made = torch.from_numpy(e / e.sum(axis=-1, keepdims=True)).to(x.device)\n",
+              "values made outside torch during the call"),
+    "torch's exp": ("    e = torch.exp(x.float() - x.float().amax(dim=-1, keepdim=True))\n"
+                    "    made = e / e.sum(dim=-1, keepdim=True)\n",
+                    "values torch's exp computed during the call"),
+}
+
+
+@pytest.mark.parametrize("maker", ANSWER_MADE_ELSEWHERE)
+def test_an_answer_made_outside_softmax_given_in_disguise_is_not_passed(tmp_path, maker):
+    made, said = ANSWER_MADE_ELSEWHERE[maker]
+    text = DISGUISED_AND_DRESSED.replace(
+        "    hidden = (torch.softmax(x.float(), dim=-1) * 2.0 + 3.0).flip(0).contiguous()\n",
+        made + "    hidden = (made * 2.0 + 3.0).flip(0).contiguous()\n")
+    assert text != DISGUISED_AND_DRESSED
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"answer-fed"}, keys
+    assert said in " ".join(rendered(result).split())
+
+
 @linux_only
 def test_a_warm_folder_opened_or_marked_refused_by_the_module_is_put_back(tmp_path, warm_on):
     # Either would turn warm checks off for every later check, with nothing said: the folder

@@ -441,6 +441,33 @@ def test_the_kinds_of_operation_are_read_from_the_compilers_output():
     assert kernel_ops.kinds_in("tt.load\ntt.store\narith.subf") == frozenset()
 
 
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("how", ["TRITON_INTERPRET set by the module",
+                                 "a kernel made in a function"])
+def test_the_compile_check_compiles_or_refuses_what_it_cannot_find(tmp_path, how):
+    text = solution_text("softmax")
+    if how == "a kernel made in a function":
+        head, kernel = text.split("@triton.jit\n", 1)
+        body, rest = kernel.split("\n\n\n", 1)
+        indented = "\n".join("    " + line if line else line for line in body.splitlines())
+        text = (head + "def _made():\n    @triton.jit\n" + indented +
+                "\n    return softmax_kernel\n\n\n" + rest.replace("softmax_kernel[", "_made()["))
+        assert "_made()[" in text
+    else:  # as notebooks do: honest, and compiled all the same
+        text = "import os\nos.environ['TRITON_INTERPRET'] = '1'\n" + text
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.passed == part.graded, rendered(result)
+    statuses = {c.status for c in part.compile_check.compiled}
+    if how == "a kernel made in a function":
+        assert statuses == {"unvouched"} and part.status == "failed", rendered(result)
+        assert "not a @triton.jit function at the top level" in \
+            part.compile_check.rejected[0].message
+    else:
+        assert statuses == {"ok"} and part.status == "passed", rendered(result)
+
+
 # A kernel wrapped by Triton's own decorators: the compile check compiles the kernel inside
 WRAPPED_KERNELS = {
     "heuristics": ('@triton.heuristics({"EVEN": lambda args: args["n_cols"] == args["BLOCK"]})\n',

@@ -109,8 +109,10 @@ class LaunchCounter:
         self.unseen_between = False
         self.hooked = ""
         # every torch function the values given to this call's launches came from
-        # (lineage.ancestry): a kernel given torch's answer in disguise still was given it
+        # (lineage.ancestry): a kernel given torch's answer in disguise still was given it;
+        # lineage.OUTSIDE for values made outside torch of at least fed_outside_size elements
         self.fed_from: set[str] = set()
+        self.fed_outside_size = 2
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -227,13 +229,20 @@ class LaunchCounter:
                 continue
             with contextlib.suppress(Exception):  # a tensor that cannot be read is not noted
                 tensor = plain_tensor(argument)
-                came_from = lineage.ancestry(tensor.untyped_storage().data_ptr(), made)
+                name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
+                                                 inputs=self.inputs)
+                came_from = lineage.ancestry(tensor.untyped_storage().data_ptr(), made,
+                                             self.inputs)
+                if name in lineage.WRAPS:
+                    came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
+                if tensor.numel() < self.fed_outside_size:
+                    # values made outside torch (numpy's, plain Python's) count only in
+                    # number: an answer computed there, however changed, is no single scalar
+                    came_from = came_from - {lineage.OUTSIDE}
                 self.fed_from |= came_from
                 if came_from & self.poison_from:
                     _perturb(tensor.detach())
                     continue
-                name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
-                                                 inputs=self.inputs)
                 if not name and lineage.made_unseen(tensor, made, self.given, self.inputs):
                     # values put there by nothing seen (numpy writing into an allocated
                     # output, torch with its function mode off): a fresh output holds only the
@@ -702,6 +711,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.pre_run_hooks = launches.hooked
         # a launch was given what a torch function that computes the answer computed: asked
         # for evidence below, once what this call left has been read
+        if torch_answers:  # and values made outside torch: numpy's answer, say
+            torch_answers = torch_answers | {lineage.OUTSIDE}
         returned.answer_fed = min(torch_answers & launches.fed_from, default="")
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs

@@ -100,10 +100,11 @@ COMMON_BUGS = {
             "another thread can write the output while the kernel runs (or waits), and the "
             "grader sees only what the calling thread does. This part grades what your "
             "kernel computes: launch it from the calling thread, and start no threads"),
-        Bug("answer-fed", "your code gave a kernel values computed by the torch function that "
-            "computes this part's answer (torch.softmax for a softmax, a @ b for a product), "
-            "changed or not. This part grades what your kernel computes: give it the inputs, "
-            "and compute the answer in the kernel"),
+        Bug("answer-fed", "your code gave a kernel values that code outside it computed: a "
+            "torch function that does this part's work (torch.softmax or torch.exp for a "
+            "softmax, a @ b for a product), or numpy, or plain Python, changed or not. This "
+            "part grades what your kernel computes: give it the inputs, and compute the answer "
+            "in the kernel"),
         Bug("pre-run-hook", "a pre-run hook on your kernel ran inside its launch: code that "
             "is not the kernel, whose writes cannot be told from the kernel's stores. This "
             "part grades what your kernel computes: remove the hook (add_pre_run_hook)"),
@@ -438,11 +439,16 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
             f"the returned tensor(s) at position {which}"
         return _fail("changed-after-kernel", f"{where} changed after the last kernel launch "
                      "that was given its memory: its values are not what the kernel stored")
+    if part.needs_kernels and returned.answer_fed == "outside torch":
+        return _fail("answer-fed", "values made outside torch during the call (by numpy or "
+                     "plain Python), as many as an input holds, reached a kernel launch, and "
+                     "changing them before each launch changes the result: the kernel was "
+                     "handed what code outside the kernels computed")
     if part.needs_kernels and returned.answer_fed:
         return _fail("answer-fed", f"values torch's {returned.answer_fed} computed during the "
                      "call reached a kernel launch (whatever was done to them on the way), and "
                      "changing them before each launch changes the result: the kernel was "
-                     f"handed torch's {returned.answer_fed}, which computes this part's answer")
+                     f"handed torch's {returned.answer_fed}, which does this part's work")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if returned.unwritten is not None:

@@ -430,8 +430,13 @@ def compile_launch(module, launch: Launch, learner_file: str,
     # "helper.kernel": the helper module's own kernel
     fn = _jit_function(getattr(module, launch.kernel.rpartition(".")[2], None))
     if fn is None:
-        return Compiled(launch.kernel, "not-checked", f"{launch.kernel} is not a @triton.jit "
-                        "function at the top level of the module", key=launch.key)
+        # it ran as a kernel, yet the compile process finds none under its name (made inside
+        # a function, or interpreted there too): the check cannot vouch for it
+        return Compiled(launch.kernel, "unvouched", f"not compiled: {launch.kernel} is not a "
+                        "@triton.jit function at the top level of the module in the compile "
+                        "check's process (define kernels at the top level of a module, and "
+                        "leave TRITON_INTERPRET to the check), so it could not vouch for it",
+                        key=launch.key)
     if launch.code and _HELD["source_digest"](fn.fn) != launch.code:
         return Compiled(launch.kernel, "unvouched", OTHER_CODE, key=launch.key)
     constexprs = {name: _rebuild_constant(value) for name, value in launch.constexprs}
@@ -523,7 +528,9 @@ def _from_diagnostics(exc, diagnostics: str, launch: Launch, learner_file: str) 
         first = _DIAGNOSTIC.search(diagnostics)
         message = _cut(first["msg"] if first else text)
         return Compiled(launch.kernel, "rejected", message, None, _hint(message))
-    return Compiled(launch.kernel, "not-checked", _cut(f"the compiler failed: {text}"))
+    # a failure of no kind the check knows: it cannot vouch for the kernel either way
+    return Compiled(launch.kernel, "unvouched", _cut(f"not compiled: the compiler failed: "
+                                                     f"{text}"))
 
 
 def _hint(message: str) -> str:
@@ -597,6 +604,7 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
         sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
         if containment.available():  # what follows runs the learner's statements
             containment.lock_down(containment.grader_processes(grader_pid))
+    _pin_compiled_mode()  # before the learner's statements: one that sets TRITON_INTERPRET
     _send(channel, "ready", why)
     launches = chosen(pickle.load(sys.stdin.buffer))
     if why is not None:
@@ -710,6 +718,19 @@ def _reaches_past_the_language(module, launch: Launch, jit_class,
     if fn is None:
         return ""
     return past_the_language(fn, jit_class)
+
+
+def _pin_compiled_mode() -> None:
+    """Make @triton.jit give compiled kernels in this process whatever the environment says
+    later (a module that sets TRITON_INTERPRET, as notebooks do, made every kernel an
+    interpreted one here, which the check could not compile): set on Triton's knobs (3.4 and
+    later), which the environment no longer overrides once set."""
+    try:
+        from triton import knobs
+
+        knobs.runtime.interpret = False
+    except (ImportError, AttributeError):
+        pass
 
 
 def _helper_module(module_path: str, launch: Launch):

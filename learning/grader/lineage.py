@@ -191,9 +191,11 @@ def computed_into(address: int, made: dict) -> str:
     return ""
 
 
-def ancestry(address: int, made: dict) -> set[str]:
+def ancestry(address: int, made: dict, inputs: set | None = None) -> set[str]:
     """Every torch function the values at ``address`` came from, through whatever torch did
-    to them (up to MOST_STEPS memories back), as the learner wrote each ("matmul" for @)."""
+    to them (up to MOST_STEPS memories back), as the learner wrote each ("matmul" for @); with
+    ``inputs`` (the call's memories), OUTSIDE too where the walk reaches a memory that is no
+    input and that no torch function the check saw made (numpy's values wrapped)."""
     names: set[str] = set()
     queue, seen = [address], set()
     while queue and len(seen) < MOST_STEPS:
@@ -205,6 +207,8 @@ def ancestry(address: int, made: dict) -> set[str]:
         if entry is not None:
             names.add(_shown(entry[0]))
             queue.extend(entry[1])
+        elif inputs is not None and here not in inputs:
+            names.add(OUTSIDE)
     return names
 
 

@@ -753,7 +753,7 @@ EXERCISE = Exercise(
              tolerance=EXACT, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
              kernel_ops=(("dot",), ("mul", "add")),
              torch_answers=("matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear",
-                            "tensordot", "mv"),
+                            "tensordot", "mv", "dot", "sum"),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
         Part("plan", "matmul_plan: what the launcher works out before it launches",
              lesson="12", function="matmul_plan", reference=plan_reference, cases=PLAN_CASES,

@@ -448,8 +448,8 @@ EXERCISE = Exercise(
              function="rmsnorm_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
              kernel_ops=(("sum", "mul"),),
-             torch_answers=("rms_norm", "layer_norm", "rsqrt", "norm", "vector_norm",
-                            "linalg_vector_norm"),
+             torch_answers=("rms_norm", "layer_norm", "rsqrt", "rsqrt_", "sqrt", "sqrt_",
+                            "norm", "vector_norm", "linalg_vector_norm", "mean", "var"),
              hints=TRITON_HINTS, steps=TRITON_STEPS),
     ),
 )

@@ -362,7 +362,8 @@ EXERCISE = Exercise(
              function="softmax_triton", reference=reference_rows, cases=TRITON_CASES,
              tolerance=FP32, bugs=TRITON_BUGS, returns="tensor", needs_kernels=True,
              kernel_ops=(("exp", "sum"),),
-             torch_answers=("softmax", "_softmax", "log_softmax"),
+             torch_answers=("softmax", "_softmax", "log_softmax", "exp", "exp_", "exp2",
+                            "logsumexp", "sigmoid"),
              hints=TRITON_HINTS, observe=("row-sums",), steps=TRITON_STEPS),
     ),
 )
