@@ -113,6 +113,7 @@ class LaunchCounter:
         # lineage.OUTSIDE for values made outside torch of at least fed_outside_size elements
         self.fed_from: set[str] = set()
         self.fed_outside_size = 2
+        self.outside_size = 0  # the most elements of such values given to one launch
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -237,8 +238,11 @@ class LaunchCounter:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
                 if tensor.numel() < self.fed_outside_size:
                     # values made outside torch (numpy's, plain Python's) count only in
-                    # number: an answer computed there, however changed, is no single scalar
+                    # number: an answer computed there, however changed, holds as many values
+                    # as the result (a kernel's few parameters packed in a tensor do not)
                     came_from = came_from - {lineage.OUTSIDE}
+                elif lineage.OUTSIDE in came_from:
+                    self.outside_size = max(self.outside_size, tensor.numel())
                 self.fed_from |= came_from
                 if came_from & self.poison_from:
                     _perturb(tensor.detach())
@@ -336,7 +340,7 @@ class LaunchCounter:
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
-        self.fed_from = set()
+        self.fed_from, self.outside_size = set(), 0
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -510,6 +514,13 @@ def depends_on_fed(function, args_spec: tuple, device: str, first, launches: Lau
     with contextlib.suppress(Exception):
         return "" if _passed_on(changed, first) else name
     return ""
+
+
+def _elements(result) -> int:
+    """How many values a result holds (a tuple's tensors together), at least 2."""
+    tensors = [result] if is_tensor(result) else \
+        [t for t in result if is_tensor(t)] if type(result) in (list, tuple) else []
+    return max(2, sum(t.numel() for t in tensors))
 
 
 def answer_followed(function, args_spec: tuple, device: str, first, launches: LaunchCounter,
@@ -711,7 +722,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.pre_run_hooks = launches.hooked
         # a launch was given what a torch function that computes the answer computed: asked
         # for evidence below, once what this call left has been read
-        if torch_answers:  # and values made outside torch: numpy's answer, say
+        elements = _elements(result)
+        if torch_answers and launches.outside_size >= elements:
+            # and values made outside torch, as many as the result holds: numpy's answer
             torch_answers = torch_answers | {lineage.OUTSIDE}
         returned.answer_fed = min(torch_answers & launches.fed_from, default="")
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
@@ -753,8 +766,13 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         else:
             if evidence is not None:
                 evidence()  # the run below is the grader's, not the case's
-            if not answer_followed(function, args_spec, device, result, launches,
-                                   torch_answers):
+            launches.fed_outside_size = max(2, elements)  # no fewer changed in that run
+            try:
+                followed = answer_followed(function, args_spec, device, result, launches,
+                                           torch_answers)
+            finally:
+                launches.fed_outside_size = 2
+            if not followed:
                 returned.answer_fed = ""  # given, never read: kept for debugging, say
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):

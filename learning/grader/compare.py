@@ -441,7 +441,7 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "that was given its memory: its values are not what the kernel stored")
     if part.needs_kernels and returned.answer_fed == "outside torch":
         return _fail("answer-fed", "values made outside torch during the call (by numpy or "
-                     "plain Python), as many as an input holds, reached a kernel launch, and "
+                     "plain Python), as many as the result holds, reached a kernel launch, and "
                      "changing them before each launch changes the result: the kernel was "
                      "handed what code outside the kernels computed")
     if part.needs_kernels and returned.answer_fed:

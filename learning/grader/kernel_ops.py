@@ -32,6 +32,10 @@ WORDS = {"exp": "an exponential (tl.exp or tl.exp2)", "max": "a maximum",
          "div": "a division"}
 
 _OPERATION = re.compile(r"\b((?:tt|arith|math)\.[a-z_0-9]+)\b")
+# An atomic read-modify-write sums (or takes the maximum) across programs: a reduction too
+_ATOMIC = re.compile(r"\btt\.atomic_rmw\s+([a-z]+)")
+_ATOMIC_KINDS = {"fadd": ("add", "sum"), "add": ("add", "sum"), "max": ("max", "sum"),
+                 "umax": ("max", "sum"), "min": ("sum",), "umin": ("sum",)}
 _EXTERN = re.compile(r'symbol\s*=\s*"([^"]+)"')
 
 
@@ -44,6 +48,8 @@ def kinds_in(ttir: str) -> frozenset[str]:
         if operations & set(names) or any(word in name for name in externs
                                           for word in extern_words):
             found.add(kind)
+    for operation in _ATOMIC.findall(ttir):
+        found.update(_ATOMIC_KINDS.get(operation, ()))
     return frozenset(found)
 
 

@@ -307,7 +307,7 @@ def _render_compile_check(console: Console, check: results.CompileCheck):
              style="dim")
         return
     rejected = check.rejected
-    kernels = ", ".join(sorted({c.kernel for c in check.compiled}))
+    kernels = ", ".join(sorted({c.kernel for c in check.compiled if c.key}))  # launches only
     label, style = STATUS_STYLE["failed" if rejected else "passed"]
     status = Text("  ")
     status.append(f"{label:<7}", style=style)

@@ -212,10 +212,10 @@ def _count_what_they_compute(part_result, kernels: list[str]) -> None:
     lacking = kernel_ops.missing(needed, found)
     if lacking:
         check.compiled.append(gpu_compile.Compiled(
-            ", ".join(kernels), "unvouched",
-            f"not vouched for: compiled for a GPU, the kernels this part launched never "
-            f"compute {kernel_ops.said(lacking)}, which its answer takes, so the result did "
-            "not come from them"))
+            " and ".join(kernels) + (" together" if len(kernels) > 1 else ""), "unvouched",
+            f"not vouched for: compiled for a GPU, {'they' if len(kernels) > 1 else 'it'} "
+            f"never compute{'' if len(kernels) > 1 else 's'} {kernel_ops.said(lacking)}, which "
+            "the part's answer takes, so the result did not come from them"))
 
 
 def _blame_the_branch(part_result) -> None:
