@@ -388,6 +388,10 @@ def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, ro
     (unvouched,) = part.compile_check.rejected
     assert unvouched.status == "unvouched" and \
         "reaches past Triton's language" in unvouched.message, rendered(result)
+    if route == "hasattr on the block's handle":  # the line the learner wrote it on
+        line = next(n for n, text_line in enumerate(text.splitlines(), 1)
+                    if "hasattr(" in text_line)
+        assert f"at line {line})" in unvouched.message, unvouched.message
 
 
 # torch's answer handed to a kernel in disguise (doubled and shifted), which undoes it: no value

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import linecache
 import types
 
 # Builtins a kernel has no use for, each a way into objects or into running other code
@@ -93,8 +94,16 @@ def _read(function, jit_class) -> tuple[str, list]:
 
 
 def _first_line(python) -> int:
+    """The line of the function's ``def`` (its source, as the JITFunction holds it, starts
+    there; the code's first line is its first decorator's)."""
     code = getattr(python, "__code__", None)
-    return code.co_firstlineno if code is not None else 0
+    if code is None:
+        return 0
+    lines = linecache.getlines(code.co_filename)
+    for number in range(code.co_firstlineno, min(len(lines), code.co_firstlineno + 50) + 1):
+        if lines[number - 1].lstrip().startswith(("def ", "async def ")):
+            return number
+    return code.co_firstlineno
 
 
 def _text(node) -> str:
