@@ -489,31 +489,8 @@ def depends_on_fed(function, args_spec: tuple, device: str, first, launches: Lau
     returns other values (beyond ``PASSED_ON``, so that a kernel whose last bits vary from run
     to run is not taken for one that follows them). "" where it returns the same: the kernel
     never read them (a tensor passed for debugging, say)."""
-
-    def again():
-        args = _materialise(args_spec, device)
-        recorder = lineage.function_mode()
-        launches.taken()
-        launches.recorder, launches.inputs, launches.poison = recorder, _memories(args), True
-        try:
-            with recorder:
-                result = function(*args)
-            _synchronise(device)
-            return plain_tensor(result).detach() if is_tensor(result) else None
-        finally:
-            launches.recorder, launches.poison = None, False
-            launches.taken()
-
-    try:
-        first = plain_tensor(first).detach().clone()
-        changed = again()
-    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
-        return ""
-    if changed is None or changed.shape != first.shape or changed.dtype != first.dtype:
-        return name
-    with contextlib.suppress(Exception):
-        return "" if _passed_on(changed, first) else name
-    return ""
+    return name if _changed_when_poisoned(function, args_spec, device, first, launches,
+                                          poison=True) else ""
 
 
 def _elements(result) -> int:
@@ -530,19 +507,33 @@ def answer_followed(function, args_spec: tuple, device: str, first, launches: La
     launch returns other values (beyond ``PASSED_ON``). False where it returns the same (torch's
     answer given to a kernel for debugging, never read) or the run raised."""
 
+    return _changed_when_poisoned(function, args_spec, device, first, launches,
+                                  poison_from=answers)
+
+
+def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
+                           launches: LaunchCounter, **poisoning) -> bool:
+    """The call made again with the launch counter changing what ``poisoning`` names (its
+    ``poison`` or ``poison_from``) before each launch returns other values than ``first``
+    (beyond ``PASSED_ON``); False where the run raised: it says nothing either way."""
+    kept = {name: getattr(launches, name) for name in poisoning}
+
     def again():
         args = _materialise(args_spec, device)
         recorder = lineage.function_mode()
         launches.taken()
-        launches.recorder, launches.inputs, launches.poison_from = recorder, _memories(args), \
-            answers
+        launches.recorder, launches.inputs = recorder, _memories(args)
+        for name, value in poisoning.items():
+            setattr(launches, name, value)
         try:
             with recorder:
                 result = function(*args)
             _synchronise(device)
             return plain_tensor(result).detach() if is_tensor(result) else None
         finally:
-            launches.recorder, launches.poison_from = None, frozenset()
+            launches.recorder = None
+            for name, value in kept.items():
+                setattr(launches, name, value)
             launches.taken()
 
     try:

@@ -176,18 +176,9 @@ def computed_into(address: int, made: dict) -> str:
     """The torch function that computed what was put into the memory at ``address``, through
     copies (``copy_`` from torch.softmax's result: "softmax"; an in-place operation: itself);
     "" where it holds only an input's values, an allocation's or nothing torch was seen make."""
-    queue, seen = [address], set()
-    while queue and len(seen) < MOST_STEPS:
-        here = queue.pop(0)
-        if here in seen:
-            continue
-        seen.add(here)
-        entry = made.get(here)
-        if entry is None or entry[0] in ALLOCATIONS:
-            continue
-        if entry[0] not in COPIES:
+    for _, entry in _back(address, made, lambda entry: entry[0] in COPIES):
+        if entry is not None and entry[0] not in ALLOCATIONS and entry[0] not in COPIES:
             return _shown(entry[0])
-        queue.extend(entry[1])
     return ""
 
 
@@ -197,6 +188,17 @@ def ancestry(address: int, made: dict, inputs: set | None = None) -> set[str]:
     ``inputs`` (the call's memories), OUTSIDE too where the walk reaches a memory that is no
     input and that no torch function the check saw made (numpy's values wrapped)."""
     names: set[str] = set()
+    for here, entry in _back(address, made, lambda entry: True):
+        if entry is not None:
+            names.add(_shown(entry[0]))
+        elif inputs is not None and here not in inputs:
+            names.add(OUTSIDE)
+    return names
+
+
+def _back(address: int, made: dict, through):
+    """(memory, what made it or None) from ``address`` back through what each was made from,
+    where ``through(entry)`` says to go on, breadth first, up to MOST_STEPS memories."""
     queue, seen = [address], set()
     while queue and len(seen) < MOST_STEPS:
         here = queue.pop(0)
@@ -204,12 +206,9 @@ def ancestry(address: int, made: dict, inputs: set | None = None) -> set[str]:
             continue
         seen.add(here)
         entry = made.get(here)
-        if entry is not None:
-            names.add(_shown(entry[0]))
+        yield here, entry
+        if entry is not None and through(entry):
             queue.extend(entry[1])
-        elif inputs is not None and here not in inputs:
-            names.add(OUTSIDE)
-    return names
 
 
 def _origins(result, made: dict, given):
