@@ -36,8 +36,10 @@ from learning import check, progress, solution
 from learning.exercises import solution_path
 from learning.grader import (
     borrowed,
+    childproc,
     containment,
     forkserver,
+    gpu_compile,
     installed,
     integrity,
     registry,
@@ -1206,6 +1208,27 @@ def softmax_triton(x):
         assert check is not None and check.ran and not result.ok, check
         (unvouched,) = check.rejected
         assert unvouched.status == "unvouched" and "stopped" in unvouched.message, check
+
+
+@linux_only
+@pytest.mark.parametrize("signal_sent", [signal.SIGSTOP, signal.SIGKILL], ids=["stop", "kill"])
+def test_a_compile_check_signalled_before_it_reads_the_module_vouches_for_nothing(
+        tmp_path, signal_sent):
+    # the worker runs the learner's code while the compile check's process is still starting:
+    # a signal then is as likely the learner's as one after, and leaves the kernel unvouched
+    module = tmp_path / "softmax.py"
+    module.write_text(solution_text("softmax"))
+    compiler = childproc.CompileRun(module)
+    compiler.start()
+    os.kill(compiler.process.pid, signal_sent)  # long before it has imported torch
+    launch = gpu_compile.Launch("triton", "softmax_kernel", (("x_ptr", "*fp32"),), ())
+    started = time.monotonic()
+    results, note = compiler.finish([launch])
+    assert time.monotonic() - started < 15
+    assert note == "", note
+    (result,) = results
+    word = "stopped" if signal_sent == signal.SIGSTOP else f"signal {int(signal_sent)}"
+    assert result.status == "unvouched" and word in result.message, result
 
 
 @linux_only

@@ -355,10 +355,12 @@ class CompileRun:
         Once the process has run the learner's statements (after "ready"), its ending early,
         stalling or sending what is not an event is the learner's code's doing as far as
         anyone can tell: each launch not answered is then not vouched for, which keeps the
-        part from passing, rather than a note beside a pass."""
+        part from passing, rather than a note beside a pass. Before "ready" the same holds of
+        a signal (stopped, or ended by one): the worker ran the learner's code meanwhile, and
+        where no seccomp filter holds it, that code can send one."""
         ready_seen = []
         note = self._read(results, len(unique), ready_seen)
-        if note and ready_seen:
+        if note and (ready_seen or note.startswith(_SIGNALLED)):
             from learning.grader.gpu_compile import UNANSWERED, Compiled
 
             answered = {c.key for c in results}
@@ -384,12 +386,19 @@ class CompileRun:
                 if os.path.isdir("/proc/self") and time.monotonic() - looked > 1.0:
                     looked = time.monotonic()
                     if containment.stopped(self.process.pid):  # it would never finish
-                        return "its process was stopped (a signal sent to it)"
+                        return f"{_SIGNALLED} stopped (a signal sent to it)"
                 continue
             chunk = got.data
             if not chunk:
-                return "" if ready_seen and len(results) >= expected else \
-                    "its process stopped before it finished"
+                if ready_seen and len(results) >= expected:
+                    return ""
+                try:
+                    code = self.process.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    code = None
+                if code is not None and code < 0:
+                    return f"{_SIGNALLED} ended by signal {-code}"
+                return "its process stopped before it finished"
             buffer += chunk
             while len(buffer) >= FRAME_HEADER.size:
                 (size,) = FRAME_HEADER.unpack_from(buffer)
@@ -419,6 +428,7 @@ class CompileRun:
 # The compile check's process runs the learner's statements with its event pipe open: what
 # they write there ends the check's reading, with this note, instead of the grader.
 _GARBLED = "its process sent what is not one of the course's events"
+_SIGNALLED = "its process was"  # how a note on a signal the process got begins
 
 
 def _compile_event(frame: bytes) -> tuple | None:
