@@ -312,6 +312,9 @@ def test_the_worker_refuses_kernel_parts_in_a_broken_interpreter_before_importin
     problem = "Triton 3.6.0's interpreter cannot (why): python -m pip install \"numpy<2.4\""
     monkeypatch.setattr(mode, "interpreter_problem", lambda: problem)
     monkeypatch.setattr(mode, "select", lambda force_interpret=False: mode.Mode(True, "test"))
+    # this process's interpreter keeps running programs first to last, as the other tests
+    # that run kernels here expect
+    monkeypatch.setattr(worker.program_order, "install", lambda order: True)
     path = write_module(tmp_path, "softmax", "raise SystemExit('must not be imported')\n")
     events = _Events()
     assert worker.run("softmax", str(path / "softmax.py"), ["triton"], False, events) == 0

@@ -2900,3 +2900,29 @@ def test_a_module_that_replaces_the_compiler_is_still_compiled_by_it(tmp_path):
     (part,) = result.parts
     assert part.compile_check is not None and part.compile_check.rejected, part.compile_check
     assert part.status == "failed"
+
+
+@pytest.mark.interpreter  # the order is the interpreter's; a GPU runs programs at once
+@pytest.mark.parametrize("how", ["class", "instance"])
+def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tmp_path, how):
+    # the check runs a launch's programs last to first (learning.grader.program_order): a
+    # module that undoes that, so that a kernel racing between programs passes, changed the
+    # grader's conditions
+    from learning.grader.catalogue import versions
+    from tests.test_exercises import version_text
+
+    (racing,) = [v for v in versions("rmsnorm") if v.bug == "program-order"]
+    undo = {
+        "class": "from triton.runtime.interpreter import InterpreterBuilder as _B\n"
+                 "_B.set_grid_idx = getattr(_B.set_grid_idx, 'in_order', _B.set_grid_idx)\n",
+        "instance": "from triton.runtime import interpreter as _i\n"
+                    "_i.interpreter_builder.set_grid_idx = getattr(\n"
+                    "    _i.InterpreterBuilder.set_grid_idx, 'in_order',\n"
+                    "    _i.InterpreterBuilder.set_grid_idx).__get__(_i.interpreter_builder)\n",
+    }[how]
+    result = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", racing) + "\n" + undo,
+                        ["triton"])
+    (triton,) = result.parts
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "grader-changed" in keys, keys

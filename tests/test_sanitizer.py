@@ -128,3 +128,37 @@ def test_atomics_past_the_end_are_refused_as_stores_are(interpreter):
         cause = raised.value.__cause__ or raised.value
         assert isinstance(cause, sanitizer.OutOfBoundsAccess)
         assert f"out-of-bounds atomic: {lanes} of 16 active lanes" in str(cause), str(cause)
+
+
+def test_programs_run_last_to_first_where_the_check_asks_and_keep_their_index(interpreter):
+    # each program stores when it ran (an atomic counter) at its own index: the check's order
+    # is the grid's, reversed, and every program still reads the index it was launched with
+    import torch
+    import triton
+    import triton.language as tl
+
+    from learning.grader import program_order
+
+    @triton.jit
+    def when_kernel(ticket_ptr, out_ptr):
+        x, y = tl.program_id(0), tl.program_id(1)
+        tl.store(out_ptr + x * 2 + y, tl.atomic_add(ticket_ptr, 1))
+
+    def order() -> list[int]:
+        ticket, out = torch.zeros(1, dtype=torch.int32), torch.full((6,), -1, dtype=torch.int32)
+        when_kernel[(3, 2)](ticket, out)
+        return out.tolist()
+
+    before = program_order.installed()
+    try:
+        assert program_order.install(program_order.LAST_FIRST)
+        assert order() == [5, 4, 3, 2, 1, 0]
+        with program_order.first_to_last():
+            assert order() == [0, 1, 2, 3, 4, 5]
+        assert program_order.installed() == program_order.LAST_FIRST
+        assert program_order.install(program_order.FIRST_LAST)
+        assert order() == [0, 1, 2, 3, 4, 5]
+        with pytest.raises(ValueError, match="unknown program order"):
+            program_order.install("shuffled")
+    finally:
+        program_order.install(before)

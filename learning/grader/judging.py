@@ -114,6 +114,12 @@ def _keep_the_one_explanation(explained: list[Explained]) -> None:
         e.verdict.causes = tuple(b for b in e.verdict.causes if b.key not in wrong)
 
 
+def verdict_of(run: WorkerRun, part: Part, case: Case) -> compare.Verdict:
+    """The verdict ``run`` gives ``case`` on its own: no rerun told, no other case weighed."""
+    outcome = run.heard.outcomes.get(CaseKey(part.name, case.name))
+    return _verdict(run, part, case, outcome, {})[0]
+
+
 def _may_skip(heard, case: Case) -> bool:
     """Whether the grader itself skips ``case`` in this run: the learner's code runs in the
     process that reports each case, so a report of "skipped" counts only where a skip is due

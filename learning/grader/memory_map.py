@@ -39,7 +39,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from learning.grader import sanitizer
+from learning.grader import program_order, sanitizer
 
 # A case is drawn unasked when every tensor of it has at most this many elements (64 x 64).
 MAX_ELEMENTS = 64 * 64
@@ -431,7 +431,8 @@ def record_call(function, args_spec: tuple, device: str = "cpu") -> dict:
     sanitizer.observers.append(recorder)
     returned, stopped = None, ""
     try:
-        returned = function(*args)
+        with program_order.first_to_last():
+            returned = function(*args)
     except BaseException as exc:  # noqa: BLE001 - anything the code raises is what happened
         cause = root_cause(exc)
         stopped = f"{type(cause).__name__}: {safe_str(cause)}"[:600]

@@ -17,6 +17,8 @@ import math
 import sys
 from dataclasses import dataclass, field
 
+from learning.grader import program_order
+
 REFERENCE, LEARNER = "reference", "learner"  # whose steps a recording holds
 MAX_EVENTS = 5_000  # events kept before the recording is cut
 MAX_NUMBERS = 500_000  # numbers kept over a whole recording
@@ -370,7 +372,8 @@ def record_call(module, entry: str, traced: str, args_spec: tuple, watched) -> d
         return Recording(problem=f"no function {traced}").as_data()
     args = tuple(a.build("cpu") if isinstance(a, TensorSpec) else copy.deepcopy(a)
                  for a in args_spec)
-    return record(function, args, watched, inner, _program if kernel else None).as_data()
+    with program_order.first_to_last():
+        return record(function, args, watched, inner, _program if kernel else None).as_data()
 
 
 def _program() -> tuple:

@@ -4,6 +4,8 @@ After a GPU fault the cases after the faulting one run in a fresh process (a fau
 context can run nothing more, but the learner should see every case), and at the end the
 faulted cases run once more in the interpreter, whose bounds checks name the line and lanes. A
 process that dies, hangs or gives up in a case ends that part; later parts get a fresh one.
+In the interpreter, where a launch's programs run last to first, each kernel part's first
+failing case runs once more first to last (``learning.grader.program_order``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from learning.grader import childproc, containment, judging, stopped
+from learning.grader import childproc, compare, containment, judging, program_order, stopped
 from learning.grader.judging import Rerun
 from learning.grader.results import CheckResult, PartResult, Timeline, mark_not_run
 from learning.grader.worker_events import CaseKey
@@ -131,6 +133,8 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
         reruns = _rerun_in_interpreter(settings, faulted, progress.faults, result, timeline)
         for part_result in faulted:
             judging.collect(progress.latest[part_result.part.name].run, [part_result], reruns)
+    if result.mode is not None and result.mode.interpret:
+        _rerun_first_to_last(settings, result, timeline)
     return Ran("".join(progress.output), progress.launches, progress.installed)
 
 
@@ -140,6 +144,45 @@ def _filtered() -> bool:
     filter knows. Without it, a module that stopped the warm process would stop the check's
     own process in a fresh run."""
     return containment.available() and containment.machine() in containment._SYSCALLS
+
+
+# The verdicts a launch's programs run in another order may turn into a pass: a wrong answer,
+# or an error raised (a bounds check that one program's stale read led to). Not a time-out:
+# a kernel that loops for ever would cost the case's time limit once more.
+ORDER_MAY_EXPLAIN = ("failed", "error")
+
+
+def _rerun_first_to_last(settings: Settings, result: CheckResult, timeline: Timeline):
+    """Each kernel part's first failing case, run once more with a launch's programs first to
+    last (the check's runs go last to first): a case that passes then fails for the order
+    alone, and its verdict names that cause, replacing any other (a replay that matched the
+    racing output matched by chance). One process for every part; the learner's output from
+    it is not shown again."""
+    wanted = {}
+    for part_result in result.parts:
+        if not part_result.part.needs_kernels:
+            continue
+        first = next((c for c in part_result.cases if c.verdict.status in ORDER_MAY_EXPLAIN),
+                     None)
+        if first is not None and not part_result.part.case(first.name).gpu_only:
+            wanted[part_result.part.name] = [first.name]
+    if not wanted:
+        return
+    run = WorkerRun(settings, [p.part for p in result.parts if p.part.name in wanted],
+                    only=wanted, timeline=timeline,
+                    extra_args=("--program-order", program_order.FIRST_LAST))
+    run.execute()
+    result.add_note(run.repair_note())
+    timeline.note("program order: first failing cases run first to last")
+    for part_result in result.parts:
+        for case_result in part_result.cases:
+            if case_result.name not in wanted.get(part_result.part.name, ()):
+                continue
+            again = judging.verdict_of(run, part_result.part,
+                                       part_result.part.case(case_result.name))
+            if again.passed:
+                verdict = case_result.verdict
+                verdict.causes, verdict.weak = (compare.COMMON_BUGS["program-order"],), ()
 
 
 def _rerun_in_interpreter(settings: Settings, parts: list[PartResult], faults: list[CaseKey],

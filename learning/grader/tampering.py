@@ -26,7 +26,8 @@ import types
 # through before it reaches the grader
 WATCHED = ("learning.grader.calls", "learning.grader.lineage", "learning.grader.allocations",
            "learning.grader.summarise", "learning.grader.tensors", "learning.grader.channel",
-           "learning.grader.worker", "learning.grader.borrowed", "learning.grader.tampering")
+           "learning.grader.worker", "learning.grader.borrowed", "learning.grader.tampering",
+           "learning.grader.program_order")
 # Triton's classes whose launch method the launch counter wraps, and that method
 LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
              ("triton.runtime.interpreter", "InterpretedFunction", "run"),

@@ -17,7 +17,7 @@ import traceback
 import warnings
 from dataclasses import dataclass
 
-from learning.grader import borrowed, containment, registry, stuck, tampering
+from learning.grader import borrowed, containment, program_order, registry, stuck, tampering
 from learning.grader import mode as kernel_mode
 from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
@@ -43,10 +43,11 @@ class _Kernels:
 
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
         channel: Channel, memory_gib: float = MEMORY_ALLOWANCE_GIB,
-        only: dict[str, list[str]] | None = None, lock_down: LockDown | None = None) -> int:
+        only: dict[str, list[str]] | None = None, lock_down: LockDown | None = None,
+        order: str = program_order.LAST_FIRST) -> int:
     exercise = registry.find(exercise_name)
     parts = [exercise.part(name) for name in part_names]
-    kernels = _kernels(parts, force_interpret, module_path, channel)
+    kernels = _kernels(parts, force_interpret, module_path, channel, order)
     if kernels is None:
         return 0
     # Build every input before the learner's code runs, so their import cannot change them.
@@ -74,7 +75,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                 interpreting), instances=(
                 ("the launch counter", kernels.launches, ("installed", "bypassed")),
                 *((("the launch recorder", kernels.recorder,
-                    ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ())))
+                    ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ()),
+                *_interpreter_builder(interpreting)))
         channel.send("importing")
         channel.drained()  # read before the learner's code could take it off the pipe
         module, problem = import_learner_module(module_path)
@@ -126,10 +128,11 @@ class _PartToRun:
                    frozenset(part.torch_answers))
 
 
-def _kernels(parts: list, force_interpret: bool, module_path: str,
-             channel: Channel) -> _Kernels | None:
+def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Channel,
+             order: str = program_order.LAST_FIRST) -> _Kernels | None:
     """Choose where kernels run and say so ("mode"); None when a kernel part cannot run here
-    at all (the "environment" event sent says why, and nothing is imported)."""
+    at all (the "environment" event sent says why, and nothing is imported). In the
+    interpreter a launch's programs run in ``order`` (``learning.grader.program_order``)."""
     kernels = _Kernels()
     if kernel_mode.triton_missing():
         # The learner's module imports triton: the stand-in lets it import, so that its plain
@@ -153,6 +156,7 @@ def _kernels(parts: list, force_interpret: bool, module_path: str,
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
+            program_order.install(order)  # before the tampering snapshot, which keeps it
             kernels.recorder = gpu_compile.LaunchRecorder(
                 module_path, lambda launch: channel.send("launch", launch))
             if not kernels.recorder.install():
@@ -168,6 +172,15 @@ def _kernels(parts: list, force_interpret: bool, module_path: str,
         kernels.launches = LaunchCounter()
         kernels.launches.install()
     return kernels
+
+
+def _interpreter_builder(interpreting: bool) -> tuple:
+    """The interpreter's builder, as a tampering snapshot's instance, where it runs the
+    kernels: a method set on the object itself (the order of a launch's programs put back,
+    a store replaced) shadows the class's, which the snapshot keeps."""
+    interpreter = sys.modules.get("triton.runtime.interpreter") if interpreting else None
+    builder = getattr(interpreter, "interpreter_builder", None)
+    return (("Triton's interpreter builder", builder, ()),) if builder is not None else ()
 
 
 def _interprets(value: str | None) -> bool:
@@ -279,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's named steps "
                         "(learning.grader.named_steps) instead of grading")
+    parser.add_argument("--program-order", choices=program_order.ORDERS,
+                        default=program_order.LAST_FIRST,
+                        help="the order the interpreter runs a launch's programs in")
     parser.add_argument("--stack-file", default="",
                         help="write the stack here on SIGUSR1 (learning.grader.stuck)")
     parser.add_argument("--grader-pid", type=int, default=0,
@@ -342,7 +358,7 @@ def _work(options) -> int:
                          options.memory_gib, locked)
     parts = [p for p in options.parts.split(",") if p]
     return run(options.exercise, options.module_path, parts, options.interpret, channel,
-               options.memory_gib, options.cases, locked)
+               options.memory_gib, options.cases, locked, options.program_order)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ class Ending:
 class WorkerRun:
     """One learner process: start it, read its events under time limits, end it. ``only``
     names, by part, the only cases to run (the rest ran in another process, which judged
-    ``carried``); ``extra_args`` asks for a recording run instead of grading (--map, --steps)."""
+    ``carried``); ``extra_args`` asks for a recording run instead of grading (--map, --steps),
+    or another order of a launch's programs (--program-order)."""
 
     def __init__(self, settings: Settings, parts: list[Part], *,
                  compiler: childproc.CompileRun | None = None,
