@@ -734,3 +734,16 @@ def test_a_programs_last_steps_under_a_name_the_reference_used_are_passed_over(t
     said = _steps(_graded(tmp_path, "online_softmax", code, "triton"), "triton")
     assert said and not any("first: its" in words for words in said.values()), said
     assert any("in the program of row 1" in words for words in said.values()), said
+
+
+def test_a_kernel_of_another_name_is_not_said_to_have_left_the_lessons_steps_unset(tmp_path):
+    # the lesson's kernel is left in the module, never launched; the learner's own (a wrong
+    # one) sets the same names: nothing of the lesson's kernel ran, so nothing is said of it
+    mine = solution_text("softmax").replace("softmax_kernel", "my_softmax_kernel")
+    mine = _replace(mine, "maximum = tl.max(x, axis=0)", "maximum = tl.min(x, axis=0)")
+    code = solution_text("softmax") + "\n\n" + mine  # later definitions win
+    result = _graded(tmp_path, "softmax", code, "triton")
+    (part,) = result.parts
+    assert part.status == "failed"
+    said = _steps(result, "triton")
+    assert not any("not set" in s or "had not set" in s for s in said.values()), said

@@ -2903,15 +2903,16 @@ def test_a_module_that_replaces_the_compiler_is_still_compiled_by_it(tmp_path):
 
 
 @pytest.mark.interpreter  # the order is the interpreter's; a GPU runs programs at once
-@pytest.mark.parametrize("how", ["class", "instance"])
+@pytest.mark.parametrize("how", ["class", "instance", "shadowed range", "state"])
 def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tmp_path, how):
-    # the check runs a launch's programs last to first (learning.grader.program_order): a
-    # module that undoes that, so that a kernel racing between programs passes, changed the
-    # grader's conditions
+    # the check runs a launch's programs last to first in some cases
+    # (learning.grader.program_order): a module that undoes that, so that a kernel racing
+    # between programs passes, changed the grader's conditions
     from learning.grader.catalogue import versions
     from tests.test_exercises import version_text
 
-    (racing,) = [v for v in versions("rmsnorm") if v.bug == "program-order"]
+    racing = next(v for v in versions("rmsnorm") if v.bug == "program-order" and
+                  "by the next" in v.name)
     undo = {
         "class": "from triton.runtime.interpreter import InterpreterBuilder as _B\n"
                  "_B.set_grid_idx = getattr(_B.set_grid_idx, 'in_order', _B.set_grid_idx)\n",
@@ -2919,10 +2920,24 @@ def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tm
                     "_i.interpreter_builder.set_grid_idx = getattr(\n"
                     "    _i.InterpreterBuilder.set_grid_idx, 'in_order',\n"
                     "    _i.InterpreterBuilder.set_grid_idx).__get__(_i.interpreter_builder)\n",
+        # a global the interpreter's module did not have: its grid loop's range, reversed
+        "shadowed range": "import builtins as _b\n"
+                          "from triton.runtime import interpreter as _i\n\n\n"
+                          "def _range(*args):\n"
+                          "    if len(args) == 1:\n"
+                          "        return _b.range(args[0] - 1, -1, -1)\n"
+                          "    return _b.range(*args)\n\n\n"
+                          "_i.range = _range\n",
+        "state": "import sys as _sys\n"
+                 "_racing = rmsnorm_triton\n\n\n"
+                 "def rmsnorm_triton(x, weight, eps=1e-6):\n"
+                 "    _sys.modules['learning.grader.program_order']._NOW['order'] = 'first-last'\n"
+                 "    return _racing(x, weight, eps)\n",
     }[how]
     result = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", racing) + "\n" + undo,
                         ["triton"])
     (triton,) = result.parts
-    assert triton.passed == 0, rendered(result)
+    # (a case whose order the change left as the check set it passes: the race is right there)
+    assert triton.status == "failed" and triton.passed < triton.graded, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
-    assert "grader-changed" in keys, keys
+    assert "grader-changed" in keys and "program-order" not in keys, keys

@@ -130,9 +130,9 @@ def test_atomics_past_the_end_are_refused_as_stores_are(interpreter):
         assert f"out-of-bounds atomic: {lanes} of 16 active lanes" in str(cause), str(cause)
 
 
-def test_programs_run_last_to_first_where_the_check_asks_and_keep_their_index(interpreter):
-    # each program stores when it ran (an atomic counter) at its own index: the check's order
-    # is the grid's, reversed, and every program still reads the index it was launched with
+def test_programs_run_in_the_order_the_check_asks_and_keep_their_index(interpreter):
+    # each program stores when it ran (an atomic counter) at its own index: last to first is
+    # the grid's order reversed, and every program still reads the index it was launched with
     import torch
     import triton
     import triton.language as tl
@@ -161,4 +161,9 @@ def test_programs_run_last_to_first_where_the_check_asks_and_keep_their_index(in
         with pytest.raises(ValueError, match="unknown program order"):
             program_order.install("shuffled")
     finally:
-        program_order.install(before)
+        program_order.install(before or program_order.FIRST_LAST)
+    # case by case the check alternates, and its rerun of a case takes the other order
+    alternate = [program_order.chosen(program_order.ALTERNATE, i) for i in range(4)]
+    opposite = [program_order.chosen(program_order.OPPOSITE, i) for i in range(4)]
+    assert alternate == [program_order.LAST_FIRST, program_order.FIRST_LAST] * 2
+    assert all(a != o for a, o in zip(alternate, opposite))

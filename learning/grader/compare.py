@@ -85,8 +85,8 @@ COMMON_BUGS = {
             "store); an offset for data that does not exist (a row past the last one: row r "
             "starts at r * row_stride, and the grid launches one program per row); or an "
             "address built with the wrong stride, or into a tensor allocated too small"),
-        Bug("program-order", "run with each launch's programs from last to first, as a GPU "
-            "may run them, this case fails; run from first to last it passes. So one program "
+        Bug("program-order", "with each launch's programs run in one order (first to last, "
+            "or last to first) this case fails, and in the other it passes. So one program "
             "reads what another program of the same launch stores (or two store to one "
             "place), and the answer depends on which runs first: on a GPU a launch's programs "
             "run at once, in no order the kernel can count on, and this is a race. Give each "

@@ -75,6 +75,10 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
         return ""
     ours = merged([e for e in reference.events if e.name in common])
     theirs = merged([e for e in learner.events if e.name in common])
+    if not theirs and not learner.raised:
+        # the traced function never ran (the learner launched a kernel of another name, and
+        # left the lesson's one unused): its names were never theirs to set
+        return ""
     window = len(common) + 1
     if len(ours) < 2 and ours and ours[0].name == reference.events[-1].name or \
             len(theirs) > FINER * len(ours) + window:

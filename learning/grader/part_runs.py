@@ -4,8 +4,9 @@ After a GPU fault the cases after the faulting one run in a fresh process (a fau
 context can run nothing more, but the learner should see every case), and at the end the
 faulted cases run once more in the interpreter, whose bounds checks name the line and lanes. A
 process that dies, hangs or gives up in a case ends that part; later parts get a fresh one.
-In the interpreter, where a launch's programs run last to first, each kernel part's first
-failing case runs once more first to last (``learning.grader.program_order``).
+In the interpreter, which runs a launch's programs in one order in a case and in the other in
+the next, each kernel part's first failing case runs once more in the other order
+(``learning.grader.program_order``).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def run_parts(settings: Settings, result: CheckResult, compiler: childproc.Compi
         for part_result in faulted:
             judging.collect(progress.latest[part_result.part.name].run, [part_result], reruns)
     if result.mode is not None and result.mode.interpret:
-        _rerun_first_to_last(settings, result, timeline)
+        _rerun_in_the_other_order(settings, result, timeline)
     return Ran("".join(progress.output), progress.launches, progress.installed)
 
 
@@ -150,11 +151,15 @@ def _filtered() -> bool:
 # or an error raised (a bounds check that one program's stale read led to). Not a time-out:
 # a kernel that loops for ever would cost the case's time limit once more.
 ORDER_MAY_EXPLAIN = ("failed", "error")
+# The mistakes of any exercise a race's output can look like (what a program stored, and
+# where): a verdict naming another (the grader's code changed, torch's answer returned) stands.
+RACE_LOOKS_LIKE = frozenset({"unwritten", "out-of-bounds", "grid-too-small", "block-too-small",
+                             "off-by-one-mask"})
 
 
-def _rerun_first_to_last(settings: Settings, result: CheckResult, timeline: Timeline):
-    """Each kernel part's first failing case, run once more with a launch's programs first to
-    last (the check's runs go last to first): a case that passes then fails for the order
+def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline: Timeline):
+    """Each kernel part's first failing case, run once more with a launch's programs in the
+    other order than the check ran them in: a case that passes then fails for the order
     alone, and its verdict names that cause, replacing any other (a replay that matched the
     racing output matched by chance). One process for every part; the learner's output from
     it is not shown again."""
@@ -164,16 +169,20 @@ def _rerun_first_to_last(settings: Settings, result: CheckResult, timeline: Time
             continue
         first = next((c for c in part_result.cases if c.verdict.status in ORDER_MAY_EXPLAIN),
                      None)
+        if first is not None and any(bug.key in compare.COMMON_BUGS and
+                                     bug.key not in RACE_LOOKS_LIKE
+                                     for bug in first.verdict.causes):
+            continue
         if first is not None and not part_result.part.case(first.name).gpu_only:
             wanted[part_result.part.name] = [first.name]
     if not wanted:
         return
     run = WorkerRun(settings, [p.part for p in result.parts if p.part.name in wanted],
                     only=wanted, timeline=timeline,
-                    extra_args=("--program-order", program_order.FIRST_LAST))
+                    extra_args=("--program-order", program_order.OPPOSITE))
     run.execute()
     result.add_note(run.repair_note())
-    timeline.note("program order: first failing cases run first to last")
+    timeline.note("program order: first failing cases run in the other order")
     for part_result in result.parts:
         for case_result in part_result.cases:
             if case_result.name not in wanted.get(part_result.part.name, ()):

@@ -4,13 +4,18 @@ On a GPU a launch's programs run at once, in no order a kernel can count on. The
 runs them one after another, first to last, so a kernel in which one program reads what another
 stores in the same launch (a row's sum handed on to the next program, a flag set by the program
 before) computes the right answer on a CPU and races on a GPU. A check's cases therefore run
-them last to first: such a kernel reads before the other program has stored, as it may on a
-GPU, and fails. The first failing case of a part is then run again first to last
-(``learning.grader.part_runs``): passing there is the evidence that the order was why.
+them in both orders, alternately (``for_case``): last to first in the first case, first to last
+in the next, and so on. Whichever of the two programs has the lower index, some case runs the
+reader before the writer, as a GPU may, and fails. The first failing case of a part is then run
+again in the other order (``learning.grader.part_runs``): passing there is the evidence that
+the order was why.
 
 The interpreter's loop over the grid sets each program's index through its builder's
 ``set_grid_idx``; mirroring the index there reverses the order and leaves every program the
-index it is launched with.
+index it is launched with. The method is replaced once, and reads the order from ``_NOW``, so
+that the grader's own change of order between cases is no change to the code it watches
+(``learning.grader.tampering``); the worker checks after each case that the order is still the
+one it set.
 """
 
 from __future__ import annotations
@@ -19,6 +24,26 @@ import contextlib
 
 LAST_FIRST, FIRST_LAST = "last-first", "first-last"
 ORDERS = (LAST_FIRST, FIRST_LAST)
+ALTERNATE = "alternate"  # a worker's choice: each case its own order, by ``for_case``
+OPPOSITE = "opposite"  # ... and each case the other order than ``for_case`` gives it
+
+_NOW = {"order": FIRST_LAST}  # the order the replaced method follows
+
+
+def for_case(index: int) -> str:
+    """The order the case at ``index`` of its part runs in: last to first, then first to last,
+    alternately, from the first case."""
+    return ORDERS[index % 2]
+
+
+def chosen(choice: str, index: int) -> str:
+    """The order a worker's ``choice`` (an order, ALTERNATE or OPPOSITE) gives the case at
+    ``index`` of its part."""
+    if choice == ALTERNATE:
+        return for_case(index)
+    if choice == OPPOSITE:
+        return ORDERS[(index + 1) % 2]
+    return choice
 
 
 def install(order: str) -> bool:
@@ -33,18 +58,28 @@ def install(order: str) -> bool:
     current = getattr(InterpreterBuilder, "set_grid_idx", None)
     if current is None:
         return False
-    in_order = getattr(current, "in_order", current)
-    if order == FIRST_LAST:
-        InterpreterBuilder.set_grid_idx = in_order
-        return True
+    if not hasattr(current, "in_order"):
+        def set_grid_idx(self, x, y, z):
+            if _NOW["order"] == LAST_FIRST:
+                across, down, deep = self.grid_dim
+                x, y, z = across - 1 - x, down - 1 - y, deep - 1 - z
+            return current(self, x, y, z)
 
-    def set_grid_idx(self, x, y, z):
-        across, down, deep = self.grid_dim
-        return in_order(self, across - 1 - x, down - 1 - y, deep - 1 - z)
-
-    set_grid_idx.in_order = in_order
-    InterpreterBuilder.set_grid_idx = set_grid_idx
+        set_grid_idx.in_order = current
+        InterpreterBuilder.set_grid_idx = set_grid_idx
+    _NOW["order"] = order
     return True
+
+
+def installed() -> str:
+    """The order the interpreter runs programs in now; "" where the check has not set one (no
+    Triton, or this process never asked): first to last, Triton's own."""
+    try:
+        from triton.runtime.interpreter import InterpreterBuilder
+    except ImportError:
+        return ""
+    current = getattr(InterpreterBuilder, "set_grid_idx", None)
+    return _NOW["order"] if hasattr(current, "in_order") else ""
 
 
 @contextlib.contextmanager
@@ -52,19 +87,10 @@ def first_to_last():
     """Programs first to last inside, as before outside: a recording (a memory map, the named
     steps) is read program by program, from the first."""
     before = installed()
-    install(FIRST_LAST) if before else None
+    if before:
+        install(FIRST_LAST)
     try:
         yield
     finally:
         if before:
             install(before)
-
-
-def installed() -> str:
-    """The order the interpreter runs programs in now; "" without Triton's interpreter."""
-    try:
-        from triton.runtime.interpreter import InterpreterBuilder
-    except ImportError:
-        return ""
-    current = getattr(InterpreterBuilder, "set_grid_idx", None)
-    return LAST_FIRST if hasattr(current, "in_order") else FIRST_LAST

@@ -38,7 +38,7 @@ LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
 # identity, not by content
 STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._STORED_ARRAY",
                    "learning.grader.borrowed._FROZEN", "learning.grader.borrowed._KEEPERS",
-                   "learning.grader.borrowed._WRAPPED"})
+                   "learning.grader.borrowed._WRAPPED", "learning.grader.program_order._NOW"})
 # Data compared by content as well: containers whose insides the learner's code could change
 _CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
 
@@ -61,14 +61,20 @@ def _code_of(value):
     return getattr(inner, "__code__", None)
 
 
+def _loaded(watched=WATCHED, families=()) -> list[str]:
+    """The names of the ``watched`` modules and of those of ``families`` ("triton": it and its
+    submodules) loaded now."""
+    family = [name for name in list(sys.modules) if any(
+        name == top or name.startswith(top + ".") for top in families)]
+    return [name for name in [*watched, *family] if sys.modules.get(name) is not None]
+
+
 def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
     """{name: (the object, its code, or a copy of its content)} of every function, class,
     method and piece of module data of the ``watched`` modules, and every function and class
     of the modules of ``families`` ("triton": it and its submodules) loaded now."""
     found = {}
-    family = [name for name in list(sys.modules) if any(
-        name == top or name.startswith(top + ".") for top in families)]
-    for module_name in [*watched, *family]:
+    for module_name in _loaded(watched, families):
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -90,6 +96,20 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
         run = getattr(launcher, method, None) if launcher is not None else None
         if run is not None:
             found[f"{module_name}.{class_name}.{method}"] = (run, _code_of(run))
+    return found
+
+
+def _builtins_shadowed(modules) -> list[str]:
+    """The globals of ``modules`` named as a builtin is, as ``_parts`` names them."""
+    import builtins
+
+    found = []
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        if module is None or module is builtins:  # (its own are kept as they are)
+            continue
+        found += [f"{module_name}.{name}" for name in list(vars(module))
+                  if hasattr(builtins, name) and not name.startswith("__")]
     return found
 
 
@@ -118,6 +138,7 @@ class Snapshot:
     def __init__(self, watched=WATCHED, families=(), instances=()):
         self.watched, self.families = tuple(watched), tuple(families)
         self.kept = _parts(self.watched, self.families)
+        self.modules = frozenset(_loaded(self.watched, self.families))
         self.instances = tuple(instances)
         self.made_with = {(label, name): vars(thing).get(name)
                           for label, thing, names in self.instances for name in names}
@@ -140,7 +161,11 @@ class Snapshot:
         changed = [name for name, (value, code) in self.kept.items()
                    if name not in now or now[name][0] is not value or
                    not _same(now[name][1], code)]
-        return changed
+        # and a global added to a module kept then that shadows a builtin its code calls (a
+        # range that runs the interpreter's grid loop backwards); other new globals are no
+        # name its code looks up (Triton adds some of its own as it runs)
+        return changed + [name for name in _builtins_shadowed(self.modules)
+                          if name not in self.kept]
 
 
 def _same(now, kept) -> bool:

@@ -39,12 +39,15 @@ class _Kernels:
     launches: LaunchCounter | None = None  # None: no part of this run launches kernels
     # the grader's own code here, as it was before the learner's import (learning.grader.tampering)
     untouched: tampering.Snapshot | None = None
+    # the order the interpreter runs a launch's programs in, or ALTERNATE: each case its own
+    # (learning.grader.program_order); "" where kernels are compiled
+    order: str = ""
 
 
 def run(exercise_name: str, module_path: str, part_names: list[str], force_interpret: bool,
         channel: Channel, memory_gib: float = MEMORY_ALLOWANCE_GIB,
         only: dict[str, list[str]] | None = None, lock_down: LockDown | None = None,
-        order: str = program_order.LAST_FIRST) -> int:
+        order: str = program_order.ALTERNATE) -> int:
     exercise = registry.find(exercise_name)
     parts = [exercise.part(name) for name in part_names]
     kernels = _kernels(parts, force_interpret, module_path, channel, order)
@@ -129,10 +132,11 @@ class _PartToRun:
 
 
 def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Channel,
-             order: str = program_order.LAST_FIRST) -> _Kernels | None:
+             order: str = program_order.ALTERNATE) -> _Kernels | None:
     """Choose where kernels run and say so ("mode"); None when a kernel part cannot run here
     at all (the "environment" event sent says why, and nothing is imported). In the
-    interpreter a launch's programs run in ``order`` (``learning.grader.program_order``)."""
+    interpreter a launch's programs run in ``order``, or each case in its own
+    (``learning.grader.program_order``)."""
     kernels = _Kernels()
     if kernel_mode.triton_missing():
         # The learner's module imports triton: the stand-in lets it import, so that its plain
@@ -156,7 +160,9 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
-            program_order.install(order)  # before the tampering snapshot, which keeps it
+            # before the tampering snapshot, which keeps the method this replaces
+            if program_order.install(program_order.chosen(order, 0)):
+                kernels.order = order
             kernels.recorder = gpu_compile.LaunchRecorder(
                 module_path, lambda launch: channel.send("launch", launch))
             if not kernels.recorder.install():
@@ -217,7 +223,7 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
             continue
         if kernels.recorder is not None:
             kernels.recorder.part = part.name
-        for case in part.cases:
+        for index, case in enumerate(part.cases):
             if (part.name, case.name) not in inputs:
                 continue  # it ran in an earlier process
             if case.gpu_only and kernels.device != "cuda":
@@ -227,6 +233,7 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
             if lacking:
                 channel.send("done", part.name, case.name, Skipped(lacking))
                 continue
+            order = _set_order(kernels.order, index) if part.needs_kernels else ""
             channel.send("start", part.name, case.name)
             try:
                 outcome = call_case(function, case, inputs[(part.name, case.name)],
@@ -247,6 +254,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
             if part.needs_kernels and kernels.untouched is not None and \
                     isinstance(outcome, Returned):
                 outcome.grader_changed = tuple(kernels.untouched.changes())
+                if order and program_order.installed() != order:  # put back, say
+                    outcome.grader_changed += ("learning.grader.program_order._NOW",)
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.
@@ -255,6 +264,16 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
             if isinstance(outcome, Raised) and outcome.not_started:
                 break
     return True
+
+
+def _set_order(order: str, index: int) -> str:
+    """Run the launches of the case at ``index`` as the worker's ``order`` has it
+    (``program_order.chosen``); the order set ("" where kernels are compiled)."""
+    if not order:
+        return ""
+    chosen = program_order.chosen(order, index)
+    program_order.install(chosen)
+    return chosen
 
 
 def _lacks_bfloat16(args_spec: tuple, device: str) -> str:
@@ -292,9 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=json.loads, default=None,
                         help="JSON {part, case, reference}: record that case's named steps "
                         "(learning.grader.named_steps) instead of grading")
-    parser.add_argument("--program-order", choices=program_order.ORDERS,
-                        default=program_order.LAST_FIRST,
-                        help="the order the interpreter runs a launch's programs in")
+    parser.add_argument("--program-order",
+                        choices=(program_order.ALTERNATE, program_order.OPPOSITE,
+                                 *program_order.ORDERS),
+                        default=program_order.ALTERNATE,
+                        help="the order the interpreter runs a launch's programs in (alternate: "
+                        "last to first and first to last, case by case; opposite: each case "
+                        "the other order than alternate gives it)")
     parser.add_argument("--stack-file", default="",
                         help="write the stack here on SIGUSR1 (learning.grader.stuck)")
     parser.add_argument("--grader-pid", type=int, default=0,
