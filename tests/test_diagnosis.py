@@ -1295,3 +1295,21 @@ def test_where_an_argument_first_changed_is_said_with_both_values():
             raise RuntimeError("not me")
 
     assert _first_change([Loud(1.0)], [2.0]) == "[0]: was 2.0, now a Loud"
+
+
+def test_an_atomic_add_onto_an_empty_output_is_not_called_unwritten(tmp_path):
+    # every output is written, by an atomic add onto the NaN the check filled it with: where
+    # the ReLU gives 0 the fill shows through, which is no sign that no program stored there
+    code = _replace(solution_text("elementwise"), "tl.store(out_ptr + offsets",
+                    "tl.atomic_add(out_ptr + offsets")
+    cases = _cases(grade_text(tmp_path, "elementwise", code, ["triton"]), "triton")
+    failing = [v for v in cases.values() if v.status == "failed"]
+    assert failing and all(_causes(v) == {"follows-the-fill"} for v in failing), \
+        {n: _causes(v) for n, v in cases.items()}
+    assert not any("never written" in v.summary for v in failing)
+    assert any("follow what memory held" in v.summary for v in failing)
+    # the same adds onto zeros are right
+    right = _replace(code, "out = torch.empty_like(x)", "out = torch.zeros_like(x)")
+    (tmp_path / "zeros").mkdir()
+    (part,) = grade_text(tmp_path / "zeros", "elementwise", right, ["triton"]).parts
+    assert part.status == "passed"

@@ -262,3 +262,13 @@ def test_a_padding_table_for_a_power_of_two_row_says_why_its_block_is_wider():
         in wide.caption
     own = padding_table([1.0, 2.0, 3.0], [1.0, -1.0, 2.0])
     assert len(own.rows) == 5 and "next_power_of_2" not in own.caption
+
+
+def test_rmsnorm_of_a_row_of_zeros_gives_one_rms_throughout(capsys):
+    # the table's RMS is sqrt(eps); the rescaled steps must not call it anything else
+    code, out = run_explain(capsys, "rmsnorm", "--input", "0,0,0")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "the RMS, is 0.001" in text
+    assert "it is 0, the RMS of the table" not in text
+    assert "sqrt(eps) = 0.001 (the RMS of the table)" in text

@@ -767,7 +767,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                 returned.answer_fed = ""  # given, never read: kept for debugging, say
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
-        returned.unwritten = _find_unwritten(function, args_spec, device, returned.values)
+        returned.unwritten, returned.follows_fill = _find_unwritten(
+            function, args_spec, device, returned.values)
     return returned
 
 
@@ -814,9 +815,13 @@ class InputNotBuilt(Exception):
     """The grader could not build a case's input (the GPU stopped working, say)."""
 
 
-def _find_unwritten(function, args_spec, device, first_values):
+def _find_unwritten(function, args_spec, device, first_values) -> tuple:
     """Run again with a different fill: elements NaN before and holding the fill now were never
-    written by the learner's code (as opposed to computed as NaN)."""
+    written by the learner's code (as opposed to computed as NaN); (those, or None, and how
+    many others changed with the fill to a value of their own). Where some did, what the
+    memory held before the kernels flows into the outputs (an atomic add onto the output, a
+    buffer read before it is stored), and an output holding the fill is as likely one where
+    nothing was added: none is said to be unwritten."""
     import numpy as np
 
     args = _materialise(args_spec, device)
@@ -829,8 +834,12 @@ def _find_unwritten(function, args_spec, device, first_values):
         again = result.detach().to("cpu", dtype=torch.float64).numpy()
         stored = torch.tensor(UNWRITTEN_SENTINEL, dtype=result.dtype).item()
     except BaseException:
-        return None
+        return None, 0
     if again.shape != first_values.shape:
-        return None
+        return None, 0
     unwritten = np.isnan(first_values) & (again == stored)
-    return unwritten if unwritten.any() else None
+    follows = int(np.count_nonzero(np.isnan(first_values) & ~np.isnan(again) &
+                                   (again != stored)))
+    if follows:
+        return None, follows
+    return (unwritten if unwritten.any() else None), 0

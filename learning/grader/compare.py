@@ -92,6 +92,11 @@ COMMON_BUGS = {
             "run at once, in no order the kernel can count on, and this is a race. Give each "
             "program everything it needs to compute its own outputs, or hand values between "
             "programs through a second launch (or an atomic operation)"),
+        Bug("follows-the-fill", "your code reads memory before anything stored there, or adds "
+            "onto it: an atomic add into an output made with torch.empty, an `out += ...`, a "
+            "buffer loaded before a program stored it. torch.empty leaves a tensor's memory "
+            "as it was (the check fills it with NaN to show this): start an accumulator from "
+            "torch.zeros, or store the value instead of adding it"),
         Bug("no-kernel", "the call launched no Triton kernel: this part grades a kernel of "
             "yours, so its result must come from a launch (kernel[grid](...)), not from torch "
             "or Python alone"),
@@ -232,7 +237,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
         verdict.seconds = outcome.seconds
         return verdict
     verdict = _judge_structure(part, outcome, want, expect)
-    if verdict is not None and verdict.bug is not None and verdict.bug.key in _UNWRITTEN_KEYS:
+    if verdict is not None and verdict.bug is not None and verdict.bug.key in UNWRITTEN_KEYS:
         _check_what_was_written(verdict, outcome, want, case.tolerance or part.tolerance)
         # A known bug's exact signature (unwritten elements included) names it better than
         # the generic pattern of what was left unwritten. Where nothing at all was written,
@@ -250,7 +255,7 @@ def judge(part: Part, case: Case, outcome, args: tuple, want, expect: dict) -> V
     return _own_words(part, verdict)
 
 
-_UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one-mask")
+UNWRITTEN_KEYS = ("unwritten", "grid-too-small", "block-too-small", "off-by-one-mask")
 
 
 def _check_what_was_written(verdict: Verdict, outcome, want, tolerance) -> None:
@@ -458,6 +463,12 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      f"handed torch's {returned.answer_fed}, which does this part's work")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
+    if getattr(returned, "follows_fill", 0):
+        return _fail("follows-the-fill", f"{counted(returned.follows_fill, 'output')} "
+                     f"{verb(returned.follows_fill, 'follows', 'follow')} what memory held "
+                     "before your kernels wrote it: NaN where the check filled new tensors "
+                     "with NaN, and another value of their own where it filled them with "
+                     "another", format_values(returned.values))
     if returned.unwritten is not None:
         import numpy as np
 

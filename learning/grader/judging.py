@@ -71,10 +71,28 @@ def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun
                     and verdict.mismatch_count:
                 explained.append(Explained(verdict, WrongOutput(outcome.values, *expected)))
         _drop_contradicted(part_result, passed, failed, missed)
+        _unwritten_or_added_onto(part_result)
         if not failed and all(c.verdict.status in ("passed", "skipped", "not-run") or
                               any(c.verdict is e.verdict for e in explained)
                               for c in part_result.cases):
             _keep_the_one_explanation(explained)
+
+
+def _unwritten_or_added_onto(part_result: PartResult) -> None:
+    """Where one case shows the kernels adding onto what memory held before (its outputs
+    follow the fill), outputs that kept the fill in another case may have had zeros added to
+    them, not been left unwritten: their verdict names that cause, not a grid or a mask."""
+    if not any(bug.key == "follows-the-fill" for c in part_result.cases
+               for bug in c.verdict.causes):
+        return
+    for case_result in part_result.cases:
+        verdict = case_result.verdict
+        if verdict.causes and all(bug.key in compare.UNWRITTEN_KEYS for bug in verdict.causes):
+            verdict.summary = verdict.summary.replace("never written", "left holding the "
+                                                      "check's fill") + \
+                " (as outputs no program stored to keep it, and as outputs that only zeros " \
+                "were added onto do: other cases show your kernels add onto what memory held)"
+            verdict.causes = (compare.COMMON_BUGS["follows-the-fill"],)
 
 
 def _drop_contradicted(part_result: PartResult, passed: list[Expected],

@@ -154,7 +154,7 @@ ORDER_MAY_EXPLAIN = ("failed", "error")
 # The mistakes of any exercise a race's output can look like (what a program stored, and
 # where): a verdict naming another (the grader's code changed, torch's answer returned) stands.
 RACE_LOOKS_LIKE = frozenset({"unwritten", "out-of-bounds", "grid-too-small", "block-too-small",
-                             "off-by-one-mask"})
+                             "off-by-one-mask", "follows-the-fill"})
 
 
 def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline: Timeline):

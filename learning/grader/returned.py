@@ -28,6 +28,9 @@ class Returned:
     input_autograd_changed: bool = False
     aliases_input: bool = False
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
+    # outputs NaN with memory filled with NaN that, filled with another value, hold one that
+    # is neither NaN nor that value: what the memory held before the kernel flows into them
+    follows_fill: int = 0
     raw: Any = None  # the value itself, when it is small plain data (str, int, tuple, ...)
     # the numpy scalar types found in a small container that is otherwise plain data (np.int64
     # where an int would be): the reason ``raw`` is missing, said in words

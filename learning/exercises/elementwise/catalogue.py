@@ -167,6 +167,10 @@ TRITON = (
             return out
     '''),
     Version("x minus y", "triton", "unknown", _kernel(value="tl.maximum(x - y, 0.0)")),
+    # adds onto what torch.empty left (the check's NaN): where the sum is 0, the fill shows
+    # through unchanged, which is no sign that nothing was stored there
+    Version("atomic add into an output from torch.empty", "triton", "follows-the-fill",
+            _kernel().replace("tl.store(", "tl.atomic_add(")),
 )
 
 WRONG = PYTHON + TRITON

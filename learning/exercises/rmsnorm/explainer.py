@@ -288,6 +288,20 @@ def overflow_dtypes(numbers) -> Text:
         f"widest row triton_kernels accepts, sum to {_sci(f16_total)}.")
 
 
+def _in_those_units(safe: dict) -> str:
+    """What the rescaled steps' rms is, in the row's own units."""
+    said = ("Dividing the row by its largest magnitude changes nothing but the size of the "
+            "numbers, as long as eps is divided by the square of that value too.")
+    if safe["largest"] == 0.0:
+        return (f"{said} A row of zeros has no magnitude to divide by: the code returns "
+                "zeros before any division, so the steps below that divide by largest show "
+                "what the row comes to, not a division made: scaled is 0, the rms is sqrt(eps) "
+                f"= {number(safe['rms'])} (the RMS of the table), and every output is 0.")
+    return (f"{said} The rms below is in those units: times the largest value, "
+            f"{number(safe['largest'])}, it is {number(safe['largest'] * safe['rms'])}, the RMS "
+            "of the table.")
+
+
 # ---------------------------------------------------------------------------------------------
 # The page.
 
@@ -308,10 +322,7 @@ def page(row=None) -> Page:
              "the squares), then elementwise work."),
         table(numbers),
         Heading("The named steps, rescaled first as lesson 05 asks"),
-        Text("Dividing the row by its largest magnitude changes nothing but the size of the "
-             "numbers, as long as eps is divided by the square of that value too. The rms below "
-             f"is in those units: times the largest value, {number(safe['largest'])}, it is "
-             f"{number(safe['largest'] * safe['rms'])}, the RMS of the table."),
+        Text(_in_those_units(safe)),
         steps(numbers),
         Heading("The usual mistakes, on this row"),
         mistakes(numbers),
