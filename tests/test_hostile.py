@@ -2941,3 +2941,57 @@ def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tm
     assert triton.status == "failed" and triton.passed < triton.graded, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert "grader-changed" in keys and "program-order" not in keys, keys
+
+
+NUMBERS_HANDED_OVER = '''
+
+@triton.jit
+def put_kernel(out_ptr, start, n, v0, v1, v2, v3, v4, v5, v6, v7):
+    lanes = start + tl.arange(0, 8)
+    values = tl.where(lanes == start, v0, tl.where(lanes == start + 1, v1, tl.where(
+        lanes == start + 2, v2, tl.where(lanes == start + 3, v3, tl.where(
+            lanes == start + 4, v4, tl.where(lanes == start + 5, v5, tl.where(
+                lanes == start + 6, v6, v7)))))))
+    tl.store(out_ptr + lanes, values, mask=lanes < n)
+
+
+_real = rmsnorm_triton
+
+
+def rmsnorm_triton(x, weight, eps=1e-6):
+    _real(x, weight, eps)  # the real kernel runs, into memory thrown away
+    out = torch.empty_like(x)
+    answer = torch.nn.functional.rms_norm(x.float(), (x.shape[1],), weight.float(),
+                                          eps).flatten().tolist()
+    for start in range(0, len(answer), 8):
+        chunk = (answer[start:start + 8] + [0.0] * 8)[:8]
+        put_kernel[(1,)](out, start, len(answer), *chunk)
+    return out
+'''
+
+
+@pytest.mark.exhaustive  # a launch for every eight values: a minute and a half, interpreted
+def test_an_answer_handed_to_a_kernel_as_plain_numbers_does_not_pass(tmp_path):
+    # torch's answer taken out with tolist() reaches the kernels as float arguments, eight a
+    # launch, and a kernel only stores them: no tensor of the answer is ever given to one
+    result = grade_text(tmp_path, "rmsnorm", solution_text("rmsnorm") + NUMBERS_HANDED_OVER,
+                        ["triton"])
+    (triton,) = result.parts
+    assert triton.status == "failed", rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "answer-fed" in keys, keys
+    said = " ".join(c.verdict.summary for c in triton.cases)
+    assert "different plain numbers reached the kernel launches" in said
+
+
+def test_a_part_line_keeps_its_indent_where_it_wraps_at_80_columns(tmp_path):
+    # "not started: ... NotImplementedError; lessons/...md starts it." wraps at 80 columns:
+    # its second line stays under the part, not at the left edge with the headers
+    result = grade_text(tmp_path, "softmax", stub_text("softmax"), ["python", "triton"])
+    lines = rendered(result, width=80).splitlines()
+    started = [i for i, line in enumerate(lines) if "not started:" in line]
+    assert started, lines
+    for i in started:
+        assert lines[i].startswith("  not started:"), lines[i]
+        follow = lines[i + 1]
+        assert follow.startswith("  ") and "starts it." in follow, lines[i:i + 2]

@@ -114,6 +114,11 @@ class LaunchCounter:
         self.fed_from: set[str] = set()
         self.fed_outside_size = 2
         self.outside_size = 0  # the most elements of such values given to one launch
+        # the different plain numbers (floats) the call's launches were given as arguments
+        # (at most MAX_NUMBERS_KEPT kept), and whether to change each before its launch
+        # (numbers_followed's run)
+        self.numbers: set[float] = set()
+        self.poison_numbers = False
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -167,6 +172,10 @@ class LaunchCounter:
             if getattr(self, "pre_run_hooks", None):  # code Triton runs inside the launch
                 counter.hooked = counter.hooked or getattr(self, "__name__", "a kernel")
             counter._note_fed(arguments)
+            counter._note_numbers(arguments)
+            if counter.poison_numbers:
+                args = tuple(_other_number(a) for a in args)
+                kwargs = {k: _other_number(v) for k, v in kwargs.items()}
             before = counter._given_before(arguments) if counter.clobber else None
             counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
             try:
@@ -260,6 +269,12 @@ class LaunchCounter:
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
 
+    def _note_numbers(self, arguments: list):
+        """Keep the plain numbers a launch is given (a kernel's eps, or values computed outside
+        it handed over one by one)."""
+        if len(self.numbers) < MAX_NUMBERS_KEPT:
+            self.numbers.update(float(a) for a in arguments if _plain_number(a))
+
     def _given_before(self, arguments: list) -> dict:
         """Copies of the tensors this launch is given, before it runs: the ones it writes are
         then told apart (``_clobber``). A tensor too large to copy is left out."""
@@ -341,6 +356,7 @@ class LaunchCounter:
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
         self.fed_from, self.outside_size = set(), 0
+        self.numbers = set()
         return count if self.installed else None
 
     def computed_by_torch(self, result, made: dict) -> str:
@@ -468,6 +484,32 @@ def _held_within(fed, result) -> bool:
 # a run or block of the result is looked for from (``_held_within``)
 CANDIDATE_STARTS = 256
 LEADING_VALUES = 64
+
+
+# The different plain numbers given to one call's launches that make them a route for values:
+# a kernel's parameters (eps, a scale) are a few, whatever the size of the result; kept at most
+MANY_NUMBERS = 8
+MAX_NUMBERS_KEPT = 100_000
+
+
+def _plain_number(value) -> bool:
+    """A float argument (Python's, or numpy's), not a bool, an int or a constexpr."""
+    import numpy as np
+
+    return isinstance(value, (float, np.floating))
+
+
+def _other_number(value):
+    """A plain number changed as ``_perturb`` changes a tensor's values; anything else as is."""
+    return value * -1.5 + 0.75 if _plain_number(value) else value
+
+
+def numbers_followed(function, args_spec: tuple, device: str, first,
+                     launches: LaunchCounter) -> bool:
+    """Whether the result follows the plain numbers the launches were given: the call made
+    again with each changed before its launch returns other values (beyond ``PASSED_ON``)."""
+    return _changed_when_poisoned(function, args_spec, device, first, launches,
+                                  poison_numbers=True)
 
 
 def _perturb(tensor) -> None:
@@ -656,6 +698,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         raise InputNotBuilt(_cut(f"{type(exc).__name__}: {safe_str(exc)}", 300)) from exc
     fill = uses_tensors and case.fill_outputs_with_nan
     record = None
+    numbers_fed = False  # plain numbers as a route for the result's values (a kernel part's)
     if launches is not None:
         launches.taken()  # launches the grader's own steps made do not count
     # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
@@ -718,6 +761,10 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             # and values made outside torch, as many as the result holds: numpy's answer
             torch_answers = torch_answers | {lineage.OUTSIDE}
         returned.answer_fed = min(torch_answers & launches.fed_from, default="")
+        # values handed to the kernels one plain number at a time: as many different ones as
+        # half the result, and more than a kernel's few parameters (asked for evidence below)
+        numbers = len(launches.numbers)
+        numbers_fed = numbers >= max(MANY_NUMBERS, elements // 2)
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)
@@ -765,6 +812,13 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                 launches.fed_outside_size = 2
             if not followed:
                 returned.answer_fed = ""  # given, never read: kept for debugging, say
+    if launches is not None and numbers_fed and not (
+            returned.computed_by_torch or returned.passed_through or returned.ignores_kernels
+            or returned.answer_fed):
+        if evidence is not None:
+            evidence()  # the run below is the grader's, not the case's
+        if numbers_followed(function, args_spec, device, result, launches):
+            returned.numbers_fed = numbers
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten, returned.follows_fill = _find_unwritten(

@@ -456,6 +456,12 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "plain Python), as many as the result holds, reached a kernel launch, and "
                      "changing them before each launch changes the result: the kernel was "
                      "handed what code outside the kernels computed")
+    if part.needs_kernels and getattr(returned, "numbers_fed", 0):
+        return _fail("answer-fed", f"{returned.numbers_fed} different plain numbers reached "
+                     "the kernel launches as arguments (computed outside the kernels: in "
+                     "Python, numpy or torch, taken out with .item() or .tolist()), and "
+                     "changing them before each launch changes the result: a kernel's data "
+                     "reaches it as tensors it loads, not as numbers computed for it")
     if part.needs_kernels and returned.answer_fed:
         return _fail("answer-fed", f"values torch's {returned.answer_fed} computed during the "
                      "call reached a kernel launch (whatever was done to them on the way), and "

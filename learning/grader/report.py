@@ -112,19 +112,16 @@ def _render_part(console: Console, exercise: Exercise, part_result: results.Part
         counted = part_result.graded
         cases = f"{counted} case{'' if counted == 1 else 's'}"
         reason = _not_run_reason(exercise, part_result, import_problem)
-        console.print(f"  [dim]not run[/dim]: {escape(visible(reason))}, so its {cases} did "
-                      "not run",
-                      highlight=False)
+        _part_line(console, f"[dim]not run[/dim]: {escape(visible(reason))}, so its {cases} "
+                            "did not run")
         return
     if status == "not-started":
         where = _lesson_label(exercise, part) + (f', "{part.section}",' if part.section else "")
-        console.print(f"  [yellow]not started[/yellow]: {part.function} still raises "
-                      f"NotImplementedError; {escape(where)} starts it.",
-                      highlight=False)
+        _part_line(console, f"[yellow]not started[/yellow]: {part.function} still raises "
+                            f"NotImplementedError; {escape(where)} starts it.")
         return
     if status == "missing":
-        console.print(f"  [red]{escape(visible(part_result.problem.message))}[/red]",
-                      highlight=False)
+        _part_line(console, f"[red]{escape(visible(part_result.problem.message))}[/red]")
         return
     seen_errors: dict[tuple[str, str], str] = {}
     for case_result in part_result.cases:
@@ -210,6 +207,13 @@ def traceback_lines(text: str, width: int) -> list[str]:
             continue
         kept.append(line)
     return kept
+
+
+def _part_line(console: Console, markup: str) -> None:
+    """One line for a whole part, indented under its header, wrapped lines too."""
+    from rich.padding import Padding
+
+    console.print(Padding(Text.from_markup(markup), (0, 0, 0, 2)))
 
 
 def _say(console: Console, body: str, indent: int = CASE_INDENT, label: str = "",

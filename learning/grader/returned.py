@@ -65,6 +65,10 @@ class Returned:
     # kernel parts: a torch function that computes the part's answer (torch.softmax for a
     # softmax) from which values given to a launch came, however changed on the way
     answer_fed: str = ""
+    # kernel parts: the different plain numbers the launches were given, where they are many
+    # and the result follows them (values computed outside the kernels, handed over as
+    # arguments); 0 otherwise
+    numbers_fed: int = 0
     # kernel parts: the grader's own code in the learner's process that had changed by the
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
