@@ -33,7 +33,7 @@ keeps this list, the folder and the imports (no circles) in step.
             map_run.py       the worker run that records a memory map, and which case to map
             steps_run.py     the worker run that records a failing case's named steps
             worker.py        the learner's process: import their module, run the cases, report
-            program_order.py the interpreter runs a launch's programs last to first (races show)
+            program_order.py the order the interpreter runs a launch's programs in, case by case
             channel.py       the worker's end of the event pipe: one frame of plain data per event
             loading.py       before the learner's import: libraries loaded, memory capped, filter on
             calls.py         one call of the learner's function on a case, described as plain data
