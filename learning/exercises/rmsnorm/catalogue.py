@@ -203,6 +203,42 @@ def _kernel(body: str) -> str:
     return _KERNEL_HEAD + body
 
 
+
+def _racing(scaler: int) -> str:
+    """Two programs a row: the one of parity ``scaler`` stores the row's scale in a buffer,
+    the other reads it back in the same launch."""
+    return f'''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, output_row_stride,
+                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            # two programs a row: one finds its scale, the other applies it
+            program = tl.program_id(0)
+            row = program // 2
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            if program % 2 == {scaler}:
+                mean_square = tl.sum(x * x, axis=0) / n_cols
+                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
+            else:
+                inverse_rms = tl.load(scale_ptr + row)
+                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                         mask=mask)
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, output.stride(0),
+                                          x.stride(0), n_cols, eps,
+                                          BLOCK=triton.next_power_of_2(n_cols))
+            return output
+'''
+
+
 TRITON = (
     Version("padding -inf, copied from softmax", "triton", "minus-inf-padding", _kernel('''
             x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
@@ -357,71 +393,13 @@ TRITON = (
             y = x * tl.rsqrt(mean_square + 1e-6) * w
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     ''')),
-    # Right only where a row's even program runs before its odd one, an order no GPU promises:
-    # the check runs half its cases last to first
+    # Right only where the program that finds a row's scale runs before the one that applies
+    # it, an order no GPU promises: the check runs half its cases last to first, half first to
+    # last, so one of the two orders catches each
     Version("a row's scale stored by one program, read by the next", "triton", "program-order",
-            '''
-        @triton.jit
-        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, output_row_stride,
-                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
-            # two programs a row: the even one finds its scale, the odd one applies it
-            program = tl.program_id(0)
-            row = program // 2
-            offsets = tl.arange(0, BLOCK)
-            mask = offsets < n_cols
-            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
-                        other=0.0).to(tl.float32)
-            if program % 2 == 0:
-                mean_square = tl.sum(x * x, axis=0) / n_cols
-                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
-            else:
-                inverse_rms = tl.load(scale_ptr + row)
-                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
-                         mask=mask)
-
-
-        def rmsnorm_triton(x, weight, eps=1e-6):
-            n_rows, n_cols = x.shape
-            output = torch.empty_like(x)
-            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, output.stride(0),
-                                          x.stride(0), n_cols, eps,
-                                          BLOCK=triton.next_power_of_2(n_cols))
-            return output
-    ''', interpreter_only=True),
-    # ... and where the odd one runs first: the order of the other half of the check's cases
+            _racing(scaler=0), interpreter_only=True),
     Version("a row's scale stored by one program, read by the one before", "triton",
-            "program-order", '''
-        @triton.jit
-        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, output_row_stride,
-                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
-            # two programs a row: the odd one finds its scale, the even one applies it
-            program = tl.program_id(0)
-            row = program // 2
-            offsets = tl.arange(0, BLOCK)
-            mask = offsets < n_cols
-            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
-                        other=0.0).to(tl.float32)
-            if program % 2 == 1:
-                mean_square = tl.sum(x * x, axis=0) / n_cols
-                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
-            else:
-                inverse_rms = tl.load(scale_ptr + row)
-                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
-                         mask=mask)
-
-
-        def rmsnorm_triton(x, weight, eps=1e-6):
-            n_rows, n_cols = x.shape
-            output = torch.empty_like(x)
-            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, output.stride(0),
-                                          x.stride(0), n_cols, eps,
-                                          BLOCK=triton.next_power_of_2(n_cols))
-            return output
-    ''', interpreter_only=True),
+            "program-order", _racing(scaler=1), interpreter_only=True),
 )
 
 WRONG = PYTHON + TRITON
