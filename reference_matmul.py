@@ -39,18 +39,21 @@ fast:
    launches. The first call for a product (its shapes, strides, dtype, device and the
    alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
    remembers the best in a ``_Plan``, with the kernel that Triton compiled for it: of the
-   rows within 5 % of the fastest on the GPU (``TIE``), the one whose call costs the host
-   least, where it costs clearly less than the fastest's (``HOST_GAIN``; a small product's
-   kernel can end before the next call is launched, and then the launch is what a program
-   waits for). Every later call for that product skips the
-   checks, the choice and Triton's own launch path (which binds, specializes and looks the
-   kernel up again on every call): it launches the compiled kernel directly
-   (``_direct_launcher``), and where the kernel takes tensor descriptors, encodes each
+   rows within 5 % of the fastest on the GPU (``TIE``), those that launch fewest kernels per
+   call, and of them the one whose call costs the host least, where it costs clearly less
+   than the fastest's (``HOST_GAIN``; a small product's kernel can end before the next call
+   is launched, and then the launch is what a program waits for). Every later call for that
+   product skips the checks, the choice and Triton's own launch path (which binds,
+   specializes and looks the kernel up again on every call): it launches the compiled kernel
+   directly (``_direct_launcher``), and where the kernel takes tensor descriptors, encodes each
    operand's descriptor once per address rather than on every call (``_EncodedLaunch``, on
    the Triton versions whose launcher it was run against). An operand whose rows do not
    start on 16-byte boundaries (4097 columns of 2 bytes) is first copied into one whose
    rows do (``_pad_rows``, both operands in one launch, into buffers the plan keeps), where
-   the product is large enough for the copy to pay.
+   the product is large enough for the copy to pay; or, in the rows marked "copies in the
+   same launch", by the product's own launch (``_matmul_copied``): each program copies its
+   share, waits until every program has (``_all_arrived``), then computes its tiles, so that
+   a call costs the host one launch, as torch.matmul's does.
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -89,6 +92,12 @@ PAD_MIN_MACS = 2**28
 #: The copy kernel's tile (rows x columns of the operand) and warps (``_pad_rows``).
 PAD_TILE = (16, 256)
 PAD_WARPS = 4
+#: The copy's tile where the product's own launch copies (``_matmul_copied``): one program
+#: per multiprocessor copies many tiles, one after another, so each is larger.
+COPY_INSIDE_TILE = (64, 256)
+#: Launch ``_matmul_copied`` as a cooperative grid: the driver then promises that every
+#: program is resident at once (or refuses the launch), which its wait for the others needs.
+COOPERATIVE = True
 #: A plan keeps the buffers it copies into, one pair per stream, with their descriptors, for
 #: its next calls, where the pair takes at most this many bytes (4097 cubed in 16-bit: 65 MiB,
 #: held until ``forget_choices``): allocating and describing them on every call costs the host
@@ -112,6 +121,9 @@ class TileConfig:
     tma: bool = False  # tiles moved by tensor descriptors (_matmul_tma) instead of pointers
     # one program per multiprocessor walks tile after tile (_matmul_persistent)
     persistent: bool = False
+    # the copies into aligned rows made by the product's own launch (_matmul_copied): rows
+    # that are persistent, with pointers, and run only where an operand is copied
+    copy_inside: bool = False
 
     def shared_bytes(self, element_bytes: int) -> int:
         """Shared memory the software pipeline holds: num_stages tiles of A and of B."""
@@ -122,8 +134,10 @@ class TileConfig:
         split = f", K split in {self.split_k}" if self.split_k > 1 else ""
         tma = ", tensor descriptors" if self.tma else ""
         persistent = ", persistent" if self.persistent else ""
+        inside = ", copies in the same launch" if self.copy_inside else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} group {self.group_m}, "
-                f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}{persistent}")
+                f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}{persistent}"
+                f"{inside}")
 
 
 # The tuning table: the first call for a product times every row that fits in shared memory
@@ -170,6 +184,10 @@ CONFIGS = (
     TileConfig(128, 256, 64, 8, 8, 3, persistent=True),
     TileConfig(128, 256, 64, 8, 8, 4, persistent=True),
     TileConfig(128, 256, 64, 8, 8, 3, tma=True, persistent=True),
+    # The persistent rows again, copying the operands in the same launch, for products whose
+    # rows must be copied (4097 cubed): one launch per call, not two.
+    TileConfig(128, 256, 64, 8, 8, 3, persistent=True, copy_inside=True),
+    TileConfig(128, 256, 64, 8, 8, 4, persistent=True, copy_inside=True),
 )
 
 # The skinny table, for M <= SKINNY_M (8 x 4096 x 4096: 32 MiB of B for 0.27 GFLOP). Such a
@@ -438,14 +456,26 @@ def _matmul_persistent(
     EVEN_K: tl.constexpr, K_RUNS: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
     C_ALIGNED: tl.constexpr,  # as in _matmul
 ):
-    """One program per multiprocessor, each computing tile after tile of C (the tile-th, then
-    the (tile + programs)-th, ...). Where K is short (4096 x 4096 x 512: eight steps per tile),
+    """One program per multiprocessor, each computing tile after tile of C (``_tiles_in_turn``).
+    Preconditions as ``_matmul`` (or ``_matmul_tma``), with no split of K."""
+    _tiles_in_turn(c_ptr, a, b, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
+                   stride_bn, M, N, K, b_cols, programs, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                   TMA, EVEN_K, K_RUNS, ALIGNED, VEC, C_ALIGNED)
+
+
+@triton.jit
+def _tiles_in_turn(c_ptr, a, b, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
+                   stride_bn, M, N, K, b_cols, programs, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   TMA: tl.constexpr, EVEN_K: tl.constexpr, K_RUNS: tl.constexpr,
+                   ALIGNED: tl.constexpr, VEC: tl.constexpr, C_ALIGNED: tl.constexpr):
+    """This program's tiles of C, one after the other: the tile-th, then the
+    (tile + programs)-th, ... Where K is short (4096 x 4096 x 512: eight steps per tile),
     a program per tile spends much of its life filling its pipeline and storing its tile; here
     the loop over tiles and K is one loop to the compiler (``flatten``), which then loads the
     next tile's first steps while this tile's last ones multiply and its sum is stored.
 
     With pointers, a K that is not whole steps is masked on every step, as in ``_matmul``.
-    Preconditions as ``_matmul`` (or ``_matmul_tma``), with no split of K.
     """
     steps = tl.cdiv(K, BLOCK_K)
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
@@ -520,6 +550,68 @@ def _pad_rows(
     else:
         _pad_tile(src_1, dst_1, rows_1, cols_1, stride_1r, stride_1c, wide_1, tile - tiles_0,
                   BLOCK_R, BLOCK_C, VEC)
+
+
+@triton.jit
+def _all_arrived(barrier, programs):
+    """Wait until every program of the launch has called this; what each stored before it is
+    then seen by all. ``barrier`` holds two int32: how many have arrived (0 between launches)
+    and a generation that the last to arrive moves on, which the others wait for. Nothing is
+    reset by anyone still waiting, so the next launch may reuse both at once.
+
+    Every program of the launch must be running at the same time, or the first ones wait for
+    ever: the launch asks the driver for exactly that (``launch_cooperative_grid``, which
+    fails rather than hangs where the grid cannot all be resident), and the interpreter, which
+    runs one program after another, launches one."""
+    tl.debug_barrier()  # every thread's stores are made before the program counts itself in
+    generation = tl.atomic_add(barrier + 1, 0, sem="acquire", scope="gpu")
+    arrived = tl.atomic_add(barrier, 1, sem="acq_rel", scope="gpu")
+    if arrived == programs - 1:
+        tl.atomic_xchg(barrier, 0, sem="relaxed", scope="gpu")
+        tl.atomic_add(barrier + 1, 1, sem="release", scope="gpu")
+    else:
+        while tl.atomic_add(barrier + 1, 0, sem="acquire", scope="gpu") == generation:
+            pass
+    tl.debug_barrier()  # no thread reads before the program has seen the others arrive
+
+
+@triton.jit
+def _matmul_copied(
+    c_ptr,  # as in _matmul
+    a_src, b_src,  # A and B as given: the copies read them
+    a_ptr, b_ptr,  # what the product reads: each operand's aligned copy, or the operand itself
+    barrier,  # two int32 for _all_arrived, zeros before the first launch
+    rows_0, cols_0, stride_0r, stride_0c, wide_0,  # A as given, and its copy's row width
+    rows_1, cols_1, stride_1r, stride_1c, wide_1,  # the same for B
+    tiles_0, tiles_1,  # copy tiles of A and of B (0 for an operand not copied)
+    stride_cm, stride_cn, stride_am, stride_ak, stride_bk, stride_bn,  # as in _matmul
+    M, N, K, b_cols,  # as in _matmul
+    programs,  # programs launched: at most one per multiprocessor, all resident at once
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr, K_RUNS: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
+    C_ALIGNED: tl.constexpr,  # as in _matmul
+    COPY_R: tl.constexpr, COPY_C: tl.constexpr,  # the copy's tile, as _pad_rows's
+):
+    """``_pad_rows`` and ``_matmul_persistent`` in one launch: a call of the reference costs
+    the host one launch, as torch.matmul's does, where the copies would make it two. Every
+    program copies its share of the tiles of A and B into their aligned rows, waits until all
+    have (``_all_arrived``), then computes tile after tile of C from the copies, with
+    pointers. Preconditions as ``_matmul_persistent`` with pointers, and every program resident
+    at once."""
+    tile = tl.program_id(0)
+    while tile < tiles_0 + tiles_1:
+        if tile < tiles_0:
+            _pad_tile(a_src, a_ptr, rows_0, cols_0, stride_0r, stride_0c, wide_0, tile, COPY_R,
+                      COPY_C, VEC)
+        else:
+            _pad_tile(b_src, b_ptr, rows_1, cols_1, stride_1r, stride_1c, wide_1,
+                      tile - tiles_0, COPY_R, COPY_C, VEC)
+        tile += programs
+    _all_arrived(barrier, programs)
+    _tiles_in_turn(c_ptr, a_ptr, b_ptr, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
+                   stride_bn, M, N, K, b_cols, programs, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                   False, EVEN_K, K_RUNS, ALIGNED, VEC, C_ALIGNED)
 
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -905,6 +997,7 @@ class _Plan:
         tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
         self.tiles = grid[0]
         self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # per stream (_scratch)
+        self.barriers: dict[int, torch.Tensor] = {}  # per stream (_barrier)
         self.descriptors = self.describe = None
         if config.tma:
             if not rows_aligned or _descriptor_class() is None:
@@ -920,7 +1013,11 @@ class _Plan:
         self.pad, self.padded = self._copy_launch(a, b, vec), {}
         # A and B are the kernel's second and third tensors, after C
         described = dict(zip((1, 2), self.describe)) if self.describe else None
-        if config.persistent:
+        if config.copy_inside:
+            self.matmul = self._copied_launch(a, b, (
+                *c_strides, *a_strides, *b_strides, m, n, k, b_cols, *tiles[:4],
+                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0), options)
+        elif config.persistent:
             if self.splits > 1:
                 raise ValueError(f"matmul: {config.label}: a persistent row does not split K; "
                                  "drop split_k or persistent")
@@ -942,9 +1039,11 @@ class _Plan:
     def _copy_launch(self, a: torch.Tensor, b: torch.Tensor, vec: int):
         """The launch of ``_pad_rows`` that copies the operands this plan copies, both in one
         launch (the one operand twice over, the second time with no programs, where only one
-        is copied); None where none is."""
+        is copied); None where none is, or where the product's launch copies them itself."""
         copied = [t for t, copy in ((a, self.copy_a), (b, self.copy_b)) if copy]
-        if not copied:
+        self.pad_bytes = sum(t.shape[0] * _padded_width(t.shape[1]) for t in copied) * \
+            a.element_size()
+        if not copied or self.config.copy_inside:
             return None
         block_r, block_c = PAD_TILE
         shapes = [(*t.shape, *t.stride(), _padded_width(t.shape[1])) for t in copied]
@@ -952,11 +1051,37 @@ class _Plan:
                  for t in copied]
         if len(copied) == 1:
             shapes, tiles = shapes * 2, [tiles[0], 0]
-        self.pad_bytes = sum(t.shape[0] * _padded_width(t.shape[1]) for t in copied) * \
-            a.element_size()
         options = {} if _interpreted() else {"num_warps": PAD_WARPS}
         return _Launch(_pad_rows, (sum(tiles), 1, 1), (*shapes[0], *shapes[1], tiles[0], block_r,
                                                        block_c, vec), options, a.device)
+
+    def _copied_launch(self, a: torch.Tensor, b: torch.Tensor, matmul_args: tuple,
+                       options: dict) -> _Launch:
+        """The one launch of ``_matmul_copied``: the copies of the operands this plan copies,
+        then the product. ``matmul_args`` are ``_matmul_persistent``'s past its programs."""
+        config = self.config
+        if not config.persistent or config.tma or self.splits > 1:
+            raise ValueError(f"matmul: {config.label}: copies in the same launch need a "
+                             "persistent row with pointers and no split of K")
+        if not (self.copy_a or self.copy_b):
+            raise ValueError(f"matmul: {config.label} copies the operands in its own launch, "
+                             f"and neither needs a copy here (a has strides {a.stride()}, "
+                             f"b {b.stride()}): pick a row without copy_inside")
+        block_r, block_c = COPY_INSIDE_TILE
+        copies = []
+        for t, copy in ((a, self.copy_a), (b, self.copy_b)):
+            tiles = triton.cdiv(t.shape[0], block_r) * triton.cdiv(t.shape[1], block_c)
+            copies.append(((*t.shape, *t.stride(), _padded_width(t.shape[1])),
+                           tiles if copy else 0))
+        # every program must be resident at once (_all_arrived): one per multiprocessor at
+        # most, and one in the interpreter, which runs them one after another
+        programs = 1 if _interpreted() else min(self.tiles, _programs(a.device))
+        if not _interpreted() and COOPERATIVE:
+            options = {**options, "launch_cooperative_grid": True}
+        (shape_a, tiles_a), (shape_b, tiles_b) = copies
+        return _Launch(_matmul_copied, (programs, 1, 1), (
+            *shape_a, *shape_b, tiles_a, tiles_b, *matmul_args[:10], programs, *matmul_args[10:],
+            block_r, block_c), options, a.device)
 
     def _buffers(self) -> tuple:
         """The views A and B are copied into (None for an operand not copied). One pair per stream,
@@ -997,8 +1122,25 @@ class _Plan:
                 self.scratch[stream] = scratch
         return scratch
 
+    def _barrier(self) -> torch.Tensor:
+        """The two counters of ``_all_arrived``, one pair per stream, made and kept as the
+        split's are (``_scratch``): every launch leaves them ready for the next."""
+        capturing = _capturing(self.device)
+        stream = _current_stream(self.device)
+        barrier = None if capturing else self.barriers.get(stream)
+        if barrier is None:
+            barrier = torch.zeros(2, dtype=torch.int32, device=self.device)
+            if not capturing:
+                self.barriers[stream] = barrier
+        return barrier
+
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = a.new_empty(self.shape)  # a's dtype and device: cheaper to ask than torch.empty
+        if self.config.copy_inside:
+            view_a, view_b = self._buffers()
+            self.matmul(c, a, b, a if view_a is None else view_a,
+                        b if view_b is None else view_b, self._barrier())
+            return c
         if self.pad is not None:  # the launch makes descriptors of what it is given
             view_a, view_b = self._buffers()
             if view_a is None:
@@ -1017,6 +1159,11 @@ class _Plan:
         else:
             self.matmul(c, a, b, *self._scratch())
         return c
+
+    @property
+    def launches(self) -> int:
+        """Kernels launched per call: the product's, and the copies' where they have their own."""
+        return 1 + (self.pad is not None)
 
     @property
     def direct(self) -> bool:
@@ -1056,6 +1203,8 @@ def _candidates(a: torch.Tensor, b: torch.Tensor) -> tuple[TileConfig, ...]:
     table = SKINNY_CONFIGS if skinny else CONFIGS
     if not _descriptors_fit(a, b):
         table = tuple(row for row in table if not row.tma)
+    if not any(_copies(a, b)):
+        table = tuple(row for row in table if not row.copy_inside)
     return _fitting(table, a.element_size(), a.device)
 
 
@@ -1108,8 +1257,11 @@ def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, flo
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     """Time a plan for every candidate row (``_times_ms``), as triton.autotune would, and keep
-    the fastest on the GPU, or, of the rows within ``TIE`` of it, the one cheapest to launch
-    where its call costs the host less than ``HOST_GAIN`` times the fastest's. A row
+    the fastest on the GPU, or, of the rows within ``TIE`` of it, one that makes fewer
+    launches per call (the copies made in the product's own launch, not a launch of their
+    own: a launch costs the host microseconds on every call, which no timing's noise can
+    hide or fake), and of those the fastest, or the one cheapest to launch where its call
+    costs the host less than ``HOST_GAIN`` times that fastest's. A row
     that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
     chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
@@ -1124,8 +1276,11 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     if not times:
         raise next(iter(skipped.values()))
     fastest = min(times, key=lambda plan: times[plan][0])
-    cheapest = min((plan for plan, (device, _) in times.items()
-                    if device <= times[fastest][0] * TIE), key=lambda plan: times[plan][1])
+    tied = [plan for plan, (device, _) in times.items() if device <= times[fastest][0] * TIE]
+    fewest = min(plan.launches for plan in tied)
+    tied = [plan for plan in tied if plan.launches == fewest]
+    fastest = min(tied, key=lambda plan: times[plan][0])
+    cheapest = min(tied, key=lambda plan: times[plan][1])
     best = cheapest if times[cheapest][1] < times[fastest][1] * HOST_GAIN else fastest
     best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
     return best

@@ -314,6 +314,8 @@ def measure_configs(dname: str, quick: bool, say, size=CONFIG_SIZE,
         row = {"dtype": dname, "M": m, "N": n, "K": k, "config": row_config.label}
         if limit and row_config.shared_bytes(a.element_size()) > limit:
             row["note"] = "needs more shared memory than the GPU has"
+        elif row_config.copy_inside and not any(reference_matmul._copies(a, b)):
+            row["note"] = "not run: it copies the operands, and neither needs a copy here"
         else:
             def run(x, y, c=row_config):
                 return reference_matmul.matmul(x, y, config=c)
