@@ -38,6 +38,10 @@ ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
 STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
 STRIDE_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_stride.json"
 STRIDE_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_stride_triton39.json"
+ONE_LAUNCH = COURSE_ROOT / "lab" / "results" / "matmul_one_launch.json"
+ONE_LAUNCH_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_triton39.json"
+ONE_LAUNCH_H100 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_h100_2026-12-06.json"
+BIG_ODD = 4097  # the product whose rows are copied in lab/probes/matmul_one_launch_probe.py
 TARGET = 0.9  # the reference against torch.matmul at 4096^3 in float16 and bfloat16
 TARGET_SIZE = (4096, 4096, 4096)
 
@@ -765,6 +769,78 @@ def strides_triton39(_numbers=None):
     return strides(path=STRIDE_PROBE_TRITON39)
 
 
+def _one_launch_rows(part: str, path: Path) -> tuple:
+    """The probe's timed rows of one part, per dtype: (dtype, run, device us, range, torch over
+    it, host us, host over torch's), the fastest on the GPU first."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        if r.get("part") == part and "device_us" in r:
+            grouped.setdefault(r["dtype"], {}).setdefault(r["run"], []).append(r)
+    rows, rounds = [], 0
+    for dtype, by_run in grouped.items():
+        torch_runs = by_run.get("torch.matmul", [])
+        torch_device = _median([r["device_us"] for r in torch_runs])
+        torch_host = _median([r["host_us"] for r in torch_runs])
+        for run, runs in sorted(by_run.items(),
+                                key=lambda kv: _median([r["device_us"] for r in kv[1]])):
+            device = [r["device_us"] for r in runs]
+            host = _median([r["host_us"] for r in runs])
+            rounds = max(rounds, len(runs))
+            rows.append((dtype, run, f"{_median(device):,.1f}", _spread(device, 1),
+                         f"{torch_device / _median(device):.2f}", f"{host:.1f}",
+                         f"{host / torch_host:.2f}"))
+    return data, tuple(rows), rounds
+
+
+def one_launch(_numbers=None, path: Path = ONE_LAUNCH):
+    """lab/probes/matmul_one_launch_probe.py: 4097 cubed with the copies in a launch of their
+    own and in the product's own launch, the GPU's time and the host's per call."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_one_launch_probe.py")
+    data, rows, rounds = _one_launch_rows(f"{BIG_ODD} cubed", path)
+    chosen = "; ".join(f"{r['dtype']}: {r['chosen']}" for r in data["rows"]
+                       if r.get("part") == "choice")
+    return Table(("dtype", "what runs", "GPU us", "lowest to highest", "GPU: torch / it",
+                  "call us", "call: it / torch"), rows,
+                 f"{BIG_ODD} cubed; medians of {rounds} rounds, GPU time and call time as the "
+                 "bench measures them; the copy tile is the rows x columns each step of a "
+                 "program's copy moves. The reference chose " + (chosen or "nothing recorded")
+                 + ". " + _env_said(data))
+
+
+def one_launch_triton39(_numbers=None):
+    """``one_launch`` for the run with Triton 3.9."""
+    return one_launch(path=ONE_LAUNCH_TRITON39)
+
+
+def mixed_operands(_numbers=None, path: Path = ONE_LAUNCH_H100):
+    """lab/probes/matmul_one_launch_probe.py: 1000 cubed with each operand moved by tensor
+    descriptor or by pointers."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_one_launch_probe.py")
+    data, rows, rounds = _one_launch_rows("1000 cubed", path)
+    return Table(("dtype", "what runs", "GPU us", "lowest to highest", "GPU: torch / it",
+                  "call us", "call: it / torch"), rows,
+                 f"1000 cubed, contiguous operands; medians of {rounds} rounds, as the bench "
+                 "measures them (the probe's kernel makes its descriptors on every call, so "
+                 "its call times are not the reference's). " + _env_said(data))
+
+
+def cublas_kernels(_numbers=None, path: Path = ONE_LAUNCH):
+    """lab/probes/matmul_one_launch_probe.py: the kernels torch.matmul ran, from torch's
+    profiler, for each product."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_one_launch_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = tuple((r["dtype"], " x ".join(str(v) for v in r["product"]), r["kernel"],
+                  f"{r['device_us']:,.1f}")
+                 for r in data["rows"] if r.get("part") == "cublas")
+    return Table(("dtype", "M x N x K", "kernel", "GPU us per call"), rows,
+                 "torch.profiler over 5 calls each, the inputs in the L2 cache. " +
+                 _env_said(data))
+
+
 # ---------------------------------------------------------------------------------------------
 # The page.
 
@@ -843,5 +919,9 @@ BLOCKS = {
     "floor": stream_floor,
     "strides": strides,
     "strides_triton39": strides_triton39,
+    "one_launch": one_launch,
+    "one_launch_triton39": one_launch_triton39,
+    "mixed_operands": mixed_operands,
+    "cublas": cublas_kernels,
     "plans": plans,
 }
