@@ -2,6 +2,7 @@
 catalogued version gets the diagnosis it must get, every case catches the bugs it declares,
 and a failure names only causes the grader has evidence for."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -140,7 +141,10 @@ def test_catalogued_mistake_gets_its_diagnosis_where_declared(tmp_path, mode, na
     for version in group:
         folder = tmp_path / str(len(graded))
         folder.mkdir()
-        limit = TIMEOUT_SECONDS if diagnosis == "timed-out" else None
+        # versions that never finish (in one order of the programs, for a kernel that waits
+        # for another program) get a short limit
+        limit = TIMEOUT_SECONDS if diagnosis in ("timed-out", "waits-for-another-program") \
+            else None
         result = grade_text(folder, name, version_text(name, version), [part_name],
                             case_seconds=limit)
         (graded[version.name],) = result.parts
@@ -243,3 +247,32 @@ def test_every_part_catalogues_an_error_a_timeout_and_an_unknown_mistake(exercis
     for part in exercise.parts:
         assert {"error", "unknown"} <= kinds[part.name], (part.name, kinds[part.name])
     assert any("timed-out" in k for k in kinds.values()), exercise.name
+
+
+@pytest.mark.interpreter
+def test_a_kernel_that_hangs_in_one_order_of_its_programs_is_told_it_waits_for_another(
+        tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("the order of a launch's programs is the interpreter's to choose")
+    # the catalogued wait: stopped in the order that runs the waiting program first, passed
+    # in the other, so the message names the wait instead of a loop that never advances
+    (waits,) = [v for v in versions("rmsnorm") if v.bug == "waits-for-another-program"]
+    (tmp_path / "waits").mkdir()
+    (tmp_path / "forever").mkdir()
+    (part,) = grade_text(tmp_path / "waits", "rmsnorm", version_text("rmsnorm", waits),
+                         ["triton"], case_seconds=TIMEOUT_SECONDS).parts
+    first = next(c for c in part.cases if c.verdict.status != "passed")
+    assert first.verdict.status == "timed-out"
+    assert [b.key for b in first.verdict.causes] == ["waits-for-another-program"]
+    assert "the usual reason" not in first.verdict.summary
+    assert "did not finish within" in first.verdict.summary
+    # a kernel that never ends in either order: stopped again in the other, and no cause
+    forever = waits.source.replace("while tl.atomic_add(ready_ptr + row, 0) == 0:",
+                                   "while tl.atomic_add(ready_ptr + row, 0) >= 0:")
+    assert forever != waits.source
+    text = version_text("rmsnorm", dataclasses.replace(waits, source=forever))
+    (part,) = grade_text(tmp_path / "forever", "rmsnorm", text, ["triton"],
+                         case_seconds=TIMEOUT_SECONDS).parts
+    first = next(c for c in part.cases if c.verdict.status != "passed")
+    assert first.verdict.status == "timed-out" and not first.verdict.causes
+    assert "the usual reason is a loop" in first.verdict.summary

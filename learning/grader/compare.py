@@ -92,6 +92,14 @@ COMMON_BUGS = {
             "run at once, in no order the kernel can count on, and this is a race. Give each "
             "program everything it needs to compute its own outputs, or hand values between "
             "programs through a second launch (or an atomic operation)"),
+        Bug("waits-for-another-program", "with each launch's programs run in one order (first "
+            "to last, or last to first) this case never finished, and in the other it passes. "
+            "So a program waits in a loop for another program of the same launch to store "
+            "something, and in the order that hung, that program had not run yet. On a GPU "
+            "nothing promises that a launch's programs run together or in any order: the "
+            "program waited for may not start until the waiting one ends, and then neither "
+            "ends. Hand values between programs through a second launch, or give each program "
+            "everything it needs to compute its own outputs"),
         Bug("follows-the-fill", "your code reads memory before anything stored there, or adds "
             "onto it: an atomic add into an output made with torch.empty, an `out += ...`, a "
             "buffer loaded before a program stored it. torch.empty leaves a tensor's memory "

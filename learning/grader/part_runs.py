@@ -148,9 +148,13 @@ def _filtered() -> bool:
 
 
 # The verdicts a launch's programs run in another order may turn into a pass: a wrong answer,
-# or an error raised (a bounds check that one program's stale read led to). Not a time-out:
-# a kernel that loops for ever would cost the case's time limit once more.
-ORDER_MAY_EXPLAIN = ("failed", "error")
+# an error raised (a bounds check that one program's stale read led to), or a time-out (a
+# program waiting for one that, in this order, has not run yet).
+ORDER_MAY_EXPLAIN = ("failed", "error", "timed-out")
+# A timed-out case runs again in the other order within this many seconds (or the case's own
+# limit, if shorter): a kernel that loops for ever in both orders costs this once more, not
+# the case's whole limit; the reference takes well under a second for any case.
+ORDER_RERUN_SECONDS = 10.0
 # The mistakes of any exercise a race's output can look like (what a program stored, and
 # where): a verdict naming another (the grader's code changed, torch's answer returned) stands.
 RACE_LOOKS_LIKE = frozenset({"unwritten", "out-of-bounds", "grid-too-small", "block-too-small",
@@ -163,7 +167,7 @@ def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline:
     alone, and its verdict names that cause, replacing any other (a replay that matched the
     racing output matched by chance). One process for every part; the learner's output from
     it is not shown again."""
-    wanted = {}
+    wanted, stuck = {}, {}  # failing cases, and timed-out ones, by part
     for part_result in result.parts:
         if not part_result.part.needs_kernels:
             continue
@@ -174,15 +178,27 @@ def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline:
                                      for bug in first.verdict.causes):
             continue
         if first is not None and not part_result.part.case(first.name).gpu_only:
-            wanted[part_result.part.name] = [first.name]
-    if not wanted:
-        return
+            into = stuck if first.verdict.status == "timed-out" else wanted
+            into[part_result.part.name] = [first.name]
+    if stuck:  # in a process of their own, each case within the shorter limit
+        limit = min(settings.case_seconds or ORDER_RERUN_SECONDS, ORDER_RERUN_SECONDS)
+        _judge_in_the_other_order(dataclasses.replace(settings, case_seconds=limit), result,
+                                  stuck, "waits-for-another-program", timeline)
+    if wanted:
+        _judge_in_the_other_order(settings, result, wanted, "program-order", timeline)
+
+
+def _judge_in_the_other_order(settings: Settings, result: CheckResult,
+                              wanted: dict[str, list[str]], cause: str, timeline: Timeline):
+    """Run ``wanted`` (case names by part) in one process with the programs in the other
+    order; each that passes there gets ``cause``, in place of any other."""
     run = WorkerRun(settings, [p.part for p in result.parts if p.part.name in wanted],
                     only=wanted, timeline=timeline,
                     extra_args=("--program-order", program_order.OPPOSITE))
     run.execute()
     result.add_note(run.repair_note())
-    timeline.note("program order: first failing cases run in the other order")
+    timeline.note(f"program order: {sum(map(len, wanted.values()))} case(s) run in the other "
+                  f"order, for {cause}")
     for part_result in result.parts:
         for case_result in part_result.cases:
             if case_result.name not in wanted.get(part_result.part.name, ()):
@@ -191,7 +207,9 @@ def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline:
                                        part_result.part.case(case_result.name))
             if again.passed:
                 verdict = case_result.verdict
-                verdict.causes, verdict.weak = (compare.COMMON_BUGS["program-order"],), ()
+                verdict.causes, verdict.weak = (compare.COMMON_BUGS[cause],), ()
+                # a time-out's usual reasons (a loop that never advances) are ruled out now
+                verdict.summary = verdict.summary.split(stopped.USUAL_REASON)[0]
 
 
 def _rerun_in_interpreter(settings: Settings, parts: list[PartResult], faults: list[CaseKey],

@@ -11,6 +11,9 @@ from learning.grader import childproc, compare
 from learning.grader.returned import ImportProblem
 from learning.grader.worker_run import WorkerRun
 
+# What a time-out's message says before its usual reasons (cut where the case's rerun in the
+# other order of programs shows the reason: learning.grader.part_runs).
+USUAL_REASON = "; the usual reason is "
 # Printed output past which a timed-out case says how much was printed: writing megabytes to a
 # pipe takes seconds of its own.
 PRINTED_A_LOT = 1_000_000
@@ -102,8 +105,7 @@ def failure_verdict(run: WorkerRun) -> compare.Verdict:
             if ended.stuck_at else ""
         return compare.Verdict(
             "timed-out", f"did not finish within {limit:g} s in case {name} "
-            f"(the reference takes well under a second){stopped}; the usual reason is "
-            f"{usual}")
+            f"(the reference takes well under a second){stopped}{USUAL_REASON}{usual}")
     if ended.status_lost:
         return compare.Verdict(
             "crashed", f"the process stopped answering in case {name}, and the warm "

@@ -400,6 +400,44 @@ TRITON = (
             _racing(scaler=0), interpreter_only=True),
     Version("a row's scale stored by one program, read by the one before", "triton",
             "program-order", _racing(scaler=1), interpreter_only=True),
+    # The same split with a wait: the second program of a row spins on a flag until the first
+    # has stored the scale. Run last to first, the interpreter runs the waiting program before
+    # the one it waits for, and the case never ends; on a GPU nothing promises the order either
+    Version("a row's second program waits in a loop for the first one's scale", "triton",
+            "waits-for-another-program", '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, ready_ptr,
+                           output_row_stride, input_row_stride, n_cols, eps,
+                           BLOCK: tl.constexpr):
+            program = tl.program_id(0)
+            row = program // 2
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            if program % 2 == 0:
+                mean_square = tl.sum(x * x, axis=0) / n_cols
+                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
+                tl.atomic_xchg(ready_ptr + row, 1)
+            else:
+                while tl.atomic_add(ready_ptr + row, 0) == 0:
+                    pass
+                inverse_rms = tl.load(scale_ptr + row)
+                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                         mask=mask)
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+            ready = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
+            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, ready, output.stride(0),
+                                          x.stride(0), n_cols, eps,
+                                          BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''', interpreter_only=True),
 )
 
 WRONG = PYTHON + TRITON
