@@ -302,6 +302,26 @@ def test_two_programs_writing_one_row_write_it_twice_and_leave_others(interprete
     assert case_map.never("output", "store") == list(range(16, 32))
 
 
+def test_an_atomic_add_is_drawn_as_a_read_and_a_store_of_its_elements(interpreter):
+    # every program adds its block into the first block's elements: the output's map shows
+    # them written by every program and the rest never written, where a map of loads and
+    # stores alone said no program stored anything
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_into_first_block(out_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        tl.atomic_add(out_ptr + tl.arange(0, BLOCK), x)
+
+    case_map = _record(_elementwise(add_into_first_block), _vectors(12))
+    for i in range(4):
+        assert case_map.programs_at("output", "store", i) == [0, 1, 2]
+        assert case_map.programs_at("output", "load", i) == [0, 1, 2]
+    assert case_map.never("output", "store") == list(range(4, 12))
+
+
 def test_the_drawing_marks_twice_written_and_unwritten_elements(interpreter):
     kernels = _kernels()
     pair = memory_map.MemoryMap(

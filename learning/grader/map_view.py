@@ -616,7 +616,8 @@ def _key(memory_map: MemoryMap, drawn: set[str]) -> list[str]:
            f"(in a 1-D grid, its tl.program_id(0)): 0-9{numbers}"
            + (", and again from 0 after 61" if most >= len(SYMBOLS) else "")
            + f". '{NEVER}' never touched; '{SEVERAL}' stored more than once, or read by more "
-           f"than one program{marks}."]
+           f"than one program{marks}. An atomic operation (tl.atomic_add, ...) counts as a "
+           "read and a store."]
     if "labelled rows" in drawn:
         key.append("A tensor of more than two dimensions is drawn one row per vector along its "
                    "last dimension, labelled by its other indices: row 1,0,5 is [1, 0, 5, :].")

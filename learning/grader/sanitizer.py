@@ -256,10 +256,17 @@ def install() -> bool:
                 _state.unmasked = False
         return access
 
+    def observed_atomic(builder, ptrs, mask):
+        """An atomic operation reads its element and writes it: observers see both."""
+        for observer in observers:
+            observer.access("load", builder, ptrs, mask)
+            observer.access("store", builder, ptrs, mask)
+
     def atomic_rmw(original):
         """``create_atomic_rmw`` (tl.atomic_add and its kin) writes at raw addresses too,
         without the masked store: checked as a store is."""
         def access(self, op, ptrs, value, mask, *rest, **kwargs):
+            observed_atomic(self, ptrs, mask)
             _check("atomic", ptrs, mask, self)
             return original(self, op, ptrs, value, mask, *rest, **kwargs)
         return access
@@ -270,6 +277,7 @@ def install() -> bool:
             import numpy as np
 
             every = type("EveryLane", (), {"data": np.ones(np.shape(ptrs.data), dtype=bool)})
+            observed_atomic(self, ptrs, every)
             _check("atomic", ptrs, every, self)
             return original(self, ptrs, *rest, **kwargs)
         return access
