@@ -276,3 +276,64 @@ def test_a_kernel_that_hangs_in_one_order_of_its_programs_is_told_it_waits_for_a
     first = next(c for c in part.cases if c.verdict.status != "passed")
     assert first.verdict.status == "timed-out" and not first.verdict.causes
     assert "the usual reason is a loop" in first.verdict.summary
+
+
+# Wrappers around lesson 09's kernel that fail only from their second call on: state kept
+# between calls. Run alone in a fresh process, as the check's reruns run a case, each passes
+# in either order of the programs, which says nothing about the order.
+SECOND_CALL_FAILS = {
+    "weight kept from the first call": '''
+        _KEPT = {}
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            weight = _KEPT.setdefault(x.dtype, weight.contiguous())
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(n_rows,)](output, x, weight, output.stride(0), x.stride(0),
+                                      n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''',
+    "output buffer made once": '''
+        _BUFFER = []
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            if not _BUFFER:
+                _BUFFER.append(torch.empty(n_rows * n_cols, dtype=x.dtype, device=x.device))
+            output = _BUFFER[0].view(n_rows, n_cols)
+            rmsnorm_kernel[(n_rows,)](output, x, weight.contiguous(), output.stride(0),
+                                      x.stride(0), n_cols, eps,
+                                      BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''',
+    "a lock taken and never given back": '''
+        import threading
+
+        _LOCK = threading.Lock()
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            _LOCK.acquire()
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(n_rows,)](output, x, weight.contiguous(), output.stride(0),
+                                      x.stride(0), n_cols, eps,
+                                      BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''',
+}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("what", sorted(SECOND_CALL_FAILS))
+def test_a_failure_that_a_fresh_process_hides_is_not_blamed_on_the_programs_order(
+        tmp_path, mode, what):
+    if not mode.interpret:
+        pytest.skip("the order of a launch's programs is the interpreter's to choose")
+    (waits,) = [v for v in versions("rmsnorm") if v.bug == "waits-for-another-program"]
+    version = dataclasses.replace(waits, source=SECOND_CALL_FAILS[what])
+    (part,) = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", version), ["triton"],
+                         case_seconds=TIMEOUT_SECONDS).parts
+    assert part.status == "failed", what
+    blamed = failing_bugs(part) & {"program-order", "waits-for-another-program"}
+    assert not blamed, (what, {c.name: c.verdict.summary for c in part.cases
+                               if c.verdict.causes})

@@ -165,8 +165,7 @@ def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline:
     """Each kernel part's first failing case, run once more with a launch's programs in the
     other order than the check ran them in: a case that passes then fails for the order
     alone, and its verdict names that cause, replacing any other (a replay that matched the
-    racing output matched by chance). One process for every part; the learner's output from
-    it is not shown again."""
+    racing output matched by chance); ``_judge_in_the_other_order`` says what confirms it."""
     wanted, stuck = {}, {}  # failing cases, and timed-out ones, by part
     for part_result in result.parts:
         if not part_result.part.needs_kernels:
@@ -190,26 +189,75 @@ def _rerun_in_the_other_order(settings: Settings, result: CheckResult, timeline:
 
 def _judge_in_the_other_order(settings: Settings, result: CheckResult,
                               wanted: dict[str, list[str]], cause: str, timeline: Timeline):
-    """Run ``wanted`` (case names by part) in one process with the programs in the other
-    order; each that passes there gets ``cause``, in place of any other."""
-    run = WorkerRun(settings, [p.part for p in result.parts if p.part.name in wanted],
-                    only=wanted, timeline=timeline,
-                    extra_args=("--program-order", program_order.OPPOSITE))
+    """Run ``wanted`` (case names by part) in fresh processes: in the other order, then, for
+    each that passed, in the check's own order, then in the other order again. A case that
+    passes in the other order both times and fails again in its own (as it failed in the
+    check) gets ``cause``, in place of any other. The run in the check's own order rules out
+    a pass that came from running alone, in a fresh process (a call that fails only the
+    second time, state kept between calls); the second run in the other order, most of a
+    pass that came by chance (random draws)."""
+    parts = {p.part.name: p for p in result.parts if p.part.name in wanted}
+    verdicts = {(name, c.name): c.verdict for name, cases in wanted.items()
+                for c in parts[name].cases if c.name in cases}
+    passed = _passing(settings, parts, wanted, program_order.OPPOSITE, result, timeline)
+    if not passed:
+        return
+    # the control's limit: a few times what the passing run took (a time-out's case would
+    # otherwise take the whole limit again to fail the same way)
+    slowest = max(seconds for seconds in passed.values())
+    limit = max(ORDER_CONTROL_FLOOR_SECONDS, ORDER_CONTROL_FACTOR * slowest)
+    control = dataclasses.replace(
+        settings, case_seconds=min(settings.case_seconds or limit, limit))
+    again = _by_part(passed)
+    still = _statuses(control, parts, again, program_order.ALTERNATE, result, timeline)
+    failing = {key for key, (status, _) in still.items() if status == verdicts[key].status}
+    if not failing:
+        return
+    confirmed = _passing(settings, parts, _by_part(failing), program_order.OPPOSITE, result,
+                         timeline)
+    timeline.note(f"program order: {len(confirmed)} case(s) fail in the check's order and "
+                  f"pass in the other, twice: {cause}")
+    for key in confirmed:
+        verdict = verdicts[key]
+        verdict.causes, verdict.weak = (compare.COMMON_BUGS[cause],), ()
+        # a time-out's usual reasons (a loop that never advances) are ruled out now
+        verdict.summary = verdict.summary.split(stopped.USUAL_REASON)[0]
+
+
+# The check's-order run that confirms an order's verdict may take this many times the seconds
+# the passing run took, and at least ORDER_CONTROL_FLOOR_SECONDS.
+ORDER_CONTROL_FACTOR = 5.0
+ORDER_CONTROL_FLOOR_SECONDS = 2.0
+
+
+def _by_part(keys) -> dict[str, list[str]]:
+    wanted: dict[str, list[str]] = {}
+    for part, case in keys:
+        wanted.setdefault(part, []).append(case)
+    return wanted
+
+
+def _statuses(settings: Settings, parts: dict, wanted: dict[str, list[str]], order: str,
+              result: CheckResult, timeline: Timeline) -> dict[tuple[str, str], tuple[str, float]]:
+    """The status and seconds of each wanted case, run in one fresh process in ``order``
+    (the learner's output from it is not shown again)."""
+    run = WorkerRun(settings, [parts[name].part for name in wanted], only=wanted,
+                    timeline=timeline, extra_args=("--program-order", order))
     run.execute()
     result.add_note(run.repair_note())
-    timeline.note(f"program order: {sum(map(len, wanted.values()))} case(s) run in the other "
-                  f"order, for {cause}")
-    for part_result in result.parts:
-        for case_result in part_result.cases:
-            if case_result.name not in wanted.get(part_result.part.name, ()):
-                continue
-            again = judging.verdict_of(run, part_result.part,
-                                       part_result.part.case(case_result.name))
-            if again.passed:
-                verdict = case_result.verdict
-                verdict.causes, verdict.weak = (compare.COMMON_BUGS[cause],), ()
-                # a time-out's usual reasons (a loop that never advances) are ruled out now
-                verdict.summary = verdict.summary.split(stopped.USUAL_REASON)[0]
+    found = {}
+    for name, cases in wanted.items():
+        for case in cases:
+            verdict = judging.verdict_of(run, parts[name].part, parts[name].part.case(case))
+            found[(name, case)] = (verdict.status, verdict.seconds)
+    return found
+
+
+def _passing(settings: Settings, parts: dict, wanted: dict[str, list[str]], order: str,
+             result: CheckResult, timeline: Timeline) -> dict[tuple[str, str], float]:
+    """The wanted cases that pass in ``order``, with the seconds each took."""
+    found = _statuses(settings, parts, wanted, order, result, timeline)
+    return {key: seconds for key, (status, seconds) in found.items() if status == "passed"}
 
 
 def _rerun_in_interpreter(settings: Settings, parts: list[PartResult], faults: list[CaseKey],
