@@ -2903,7 +2903,9 @@ def test_a_module_that_replaces_the_compiler_is_still_compiled_by_it(tmp_path):
 
 
 @pytest.mark.interpreter  # the order is the interpreter's; a GPU runs programs at once
-@pytest.mark.parametrize("how", ["class", "instance", "shadowed range", "state"])
+@pytest.mark.parametrize("how", ["class", "instance", "shadowed range", "state",
+                                 "instance during the call", "state during the call",
+                                 "builtin range for good"])
 def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tmp_path, how):
     # the check runs a launch's programs last to first in some cases
     # (learning.grader.program_order): a module that undoes that, so that a kernel racing
@@ -2933,6 +2935,40 @@ def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tm
                  "def rmsnorm_triton(x, weight, eps=1e-6):\n"
                  "    _sys.modules['learning.grader.program_order']._NOW['order'] = 'first-last'\n"
                  "    return _racing(x, weight, eps)\n",
+        # the same changes made for the call only, undone before it returns: nothing is left
+        # for a look after the call to see, but the programs reached memory first to last
+        "instance during the call":
+            "from triton.runtime import interpreter as _i\n"
+            "_racing = rmsnorm_triton\n\n\n"
+            "def rmsnorm_triton(x, weight, eps=1e-6):\n"
+            "    b = _i.interpreter_builder\n"
+            "    m = type(b).__dict__['set_grid_idx']\n"
+            "    b.set_grid_idx = getattr(m, 'in_order', m).__get__(b)\n"
+            "    try:\n"
+            "        return _racing(x, weight, eps)\n"
+            "    finally:\n"
+            "        del b.set_grid_idx\n",
+        "state during the call":
+            "_racing = rmsnorm_triton\n\n\n"
+            "def rmsnorm_triton(x, weight, eps=1e-6):\n"
+            "    from triton.runtime import interpreter as _i\n"
+            "    now = type(_i.interpreter_builder).set_grid_idx.__globals__['_NOW']\n"
+            "    was, now['order'] = now['order'], 'first-last'\n"
+            "    try:\n"
+            "        return _racing(x, weight, eps)\n"
+            "    finally:\n"
+            "        now['order'] = was\n",
+        # the builtins module's own range, counting down inside the grid loop's function only
+        "builtin range for good":
+            "import builtins as _b\n"
+            "import sys as _sys\n"
+            "_real = _b.range\n\n\n"
+            "def _range(*args):\n"
+            "    caller = _sys._getframe(1).f_code.co_name\n"
+            "    if len(args) == 1 and caller == '__call__':\n"
+            "        return _real(args[0] - 1, -1, -1)\n"
+            "    return _real(*args)\n\n\n"
+            "_b.range = _range\n",
     }[how]
     result = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", racing) + "\n" + undo,
                         ["triton"])

@@ -15,12 +15,14 @@ The interpreter's loop over the grid sets each program's index through its build
 index it is launched with. The method is replaced once, and reads the order from ``_NOW``, so
 that the grader's own change of order between cases is no change to the code it watches
 (``learning.grader.tampering``); the worker checks after each case that the order is still the
-one it set.
+one it set, and ``WATCH`` checks the order the programs actually reached memory in, which a
+change made for the call alone and undone before it returned cannot hide.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 
 LAST_FIRST, FIRST_LAST = "last-first", "first-last"
 ORDERS = (LAST_FIRST, FIRST_LAST)
@@ -28,6 +30,43 @@ ALTERNATE = "alternate"  # a worker's choice: each case its own order, by ``for_
 OPPOSITE = "opposite"  # ... and each case the other order than ``for_case`` gives it
 
 _NOW = {"order": FIRST_LAST}  # the order the replaced method follows
+
+
+class Watch:
+    """Sees the order in which a launch's programs actually touch memory (a sanitizer
+    observer: every load, store and atomic, with the builder that runs it), and remembers
+    whether it ever went against ``expected``. Whatever route a module took to put the order
+    back during a call (a method set on the builder for the call, the order dict changed and
+    restored, a builtin that counts the grid loop down), the programs then reach memory in the
+    other order, and this sees it. A program that touches no memory leaves no trace; nor can
+    its order matter. Kept per thread: two threads launching at once interleave their
+    programs."""
+
+    def __init__(self):
+        self.expected = ""  # the order the worker set for the case ("" while none is)
+        self.broken = False
+        self._last = threading.local()
+
+    def launch(self, executor, args, names):
+        self._last.program = None
+
+    def access(self, kind, builder, ptrs, mask):
+        if not self.expected:
+            return
+        try:
+            across, down, deep = builder.grid_dim
+            x, y, z = builder.grid_idx
+        except (AttributeError, TypeError, ValueError):
+            return
+        program = (x * down + y) * deep + z
+        last = getattr(self._last, "program", None)
+        if last is not None and program != last and \
+                (program > last) != (self.expected == FIRST_LAST):
+            self.broken = True
+        self._last.program = program
+
+
+WATCH = Watch()
 
 
 def for_case(index: int) -> str:
@@ -86,11 +125,13 @@ def installed() -> str:
 def first_to_last():
     """Programs first to last inside, as before outside: a recording (a memory map, the named
     steps) is read program by program, from the first."""
-    before = installed()
+    before, watched = installed(), WATCH.expected
     if before:
         install(FIRST_LAST)
+        WATCH.expected = FIRST_LAST if watched else ""
     try:
         yield
     finally:
         if before:
             install(before)
+            WATCH.expected = watched

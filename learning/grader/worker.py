@@ -163,6 +163,7 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
             # before the tampering snapshot, which keeps the method this replaces
             if program_order.install(program_order.chosen(order, 0)):
                 kernels.order = order
+                sanitizer.observers.append(program_order.WATCH)
             kernels.recorder = gpu_compile.LaunchRecorder(
                 module_path, lambda launch: channel.send("launch", launch))
             if not kernels.recorder.install():
@@ -256,6 +257,9 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 outcome.grader_changed = tuple(kernels.untouched.changes())
                 if order and program_order.installed() != order:  # put back, say
                     outcome.grader_changed += ("learning.grader.program_order._NOW",)
+                if order and program_order.WATCH.broken:  # ... or put back during the call
+                    outcome.grader_changed += ("the order of a launch's programs, put back "
+                                               "during the call (learning.grader.program_order)",)
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.
@@ -273,6 +277,7 @@ def _set_order(order: str, index: int) -> str:
         return ""
     chosen = program_order.chosen(order, index)
     program_order.install(chosen)
+    program_order.WATCH.expected, program_order.WATCH.broken = chosen, False
     return chosen
 
 
