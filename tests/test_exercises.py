@@ -337,3 +337,27 @@ def test_a_failure_that_a_fresh_process_hides_is_not_blamed_on_the_programs_orde
     blamed = failing_bugs(part) & {"program-order", "waits-for-another-program"}
     assert not blamed, (what, {c.name: c.verdict.summary for c in part.cases
                                if c.verdict.causes})
+
+
+@pytest.mark.interpreter
+def test_two_programs_adding_into_one_sum_are_told_they_share_memory(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("what each program touches is seen in the interpreter")
+    # run one after another the two programs of a row lose no addition, so every value is
+    # right; what one read that the other stored is the evidence, named with both programs
+    (lost,) = [v for v in versions("rmsnorm") if v.name.startswith("two programs add into")]
+    (part,) = grade_text(tmp_path, "rmsnorm", version_text("rmsnorm", lost), ["triton"]).parts
+    assert part.passed == 0, [c.verdict.summary for c in part.cases]
+    first = part.cases[0].verdict
+    assert [b.key for b in first.causes] == ["programs-share-memory"]
+    assert re.search(r"program \d read from sum_ptr what program \d of the same launch stored",
+                     first.summary), first.summary
+    # with an atomic operation in the launch (a count that waits for nothing), the programs
+    # may be ordering themselves through it: only the order of the programs can show the race
+    (counted,) = [v for v in versions("rmsnorm") if v.name.startswith(
+        "a row's scale read after counting in") and "by the next" in v.name]
+    (tmp_path / "counted").mkdir()
+    (part,) = grade_text(tmp_path / "counted", "rmsnorm", version_text("rmsnorm", counted),
+                         ["triton"]).parts
+    assert "programs-share-memory" not in failing_bugs(part)
+    assert "program-order" in failing_bugs(part)

@@ -92,6 +92,13 @@ COMMON_BUGS = {
             "run at once, in no order the kernel can count on, and this is a race. Give each "
             "program everything it needs to compute its own outputs, or hand values between "
             "programs through a second launch (or an atomic operation)"),
+        Bug("programs-share-memory", "one program of a launch reads memory that another "
+            "program of the same launch stores (or stores where another reads), and nothing in "
+            "the launch orders the two: on a GPU a launch's programs run at once, in no order "
+            "the kernel can count on, so what is read depends on which gets there first (two "
+            "programs adding into one sum with a load and a store lose one of the additions). "
+            "Give each program everything it needs to compute its own outputs, or hand values "
+            "between programs through a second launch (or an atomic operation)"),
         Bug("waits-for-another-program", "with each launch's programs run in one order (first "
             "to last, or last to first) this case never finished, and in the other it passes. "
             "So a program waits in a loop for another program of the same launch to store "
@@ -423,6 +430,10 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
                      "it counts the kernel launches and notes what torch computed: the "
                      "result cannot be judged as a kernel's")
+    if part.needs_kernels and getattr(returned, "races", ()):
+        return _fail("programs-share-memory", f"{returned.races[0]}, and the launch has no "
+                     "atomic operation to order the two: run one after another here, the "
+                     "programs may have given the right values, but on a GPU they run at once")
     if part.needs_kernels and returned.other_threads:
         return _fail("thread-beside-kernel", f"{returned.other_threads} thread(s) your code "
                      "started were running as a kernel was launched (or as the call "

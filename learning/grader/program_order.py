@@ -45,25 +45,93 @@ class Watch:
     def __init__(self):
         self.expected = ""  # the order the worker set for the case ("" while none is)
         self.broken = False
+        # what one program of a launch read that another stored, in launches with no atomic
+        # operation (a race on a GPU, whatever order hid it here), a sentence each
+        self.races: list[str] = []
         self._last = threading.local()
 
+    def start(self, order: str):
+        """A case begins, in ``order``."""
+        self.expected, self.broken, self.races = order, False, []
+        self._last.launch = None
+
     def launch(self, executor, args, names):
+        self.finish()
         self._last.program = None
+        self._last.launch = {"stored": {}, "loaded": {}, "atomic": False, "race": ""}
+
+    def finish(self) -> list[str]:
+        """Close the thread's last launch; the races seen so far in the case."""
+        launch = getattr(self._last, "launch", None)
+        if launch is not None and launch["race"] and not launch["atomic"] and \
+                len(self.races) < MAX_RACES:
+            self.races.append(launch["race"])
+        self._last.launch = None
+        return self.races
+
+    def atomic(self, builder, ptrs, mask):
+        """An atomic operation: in order like any access; and the launch may synchronise its
+        programs through it (a counter, a flag), so what they share is not called a race."""
+        self._program(builder)  # checks the order
+        launch = getattr(self._last, "launch", None)
+        if launch is not None:
+            launch["atomic"] = True
 
     def access(self, kind, builder, ptrs, mask):
-        if not self.expected:
+        program = self._program(builder)
+        launch = getattr(self._last, "launch", None)
+        if program is None or launch is None or launch["race"] or launch["atomic"]:
             return
+        try:
+            import numpy as np
+
+            addresses = np.asarray(ptrs.data).astype(np.int64, copy=False)
+            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+            touched = addresses[active].tolist()
+        except (AttributeError, TypeError, ValueError):
+            return
+        mine, theirs = ("stored", "loaded") if kind == "store" else ("loaded", "stored")
+        others = launch[theirs]
+        for address in touched:
+            other = others.get(address)
+            if other is not None and other != program:
+                launch["race"] = _race_text(kind, program, other, address)
+                return
+        kept = launch[mine]
+        for address in touched:
+            kept.setdefault(address, program)
+
+    def _program(self, builder):
+        """The running program's number in the launch (checking the order on the way), or
+        None where the builder cannot say."""
+        if not self.expected:
+            return None
         try:
             across, down, deep = builder.grid_dim
             x, y, z = builder.grid_idx
         except (AttributeError, TypeError, ValueError):
-            return
+            return None
         program = (x * down + y) * deep + z
         last = getattr(self._last, "program", None)
         if last is not None and program != last and \
                 (program > last) != (self.expected == FIRST_LAST):
             self.broken = True
         self._last.program = program
+        return program
+
+
+#: Races kept per case (the first is what the verdict says).
+MAX_RACES = 3
+
+
+def _race_text(kind: str, program: int, other: int, address: int) -> str:
+    from learning.grader import sanitizer
+
+    tensor = sanitizer.argument_of(address)
+    if kind == "store":
+        return (f"program {program} stored into {tensor} where program {other} of the same "
+                "launch had read")
+    return f"program {program} read from {tensor} what program {other} of the same launch stored"
 
 
 WATCH = Watch()

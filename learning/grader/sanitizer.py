@@ -161,6 +161,15 @@ def _argument_name(index: int) -> str:
     return name or f"tensor argument {index + 1}"
 
 
+def argument_of(address: int) -> str:
+    """Which tensor argument of the current launch holds ``address``: its name, or "a
+    tensor argument" where none does."""
+    for index, (start, end) in enumerate(_allowed_ranges()):
+        if start <= address < end:
+            return _argument_name(index)
+    return "a tensor argument"
+
+
 def _describe(address: int, only: list[int] | None = None) -> str:
     ranges = _allowed_ranges()
     if not ranges:
@@ -257,10 +266,14 @@ def install() -> bool:
         return access
 
     def observed_atomic(builder, ptrs, mask):
-        """An atomic operation reads its element and writes it: observers see both."""
+        """An atomic operation reads its element and writes it: observers see both, or, where
+        an observer tells atomics apart (``atomic``), the operation itself."""
         for observer in observers:
-            observer.access("load", builder, ptrs, mask)
-            observer.access("store", builder, ptrs, mask)
+            if hasattr(observer, "atomic"):
+                observer.atomic(builder, ptrs, mask)
+            else:
+                observer.access("load", builder, ptrs, mask)
+                observer.access("store", builder, ptrs, mask)
 
     def atomic_rmw(original):
         """``create_atomic_rmw`` (tl.atomic_add and its kin) writes at raw addresses too,

@@ -257,6 +257,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 outcome.grader_changed = tuple(kernels.untouched.changes())
                 if order and program_order.installed() != order:  # put back, say
                     outcome.grader_changed += ("learning.grader.program_order._NOW",)
+                if order:
+                    outcome.races = tuple(program_order.WATCH.finish())
                 if order and program_order.WATCH.broken:  # ... or put back during the call
                     outcome.grader_changed += ("the order of a launch's programs, put back "
                                                "during the call (learning.grader.program_order)",)
@@ -277,7 +279,7 @@ def _set_order(order: str, index: int) -> str:
         return ""
     chosen = program_order.chosen(order, index)
     program_order.install(chosen)
-    program_order.WATCH.expected, program_order.WATCH.broken = chosen, False
+    program_order.WATCH.start(chosen)
     return chosen
 
 

@@ -180,6 +180,9 @@ def malformed_outcome(outcome) -> str:
     if not (isinstance(outcome.grader_changed, tuple)
             and all(isinstance(v, str) for v in outcome.grader_changed)):
         return "Returned.grader_changed that is not a tuple of names"
+    races = getattr(outcome, "races", ())
+    if not (isinstance(races, tuple) and all(isinstance(v, str) for v in races)):
+        return "Returned.races that is not a tuple of sentences"
     return ""
 
 

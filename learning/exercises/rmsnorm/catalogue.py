@@ -204,13 +204,15 @@ def _kernel(body: str) -> str:
 
 
 
-def _racing(scaler: int) -> str:
+def _racing(scaler: int, counted: bool = False) -> str:
     """Two programs a row: the one of parity ``scaler`` stores the row's scale in a buffer,
-    the other reads it back in the same launch."""
+    the other reads it back in the same launch (``counted``: after counting itself in with an
+    atomic add, which orders nothing, since it does not wait)."""
+    count = "tl.atomic_add(scale_ptr + n_rows + row, 1.0)\n                " if counted else ""
     return f'''
         @triton.jit
         def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, output_row_stride,
-                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+                           input_row_stride, n_cols, n_rows, eps, BLOCK: tl.constexpr):
             # two programs a row: one finds its scale, the other applies it
             program = tl.program_id(0)
             row = program // 2
@@ -222,7 +224,7 @@ def _racing(scaler: int) -> str:
                 mean_square = tl.sum(x * x, axis=0) / n_cols
                 tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
             else:
-                inverse_rms = tl.load(scale_ptr + row)
+                {count}inverse_rms = tl.load(scale_ptr + row)
                 w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
                 tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
                          mask=mask)
@@ -231,9 +233,9 @@ def _racing(scaler: int) -> str:
         def rmsnorm_triton(x, weight, eps=1e-6):
             n_rows, n_cols = x.shape
             output = torch.empty_like(x)
-            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+            scale = torch.zeros(2 * n_rows, dtype=torch.float32, device=x.device)
             rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, output.stride(0),
-                                          x.stride(0), n_cols, eps,
+                                          x.stride(0), n_cols, n_rows, eps,
                                           BLOCK=triton.next_power_of_2(n_cols))
             return output
 '''
@@ -394,12 +396,62 @@ TRITON = (
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     ''')),
     # Right only where the program that finds a row's scale runs before the one that applies
-    # it, an order no GPU promises: the check runs half its cases last to first, half first to
-    # last, so one of the two orders catches each
-    Version("a row's scale stored by one program, read by the next", "triton", "program-order",
-            _racing(scaler=0), interpreter_only=True),
+    # it, an order no GPU promises. With no atomic operation in the launch, the check sees one
+    # program read what another stored, in any order; with one (an atomic count that waits
+    # for nothing), only the order shows it: the check runs half its cases last to first,
+    # half first to last, so one of the two orders catches each
+    Version("a row's scale stored by one program, read by the next", "triton",
+            "programs-share-memory", _racing(scaler=0), interpreter_only=True),
     Version("a row's scale stored by one program, read by the one before", "triton",
-            "program-order", _racing(scaler=1), interpreter_only=True),
+            "programs-share-memory", _racing(scaler=1), interpreter_only=True),
+    Version("a row's scale read after counting in with an atomic add, by the next program",
+            "triton", "program-order", _racing(scaler=0, counted=True), interpreter_only=True),
+    Version("a row's scale read after counting in with an atomic add, by the one before",
+            "triton", "program-order", _racing(scaler=1, counted=True), interpreter_only=True),
+    # Two programs a row, each adding its half of the squares into one sum with a load and a
+    # store: run one after another nothing is lost, on a GPU both may load before either
+    # stores
+    Version("two programs add into one sum with a load and a store", "triton",
+            "programs-share-memory", '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, sum_ptr, output_row_stride,
+                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            half = tl.program_id(1)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            mine = mask & ((offsets % 2) == half)
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mine,
+                        other=0.0).to(tl.float32)
+            total = tl.load(sum_ptr + row) + tl.sum(x * x, axis=0)
+            tl.store(sum_ptr + row, total)
+
+
+        @triton.jit
+        def apply_kernel(output_ptr, input_ptr, weight_ptr, sum_ptr, output_row_stride,
+                         input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            inverse_rms = tl.rsqrt(tl.load(sum_ptr + row) / n_cols + eps)
+            tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                     mask=mask)
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            sums = torch.zeros(n_rows, dtype=torch.float32, device=x.device)
+            block = triton.next_power_of_2(n_cols)
+            rmsnorm_kernel[(n_rows, 2)](output, x, weight, sums, output.stride(0), x.stride(0),
+                                        n_cols, eps, BLOCK=block)
+            apply_kernel[(n_rows,)](output, x, weight, sums, output.stride(0), x.stride(0),
+                                    n_cols, eps, BLOCK=block)
+            return output
+    ''', interpreter_only=True),
     # The same split with a wait: the second program of a row spins on a flag until the first
     # has stored the scale. Run last to first, the interpreter runs the waiting program before
     # the one it waits for, and the case never ends; on a GPU nothing promises the order either
