@@ -267,8 +267,8 @@ def test_a_kernel_that_hangs_in_one_order_of_its_programs_is_told_it_waits_for_a
     assert "the usual reason" not in first.verdict.summary
     assert "did not finish within" in first.verdict.summary
     # a kernel that never ends in either order: stopped again in the other, and no cause
-    forever = waits.source.replace("while tl.atomic_add(ready_ptr + row, 0) == 0:",
-                                   "while tl.atomic_add(ready_ptr + row, 0) >= 0:")
+    forever = waits.source.replace("while tl.atomic_add(scale_ptr + n_rows + row, 0.0) == 0.0:",
+                                   "while tl.atomic_add(scale_ptr + n_rows + row, 0.0) >= 0.0:")
     assert forever != waits.source
     text = version_text("rmsnorm", dataclasses.replace(waits, source=forever))
     (part,) = grade_text(tmp_path / "forever", "rmsnorm", text, ["triton"],
@@ -350,8 +350,9 @@ def test_two_programs_adding_into_one_sum_are_told_they_share_memory(tmp_path, m
     assert part.passed == 0, [c.verdict.summary for c in part.cases]
     first = part.cases[0].verdict
     assert [b.key for b in first.causes] == ["programs-share-memory"]
-    assert re.search(r"program \d read from sum_ptr what program \d of the same launch stored",
-                     first.summary), first.summary
+    # the programs as the kernel numbers them, in its grid of rows by halves
+    assert re.search(r"program \(0, [01]\) read from sum_ptr what program \(0, [01]\) of the "
+                     r"same launch stored", first.summary), first.summary
     # with an atomic operation in the launch (a count that waits for nothing), the programs
     # may be ordering themselves through it: only the order of the programs can show the race
     (counted,) = [v for v in versions("rmsnorm") if v.name.startswith(

@@ -685,13 +685,9 @@ def test_a_row_that_fails_is_skipped_and_said(device, fresh_plans, monkeypatch):
         rm.matmul(a[:, :40], b[:40])
 
 
-def test_the_fastest_kernel_wins_and_a_tie_goes_to_the_cheaper_launch(device, fresh_plans,
-                                                                        monkeypatch):
-    # the first row's kernel is faster on the GPU by more than TIE: it wins, though a call of
-    # it costs the host more
-    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
-    gpu = {rows[0]: 0.004, rows[1]: 0.006}
-    host = {rows[0]: 0.009, rows[1]: 0.007}
+def timed_as(monkeypatch, rows, gpu: dict, host: dict):
+    """The choice times ``rows`` only, each as ``gpu`` and ``host`` say (milliseconds by row,
+    read when timed: a test may change them between choices); the plans still run."""
     ran = []  # the row of every plan called, last the one being timed
     real_call = rm._Plan.__call__
     monkeypatch.setattr(rm._Plan, "__call__",
@@ -699,6 +695,16 @@ def test_the_fastest_kernel_wins_and_a_tie_goes_to_the_cheaper_launch(device, fr
     monkeypatch.setattr(rm, "_time_ms", lambda fn: (fn(), gpu[ran[-1]])[1])
     monkeypatch.setattr(rm, "_host_ms", lambda fn, calls: (fn(), host[ran[-1]])[1])
     monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
+
+
+def test_the_fastest_kernel_wins_and_a_tie_goes_to_the_cheaper_launch(device, fresh_plans,
+                                                                        monkeypatch):
+    # the first row's kernel is faster on the GPU by more than TIE: it wins, though a call of
+    # it costs the host more
+    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
+    gpu = {rows[0]: 0.004, rows[1]: 0.006}
+    host = {rows[0]: 0.009, rows[1]: 0.007}
+    timed_as(monkeypatch, rows, gpu, host)
     a = integers((40, 50), torch.float16, device, 8)
     b = integers((50, 30), torch.float16, device, 9)
     assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[0]
@@ -731,13 +737,7 @@ def test_a_tie_goes_to_the_row_that_makes_fewer_launches(device, fresh_plans, mo
             rm.TileConfig(32, 32, 32, 4, 4, 1, persistent=True, copy_inside=True))
     gpu = {rows[0]: 0.100, rows[1]: 0.101, rows[2]: 0.100 * (rm.TIE - 0.01)}
     host = {rows[0]: 0.020, rows[1]: 0.010, rows[2]: 0.030}
-    ran = []
-    real_call = rm._Plan.__call__
-    monkeypatch.setattr(rm._Plan, "__call__",
-                        lambda plan, a, b: (ran.append(plan.config), real_call(plan, a, b))[1])
-    monkeypatch.setattr(rm, "_time_ms", lambda fn: (fn(), gpu[ran[-1]])[1])
-    monkeypatch.setattr(rm, "_host_ms", lambda fn, calls: (fn(), host[ran[-1]])[1])
-    monkeypatch.setattr(rm, "_candidates", lambda a, b: rows)
+    timed_as(monkeypatch, rows, gpu, host)
     a = integers((40, 51), torch.float16, device, 8)[:, :50]
     b = integers((50, 31), torch.float16, device, 9)[:, :30]
     assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[2]

@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from learning.grader import sanitizer
+
 LAST_FIRST, FIRST_LAST = "last-first", "first-last"
 ORDERS = (LAST_FIRST, FIRST_LAST)
 ALTERNATE = "alternate"  # a worker's choice: each case its own order, by ``for_case``
@@ -58,6 +60,7 @@ class Watch:
     def launch(self, executor, args, names):
         self.finish()
         self._last.program = None
+        # "atomic": the launch has an atomic operation, or grew too large to follow
         self._last.launch = {"stored": {}, "loaded": {}, "atomic": False, "race": ""}
 
     def finish(self) -> list[str]:
@@ -82,6 +85,8 @@ class Watch:
         launch = getattr(self._last, "launch", None)
         if program is None or launch is None or launch["race"] or launch["atomic"]:
             return
+        # "program 3", "program (1, 0)": as the kernel numbers it
+        program = sanitizer.program_text(builder)
         try:
             import numpy as np
 
@@ -98,6 +103,9 @@ class Watch:
                 launch["race"] = _race_text(kind, program, other, address)
                 return
         kept = launch[mine]
+        if len(kept) + len(touched) > MAX_KEPT:  # a launch too large to follow: no claim
+            launch["atomic"] = True
+            return
         for address in touched:
             kept.setdefault(address, program)
 
@@ -122,16 +130,17 @@ class Watch:
 
 #: Races kept per case (the first is what the verdict says).
 MAX_RACES = 3
+#: Elements a launch's record of stores (or of loads) may hold: past it the launch is no
+#: longer followed and nothing is said of it (the record must not cost the learner's process
+#: its memory; every case of the course's exercises stays far below).
+MAX_KEPT = 2_000_000
 
 
-def _race_text(kind: str, program: int, other: int, address: int) -> str:
-    from learning.grader import sanitizer
-
+def _race_text(kind: str, program: str, other: str, address: int) -> str:
     tensor = sanitizer.argument_of(address)
     if kind == "store":
-        return (f"program {program} stored into {tensor} where program {other} of the same "
-                "launch had read")
-    return f"program {program} read from {tensor} what program {other} of the same launch stored"
+        return f"{program} stored into {tensor} where {other} of the same launch had read"
+    return f"{program} read from {tensor} what {other} of the same launch stored"
 
 
 WATCH = Watch()

@@ -131,11 +131,11 @@ def _check(kind: str, ptrs, mask, builder=None) -> None:
         advice = f"the {kind} has no mask (every lane is active): check the offsets"
     raise OutOfBoundsAccess(
         f"out-of-bounds {kind}: {outside.size} of {addresses.size} active lanes of "
-        f"{_program_text(builder)}'s {kind} address memory outside {where} ({nearest}); "
+        f"{program_text(builder)}'s {kind} address memory outside {where} ({nearest}); "
         f"{advice}")
 
 
-def _program_text(builder) -> str:
+def program_text(builder) -> str:
     """'program 3', or 'program (1, 2)' in a grid of more than one dimension: the one whose
     access is being checked (the counts are of that one access, whatever ran before)."""
     try:

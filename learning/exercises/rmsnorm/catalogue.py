@@ -204,11 +204,16 @@ def _kernel(body: str) -> str:
 
 
 
-def _racing(scaler: int, counted: bool = False) -> str:
+def _racing(scaler: int, counted: bool = False, waits: bool = False) -> str:
     """Two programs a row: the one of parity ``scaler`` stores the row's scale in a buffer,
     the other reads it back in the same launch (``counted``: after counting itself in with an
-    atomic add, which orders nothing, since it does not wait)."""
-    count = "tl.atomic_add(scale_ptr + n_rows + row, 1.0)\n                " if counted else ""
+    atomic add, which orders nothing, since it does not wait; ``waits``: after spinning until
+    the first sets the row's flag)."""
+    flag = "scale_ptr + n_rows + row"  # the buffer's second half: a number per row
+    indent = "\n                "
+    before_read = f"tl.atomic_add({flag}, 1.0){indent}" if counted else \
+        f"while tl.atomic_add({flag}, 0.0) == 0.0:{indent}    pass{indent}" if waits else ""
+    after_store = f"{indent}tl.atomic_add({flag}, 1.0)" if waits else ""
     return f'''
         @triton.jit
         def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, output_row_stride,
@@ -222,9 +227,9 @@ def _racing(scaler: int, counted: bool = False) -> str:
                         other=0.0).to(tl.float32)
             if program % 2 == {scaler}:
                 mean_square = tl.sum(x * x, axis=0) / n_cols
-                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
+                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps)){after_store}
             else:
-                {count}inverse_rms = tl.load(scale_ptr + row)
+                {before_read}inverse_rms = tl.load(scale_ptr + row)
                 w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
                 tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
                          mask=mask)
@@ -456,40 +461,7 @@ TRITON = (
     # has stored the scale. Run last to first, the interpreter runs the waiting program before
     # the one it waits for, and the case never ends; on a GPU nothing promises the order either
     Version("a row's second program waits in a loop for the first one's scale", "triton",
-            "waits-for-another-program", '''
-        @triton.jit
-        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, scale_ptr, ready_ptr,
-                           output_row_stride, input_row_stride, n_cols, eps,
-                           BLOCK: tl.constexpr):
-            program = tl.program_id(0)
-            row = program // 2
-            offsets = tl.arange(0, BLOCK)
-            mask = offsets < n_cols
-            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
-                        other=0.0).to(tl.float32)
-            if program % 2 == 0:
-                mean_square = tl.sum(x * x, axis=0) / n_cols
-                tl.store(scale_ptr + row, tl.rsqrt(mean_square + eps))
-                tl.atomic_xchg(ready_ptr + row, 1)
-            else:
-                while tl.atomic_add(ready_ptr + row, 0) == 0:
-                    pass
-                inverse_rms = tl.load(scale_ptr + row)
-                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-                tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
-                         mask=mask)
-
-
-        def rmsnorm_triton(x, weight, eps=1e-6):
-            n_rows, n_cols = x.shape
-            output = torch.empty_like(x)
-            scale = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-            ready = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
-            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, scale, ready, output.stride(0),
-                                          x.stride(0), n_cols, eps,
-                                          BLOCK=triton.next_power_of_2(n_cols))
-            return output
-    ''', interpreter_only=True),
+            "waits-for-another-program", _racing(scaler=0, waits=True), interpreter_only=True),
 )
 
 WRONG = PYTHON + TRITON
