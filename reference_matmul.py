@@ -124,6 +124,9 @@ class TileConfig:
     # the copies into aligned rows made by the product's own launch (_matmul_copied): rows
     # that are persistent, with pointers, and run only where an operand is copied
     copy_inside: bool = False
+    # CTAs per program (Triton's num_ctas, Hopper and later): the tile is shared out among
+    # the CTAs of one thread-block cluster
+    cluster: int = 1
 
     def shared_bytes(self, element_bytes: int) -> int:
         """Shared memory the software pipeline holds: num_stages tiles of A and of B."""
@@ -135,9 +138,10 @@ class TileConfig:
         tma = ", tensor descriptors" if self.tma else ""
         persistent = ", persistent" if self.persistent else ""
         inside = ", copies in the same launch" if self.copy_inside else ""
+        cluster = f", clusters of {self.cluster}" if self.cluster > 1 else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} group {self.group_m}, "
                 f"{self.num_warps} warps, {self.num_stages} stages{split}{tma}{persistent}"
-                f"{inside}")
+                f"{inside}{cluster}")
 
 
 # The tuning table: the first call for a product times every row that fits in shared memory
@@ -993,6 +997,8 @@ class _Plan:
         grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), self.splits, 1)
         options = {} if _interpreted() else {"num_warps": config.num_warps,
                                              "num_stages": config.num_stages}
+        if config.cluster > 1 and not _interpreted():
+            options["num_ctas"] = config.cluster
         c_strides = (n, 1)  # C is contiguous
         tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
         self.tiles = grid[0]

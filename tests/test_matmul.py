@@ -314,6 +314,20 @@ def test_every_row_of_the_tuning_tables_is_right(row, device, monkeypatch):
         assert exact(a, b, rm.matmul(a, b, config=row)), (m, n, k)
 
 
+def test_a_row_launched_as_clusters_asks_triton_for_them_and_stays_right(device, monkeypatch):
+    # lab/probes/matmul_cluster_probe.py times such rows; no table offers one
+    row = rm.TileConfig(64, 64, 32, 8, 4, 2, cluster=2)
+    assert row.label.endswith(", clusters of 2")
+    assert not any(r.cluster > 1 for r in rm.CONFIGS + rm.SKINNY_CONFIGS)
+    a = integers((70, 104), torch.float16, device, 3)
+    b = integers((104, 90), torch.float16, device, 4)
+    if rm._interpreted():  # on a GPU the cluster is the compiler's, and the probe checks each
+        assert exact(a, b, rm.matmul(a, b, config=row))  # (it found clusters of 4 wrong)
+    monkeypatch.setattr(rm, "_interpreted", lambda: False)  # the options a compiled launch gets
+    assert rm._Plan(a, b, row).matmul.options["num_ctas"] == 2
+    assert "num_ctas" not in rm._Plan(a, b, rm.TileConfig(64, 64, 32, 8, 4, 2)).matmul.options
+
+
 # A's and B's rows 2 bytes past 16 (copied), or on 16 bytes and B's columns too (not copied).
 COPIED = [((1, 0), "A copied"), ((0, 1), "B copied"), ((1, 1), "both copied")]
 

@@ -841,6 +841,20 @@ def cublas_kernels(_numbers=None, path: Path = ONE_LAUNCH):
                  _env_said(data))
 
 
+def small_tried(numbers=None):
+    """1000 cubed: what was tried on a GPU and lost (``tried.small_tried``)."""
+    from learning.exercises.matmul import tried  # it reads this module's helpers
+
+    return tried.small_tried(numbers)
+
+
+def decode_tried(numbers=None):
+    """One decoding step: the strips of B tried on a GPU (``tried.decode_tried``)."""
+    from learning.exercises.matmul import tried
+
+    return tried.decode_tried(numbers)
+
+
 # ---------------------------------------------------------------------------------------------
 # The page.
 
@@ -923,5 +937,7 @@ BLOCKS = {
     "one_launch_triton39": one_launch_triton39,
     "mixed_operands": mixed_operands,
     "cublas": cublas_kernels,
+    "small_tried": small_tried,
+    "decode_tried": decode_tried,
     "plans": plans,
 }
