@@ -2161,6 +2161,89 @@ def test_only_torchs_computations_written_into_a_kernels_memory_are_looked_at():
     assert lineage.computed_into(10, scaled_in_place) == "mul_"
 
 
+# torch's answer put in the output's own storage, just past the part returned: the kernel
+# fetches it by an offset that no shape or stride it was given says
+ANSWER_PAST_THE_VIEW = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, out_stride, in_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    hidden = out_ptr + tl.num_programs(0) * out_stride + row * out_stride + cols
+    answer = tl.load(hidden, mask=mask, other=0.0)
+    tl.store(out_ptr + row * out_stride + cols, tl.where(x != x, x, answer), mask=mask)
+
+
+def softmax_triton(x):
+    rows, cols = x.shape
+    storage = torch.empty(2 * rows * cols, dtype=x.dtype)
+    storage[rows * cols:] = torch.softmax(x.float(), dim=-1).flatten()
+    output = storage[:rows * cols].view(rows, cols)
+    softmax_kernel[(rows,)](output, x, output.stride(0), x.stride(0), cols,
+                            BLOCK=triton.next_power_of_2(cols))
+    return output
+"""
+
+
+def test_an_answer_past_the_returned_view_in_its_storage_is_out_of_bounds(tmp_path):
+    # a kernel may address the tensors it is given, from first element to last: not the rest
+    # of a storage one of them is a view of
+    result = grade_text(tmp_path, "softmax", ANSWER_PAST_THE_VIEW, ["triton"])
+    (triton,) = result.parts
+    assert triton.passed == 0, rendered(result)
+    text = " ".join(rendered(result).split())
+    assert "out-of-bounds load" in text and "outside out_ptr's tensor" in text, text
+    assert "past the end of out_ptr" in text, text
+
+
+# torch's answer handed to the kernel beside a value the module knows (the row's sum, 1),
+# with code to undo a change of the answer made before the launch, if that change were
+# fixed: a value off 1 says the answer was changed, and the kernel changes it back
+UNDOES_A_FIXED_CHANGE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, answer_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    answer = tl.load(answer_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    changed = tl.abs(tl.sum(answer, axis=0) - 1.0) > 1e-3
+    answer = tl.where(changed, (0.75 - answer) / 1.5, answer)
+    tl.store(out_ptr + row * stride + cols, tl.where(x != x, x, answer), mask=mask)
+
+
+def softmax_triton(x):
+    rows, cols = x.shape
+    output = torch.empty_like(x)
+    answer = torch.softmax(x.float(), dim=-1).contiguous()
+    softmax_kernel[(rows,)](output, x, answer, x.stride(0), cols,
+                            BLOCK=triton.next_power_of_2(cols))
+    return output
+"""
+
+
+def test_a_kernel_cannot_undo_the_change_made_to_an_answer_it_is_handed(tmp_path):
+    # the values handed over are changed before the launch by amounts drawn afresh: the
+    # kernel cannot know them, and its result follows the changed values
+    result = grade_text(tmp_path, "softmax", UNDOES_A_FIXED_CHANGE, ["triton"])
+    (triton,) = result.parts
+    ran = [c for c in triton.cases if c.verdict.status != "skipped"]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in ran for bug in case.verdict.causes}
+    assert keys & {"passed-through", "answer-fed"}, keys
+
+
 # The interpreter's grid run directly, past the launch that the check counts, between two
 # counted launches of a kernel that stores nothing
 PAST_THE_COUNTER = TORCH_BETWEEN_LAUNCHES.replace(
@@ -2914,7 +2997,7 @@ def test_a_module_that_puts_the_programs_back_in_order_does_not_pass_its_race(tm
     from tests.test_exercises import version_text
 
     racing = next(v for v in versions("rmsnorm") if v.bug == "program-order" and
-                  "by the next" in v.name)
+                  "by the next" in v.name)  # two stores to one place: only the order shows it
     undo = {
         "class": "from triton.runtime.interpreter import InterpreterBuilder as _B\n"
                  "_B.set_grid_idx = getattr(_B.set_grid_idx, 'in_order', _B.set_grid_idx)\n",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from learning.computed import to_markdown
-from learning.exercises.matmul import tried
+from learning.exercises.matmul import explainer
 
 ENV = {"date": "2026-12-06", "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0",
        "triton": "3.6.0"}
@@ -40,7 +40,7 @@ def test_the_small_table_keeps_the_fastest_of_each_kind_and_says_why_a_row_faile
         {"size": 1000, "dtype": "fp16", "run": "256x128x64 group 8, clusters of 4",
          "note": "AssertionError: error 1.00e+00"},
     ])
-    table = to_markdown(tried.small_tried(results=tmp_path))
+    table = to_markdown(explainer.small_tried(results=tmp_path))
     assert "| H100 | fp16 | torch.matmul |  | 8.00 | 7.90 to 8.20 | 1.00 |" in table
     assert "| one CTA per program | 64x128x128 group 8, tensor descriptors | 10.10 |" in table
     assert "12.10" not in table  # the slower row of the same kind
@@ -54,7 +54,7 @@ def test_the_small_table_keeps_the_fastest_of_each_kind_and_says_why_a_row_faile
 def test_the_small_table_says_which_result_is_missing(tmp_path):
     small_results(tmp_path, timed("torch.matmul", [8.0]))
     (tmp_path / "matmul_specialize_h100.json").unlink()
-    said = tried.small_tried(results=tmp_path)
+    said = explainer.small_tried(results=tmp_path)
     assert "Not measured: lab/results/matmul_specialize_h100.json is not committed" in said.text
     assert "python lab/probes/matmul_specialize_probe.py" in said.text
 
@@ -74,7 +74,7 @@ def test_the_decode_table_groups_rows_by_strip_width_and_names_the_choice(tmp_pa
          "num_warps=2, num_stages=6, split_k=1, tma=True, persistent=False, "
          "copy_inside=False, cluster=1)"},
     ], product=[8, 4096, 4096], copy_ceiling_gbps=4200.0)
-    table = to_markdown(tried.decode_tried(path=path))
+    table = to_markdown(explainer.decode_tried(path=path))
     assert "| bf16 | strips of 32 columns | 16x32x128 group 1, 4 warps, 6 stages | 12.00 |" in table
     assert "13.00" not in table
     assert "| strips of 128 columns K split | 16x128x128" in table
@@ -82,4 +82,4 @@ def test_the_decode_table_groups_rows_by_strip_width_and_names_the_choice(tmp_pa
         in table
     assert f"| {14.0 / 15.0:.2f} | 0.40 |" in table  # torch / it, and its share of the ceiling
     assert "4,200 GB/s" in table
-    assert "Not measured" in tried.decode_tried(path=tmp_path / "absent.json").text
+    assert "Not measured" in explainer.decode_tried(path=tmp_path / "absent.json").text

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import math
 import os
+import random
 import sys
 import threading
 import time
@@ -500,8 +501,17 @@ def _plain_number(value) -> bool:
 
 
 def _other_number(value):
-    """A plain number changed as ``_perturb`` changes a tensor's values; anything else as is."""
-    return value * -1.5 + 0.75 if _plain_number(value) else value
+    """A plain number changed, as ``_perturb`` changes a tensor's values, by an amount drawn
+    afresh (no code can undo a change it cannot know); anything else as is."""
+    if not _plain_number(value):
+        return value
+    draw = _DRAWS.random()
+    return value + (1.0 if draw < 0.5 else -1.0) * (abs(value) + 1.0) * (0.5 + draw)
+
+
+#: Where the changes come from: the operating system's randomness, which no seed the
+#: learner's code sets reaches
+_DRAWS = random.SystemRandom()
 
 
 def numbers_followed(function, args_spec: tuple, device: str, first,
@@ -513,15 +523,25 @@ def numbers_followed(function, args_spec: tuple, device: str, first,
 
 
 def _perturb(tensor) -> None:
-    """Change every element of ``tensor`` in place: a kernel that reads it stores otherwise."""
+    """Change every element of ``tensor`` in place: a kernel that reads it stores otherwise.
+    The new values are drawn afresh each time, so that a kernel can neither tell how they were
+    changed nor change them back (a fixed change, undone by a kernel that checks a value it
+    knows, let an answer computed outside it pass)."""
     import torch
 
     if tensor.dtype == torch.bool:
         tensor.logical_not_()
-    elif tensor.is_floating_point():
-        tensor.mul_(-1.5).add_(0.75)
-    else:
-        tensor.add_(1)
+        return
+    draws = torch.Generator(device=tensor.device)
+    draws.manual_seed(_DRAWS.getrandbits(63))
+    if tensor.is_floating_point() or tensor.is_complex():
+        finite = tensor.detach().abs().nan_to_num(0.0, 0.0, 0.0)
+        scale = 1.0 + (float(finite.max()) if finite.numel() else 0.0)
+        noise = torch.randn(tensor.shape, generator=draws, device=tensor.device)
+        tensor.copy_(noise * scale)
+    else:  # a whole number: each element moved by 1 to 127, which no width wraps to itself
+        steps = torch.randint(1, 128, tensor.shape, generator=draws, device=tensor.device)
+        tensor.add_(steps.to(tensor.dtype))
 
 
 def depends_on_fed(function, args_spec: tuple, device: str, first, launches: LaunchCounter,

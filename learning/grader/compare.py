@@ -431,9 +431,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "it counts the kernel launches and notes what torch computed: the "
                      "result cannot be judged as a kernel's")
     if part.needs_kernels and getattr(returned, "races", ()):
-        return _fail("programs-share-memory", f"{returned.races[0]}, and the launch has no "
-                     "atomic operation to order the two: run one after another here, the "
-                     "programs may have given the right values, but on a GPU they run at once")
+        return _fail("programs-share-memory", f"{returned.races[0]}: run one after another "
+                     "here, the programs may have given the right values, but on a GPU they run "
+                     "at once")
     if part.needs_kernels and returned.other_threads:
         return _fail("thread-beside-kernel", f"{returned.other_threads} thread(s) your code "
                      "started were running as a kernel was launched (or as the call "

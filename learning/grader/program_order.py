@@ -42,13 +42,24 @@ class Watch:
     restored, a builtin that counts the grid loop down), the programs then reach memory in the
     other order, and this sees it. A program that touches no memory leaves no trace; nor can
     its order matter. Kept per thread: two threads launching at once interleave their
-    programs."""
+    programs.
+
+    It also sees programs share memory with nothing to order them (``races``): a program that
+    reads what another stored, or stores (or adds atomically) where another read. The only
+    order a launch's programs have on a GPU is the one their atomic operations make: an atomic
+    operation on an element publishes everything its program did before it, and a later
+    atomic operation on the same element, by any program, receives all of that (Triton's
+    atomics default to acquire-release). So a program may read what another stored only where
+    the storing program made an atomic operation after its store, and the reading program made
+    one on the same element before its read (the last of a tile's programs to count itself in
+    reads the others' partial sums: each stored its own, then counted). Anything else is a
+    race, whatever order hid it here: an atomic count that waits for nothing orders nothing.
+    Two programs storing to one place are not judged: both may store the same value."""
 
     def __init__(self):
         self.expected = ""  # the order the worker set for the case ("" while none is)
         self.broken = False
-        # what one program of a launch read that another stored, in launches with no atomic
-        # operation (a race on a GPU, whatever order hid it here), a sentence each
+        # the races seen in the case's launches, a sentence each
         self.races: list[str] = []
         self._last = threading.local()
 
@@ -60,54 +71,93 @@ class Watch:
     def launch(self, executor, args, names):
         self.finish()
         self._last.program = None
-        # "atomic": the launch has an atomic operation, or grew too large to follow
-        self._last.launch = {"stored": {}, "loaded": {}, "atomic": False, "race": ""}
+        self._last.launch = {
+            # element -> (program, step) of its last plain store, first plain load by another
+            # program than the one storing there, and last atomic operation
+            "stored": {}, "loaded": {}, "atomic": {},
+            # element -> {program: its past at its last atomic operation there, as
+            # {program: the latest of its steps published}: its own steps, and those it had
+            # received (what a program receives, it passes on)}
+            "published": {},
+            "pasts": 0,  # entries of the pasts published, against MAX_KEPT
+            # program -> {another program: the latest of its steps this one has received}
+            "received": {},
+            "step": 0,  # every access is a step; the programs run one after another here
+            "followed": True,  # False once the launch grew too large to follow
+            "race": "",
+        }
 
     def finish(self) -> list[str]:
         """Close the thread's last launch; the races seen so far in the case."""
         launch = getattr(self._last, "launch", None)
-        if launch is not None and launch["race"] and not launch["atomic"] and \
-                len(self.races) < MAX_RACES:
+        if launch is not None and launch["race"] and len(self.races) < MAX_RACES:
             self.races.append(launch["race"])
         self._last.launch = None
         return self.races
 
     def atomic(self, builder, ptrs, mask):
-        """An atomic operation: in order like any access; and the launch may synchronise its
-        programs through it (a counter, a flag), so what they share is not called a race."""
-        self._program(builder)  # checks the order
-        launch = getattr(self._last, "launch", None)
-        if launch is not None:
-            launch["atomic"] = True
+        """An atomic operation: in order like any access; it receives what earlier atomic
+        operations on its elements published, and publishes its own program's past."""
+        self._follow("atomic", builder, ptrs, mask)
 
     def access(self, kind, builder, ptrs, mask):
+        self._follow(kind, builder, ptrs, mask)
+
+    def _follow(self, kind, builder, ptrs, mask):
         program = self._program(builder)
         launch = getattr(self._last, "launch", None)
-        if program is None or launch is None or launch["race"] or launch["atomic"]:
+        if program is None or launch is None or launch["race"] or not launch["followed"]:
+            return
+        touched = _elements(ptrs, mask)
+        if touched is None:
             return
         # "program 3", "program (1, 0)": as the kernel numbers it
         program = sanitizer.program_text(builder)
-        try:
-            import numpy as np
-
-            addresses = np.asarray(ptrs.data).astype(np.int64, copy=False)
-            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
-            touched = addresses[active].tolist()
-        except (AttributeError, TypeError, ValueError):
-            return
-        mine, theirs = ("stored", "loaded") if kind == "store" else ("loaded", "stored")
-        others = launch[theirs]
-        for address in touched:
-            other = others.get(address)
-            if other is not None and other != program:
-                launch["race"] = _race_text(kind, program, other, address)
+        launch["step"] += 1
+        step = launch["step"]
+        received = launch["received"].setdefault(program, {})
+        if kind == "atomic":  # receive what earlier atomic operations here published
+            published = launch["published"]
+            pasts = {id(past): past for element in touched
+                     for past in published.get(element, {}).values()}
+            for past in pasts.values():
+                for other, at in past.items():
+                    if received.get(other, -1) < at:
+                        received[other] = at
+        # what this access may conflict with: a store or an atomic operation before a read; a
+        # read or an atomic operation before a store; a read or a store before an atomic
+        # operation (two stores are not judged, nor two atomic operations)
+        against = {"load": ("stored", "atomic"), "store": ("loaded", "atomic"),
+                   "atomic": ("stored", "loaded")}[kind]
+        for element in touched:
+            for record in against:
+                other = launch[record].get(element)
+                if other is not None and other[0] != program and \
+                        received.get(other[0], -1) < other[1]:
+                    launch["race"] = _race_text(kind, record, program, other[0], element)
+                    return
+        if kind == "load":
+            record = launch["loaded"]
+            if not _room(launch, record, touched):
                 return
-        kept = launch[mine]
-        if len(kept) + len(touched) > MAX_KEPT:  # a launch too large to follow: no claim
-            launch["atomic"] = True
-            return
-        for address in touched:
-            kept.setdefault(address, program)
+            for element in touched:
+                record.setdefault(element, (program, step))
+        elif kind == "store":
+            record = launch["stored"]
+            if not _room(launch, record, touched):
+                return
+            for element in touched:
+                record[element] = (program, step)
+        else:  # publish this program's past: its own steps, and what it has received
+            record, published = launch["atomic"], launch["published"]
+            past = {**received, program: step}
+            launch["pasts"] += len(past)
+            if launch["pasts"] > MAX_KEPT or not _room(launch, published, touched):
+                launch["followed"] = False
+                return
+            for element in touched:
+                record[element] = (program, step)
+                published.setdefault(element, {})[program] = past
 
     def _program(self, builder):
         """The running program's number in the launch (checking the order on the way), or
@@ -128,6 +178,27 @@ class Watch:
         return program
 
 
+def _room(launch: dict, record: dict, touched: list) -> bool:
+    """Whether ``record`` may take ``touched`` within MAX_KEPT elements; a launch too large to
+    follow is followed no further, and nothing is said of it."""
+    if len(record) + len(touched) <= MAX_KEPT:
+        return True
+    launch["followed"] = False
+    return False
+
+
+def _elements(ptrs, mask) -> list[int] | None:
+    """The addresses an access touches (its active lanes), or None where it cannot be read."""
+    try:
+        import numpy as np
+
+        addresses = np.asarray(ptrs.data).astype(np.int64, copy=False)
+        active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        return addresses[active].tolist()
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 #: Races kept per case (the first is what the verdict says).
 MAX_RACES = 3
 #: Elements a launch's record of stores (or of loads) may hold: past it the launch is no
@@ -136,11 +207,17 @@ MAX_RACES = 3
 MAX_KEPT = 2_000_000
 
 
-def _race_text(kind: str, program: str, other: str, address: int) -> str:
+def _race_text(kind: str, record: str, program: str, other: str, address: int) -> str:
     tensor = sanitizer.argument_of(address)
-    if kind == "store":
-        return f"{program} stored into {tensor} where {other} of the same launch had read"
-    return f"{program} read from {tensor} what {other} of the same launch stored"
+    first = {"stored": "stored", "loaded": "read",
+             "atomic": "changed with an atomic operation"}[record]
+    if kind == "load":
+        what = f"{program} read from {tensor} what {other} of the same launch {first}"
+    else:
+        done = "stored into" if kind == "store" else "changed with an atomic operation"
+        what = f"{program} {done} {tensor} where {other} of the same launch had {first}"
+    return (f"{what}, and no atomic operation ordered the two (for that, {other} makes one "
+            f"after its access, and {program} one on the same element before its own)")
 
 
 WATCH = Watch()

@@ -5,10 +5,11 @@ The interpreter turns every ``tl.load``/``tl.store`` into NumPy reads and writes
 addresses, without any check: a wrong row offset reads garbage or corrupts the heap and kills
 the process. This module wraps the two interpreter entry points that every load and store goes
 through, and the two the atomics write through (tl.atomic_add and its kin, tl.atomic_cas), and
-allows only addresses inside the storage of the tensor the pointer was made from.
+allows only addresses inside the tensor the pointer was made from: from its first element to its
+last (``_extent``), not the rest of the storage it may be a view of.
 
 Which tensor that is travels with the pointer: each tensor argument's pointer gets a copy of its
-pointer type marked with the tensor's storage (``origin``), and the interpreter hands a pointer's
+pointer type marked with the tensor's extent (``origin``), and the interpreter hands a pointer's
 type on through every splat, broadcast and offset. Without the mark, a lane past the end of x that
 happened to land in y (allocated right after it, or not, as earlier cases left the heap) would be
 allowed, and the count of lanes outside would change from run to run. A pointer that lost its mark
@@ -45,15 +46,26 @@ RUNS_PAST_THE_END = "has no mask, and its lanes run on from inside the tensor pa
 MORE_LANES = ", more lanes than the tensor has elements"
 
 
-# The attribute of a pointer type that names the tensor it was made from: (storage start,
-# storage end, the tensor's first element), as ``origin`` returns it.
+# The attribute of a pointer type that names the tensor it was made from: (start, end of its
+# extent (``_extent``), the tensor's first element), as ``origin`` returns it.
 ORIGIN = "_grader_origin"
 
 
 def origin(ptrs) -> tuple[int, int, int] | None:
-    """The storage (start, end) and first element's address of the tensor argument ``ptrs``
+    """The extent (start, end) and first element's address of the tensor argument ``ptrs``
     (a pointer block, as the interpreter holds it) was made from; None when unknown."""
     return getattr(getattr(ptrs, "dtype", None), ORIGIN, None)
+
+
+def _extent(tensor) -> tuple[int, int]:
+    """The bytes from a tensor's first element to the end of its last: what a kernel given the
+    tensor may address. Not its storage: a view's storage may hold more, such as values put
+    past the view for a kernel to fetch by offsets that no shape or stride passed says."""
+    first = tensor.data_ptr()
+    if tensor.numel() == 0:
+        return first, first
+    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return first, first + (last + 1) * tensor.element_size()
 
 
 def _allowed_ranges() -> list[tuple[int, int]]:
@@ -75,9 +87,7 @@ def _record_ranges(args, names=()) -> None:
             for item in arg:
                 visit(item, name)
         elif hasattr(arg, "untyped_storage"):
-            storage = arg.untyped_storage()
-            start = storage.data_ptr()
-            ranges.append((start, start + storage.nbytes()))
+            ranges.append(_extent(arg))
             _state.names.append(name)
             _state.firsts.append(arg.data_ptr())
         elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):  # descriptors
@@ -195,17 +205,15 @@ def _describe(address: int, only: list[int] | None = None) -> str:
 
 def _mark_origin(converted, arg):
     """Give the pointer the interpreter made for tensor ``arg`` a pointer type of its own, marked
-    with the tensor's storage (the rest of the interpreter copies the type along)."""
+    with the tensor's extent (the rest of the interpreter copies the type along)."""
     import copy
 
     handle = getattr(converted, "handle", None)
     dtype = getattr(handle, "dtype", None)
     if dtype is None or not hasattr(dtype, "element_ty") or not hasattr(arg, "untyped_storage"):
         return converted
-    storage = arg.untyped_storage()
-    start = storage.data_ptr()
     marked = copy.copy(dtype)
-    setattr(marked, ORIGIN, (start, start + storage.nbytes(), arg.data_ptr()))
+    setattr(marked, ORIGIN, (*_extent(arg), arg.data_ptr()))
     handle.dtype = marked
     return converted
 

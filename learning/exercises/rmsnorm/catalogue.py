@@ -246,6 +246,58 @@ def _racing(scaler: int, counted: bool = False, waits: bool = False) -> str:
 '''
 
 
+def _summed(adds: str, zeroed: bool = True, programs: int = 2) -> str:
+    """``programs`` programs a row (``part`` of them), each with its share of the row's
+    columns in ``x``, run ``adds`` to put the row's sum of squares in ``sum_ptr + row``;
+    ``apply_kernel``, a second launch, scales the row by it. ``count_ptr`` and
+    ``partial_ptr``: two counters and ``programs`` partial sums a row, all zeros; the sums
+    start at zero where ``zeroed``, uninitialised otherwise."""
+    sums = "torch.zeros" if zeroed else "torch.empty"
+    return f'''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, sum_ptr, partial_ptr, count_ptr,
+                           output_row_stride, input_row_stride, n_cols, eps,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            part = tl.program_id(1)
+            half = part
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            mine = mask & ((offsets % {programs}) == part)
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mine,
+                        other=0.0).to(tl.float32){adds}
+
+
+        @triton.jit
+        def apply_kernel(output_ptr, input_ptr, weight_ptr, sum_ptr, output_row_stride,
+                         input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            inverse_rms = tl.rsqrt(tl.load(sum_ptr + row) / n_cols + eps)
+            tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                     mask=mask)
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            sums = {sums}(n_rows, dtype=torch.float32, device=x.device)
+            partials = torch.zeros(n_rows * {programs}, dtype=torch.float32, device=x.device)
+            counts = torch.zeros(2 * n_rows, dtype=torch.int32, device=x.device)
+            block = triton.next_power_of_2(n_cols)
+            rmsnorm_kernel[(n_rows, {programs})](output, x, weight, sums, partials, counts,
+                                                 output.stride(0), x.stride(0), n_cols, eps,
+                                                 BLOCK=block)
+            apply_kernel[(n_rows,)](output, x, weight, sums, output.stride(0), x.stride(0),
+                                    n_cols, eps, BLOCK=block)
+            return output
+'''
+
+
 TRITON = (
     Version("padding -inf, copied from softmax", "triton", "minus-inf-padding", _kernel('''
             x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
@@ -401,18 +453,19 @@ TRITON = (
             tl.store(output_ptr + row * output_row_stride + offsets, y, mask=mask)
     ''')),
     # Right only where the program that finds a row's scale runs before the one that applies
-    # it, an order no GPU promises. With no atomic operation in the launch, the check sees one
-    # program read what another stored, in any order; with one (an atomic count that waits
-    # for nothing), only the order shows it: the check runs half its cases last to first,
-    # half first to last, so one of the two orders catches each
+    # it, an order no GPU promises. The check sees one program read what another stored, in
+    # any order, with nothing to order the two: an atomic count that waits for nothing, made
+    # by the reader alone, orders nothing
     Version("a row's scale stored by one program, read by the next", "triton",
             "programs-share-memory", _racing(scaler=0), interpreter_only=True),
     Version("a row's scale stored by one program, read by the one before", "triton",
             "programs-share-memory", _racing(scaler=1), interpreter_only=True),
     Version("a row's scale read after counting in with an atomic add, by the next program",
-            "triton", "program-order", _racing(scaler=0, counted=True), interpreter_only=True),
+            "triton", "programs-share-memory", _racing(scaler=0, counted=True),
+            interpreter_only=True),
     Version("a row's scale read after counting in with an atomic add, by the one before",
-            "triton", "program-order", _racing(scaler=1, counted=True), interpreter_only=True),
+            "triton", "programs-share-memory", _racing(scaler=1, counted=True),
+            interpreter_only=True),
     # Two programs a row, each adding its half of the squares into one sum with a load and a
     # store: run one after another nothing is lost, on a GPU both may load before either
     # stores
@@ -457,6 +510,43 @@ TRITON = (
                                     n_cols, eps, BLOCK=block)
             return output
     ''', interpreter_only=True),
+    # Both programs of a row store the whole row, the second with a wrong scale: what the row
+    # holds is whichever stored last. Neither reads what the other stored (two stores to one
+    # place are not judged: both may store the same values), so only the order shows it
+    Version("both programs of a row store it, the second by the next with a wrong scale",
+            "triton", "program-order", '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, output_row_stride,
+                           input_row_stride, n_cols, eps, BLOCK: tl.constexpr):
+            program = tl.program_id(0)
+            row = program // 2
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                        other=0.0).to(tl.float32)
+            w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            inverse_rms = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+            if program % 2 == 1:
+                inverse_rms = inverse_rms * 2.0
+            tl.store(output_ptr + row * output_row_stride + offsets, x * inverse_rms * w,
+                     mask=mask)
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            rmsnorm_kernel[(2 * n_rows,)](output, x, weight, output.stride(0), x.stride(0),
+                                          n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''', interpreter_only=True),
+    # The row's sum zeroed inside the launch by one of its programs while the other adds into
+    # it atomically: on a GPU the add may land before the zero, and is lost
+    Version("a row's sum zeroed by one of its programs while the other adds into it", "triton",
+            "programs-share-memory", _summed('''
+            if half == 0:
+                tl.store(sum_ptr + row, 0.0)
+            tl.atomic_add(sum_ptr + row, tl.sum(x * x, axis=0))''', zeroed=False),
+            interpreter_only=True),
     # The same split with a wait: the second program of a row spins on a flag until the first
     # has stored the scale. Run last to first, the interpreter runs the waiting program before
     # the one it waits for, and the case never ends; on a GPU nothing promises the order either
@@ -467,6 +557,31 @@ TRITON = (
 WRONG = PYTHON + TRITON
 
 RIGHT = (
+    # Programs that share memory through atomic operations, rightly: each program's writes
+    # reach the program that reads them through an atomic operation on one element (directly,
+    # or passed on by a third program), so no GPU order can break them
+    Version("two programs a row add their halves atomically", "triton", None, _summed('''
+            tl.atomic_add(sum_ptr + row, tl.sum(x * x, axis=0))'''), interpreter_only=True),
+    Version("two programs a row, the last to count itself in adds both halves", "triton", None,
+            _summed('''
+            tl.store(partial_ptr + row * 2 + part, tl.sum(x * x, axis=0))
+            if tl.atomic_add(count_ptr + row, 1) == 1:  # both halves are in
+                total = tl.load(partial_ptr + row * 2) + tl.load(partial_ptr + row * 2 + 1)
+                tl.store(sum_ptr + row, total)'''), interpreter_only=True),
+    # programs 0 and 1 of a row meet at a first counter; the last of them, and program 2, at
+    # a second; the last there reads all three partial sums, program 0's among them though it
+    # met program 0 only through the first counter's last program
+    Version("three programs a row, counted in twice, the last adds all three", "triton", None,
+            _summed('''
+            tl.store(partial_ptr + row * 3 + part, tl.sum(x * x, axis=0))
+            go = part == 2
+            if part < 2:
+                go = tl.atomic_add(count_ptr + row, 1) == 1
+            if go:
+                if tl.atomic_add(count_ptr + tl.num_programs(0) + row, 1) == 1:
+                    total = tl.load(partial_ptr + row * 3) + \\
+                        tl.load(partial_ptr + row * 3 + 1) + tl.load(partial_ptr + row * 3 + 2)
+                    tl.store(sum_ptr + row, total)''', programs=3), interpreter_only=True),
     Version("math.hypot", "python", None, '''
         def rmsnorm_python(values, weight, eps=1e-6):
             # hypot adds squares without overflowing: sqrt(sum x**2) = hypot(*x)
