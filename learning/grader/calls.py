@@ -704,13 +704,16 @@ def _synchronise(device: str):
 
 def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors: bool,
               learner_file: str, launches: LaunchCounter | None = None, evidence=None, *,
-              plain_python: bool = False, torch_answers: frozenset = frozenset()):
+              plain_python: bool = False, torch_answers: frozenset = frozenset(),
+              call_again: bool = False):
     """Run one case and describe what happened. ``evidence`` is called before the call is made
     again for evidence (``ignores_kernels``): the grader's clock for the case starts afresh.
     ``plain_python``: the part is a derivation in plain Python, and the call is watched for
     the first function of torch, numpy or triton it runs (``learning.grader.plain``).
     ``torch_answers``: the torch functions that compute the part's answer, whose values no
-    launch may be given (``Part.torch_answers``)."""
+    launch may be given (``Part.torch_answers``). ``call_again``: a kernel part's call is made
+    once more, with other inputs, to see that the tensor it returned is its own
+    (``_reused_by_next_call``)."""
     try:
         args = _materialise(args_spec, device)
         before = _snapshot(args)
@@ -843,7 +846,45 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten, returned.follows_fill = _find_unwritten(
             function, args_spec, device, returned.values)
+    if call_again and launches is not None and is_tensor(result) and \
+            not returned.aliases_input:
+        if evidence is not None:
+            evidence()  # the run below is the grader's, not the case's
+        returned.reused_by_next_call = _reused_by_next_call(function, args_spec, device,
+                                                            result, launches)
     return returned
+
+
+def _reused_by_next_call(function, args_spec: tuple, device: str, first,
+                         launches: LaunchCounter) -> str:
+    """What a second call, with other inputs of the same shapes, did to the tensor the first
+    call returned: "" where nothing, or a sentence where the second returned the same memory
+    or changed the first's values (an output kept from call to call, say: the caller's first
+    result then changes under it). A second call that raises says nothing either way."""
+    first = plain_tensor(first).detach()
+    kept = first.clone()
+    launches.taken()
+    try:
+        args = _materialise(args_spec, device)
+        for arg in args:
+            if is_tensor(arg) and (arg.is_floating_point() or arg.is_complex()):
+                _perturb(arg)
+        second = function(*args)
+        _synchronise(device)
+        second = plain_tensor(second).detach() if is_tensor(second) else None
+    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+        return ""
+    finally:
+        launches.taken()
+    with contextlib.suppress(Exception):
+        if second is not None and second.numel() and \
+                second.untyped_storage().data_ptr() == first.untyped_storage().data_ptr():
+            return ("a second call, with other inputs of the same shapes, returned the same "
+                    "memory as this one")
+        if not _same_bits(first, kept):
+            return ("a second call, with other inputs of the same shapes, changed the values "
+                    "of the tensor this call returned")
+    return ""
 
 
 def _raised_in(exc: BaseException, path: str) -> bool:

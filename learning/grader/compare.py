@@ -61,6 +61,10 @@ COMMON_BUGS = {
             "the next call adds to. Work on a copy: x.detach().clone().requires_grad_()"),
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
+        Bug("output-reused", "the function hands out the same output memory call after "
+            "call (a buffer kept between calls, say): the next call overwrites the tensor the "
+            "caller was given. Allocate each call's output afresh (torch.empty_like(x)); the "
+            "allocator makes that cheap"),
         Bug("returned-transposed", "the tensor returned is a transposed view of one with the "
             "expected shape (its strides say so): the output was allocated the right way round "
             "and turned before the return (.T, .t(), .transpose or .permute). Return it as the "
@@ -423,6 +427,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
+    if part.needs_kernels and returned.reused_by_next_call:
+        return _fail("output-reused", f"{returned.reused_by_next_call}: a caller keeping this "
+                     "result sees it change")
     if part.needs_kernels and returned.grader_changed:
         changed = returned.grader_changed
         return _fail("grader-changed", f"the grader's own code in the process that ran yours "

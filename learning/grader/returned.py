@@ -27,6 +27,9 @@ class Returned:
     # a tensor argument's requires_grad turned on or off, or a .grad left on it, by the call
     input_autograd_changed: bool = False
     aliases_input: bool = False
+    # kernel parts, the first case: what calling again with other inputs did to the tensor
+    # returned (the same memory returned, or its values changed); "" where nothing
+    reused_by_next_call: str = ""
     unwritten: Any = None  # bool array: outputs still holding the fill value on a second run
     # outputs NaN with memory filled with NaN that, filled with another value, hold one that
     # is neither NaN nor that value: what the memory held before the kernel flows into them

@@ -243,7 +243,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                                     lambda part=part, case=case: channel.send(
                                         "evidence", part.name, case.name),
                                     plain_python=part.plain_python,
-                                    torch_answers=part.torch_answers)
+                                    torch_answers=part.torch_answers,
+                                    call_again=part.needs_kernels and index == 0)
             except InputNotBuilt as exc:
                 channel.send("done", part.name, case.name, Skipped(
                     f"not run: its input could not be built in the process that imported your "

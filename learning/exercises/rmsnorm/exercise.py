@@ -391,6 +391,11 @@ TRITON_CASES = (
          catches=("fp16-squares",), tolerance=FP16),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
          _tensor(10, 2, 4097), catches=("mean-over-block",)),
+    Case("wider row", "width 9000, past 8192: a BLOCK fixed at 8192, enough for every row "
+         "above, is not enough", _tensor(13, 1, 9000), catches=("block-too-small",)),
+    Case("hundreds of rows", "257 rows of 3: a grid of a fixed number of programs (256, or a "
+         "GPU's 132 multiprocessors) leaves rows unwritten", _tensor(14, 257, 3),
+         catches=("grid-too-small",)),
     Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
          _tensor(11, 8, 1000, dtype="bfloat16"), catches=("wrong-dtype",), tolerance=BF16,
          gpu_only=True),

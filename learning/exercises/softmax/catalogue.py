@@ -247,6 +247,26 @@ TRITON = (
                                       BLOCK=block)
             return output
     '''),
+    # A BLOCK fixed big enough for every row the learner tried: the widest rows lose their ends
+    Version('a fixed BLOCK of 8192', "triton", 'block-too-small', '''
+        def softmax_triton(x):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0),
+                                      min(n_cols, 8192), BLOCK=8192)
+            return output
+    '''),
+    # A grid capped at a fixed number of programs, as if every GPU had that many: the rows
+    # past it are never written
+    Version('a grid of at most 128 programs', "triton", 'grid-too-small', '''
+        def softmax_triton(x):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            block = triton.next_power_of_2(n_cols)
+            softmax_kernel[(min(n_rows, 128),)](output, x, output.stride(0), x.stride(0), n_cols,
+                                                BLOCK=block)
+            return output
+    '''),
     Version('too few programs', "triton", 'grid-too-small', '''
         def softmax_triton(x):
             n_rows, n_cols = x.shape
@@ -254,6 +274,23 @@ TRITON = (
             block = triton.next_power_of_2(n_cols)
             grid = (max(1, n_rows // 2),)
             softmax_kernel[grid](output, x, output.stride(0), x.stride(0), n_cols, BLOCK=block)
+            return output
+    '''),
+    # An output kept from call to call, one per shape, to save the allocation: every call of
+    # a shape returns the same tensor, and the next call overwrites what the caller was given
+    Version('one output kept per shape, reused by every call', "triton", 'output-reused', '''
+        _outputs = {}
+
+
+        def softmax_triton(x):
+            n_rows, n_cols = x.shape
+            key = (n_rows, n_cols, x.dtype, x.device)
+            if key not in _outputs:
+                _outputs[key] = torch.empty_like(x)
+            output = _outputs[key]
+            block = triton.next_power_of_2(n_cols)
+            softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols,
+                                      BLOCK=block)
             return output
     '''),
     Version('writes into the input', "triton", 'mutated-input', '''

@@ -310,6 +310,11 @@ TRITON_CASES = (
          _tensor(12, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
     Case("wide row", "width 4097, just past 4096: BLOCK must be the next power of two, 8192",
          _tensor(13, 2, 4097), catches=("zero-padding", "block-too-small")),
+    Case("wider row", "width 9000, past 8192: a BLOCK fixed at 8192, enough for every row "
+         "above, is not enough", _tensor(17, 1, 9000), catches=("block-too-small",)),
+    Case("hundreds of rows", "257 rows of 3: a grid of a fixed number of programs (256, or a "
+         "GPU's 132 multiprocessors) leaves rows unwritten", _tensor(18, 257, 3),
+         catches=("grid-too-small",)),
     Case("bfloat16", "bfloat16 storage (GPU only: the interpreter mishandles bfloat16)",
          _tensor(14, 8, 1000, dtype="bfloat16"), catches=("wrong-dtype",), tolerance=BF16,
          gpu_only=True),
