@@ -861,8 +861,11 @@ def _reused_by_next_call(function, args_spec: tuple, device: str, first,
     call returned: "" where nothing, or a sentence where the second returned the same memory
     or changed the first's values (an output kept from call to call, say: the caller's first
     result then changes under it). A second call that raises says nothing either way."""
-    first = plain_tensor(first).detach()
-    kept = first.clone()
+    try:
+        first = plain_tensor(first).detach()
+        kept = first.clone()
+    except Exception:  # noqa: BLE001 - a tensor whose memory cannot be read: no claim
+        return ""
     launches.taken()
     try:
         args = _materialise(args_spec, device)
