@@ -1093,8 +1093,8 @@ class _Plan:
             block_r, block_c), options, a.device)
 
     def _buffers(self) -> tuple:
-        """The buffers A and B are copied into (None for an operand not copied). One pair per stream,
-        kept for the next calls where the pair is at most KEEP_PADDED_BYTES (launches on one
+        """The buffers A and B are copied into (None for an operand not copied). One pair per
+        stream, kept for the next calls where the pair is at most KEEP_PADDED_BYTES (launches on one
         stream run one after the other, so the next call's copy never overwrites what this
         call's product still reads); made for each call otherwise, and while a CUDA graph is
         being captured (the graph's own, as its scratch is: ``_scratch``)."""
