@@ -2244,6 +2244,48 @@ def test_a_kernel_cannot_undo_the_change_made_to_an_answer_it_is_handed(tmp_path
     assert keys & {"passed-through", "answer-fed"}, keys
 
 
+# numpy's softmax handed to a copying kernel half a row at a time: each piece is smaller
+# than the result, so no one of them holds it
+NUMPY_ANSWER_IN_PIECES = """
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(out_ptr, piece_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(out_ptr + cols, tl.load(piece_ptr + cols, mask=cols < n), mask=cols < n)
+
+
+def softmax_triton(x):
+    rows, cols = x.shape
+    output = torch.empty((rows, cols), dtype=x.dtype)
+    values = x.float().numpy().astype(np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(values - values.max(axis=1, keepdims=True))
+        answer = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    half = (cols + 1) // 2
+    for row in range(rows):
+        for start in range(0, cols, half):
+            piece = torch.from_numpy(np.ascontiguousarray(answer[row, start:start + half]))
+            copy_kernel[(1,)](output[row, start:], piece, piece.numel(),
+                              BLOCK=triton.next_power_of_2(piece.numel()))
+    return output
+"""
+
+
+def test_an_answer_handed_to_kernels_in_pieces_smaller_than_the_result_fails(tmp_path):
+    result = grade_text(tmp_path, "softmax", NUMPY_ANSWER_IN_PIECES, ["triton"])
+    (triton,) = result.parts
+    ran = [c for c in triton.cases if c.verdict.status != "skipped"]
+    # (a row of one value, or of pieces of one value, has no piece that could not match by
+    # chance: those cases pass)
+    blamed = [c.name for c in ran if "passed-through" in {b.key for b in c.verdict.causes}]
+    assert triton.status == "failed" and 2 * len(blamed) > len(ran), rendered(result)
+
+
 # The interpreter's grid run directly, past the launch that the check counts, between two
 # counted launches of a kernel that stores nothing
 PAST_THE_COUNTER = TORCH_BETWEEN_LAUNCHES.replace(

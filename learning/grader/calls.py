@@ -331,6 +331,9 @@ class LaunchCounter:
                             _passed_on(fed, tensor) or \
                             fed.numel() > tensor.numel() and _held_within(fed, tensor):
                         return name
+                name = _assembled_from(self.fed, tensor)
+                if name:
+                    return name
         return ""
 
     def _keep(self, arguments: list):
@@ -478,6 +481,38 @@ def _held_within(fed, result) -> bool:
             if _passed_on(block[row:row + rows, column:column + cols], result):
                 return True
     return False
+
+
+def _assembled_from(fed: list, result) -> str:
+    """The name of the pieces a result is assembled from: tensors smaller than the result, each
+    given to a launch and each held whole, in its order, somewhere in the result, together
+    covering at least half of it (an answer made outside the kernels and handed over a row,
+    or half a row, at a time). "" where they do not. Pieces of fewer than two values, or of one
+    value repeated, are left out: they match by chance."""
+    import torch
+
+    if result.numel() < 2 or _one_value(result):
+        return ""
+    wanted = result.contiguous().flatten().double()
+    covered = torch.zeros(wanted.numel(), dtype=torch.bool, device=wanted.device)
+    names = []
+    for name, piece in fed:
+        size = piece.numel()
+        if not 2 <= size < wanted.numel() or _one_value(piece) or \
+                piece.device != result.device or not (
+                    piece.is_floating_point() and result.is_floating_point() or
+                    piece.dtype == result.dtype):
+            continue
+        values = piece.contiguous().flatten().to(result.dtype).double()
+        starts = torch.isclose(wanted[:wanted.numel() - size + 1],
+                               values[0].expand(wanted.numel() - size + 1), equal_nan=True,
+                               **PASSED_ON).nonzero().flatten()
+        for start in starts[:CANDIDATE_STARTS].tolist():
+            if torch.allclose(wanted[start:start + size], values, equal_nan=True, **PASSED_ON):
+                covered[start:start + size] = True
+                names.append(name)
+                break
+    return names[0] if names and 2 * int(covered.sum()) >= wanted.numel() else ""
 
 
 # Where a larger tensor given to a launch holds a result's first values in a row (at most
