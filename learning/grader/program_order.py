@@ -75,9 +75,10 @@ class Watch:
             # element -> (program, step) of its last plain store, first plain load by another
             # program than the one storing there, and last atomic operation
             "stored": {}, "loaded": {}, "atomic": {},
-            # element -> {program: its past at its last atomic operation there, as
-            # {program: the latest of its steps published}: its own steps, and those it had
-            # received (what a program receives, it passes on)}
+            # element -> the past of the last atomic operation there, as {program: the latest
+            # of its steps published}: its own program's steps, and every step it had
+            # received, which includes every earlier past published there (an atomic
+            # operation receives before it publishes), so the last past holds them all
             "published": {},
             "pasts": 0,  # entries of the pasts published, against MAX_KEPT
             # program -> {another program: the latest of its steps this one has received}
@@ -118,8 +119,7 @@ class Watch:
         received = launch["received"].setdefault(program, {})
         if kind == "atomic":  # receive what earlier atomic operations here published
             published = launch["published"]
-            pasts = {id(past): past for element in touched
-                     for past in published.get(element, {}).values()}
+            pasts = {id(past): past for past in map(published.get, touched) if past}
             for past in pasts.values():
                 for other, at in past.items():
                     if received.get(other, -1) < at:
@@ -157,7 +157,7 @@ class Watch:
                 return
             for element in touched:
                 record[element] = (program, step)
-                published.setdefault(element, {})[program] = past
+                published[element] = past
 
     def _program(self, builder):
         """The running program's number in the launch (checking the order on the way), or
