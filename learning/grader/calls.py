@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 
 from learning.grader import allocations, lineage, plain
 from learning.grader.declarations import Case
@@ -77,6 +78,9 @@ class LaunchCounter:
         self.installed = False
         # storage address: (the storage, a copy of it as the last launch given it left it)
         self.left: dict[int, tuple] = {}
+        # what launches of earlier calls left in small memories: address -> a copy of the
+        # bytes (``_left_by_kernels``), the latest last
+        self.kernels_left: dict[int, object] = {}
         # storage address: the storage, of every tensor a launch of this call was given (held,
         # so that no other tensor takes its address while the call runs)
         self.given: dict[int, object] = {}
@@ -244,6 +248,11 @@ class LaunchCounter:
                                                  inputs=self.inputs)
                 came_from = lineage.ancestry(tensor.untyped_storage().data_ptr(), made,
                                              self.inputs)
+                # a workspace kept from an earlier call, as its kernels left it: no value of
+                # it was made outside the kernels
+                kernels_left = self._left_by_kernels(tensor)
+                if kernels_left:
+                    came_from = came_from - {lineage.OUTSIDE}
                 if name in lineage.WRAPS:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
                 if tensor.numel() < self.fed_outside_size:
@@ -257,7 +266,8 @@ class LaunchCounter:
                 if came_from & self.poison_from:
                     _perturb(tensor.detach())
                     continue
-                if not name and lineage.made_unseen(tensor, made, self.given, self.inputs):
+                if not name and not kernels_left and \
+                        lineage.made_unseen(tensor, made, self.given, self.inputs):
                     # values put there by nothing seen (numpy writing into an allocated
                     # output, torch with its function mode off): a fresh output holds only the
                     # check's fill, which no result matches
@@ -356,12 +366,33 @@ class LaunchCounter:
     def taken(self) -> int | None:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
+        self._remember_left()
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
         self.fed_from, self.outside_size = set(), 0
         self.numbers = set()
         return count if self.installed else None
+
+    def _remember_left(self) -> None:
+        """Keep what this call's launches left in their small memories for the next calls."""
+        for address, (_, copy_left) in self.left.items():
+            if copy_left.nbytes() <= KERNEL_LEFT_LARGEST:
+                self.kernels_left.pop(address, None)
+                self.kernels_left[address] = copy_left
+        while sum(kept.nbytes() for kept in self.kernels_left.values()) > KERNELS_LEFT_BYTES:
+            self.kernels_left.pop(next(iter(self.kernels_left)))
+
+    def _left_by_kernels(self, tensor) -> bool:
+        """Whether ``tensor``'s memory holds, byte for byte, what a launch of an earlier call
+        left there: a workspace the learner's launcher keeps between calls (its counters put
+        back to zero by the kernels themselves, say), not values made outside torch."""
+        with contextlib.suppress(Exception):
+            storage = tensor.untyped_storage()
+            kept = self.kernels_left.get(storage.data_ptr())
+            return kept is not None and kept.device == storage.device and \
+                _same_storage(storage, kept)
+        return False
 
     def computed_by_torch(self, result, made: dict) -> str:
         """The torch function that computed a returned tensor (learning.grader.lineage), or
@@ -713,6 +744,12 @@ def _same_bits(a, b) -> bool:
     return bool((a.view(-1).view(_bits_type(a)) == b.view(-1).view(_bits_type(b))).all())
 
 
+# What kernels left in their memories is kept from one call to the next for memories up to
+# KERNEL_LEFT_LARGEST bytes, KERNELS_LEFT_BYTES in all (``LaunchCounter.kernels_left``)
+KERNELS_LEFT_BYTES = 64 * 2**20
+KERNEL_LEFT_LARGEST = 4 * 2**20
+
+
 def _same_storage(a, b) -> bool:
     """Two untyped storages hold the same bytes."""
     import torch
@@ -907,8 +944,10 @@ def _reused_by_next_call(function, args_spec: tuple, device: str, first,
         for arg in args:
             if is_tensor(arg) and (arg.is_floating_point() or arg.is_complex()):
                 _perturb(arg)
-        second = function(*args)
-        _synchronise(device)
+        with warnings.catch_warnings():  # the grader's call: its warnings were said once
+            warnings.simplefilter("ignore")
+            second = function(*args)
+            _synchronise(device)
         second = plain_tensor(second).detach() if is_tensor(second) else None
     except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
         return ""

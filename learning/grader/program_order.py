@@ -96,15 +96,16 @@ class Watch:
         self._last.launch = None
         return self.races
 
-    def atomic(self, builder, ptrs, mask):
+    def atomic(self, builder, ptrs, mask, receives: bool = True, publishes: bool = True):
         """An atomic operation: in order like any access; it receives what earlier atomic
-        operations on its elements published, and publishes its own program's past."""
-        self._follow("atomic", builder, ptrs, mask)
+        operations on its elements published, and publishes its own program's past, each as
+        its memory order allows (a relaxed one does neither)."""
+        self._follow("atomic", builder, ptrs, mask, receives, publishes)
 
     def access(self, kind, builder, ptrs, mask):
         self._follow(kind, builder, ptrs, mask)
 
-    def _follow(self, kind, builder, ptrs, mask):
+    def _follow(self, kind, builder, ptrs, mask, receives=False, publishes=False):
         program = self._program(builder)
         launch = getattr(self._last, "launch", None)
         if program is None or launch is None or launch["race"] or not launch["followed"]:
@@ -117,7 +118,7 @@ class Watch:
         launch["step"] += 1
         step = launch["step"]
         received = launch["received"].setdefault(program, {})
-        if kind == "atomic":  # receive what earlier atomic operations here published
+        if receives:  # what earlier atomic operations here published
             published = launch["published"]
             pasts = {id(past): past for past in map(published.get, touched) if past}
             for past in pasts.values():
@@ -150,14 +151,18 @@ class Watch:
                 record[element] = (program, step)
         else:  # publish this program's past: its own steps, and what it has received
             record, published = launch["atomic"], launch["published"]
-            past = {**received, program: step}
-            launch["pasts"] += len(past)
-            if launch["pasts"] > MAX_KEPT or not _room(launch, published, touched):
-                launch["followed"] = False
+            if not _room(launch, record, touched):
                 return
             for element in touched:
                 record[element] = (program, step)
-                published[element] = past
+            if publishes:
+                past = {**received, program: step}
+                launch["pasts"] += len(past)
+                if launch["pasts"] > MAX_KEPT:
+                    launch["followed"] = False
+                    return
+                for element in touched:
+                    published[element] = past
 
     def _program(self, builder):
         """The running program's number in the launch (checking the order on the way), or

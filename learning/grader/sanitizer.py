@@ -218,6 +218,13 @@ def _mark_origin(converted, arg):
     return converted
 
 
+def _enum_name(value) -> str:
+    """An interpreter enum's name ("RELAXED", "CTA"), "" where none was given."""
+    if value is None:
+        return ""
+    return str(getattr(value, "name", value)).rpartition(".")[2].upper()
+
+
 def install() -> bool:
     """Wrap the interpreter's loads and stores; False if this Triton lacks the expected hooks."""
     global _installed
@@ -273,12 +280,18 @@ def install() -> bool:
                 _state.unmasked = False
         return access
 
-    def observed_atomic(builder, ptrs, mask):
+    def observed_atomic(builder, ptrs, mask, sem, scope):
         """An atomic operation reads its element and writes it: observers see both, or, where
-        an observer tells atomics apart (``atomic``), the operation itself."""
+        an observer tells atomics apart (``atomic``), the operation itself, with what it
+        orders: ``receives`` (acquire) and ``publishes`` (release) between programs, as its
+        ``sem`` says; neither at ``scope`` "cta", which orders a program's own threads only."""
+        semantic, reach = _enum_name(sem), _enum_name(scope)
+        between = reach != "CTA"
+        receives = between and semantic in ("ACQUIRE_RELEASE", "ACQUIRE", "")
+        publishes = between and semantic in ("ACQUIRE_RELEASE", "RELEASE", "")
         for observer in observers:
             if hasattr(observer, "atomic"):
-                observer.atomic(builder, ptrs, mask)
+                observer.atomic(builder, ptrs, mask, receives=receives, publishes=publishes)
             else:
                 observer.access("load", builder, ptrs, mask)
                 observer.access("store", builder, ptrs, mask)
@@ -286,21 +299,21 @@ def install() -> bool:
     def atomic_rmw(original):
         """``create_atomic_rmw`` (tl.atomic_add and its kin) writes at raw addresses too,
         without the masked store: checked as a store is."""
-        def access(self, op, ptrs, value, mask, *rest, **kwargs):
-            observed_atomic(self, ptrs, mask)
+        def access(self, op, ptrs, value, mask, sem=None, scope=None, *rest, **kwargs):
+            observed_atomic(self, ptrs, mask, sem, scope)
             _check("atomic", ptrs, mask, self)
-            return original(self, op, ptrs, value, mask, *rest, **kwargs)
+            return original(self, op, ptrs, value, mask, sem, scope, *rest, **kwargs)
         return access
 
     def atomic_cas(original):
         """``create_atomic_cas`` (tl.atomic_cas) takes no mask: every lane is checked."""
-        def access(self, ptrs, *rest, **kwargs):
+        def access(self, ptrs, cmp, value, sem=None, scope=None, *rest, **kwargs):
             import numpy as np
 
             every = type("EveryLane", (), {"data": np.ones(np.shape(ptrs.data), dtype=bool)})
-            observed_atomic(self, ptrs, every)
+            observed_atomic(self, ptrs, every, sem, scope)
             _check("atomic", ptrs, every, self)
-            return original(self, ptrs, *rest, **kwargs)
+            return original(self, ptrs, cmp, value, sem, scope, *rest, **kwargs)
         return access
 
     def implicit_cvt(arg):

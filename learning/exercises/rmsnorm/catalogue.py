@@ -510,6 +510,14 @@ TRITON = (
                                     n_cols, eps, BLOCK=block)
             return output
     ''', interpreter_only=True),
+    # The last to count itself in reads the other's partial sum, but the count is relaxed: a
+    # relaxed atomic operation orders nothing between programs
+    Version("two programs a row, counted in with a relaxed atomic add", "triton",
+            "programs-share-memory", _summed('''
+            tl.store(partial_ptr + row * 2 + part, tl.sum(x * x, axis=0))
+            if tl.atomic_add(count_ptr + row, 1, sem="relaxed") == 1:
+                total = tl.load(partial_ptr + row * 2) + tl.load(partial_ptr + row * 2 + 1)
+                tl.store(sum_ptr + row, total)'''), interpreter_only=True),
     # Both programs of a row store the whole row, the second with a wrong scale: what the row
     # holds is whichever stored last. Neither reads what the other stored (two stores to one
     # place are not judged: both may store the same values), so only the order shows it
@@ -582,6 +590,47 @@ RIGHT = (
                     total = tl.load(partial_ptr + row * 3) + \\
                         tl.load(partial_ptr + row * 3 + 1) + tl.load(partial_ptr + row * 3 + 2)
                     tl.store(sum_ptr + row, total)''', programs=3), interpreter_only=True),
+    # The same hand-over with its workspace kept from call to call: the last program of a row
+    # puts the row's count back to zero for the next call, so the host never clears it
+    Version("two programs a row, the last finishes it, the workspace kept between calls",
+            "triton", None, '''
+        @triton.jit
+        def rmsnorm_kernel(output_ptr, input_ptr, weight_ptr, partial_ptr, count_ptr,
+                           output_row_stride, input_row_stride, n_cols, eps,
+                           BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            part = tl.program_id(1)
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n_cols
+            x = tl.load(input_ptr + row * input_row_stride + offsets,
+                        mask=mask & ((offsets % 2) == part), other=0.0).to(tl.float32)
+            tl.store(partial_ptr + row * 2 + part, tl.sum(x * x, axis=0))
+            if tl.atomic_add(count_ptr + row, 1) == 1:  # the row's other half is in
+                total = tl.load(partial_ptr + row * 2) + tl.load(partial_ptr + row * 2 + 1)
+                x = tl.load(input_ptr + row * input_row_stride + offsets, mask=mask,
+                            other=0.0).to(tl.float32)
+                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                tl.store(output_ptr + row * output_row_stride + offsets,
+                         x * tl.rsqrt(total / n_cols + eps) * w, mask=mask)
+                tl.store(count_ptr + row, 0)  # ready for the next call
+
+
+        _workspaces = {}
+
+
+        def rmsnorm_triton(x, weight, eps=1e-6):
+            n_rows, n_cols = x.shape
+            output = torch.empty_like(x)
+            if (n_rows, x.device) not in _workspaces:
+                _workspaces[(n_rows, x.device)] = (
+                    torch.zeros(2 * n_rows, dtype=torch.float32, device=x.device),
+                    torch.zeros(n_rows, dtype=torch.int32, device=x.device))
+            partials, counts = _workspaces[(n_rows, x.device)]
+            rmsnorm_kernel[(n_rows, 2)](output, x, weight, partials, counts, output.stride(0),
+                                        x.stride(0), n_cols, eps,
+                                        BLOCK=triton.next_power_of_2(n_cols))
+            return output
+    ''', interpreter_only=True),
     Version("math.hypot", "python", None, '''
         def rmsnorm_python(values, weight, eps=1e-6):
             # hypot adds squares without overflowing: sqrt(sum x**2) = hypot(*x)
