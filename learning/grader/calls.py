@@ -929,39 +929,46 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
 
 def _reused_by_next_call(function, args_spec: tuple, device: str, first,
                          launches: LaunchCounter) -> str:
-    """What a second call, with other inputs of the same shapes, did to the tensor the first
-    call returned: "" where nothing, or a sentence where the second returned the same memory
-    or changed the first's values (an output kept from call to call, say: the caller's first
-    result then changes under it). A second call that raises says nothing either way."""
+    """What later calls, with other inputs of the same shapes, did to the tensor the first
+    call returned: "" where nothing, or a sentence where one returned the same memory or
+    changed the first's values (an output kept from call to call, or a ring of two handed
+    out in turn: the caller's first result then changes under it). AGAIN calls are made; one
+    that raises ends the look, saying nothing."""
     try:
         first = plain_tensor(first).detach()
         kept = first.clone()
     except Exception:  # noqa: BLE001 - a tensor whose memory cannot be read: no claim
         return ""
-    launches.taken()
-    try:
-        args = _materialise(args_spec, device)
-        for arg in args:
-            if is_tensor(arg) and (arg.is_floating_point() or arg.is_complex()):
-                _perturb(arg)
-        with warnings.catch_warnings():  # the grader's call: its warnings were said once
-            warnings.simplefilter("ignore")
-            second = function(*args)
-            _synchronise(device)
-        second = plain_tensor(second).detach() if is_tensor(second) else None
-    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
-        return ""
-    finally:
+    for call in ("a second call", "a third call")[:AGAIN]:
         launches.taken()
-    with contextlib.suppress(Exception):
-        if second is not None and second.numel() and \
-                second.untyped_storage().data_ptr() == first.untyped_storage().data_ptr():
-            return ("a second call, with other inputs of the same shapes, returned the same "
-                    "memory as this one")
-        if not _same_bits(first, kept):
-            return ("a second call, with other inputs of the same shapes, changed the values "
-                    "of the tensor this call returned")
+        try:
+            args = _materialise(args_spec, device)
+            for arg in args:
+                if is_tensor(arg) and (arg.is_floating_point() or arg.is_complex()):
+                    _perturb(arg)
+            with warnings.catch_warnings():  # the grader's call: its warnings were said once
+                warnings.simplefilter("ignore")
+                later = function(*args)
+                _synchronise(device)
+            later = plain_tensor(later).detach() if is_tensor(later) else None
+        except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+            return ""
+        finally:
+            launches.taken()
+        with contextlib.suppress(Exception):
+            if later is not None and later.numel() and \
+                    later.untyped_storage().data_ptr() == first.untyped_storage().data_ptr():
+                return (f"{call}, with other inputs of the same shapes, returned the same "
+                        "memory as this one")
+            if not _same_bits(first, kept):
+                return (f"{call}, with other inputs of the same shapes, changed the values of "
+                        "the tensor this call returned")
     return ""
+
+
+#: The calls ``_reused_by_next_call`` makes after the first: two, so that two outputs handed
+#: out in turn are seen too
+AGAIN = 2
 
 
 def _raised_in(exc: BaseException, path: str) -> bool:

@@ -293,6 +293,25 @@ TRITON = (
                                       BLOCK=block)
             return output
     '''),
+    # Two outputs per shape, handed out in turn ("double buffering"): the call after next
+    # overwrites what the caller was given
+    Version('two outputs kept per shape, handed out in turn', "triton", 'output-reused', '''
+        _outputs = {}
+
+
+        def softmax_triton(x):
+            n_rows, n_cols = x.shape
+            key = (n_rows, n_cols, x.dtype, x.device)
+            if key not in _outputs:
+                _outputs[key] = [torch.empty_like(x), torch.empty_like(x)]
+            ring = _outputs[key]
+            output = ring.pop(0)
+            ring.append(output)
+            block = triton.next_power_of_2(n_cols)
+            softmax_kernel[(n_rows,)](output, x, output.stride(0), x.stride(0), n_cols,
+                                      BLOCK=block)
+            return output
+    '''),
     Version('writes into the input', "triton", 'mutated-input', '''
         def softmax_triton(x):
             n_rows, n_cols = x.shape
