@@ -52,8 +52,9 @@ class Watch:
     atomics default to acquire-release). So a program may read what another stored only where
     the storing program made an atomic operation after its store, and the reading program made
     one on the same element before its read (the last of a tile's programs to count itself in
-    reads the others' partial sums: each stored its own, then counted). Anything else is a
-    race, whatever order hid it here: an atomic count that waits for nothing orders nothing.
+    reads the others' partial sums: each stored its own, then counted). A relaxed atomic
+    operation, or one at CTA scope, orders nothing between programs. Anything else is a race,
+    whatever order hid it here: an atomic count that waits for nothing orders nothing.
     Two programs storing to one place are not judged: both may store the same value."""
 
     def __init__(self):
@@ -218,9 +219,11 @@ def _race_text(kind: str, record: str, program: str, other: str, address: int) -
              "atomic": "changed with an atomic operation"}[record]
     if kind == "load":
         what = f"{program} read from {tensor} what {other} of the same launch {first}"
+    elif kind == "store":
+        what = f"{program} stored into {tensor} where {other} of the same launch had {first}"
     else:
-        done = "stored into" if kind == "store" else "changed with an atomic operation"
-        what = f"{program} {done} {tensor} where {other} of the same launch had {first}"
+        what = (f"{program} changed {tensor} with an atomic operation where {other} of the "
+                f"same launch had {first}")
     return (f"{what}, and no atomic operation ordered the two (for that, {other} makes one "
             f"after its access, and {program} one on the same element before its own)")
 
