@@ -76,7 +76,8 @@ class Returned:
     # end of the call (learning.grader.tampering), so that what it counted is not known
     grader_changed: tuple[str, ...] = ()
     # kernel parts, in the interpreter: what one program of a launch read that another
-    # stored, in launches with no atomic operation (learning.grader.program_order.Watch)
+    # stored (or stored where another read) with no atomic operation to order the two
+    # (learning.grader.program_order.Watch)
     races: tuple[str, ...] = ()
     # plain-Python parts: the first function of torch, numpy or triton the call ran, or the
     # library whose values the list returned holds (learning.grader.plain)
