@@ -23,28 +23,15 @@ import json
 import torch
 
 import reference_matmul as rm
+from lab.probes.matmul_align_probe import WIDE, wide_copies
 from learning.bench import matmul as bench
 from learning.bench.rowwise import environment
 
 T = rm.TileConfig
 SIZE = 1000
-WIDE = 1024
 TILES = ((64, 128, 64, 8, 4, 6), (64, 128, 128, 8, 4, 4), (64, 128, 64, 8, 4, 4),
          (128, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4))
 COPIES = ((True, True, "A and B"), (False, True, "B"), (True, False, "A"))
-
-
-def wide_copies(inputs: list[tuple]) -> list[tuple]:
-    """Each (a, b) again, as views of buffers whose rows are WIDE elements apart."""
-    out = []
-    for a, b in inputs:
-        pair = []
-        for t in (a, b):
-            buffer = torch.zeros(t.shape[0], WIDE, dtype=t.dtype, device=t.device)
-            buffer[:, :t.shape[1]] = t
-            pair.append(buffer[:, :t.shape[1]])
-        out.append(tuple(pair))
-    return out
 
 
 def forced(a, b, row, copy_a: bool, copy_b: bool):
