@@ -45,7 +45,7 @@ class Watch:
     programs.
 
     It also sees programs share memory with nothing to order them (``races``): a program that
-    reads what another stored, or stores (or adds atomically) where another read. The only
+    reads what another stored, or stores (or adds atomically) where any other read. The only
     order a launch's programs have on a GPU is the one their atomic operations make: an atomic
     operation on an element publishes everything its program did before it, and a later
     atomic operation on the same element, by any program, receives all of that (Triton's
@@ -73,9 +73,12 @@ class Watch:
         self.finish()
         self._last.program = None
         self._last.launch = {
-            # element -> (program, step) of its last plain store, first plain load by another
-            # program than the one storing there, and last atomic operation
+            # element -> (program, step) of its last plain store and of its last atomic
+            # operation; "loaded": element -> the (program, step) of its latest plain load
+            # there, or {program: step} once a second program read it (a store must be
+            # ordered after every reader, not only the first)
             "stored": {}, "loaded": {}, "atomic": {},
+            "reads": 0,  # entries of "loaded", against MAX_KEPT
             # element -> the past of the last atomic operation there, as {program: the latest
             # of its steps published}: its own program's steps, and every step it had
             # received, which includes every earlier past published there (an atomic
@@ -133,17 +136,28 @@ class Watch:
                    "atomic": ("stored", "loaded")}[kind]
         for element in touched:
             for record in against:
-                other = launch[record].get(element)
-                if other is not None and other[0] != program and \
-                        received.get(other[0], -1) < other[1]:
-                    launch["race"] = _race_text(kind, record, program, other[0], element)
-                    return
+                entry = launch[record].get(element)
+                if entry is None:
+                    continue
+                for other, at in (entry.items() if isinstance(entry, dict) else (entry,)):
+                    if other != program and received.get(other, -1) < at:
+                        launch["race"] = _race_text(kind, record, program, other, element)
+                        return
         if kind == "load":
             record = launch["loaded"]
-            if not _room(launch, record, touched):
-                return
             for element in touched:
-                record.setdefault(element, (program, step))
+                readers = record.get(element)
+                if readers is None or (not isinstance(readers, dict) and readers[0] == program):
+                    launch["reads"] += readers is None
+                    record[element] = (program, step)  # one reader: a tuple, lighter
+                    continue
+                if not isinstance(readers, dict):
+                    readers = record[element] = dict((readers,))
+                launch["reads"] += program not in readers
+                readers[program] = step
+            if launch["reads"] > MAX_KEPT:
+                launch["followed"] = False
+                return
         elif kind == "store":
             record = launch["stored"]
             if not _room(launch, record, touched):
