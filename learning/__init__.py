@@ -55,6 +55,7 @@ keeps this list, the folder and the imports (no circles) in step.
             returned.py      what a call returned, as plain data that crosses the pipe
             borrowed.py      reference code the learner's process ran, found by path or content
             tampering.py     the grader's own code in the learner's process, compared after a case
+            hooks.py         profile and trace hooks the learner's code leaves set: put back
             installed.py     installed code a process loaded, and the stamps of its files
             tensors.py       tensor arguments as data, built alike in both processes
             numbers.py       agreement within a tolerance, and numbers as text

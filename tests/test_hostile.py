@@ -3156,3 +3156,212 @@ def test_a_part_line_keeps_its_indent_where_it_wraps_at_80_columns(tmp_path):
         assert lines[i].startswith("  not started:"), lines[i]
         follow = lines[i + 1]
         assert follow.startswith("  ") and "starts it." in follow, lines[i:i + 2]
+
+
+# A profile hook set in the function: it sees the grader's own calls after the learner's
+# returns, and clears the note that torch computed the answer on its way to the pipe
+VERDICT_REWRITTEN_BY_A_HOOK = '''
+import sys
+import torch
+
+
+def _rewrite(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "send":
+        sent = frame.f_locals.get("event")
+        if sent and sent[0] == "done" and hasattr(sent[3], "computed_by_torch"):
+            sent[3].computed_by_torch = sent[3].passed_through = sent[3].answer_fed = ""
+            sent[3].kernel_launches = sent[3].kernel_launches or 1
+
+
+def softmax_triton(x):
+    sys.{setter}(_rewrite)
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+'''
+
+
+@pytest.mark.parametrize("setter", ["setprofile", "settrace"])
+def test_a_hook_left_set_by_the_function_is_put_back_and_fails_the_case(tmp_path, setter):
+    result = grade_text(tmp_path, "softmax", VERDICT_REWRITTEN_BY_A_HOOK.replace(
+        "{setter}", setter), ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"hook-left"}, keys
+    assert f"sys.{setter}" in triton.cases[0].verdict.summary
+
+
+def test_a_hook_set_by_the_plain_python_part_fails_it_too(tmp_path):
+    module = solution_text("softmax") + (
+        "\n\ndef _hook(frame, event, arg):\n    return None\n\n\n_plain = softmax_python\n\n\n"
+        "def softmax_python(row):\n    __import__('sys').setprofile(_hook)\n"
+        "    return _plain(row)\n")
+    result = grade_text(tmp_path, "softmax", module, ["python"])
+    python = result.parts[0]
+    assert python.passed == 0, rendered(result)
+    keys = {bug.key for case in python.cases for bug in case.verdict.causes}
+    assert keys == {"hook-left"}, keys
+
+
+# torch's answer handed to a copy kernel, and kept by the inputs' bytes: the grader's run for
+# evidence, made with the same inputs, is handed the kept result and launches nothing
+KEPT_BY_THE_INPUTS = _COPY_KERNEL + '''
+_seen = {}
+
+
+def softmax_triton(x):
+    key = (tuple(x.shape), str(x.dtype), x.detach().cpu().numpy().tobytes())
+    if key in _seen:
+        return _seen[key].clone()
+    out = _copy(torch.softmax(x.float(), dim=-1).to(x.dtype).contiguous())
+    _seen[key] = out.clone()
+    return out
+'''
+
+
+def test_a_result_kept_by_its_inputs_and_handed_back_to_the_evidence_run_fails(tmp_path):
+    result = grade_text(tmp_path, "softmax", KEPT_BY_THE_INPUTS, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "result-kept" in keys, keys
+
+
+MONITORING_LEFT_ON = '''
+import sys
+import torch
+
+
+def _seen(code, offset):
+    return None
+
+
+def softmax_triton(x):
+    monitoring = sys.monitoring
+    if monitoring.get_tool(3) is None:
+        monitoring.use_tool_id(3, "watcher")
+    monitoring.register_callback(3, monitoring.events.PY_START, _seen)
+    monitoring.set_events(3, monitoring.events.PY_START)
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+'''
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring came with Python "
+                    "3.12; this Python has no such hook to leave set")
+def test_a_monitoring_tool_left_on_is_put_back_and_fails_the_case(tmp_path):
+    result = grade_text(tmp_path, "softmax", MONITORING_LEFT_ON, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"hook-left"}, keys
+    assert "sys.monitoring" in triton.cases[0].verdict.summary
+
+
+# A kernel handed a row statistic torch computed under a name no exercise lists as its answer
+# (a sum divided on the host, a row's amax): the kernel only applies it
+CENTRES_FROM_TORCH = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def centre_rows_kernel(out, inp, centres, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * in_stride + lanes, mask=lanes < n).to(tl.float32)
+    tl.store(out + row * out_stride + lanes, x - tl.load(centres + row), mask=lanes < n)
+
+
+def centre_rows_triton(x, op):
+    if op not in ("max", "mean"):
+        raise ValueError(f"op must be 'max' or 'mean', not {op!r}")
+    if x.ndim != 2 or x.stride(1) != 1:
+        raise ValueError("expected a 2-D tensor with contiguous columns")
+    values = x.float()
+    centres = values.{statistic} if op == "{op}" else values.amax(dim=1)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    centre_rows_kernel[(x.shape[0],)](out, x, centres.contiguous(), out.stride(0), x.stride(0),
+                                      x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+STATISTICS = {"a sum divided on the host": ("sum(dim=1) / x.shape[1]", "mean", "sum"),
+              "a row's amax": ("amax(dim=1)", "max", "amax")}
+
+
+@pytest.mark.parametrize("statistic", STATISTICS)
+def test_a_row_statistic_torch_computed_is_answer_fed(tmp_path, statistic):
+    code, op, name = STATISTICS[statistic]
+    module = CENTRES_FROM_TORCH.replace("{statistic}", code).replace("{op}", op)
+    result = grade_text(tmp_path, "reductions", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed < len(triton.cases), rendered(result)
+    blamed = [c for c in triton.cases if "answer-fed" in {b.key for b in c.verdict.causes}]
+    assert any(f"torch's {name}" in c.verdict.summary for c in blamed), rendered(result)
+
+
+# torch's product under another name, negated on the host and negated back by a kernel that
+# copies: never equal to what the kernel was given, and no exercise lists the name
+PRODUCT_UNDER_ANOTHER_NAME = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(out, inp, n, BLOCK: tl.constexpr):
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + at, -tl.load(inp + at, mask=at < n), mask=at < n)
+
+
+def matmul_triton(a, b):
+    flipped = torch.linalg.matmul(a.float(), b.float()).neg().contiguous()
+    out = torch.empty(flipped.shape, dtype=a.dtype, device=a.device)
+    matmul_kernel[(triton.cdiv(flipped.numel(), 1024),)](out, flipped, flipped.numel(),
+                                                         BLOCK=1024)
+    return out
+'''
+
+
+def test_a_product_under_another_name_handed_to_a_kernel_is_answer_fed(tmp_path):
+    result = grade_text(tmp_path, "matmul", PRODUCT_UNDER_ANOTHER_NAME, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "answer-fed" in keys, keys
+
+
+# Half the rows written by torch's softmax before the launch, the kernel given a view of the
+# other half of the same output: the rows torch wrote are no part of what the kernel is given
+HALF_THE_ROWS_BY_TORCH = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out, inp, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * in_stride + lanes, mask=lanes < n, other=-float("inf"))
+    x = x.to(tl.float32) - tl.max(x.to(tl.float32), axis=0)
+    e = tl.exp(x)
+    tl.store(out + row * out_stride + lanes, e / tl.sum(e, axis=0), mask=lanes < n)
+
+
+def softmax_triton(x):
+    out = torch.empty_like(x)
+    half = x.shape[0] // 2
+    out[:half] = torch.softmax(x[:half].float(), dim=-1).to(x.dtype)
+    rest, inputs = out[half:], x[half:]
+    softmax_kernel[(rest.shape[0],)](rest, inputs, rest.stride(0), inputs.stride(0), x.shape[1],
+                                     BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+
+def test_rows_torch_wrote_beside_the_view_a_kernel_stores_are_answer_fed(tmp_path):
+    result = grade_text(tmp_path, "softmax", HALF_THE_ROWS_BY_TORCH, ["triton"])
+    triton = result.parts[0]
+    assert triton.status == "failed", rendered(result)
+    blamed = [c for c in triton.cases if "answer-fed" in {b.key for b in c.verdict.causes}]
+    assert blamed and "torch's softmax" in blamed[0].verdict.summary, rendered(result)

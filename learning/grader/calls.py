@@ -17,7 +17,7 @@ import time
 import types
 import warnings
 
-from learning.grader import allocations, lineage, plain
+from learning.grader import allocations, hooks, lineage, plain
 from learning.grader.declarations import Case
 from learning.grader.learner_code import cut as _cut
 from learning.grader.learner_code import (
@@ -124,6 +124,9 @@ class LaunchCounter:
         # (numbers_followed's run)
         self.numbers: set[float] = set()
         self.poison_numbers = False
+        # a call made again for evidence, with the same inputs, returned having launched no
+        # kernel (a result kept from the first call and handed back): set by those runs
+        self.repeat_launched_nothing = False
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -264,7 +267,9 @@ class LaunchCounter:
                     self.outside_size = max(self.outside_size, tensor.numel())
                 self.fed_from |= came_from
                 if came_from & self.poison_from:
-                    _perturb(tensor.detach())
+                    # the whole memory behind it: a view handed to the kernel may leave out
+                    # the rows torch wrote its answer into, around the ones the kernel stores
+                    _perturb(_whole_memory(tensor.detach()))
                     continue
                 if not name and not kernels_left and \
                         lineage.made_unseen(tensor, made, self.given, self.inputs):
@@ -588,6 +593,28 @@ def numbers_followed(function, args_spec: tuple, device: str, first,
                                   poison_numbers=True)
 
 
+def _call_learner(function, args, hooks_expected: tuple | None = None):
+    """``function(*args)``: every call of the learner's function, the case's and the grader's
+    repeats alike, is made from this line, so that code looking at its caller sees the same
+    frame each time; the hooks it leaves set are put back (``hooks.put_back``, to
+    ``hooks_expected`` where the grader set its own) before the grader's code runs on."""
+    try:
+        return function(*args)
+    finally:
+        hooks.put_back(hooks_expected)
+
+
+def _whole_memory(tensor):
+    """A flat tensor over all of ``tensor``'s storage, in its dtype (``tensor`` itself where
+    that cannot be made)."""
+    try:
+        storage = tensor.untyped_storage()
+        return tensor.new_empty(0).set_(storage, 0, (storage.nbytes() // tensor.element_size(),),
+                                        (1,))
+    except Exception:  # noqa: BLE001 - a tensor without plain memory: its own elements only
+        return tensor
+
+
 def _perturb(tensor) -> None:
     """Change every element of ``tensor`` in place: a kernel that reads it stores otherwise.
     The new values are drawn afresh each time, so that a kernel can neither tell how they were
@@ -655,8 +682,10 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
             setattr(launches, name, value)
         try:
             with recorder:
-                result = function(*args)
+                result = _call_learner(function, args)
             _synchronise(device)
+            if launches.count == 0 and launches.installed:
+                launches.repeat_launched_nothing = True  # the evidence would be its memory's
             return plain_tensor(result).detach() if is_tensor(result) else None
         finally:
             launches.recorder = None
@@ -697,11 +726,13 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
             started()
         try:
             with allocations.controlled(math.nan, False):
-                again = function(*args)
+                again = _call_learner(function, args)
                 _synchronise(device)
         finally:
             launches.clobber = False
             count = launches.taken()
+        if count == 0:
+            launches.repeat_launched_nothing = True
         again = plain_tensor(again).detach() if is_tensor(again) else None
     except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
         return False
@@ -807,17 +838,25 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                               for i, (arg, kept) in enumerate(zip(args, before))
                               if is_tensor(arg) and is_tensor(kept)]
         launches.changed_inputs = set()
+    own_answers = frozenset(torch_answers)  # named first, where both are found
+    if launches is not None and torch_answers:  # a part whose answer torch could compute
+        torch_answers = own_answers | lineage.WORK
     watch = plain.Watch() if plain_python else None
+    hooks.put_back()  # one left by the module's import, or by another function of it since
+    if launches is not None:
+        launches.repeat_launched_nothing = False
     start = time.perf_counter()
     try:
         with allocations.controlled(math.nan, device == "cuda") if fill else \
                 contextlib.nullcontext() as record:
             with recorder if recorder is not None else watch if watch is not None else \
                     contextlib.nullcontext():
-                result = function(*args)
+                inside = hooks.state()  # the grader's own (the plain-Python watch's profile)
+                result = _call_learner(function, args, inside)  # put back before more runs
             _synchronise(device)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the learner's code too
         seconds = time.perf_counter() - start
+        hooks.taken()  # a call that raised fails as it raised
         if launches is not None:
             launches.originals = []  # not held past the call (nor compared at others' launches)
         cause = root_cause(exc)
@@ -855,7 +894,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         if torch_answers and launches.outside_size >= elements:
             # and values made outside torch, as many as the result holds: numpy's answer
             torch_answers = torch_answers | {lineage.OUTSIDE}
-        returned.answer_fed = min(torch_answers & launches.fed_from, default="")
+        fed = torch_answers & launches.fed_from
+        returned.answer_fed = min(fed & (own_answers | {lineage.OUTSIDE}) or fed, default="")
         # values handed to the kernels one plain number at a time: as many different ones as
         # half the result, and more than a kernel's few parameters (asked for evidence below)
         numbers = len(launches.numbers)
@@ -924,6 +964,9 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             evidence()  # the run below is the grader's, not the case's
         returned.reused_by_next_call = _reused_by_next_call(function, args_spec, device,
                                                             result, launches)
+    if launches is not None:
+        returned.repeat_launched_nothing = launches.repeat_launched_nothing
+    returned.hooks_left = hooks.taken()
     return returned
 
 
@@ -948,7 +991,7 @@ def _reused_by_next_call(function, args_spec: tuple, device: str, first,
                     _perturb(arg)
             with warnings.catch_warnings():  # the grader's call: its warnings were said once
                 warnings.simplefilter("ignore")
-                later = function(*args)
+                later = _call_learner(function, args)
                 _synchronise(device)
             later = plain_tensor(later).detach() if is_tensor(later) else None
         except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
@@ -1026,7 +1069,7 @@ def _find_unwritten(function, args_spec, device, first_values) -> tuple:
     args = _materialise(args_spec, device)
     try:
         with allocations.controlled(UNWRITTEN_SENTINEL, False):
-            result = function(*args)
+            result = _call_learner(function, args)
             _synchronise(device)
         import torch
 

@@ -127,6 +127,13 @@ COMMON_BUGS = {
             "launch counter, the hooks on Triton's launches, Triton's interpreter): a kernel part "
             "is judged by what "
             "that code counts, so the result cannot be. Leave the grader's modules alone"),
+        Bug("hook-left", "your code set a profile or trace hook (sys.setprofile, sys.settrace "
+            "or sys.monitoring) and left it set as it returned: such a hook is called at "
+            "every function the grader runs after yours, and can change what it reports. The "
+            "grader put it back; remove it from your code"),
+        Bug("result-kept", "your function keeps results between calls and hands one back "
+            "without launching a kernel when the same inputs come again: a kernel part "
+            "grades what its kernels compute, every call. Remove the cache"),
         Bug("thread-beside-kernel", "a thread your code started ran beside the kernel: "
             "another thread can write the output while the kernel runs (or waits), and the "
             "grader sees only what the calling thread does. This part grades what your "
@@ -427,6 +434,14 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "outside a tensor allocated during the call (into its guard bands)")
     if returned.aliases_input:
         return _fail("aliases-input", "the output shares memory with the input")
+    if getattr(returned, "hooks_left", ""):
+        return _fail("hook-left", f"when your code returned, {returned.hooks_left} held a hook "
+                     "it had set, which the grader's own code would have run through: the "
+                     "result cannot be judged")
+    if part.needs_kernels and getattr(returned, "repeat_launched_nothing", False):
+        return _fail("result-kept", "the grader called your function again with the same "
+                     "inputs, and that call returned without launching any kernel, though "
+                     "the first one launched: its result was not computed in that call")
     if part.needs_kernels and returned.reused_by_next_call:
         return _fail("output-reused", f"{returned.reused_by_next_call}: a caller keeping this "
                      "result sees it change")
@@ -492,7 +507,8 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("answer-fed", f"values torch's {returned.answer_fed} computed during the "
                      "call reached a kernel launch (whatever was done to them on the way), and "
                      "changing them before each launch changes the result: the kernel was "
-                     f"handed torch's {returned.answer_fed}, which does this part's work")
+                     f"handed torch's {returned.answer_fed}, which does (some of) this "
+                     "part's work")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if getattr(returned, "follows_fill", 0):

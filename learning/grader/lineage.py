@@ -55,6 +55,22 @@ METADATA_IN_PLACE = frozenset({
     "swapdims_", "swapaxes_", "as_strided_", "resize_as_", "share_memory_",
     "rename_", "refine_names", "set_", "untyped_storage", "data_ptr", "record_stream",
 })
+# Functions that do some of any kernel part's work, whatever the exercise: a reduction over the
+# inputs (a row's maximum or sum handed to a kernel that then only applies it), a product, or
+# a softmax under another name. Added to each part's own (``Part.torch_answers``): values they
+# computed may reach no launch that the result follows
+WORK = frozenset({
+    "sum", "nansum", "mean", "nanmean", "amax", "amin", "max", "min", "aminmax", "argmax",
+    "argmin", "prod", "logsumexp", "special_logsumexp", "norm", "vector_norm",
+    "linalg_vector_norm", "linalg_norm", "var", "std", "var_mean", "std_mean", "cumsum",
+    "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "topk", "kthvalue", "median",
+    "nanmedian", "quantile", "nanquantile", "mode",
+    "matmul", "linalg_matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "addmv",
+    "addbmm", "baddbmm", "einsum", "linear", "tensordot", "mv", "dot", "vdot", "inner",
+    "chain_matmul", "linalg_multi_dot", "matrix_power", "linalg_matrix_power",
+    "softmax", "_softmax", "log_softmax", "_log_softmax", "special_softmax",
+    "special_log_softmax", "softmin", "scaled_dot_product_attention",
+})
 MOST_STEPS = 64  # memories followed back from the returned one
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 

@@ -79,6 +79,12 @@ class Returned:
     # stored (or stored where another read) with no atomic operation to order the two
     # (learning.grader.program_order.Watch)
     races: tuple[str, ...] = ()
+    # kernel parts: a call made again with the same inputs, for evidence, returned having
+    # launched no kernel (a result kept from the first call, handed back)
+    repeat_launched_nothing: bool = False
+    # the hooks (sys.settrace, sys.setprofile, sys.monitoring) the learner's code had set when
+    # a call of it returned, put back before the grader's code ran on (learning.grader.hooks)
+    hooks_left: str = ""
     # plain-Python parts: the first function of torch, numpy or triton the call ran, or the
     # library whose values the list returned holds (learning.grader.plain)
     libraries_used: str = ""

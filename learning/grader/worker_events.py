@@ -133,6 +133,7 @@ _OUTCOME_FIELDS = {
                  "ignores_kernels": (bool,), "guard_damage": (int,),
                  "kernel_launches": (int, type(None)), "other_threads": (int,),
                  "unseen_between": (bool,), "pre_run_hooks": _TEXT, "answer_fed": _TEXT,
+                 "repeat_launched_nothing": (bool,), "hooks_left": _TEXT,
                  "seconds": (int, float)},
     "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
