@@ -1313,3 +1313,15 @@ def test_an_atomic_add_onto_an_empty_output_is_not_called_unwritten(tmp_path):
     (tmp_path / "zeros").mkdir()
     (part,) = grade_text(tmp_path / "zeros", "elementwise", right, ["triton"]).parts
     assert part.status == "passed"
+
+
+def test_row_factors_near_one_are_shown_with_the_digits_that_tell_them_from_one():
+    import numpy as np
+
+    from learning.grader import observe
+
+    want = np.arange(1.0, 13.0).reshape(4, 3)
+    got = want * np.array([[1.0], [1.0000004], [1.00023], [2.0]])
+    said = observe._scaled(got, want, got != want)
+    assert said == ("each row is the reference's row times its own number (row 1: 1.0000004, "
+                    "row 2: 1.0002, row 3: 2, ...)"), said

@@ -747,3 +747,41 @@ def test_a_kernel_of_another_name_is_not_said_to_have_left_the_lessons_steps_uns
     assert part.status == "failed"
     said = _steps(result, "triton")
     assert not any("not set" in s or "had not set" in s for s in said.values()), said
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps kept in base 2 (scores times log2(e), for exp2), as lessons 08 and 13 show: right, and
+# the walk goes on past them to the step that is wrong.
+
+
+@loops_in_the_interpreter
+def test_base_two_scores_are_right_and_the_rescale_taken_with_exp_is_found(tmp_path):
+    code = _replace(solution_text("attention"), "s = tl.dot(q, tl.trans(k)) * scale",
+                    "s = tl.dot(q, tl.trans(k)) * (scale * 1.4426950408889634)")
+    code = _replace(code, "p = tl.exp(s - ref[:, None])", "p = tl.exp2(s - ref[:, None])")
+    # the mistake: alpha left as exp, of base-2 maxima
+    said = _steps(_graded(tmp_path, "attention", code, "triton"), "triton")
+    assert said, "no step said"
+    first = next(iter(said.values()))
+    assert "; alpha in program (0, 0)" in first and "differs" in first, first
+    assert "times log2(e) = 1.4427, in base 2 for exp2: taken as right" in first, first
+
+
+def test_base_two_values_that_come_back_to_the_reference_leave_every_step_right(tmp_path):
+    code = _replace(solution_text("softmax"), "x = x.to(tl.float32)",
+                    "x = x.to(tl.float32) * 1.4426950408889634")
+    code = _replace(code, "numerator = tl.exp(x - maximum)", "numerator = tl.exp2(x - maximum)")
+    # the mistake: the numerator stored instead of the output
+    code = _replace(code, "offsets, output, mask=mask)", "offsets, numerator, mask=mask)")
+    said = _steps(_graded(tmp_path, "softmax", code, "triton"), "triton")
+    assert said, "no step said"
+    assert all(s.startswith("every named step matches the reference's") and
+               "x and maximum are the reference's times log2(e)" in s for s in said.values()), \
+        said
+
+
+def test_a_step_scaled_by_another_number_still_differs(tmp_path):
+    code = _replace(solution_text("softmax"), "x = x.to(tl.float32)",
+                    "x = x.to(tl.float32) * 1.5")
+    said = _steps(_graded(tmp_path, "softmax", code, "triton"), "triton")
+    assert said and all(s.startswith("x in the program of row") for s in said.values()), said

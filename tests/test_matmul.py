@@ -1573,3 +1573,23 @@ def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
     monkeypatch.setattr(bench_matmul, "DEVICE", "cpu")
     function, why = bench_matmul.load_learner(COURSE_ROOT)
     assert why == "" and "NotImplementedError" in bench_matmul.try_small(function)
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_float16_accumulator_given_to_tl_dot_is_blamed_on_the_compilers_words(tmp_path):
+    # Triton's interpreter stores such a kernel's float32 products two bytes of four, over
+    # what the output held: the cases then seem to follow the memory's old contents, which is
+    # the interpreter's doing, not a read before a store; the compiler names the real mistake
+    text = solution_text("matmul").replace(
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)").replace(
+        "acc += tl.dot(a, b)", "acc = tl.dot(a, b, acc)")
+    assert text.count("tl.float16") == 1 and "tl.dot(a, b, acc)" in text
+    (part,) = grade_text(tmp_path, "matmul", text, ["triton"]).parts
+    assert part.status == "failed"
+    (rejected,) = part.compile_check.rejected
+    assert "acc starts as fp16 and the loop makes it fp32" in rejected.hint
+    failing = [c for c in part.cases if c.verdict.status == "failed"]
+    keys = {bug.key for case in failing for bug in case.verdict.causes}
+    assert "follows-the-fill" not in keys and "type-changed-in-loop" in keys, keys

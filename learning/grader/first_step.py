@@ -62,7 +62,42 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     Where something is said, ``facts`` (when given) receives it as data: "matched", the steps
     that matched before, and "differs", the first that did not ("" when every one did).
     ``also_right`` ({name: function of the reference's values so far}) gives a step another
-    value that matches too (``Steps.also_right``)."""
+    value that matches too (``Steps.also_right``). A step that is the reference's times
+    log2(e) matches as well: scores kept in base 2, for exp2, as lessons 08 and 13 show, and
+    the sentence says which steps were taken so."""
+    base_two: list[str] = []
+    said = _first_difference(reference, learner, names, where, args, atol, rtol, facts,
+                             also_right, base_two)
+    if said and base_two:
+        are = "is" if len(base_two) == 1 else "are"
+        said += (f" ({_joined(base_two)} {are} the reference's times log2(e) = 1.4427, in "
+                 "base 2 for exp2: taken as right)")
+    return said
+
+
+LOG2E = 1.4426950408889634  # log2(e): a natural-log value times this is the base-2 one
+
+
+def _base_two(got, want, atol: float, rtol: float) -> bool:
+    """Whether ``got`` is ``want`` times log2(e), ``want`` holding a finite value other than 0
+    (zeros and infinities are their own times anything)."""
+    b = _array(want)
+    if b is None or not _finite_somewhere(b):
+        return False
+    return _agree(got, b * LOG2E, atol, rtol) is True
+
+
+def _finite_somewhere(values) -> bool:
+    import numpy as np
+
+    finite = values[np.isfinite(values)]
+    return bool((finite != 0).any())
+
+
+def _first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
+                      where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
+                      rtol: float, facts: dict | None, also_right: dict | None,
+                      base_two: list[str]) -> str:
     facts = {} if facts is None else facts
     if reference is None or learner is None or reference.problem or learner.problem:
         return ""
@@ -169,6 +204,9 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
             if verdict is False and name in (also_right or {}):
                 verdict = _agree(got, _other_value(also_right[name], held, name, event.value),
                                  atol, rtol) or False
+            if verdict is False and _base_two(got, event.value, atol, rtol):
+                verdict = True
+                base_two.extend([name] if name not in base_two else [])
             if verdict is None or verdict is False and "program" in event.loops \
                     and _array(got).shape != _array(event.value).shape:
                 return ""  # a kernel's blocks of another shape: another tiling, not a step
@@ -189,6 +227,9 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
         else:
             current = state.get(name, NOT_SET)
             verdict = None if current is NOT_SET else _agree(current, event.value, atol, rtol)
+            if verdict is False and _base_two(current, event.value, atol, rtol):
+                verdict = True
+                base_two.extend([name] if name not in base_two else [])
             if verdict is None and current is not NOT_SET:
                 return ""
             if not verdict:

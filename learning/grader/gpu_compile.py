@@ -84,6 +84,11 @@ _LOOP_TYPE = re.compile(r"Loop-carried variable (?P<name>\w+) has initial type (
                         r"but is re-assigned to (?P<loop>.+?) in loop")
 
 
+def changes_type_in_a_loop(message: str) -> bool:
+    """Whether the compiler's ``message`` says a variable changes type (or shape) in a loop."""
+    return bool(_LOOP_TYPE.search(message))
+
+
 def _loop_type_hint(message: str) -> str:
     found = _LOOP_TYPE.search(message)
     name = found["name"]

@@ -213,9 +213,21 @@ def _scaled(got, want, bad, atol: float = 0.0) -> str:
         if abs(factor + 1) < 1e-9:
             return "every value is the reference with its sign flipped"
         return f"every value is the reference times {factor:.6g}"
-    shown = ", ".join(f"{f:.4g}" for f in factors[:3])
+    # the rows farthest from 1, with digits enough to tell each from 1 ("1" reads as unchanged)
+    farthest = sorted(np.argsort(-np.abs(factors - 1.0), kind="stable")[:3])
+    shown = ", ".join(f"row {i}: {_factor(float(factors[i]))}" for i in farthest)
     more = ", ..." if len(factors) > 3 else ""
     return f"each row is the reference's row times its own number ({shown}{more})"
+
+
+def _factor(value: float) -> str:
+    """``value`` to 4 significant digits, or as many more (up to 9) as it takes not to read
+    as 1."""
+    for digits in range(4, 10):
+        text = f"{value:.{digits}g}"
+        if value == 1.0 or float(text) != 1.0:
+            return text
+    return f"{value:.9g}"
 
 
 def _same_as_input(got, inputs) -> str:

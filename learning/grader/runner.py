@@ -218,14 +218,38 @@ def _count_what_they_compute(part_result, kernels: list[str]) -> None:
             "the part's answer takes, so the result did not come from them"))
 
 
+# Causes read from what the interpreter stored, not from the code: where it ran a kernel the
+# compiler rejects for a type a loop changes, they are the interpreter's
+READ_FROM_STORED_VALUES = frozenset({"follows-the-fill", "unwritten"})
+
+
 def _blame_the_branch(part_result) -> None:
-    """Where the compiler rejected an ``if`` on a block, the interpreter ran that ``if`` as if
-    it were always true: a failing case with no cause of its own gets that line as its likely
-    cause (a branch the GPU never runs cannot stand behind a result either way)."""
+    """Where the compiler rejected a kernel for what the interpreter runs otherwise, the
+    failing cases' values are not what the kernel means, and its message is their likely
+    cause. An ``if`` on a block the interpreter ran as if it were always true: a failing case
+    with no cause of its own gets that line. A variable whose type a loop changes (a float16
+    accumulator that tl.dot turns float32): the interpreter keeps the first type's name on
+    the second type's values, and stores them as such (two bytes of each four-byte element,
+    which then also holds what the memory held before), so a cause read from those values
+    (an output that follows the memory's old contents, say), or none, gives way to the
+    compiler's; a catalogued mistake the values show stands."""
     from learning.grader.declarations import Bug
 
-    branches = [c for c in part_result.compile_check.rejected
-                if gpu_compile.IF_ON_A_BLOCK in c.message]
+    rejected = part_result.compile_check.rejected
+    failing = [case for case in part_result.cases if case.verdict.status in ("failed", "error")]
+    loops = [c for c in rejected if gpu_compile.changes_type_in_a_loop(c.message)]
+    if loops:
+        where = "; ".join(f"{c.kernel}, line {c.line}" if c.line else c.kernel for c in loops)
+        cause = Bug("type-changed-in-loop", f"the GPU compiler rejects the kernel ({where}): "
+                    f"{loops[0].hint or loops[0].message}. Triton's interpreter runs such a "
+                    "kernel anyway, the values the loop made under the type the variable "
+                    "started with, so what it stored says little of your code: fix that line "
+                    "first")
+        for case in failing:
+            if {bug.key for bug in case.verdict.causes} <= READ_FROM_STORED_VALUES:
+                case.verdict.causes = (cause,)
+        return
+    branches = [c for c in rejected if gpu_compile.IF_ON_A_BLOCK in c.message]
     if not branches:
         return
     where = "; ".join(f"{c.kernel}, line {c.line}" if c.line else c.kernel for c in branches)
@@ -233,8 +257,8 @@ def _blame_the_branch(part_result) -> None:
                 f"({where}), and the interpreter ran it as if it were always true, so these "
                 "values are not what the kernel means either way: fix that line first, "
                 "choosing per lane with tl.where(condition, a, b), or a mask")
-    for case in part_result.cases:
-        if case.verdict.status in ("failed", "error") and not case.verdict.causes:
+    for case in failing:
+        if not case.verdict.causes:
             case.verdict.causes = (cause,)
 
 
