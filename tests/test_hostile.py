@@ -3365,3 +3365,111 @@ def test_rows_torch_wrote_beside_the_view_a_kernel_stores_are_answer_fed(tmp_pat
     assert triton.status == "failed", rendered(result)
     blamed = [c for c in triton.cases if "answer-fed" in {b.key for b in c.verdict.causes}]
     assert blamed and "torch's softmax" in blamed[0].verdict.summary, rendered(result)
+
+
+# A row's count of columns summed on the host from torch.ones: computed from shapes alone, no
+# value of the answer's, so a kernel that masks with it is the learner's own honest work
+COUNT_FROM_SHAPES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out, inp, counts, out_stride, in_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    inside = lanes < tl.load(counts + row)
+    x = tl.load(inp + row * in_stride + lanes, mask=inside, other=-float("inf"))
+    x = x.to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out + row * out_stride + lanes, e / tl.sum(e, axis=0), mask=inside)
+
+
+def softmax_triton(x):
+    if x.ndim != 2:
+        raise ValueError("expected a 2-D tensor")
+    if x.stride(1) != 1:
+        raise ValueError("the last dimension must have stride 1")
+    counts = torch.ones(x.shape, dtype=torch.int32, device=x.device).sum(dim=1).to(torch.int32)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    for _ in range(2):  # launched twice with the same counts: still no value of the answer's
+        softmax_kernel[(x.shape[0],)](out, x, counts, out.stride(0), x.stride(0),
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+
+def test_a_sum_of_shapes_alone_handed_to_a_kernel_is_no_part_of_the_answer(tmp_path):
+    result = grade_text(tmp_path, "softmax", COUNT_FROM_SHAPES, ["triton"])
+    triton = result.parts[0]
+    assert triton.status == "passed", rendered(result)
+
+
+# Each row's maximum and sum taken by torch under names no list holds (a pooling over the
+# whole row), the kernel only applying them: seen as reductions by the shapes they return
+POOLED_ROW_STATISTICS = '''
+import math
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out, inp, top, total, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * in_stride + lanes, mask=lanes < n, other=0.0).to(tl.float32)
+    e = tl.exp(x - tl.load(top + row))
+    tl.store(out + row * out_stride + lanes, e / tl.load(total + row), mask=lanes < n)
+
+
+def softmax_triton(x):
+    n = x.shape[1]
+    values = x.float()
+    top = F.max_pool1d(values[None], n)[0, :, 0].contiguous()
+    total = (F.avg_pool1d(torch.pow(math.e, values - top[:, None])[None], n)[0, :, 0] * n)
+    out = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](out, x, top, total.contiguous(), out.stride(0), x.stride(0),
+                                  n, BLOCK=triton.next_power_of_2(n))
+    return out
+'''
+
+
+def test_a_reduction_under_a_name_no_list_holds_is_seen_by_its_shapes(tmp_path):
+    result = grade_text(tmp_path, "softmax", POOLED_ROW_STATISTICS, ["triton"])
+    triton = result.parts[0]
+    assert triton.status == "failed", rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "answer-fed" in keys, keys
+    assert "torch's max_pool1d" in " ".join(rendered(result).split()) or \
+        "torch's avg_pool1d" in " ".join(rendered(result).split())
+
+
+# A garbage collector's callback, set as the module is imported, that clears the grader's
+# note of torch's answer in whatever frame a collection interrupts
+GC_CALLBACK = TORCH_THROUGH_A_COPY_KERNEL + '''
+
+def _tidy(phase, info):
+    if phase != "stop":
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if type(value).__name__ == "Returned":
+                value.answer_fed = value.passed_through = ""
+        frame = frame.f_back
+
+
+gc.callbacks.append(_tidy)
+gc.set_threshold(20)
+'''
+
+
+def test_a_garbage_collectors_callback_is_put_back_and_fails_the_case(tmp_path):
+    result = grade_text(tmp_path, "softmax", GC_CALLBACK, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "hook-left" in keys, keys

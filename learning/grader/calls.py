@@ -249,8 +249,15 @@ class LaunchCounter:
                 tensor = plain_tensor(argument)
                 name = lineage.computed_by_torch(tensor, made, self.given, wrapped=True,
                                                  inputs=self.inputs)
-                came_from = lineage.ancestry(tensor.untyped_storage().data_ptr(), made,
-                                             self.inputs)
+                address = tensor.untyped_storage().data_ptr()
+                came_from = lineage.ancestry(address, made, self.inputs)
+                work = lineage.WORK | getattr(self.recorder, "reducing", set())
+                if came_from & work and not lineage.reads_from(
+                        address, made, self.inputs | (set(self.given) - {address})):
+                    # computed from shapes and constants alone (a causal count of keys): no
+                    # value of the answer's (an earlier launch given this very memory is not
+                    # where it came from)
+                    came_from = came_from - work
                 # a workspace kept from an earlier call, as its kernels left it: no value of
                 # it was made outside the kernels
                 kernels_left = self._left_by_kernels(tensor)
@@ -894,6 +901,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         if torch_answers and launches.outside_size >= elements:
             # and values made outside torch, as many as the result holds: numpy's answer
             torch_answers = torch_answers | {lineage.OUTSIDE}
+        if torch_answers:  # a reduction under any name, seen by the shapes it returned
+            torch_answers = torch_answers | getattr(recorder, "reducing", set())
         fed = torch_answers & launches.fed_from
         returned.answer_fed = min(fed & (own_answers | {lineage.OUTSIDE}) or fed, default="")
         # values handed to the kernels one plain number at a time: as many different ones as

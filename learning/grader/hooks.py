@@ -1,19 +1,20 @@
 """Profile and trace hooks the learner's code leaves set in the process that runs it.
 
 A hook set with ``sys.setprofile``, ``sys.settrace`` or ``sys.monitoring`` is called at every
-function the grader runs after the learner's call returns, and sees (and can change) the
-grader's own locals: what it counted and what it is about to report. A module that set one
-inside its function rewrote the grader's note that torch computed the answer, on its way to
-the pipe, and passed. So the hooks present when the grader's part of the process began
-(``BASELINE``, taken as this module is imported, before the learner's module is) are put back
-after each learner call, before the grader reads anything, and a case after which any was
-not as it began is not judged as passed.
+function the grader runs after the learner's call returns (one in ``gc.callbacks`` at every
+collection), and sees (and can change) the grader's own locals: what it counted and what it is
+about to report. A module that set one inside its function rewrote the grader's note that
+torch computed the answer, on its way to the pipe, and passed. So the hooks present when the
+grader's part of the process began (``BASELINE``, taken as this module is imported, before the
+learner's module is) are put back after each learner call, before the grader reads anything,
+and a case after which any was not as it began is not judged as passed.
 
 Runs in the learner's process (``learning.grader.calls``).
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 
 _TOOLS = 6  # sys.monitoring's tool ids: 0 to 5
@@ -33,9 +34,10 @@ def _monitoring() -> tuple:
 
 
 def state() -> tuple:
-    """The process's hooks now: the trace function, the profile function, and each
-    sys.monitoring tool with the events it asks for."""
-    return sys.gettrace(), sys.getprofile(), _monitoring()
+    """The process's hooks now: the trace function, the profile function, each
+    sys.monitoring tool with the events it asks for, and the garbage collector's callbacks
+    (called at each collection, from whatever frame it interrupts)."""
+    return sys.gettrace(), sys.getprofile(), _monitoring(), tuple(gc.callbacks)
 
 
 BASELINE = state()
@@ -57,7 +59,7 @@ def put_back(expected: tuple | None = None) -> str:
     called the learner's code, its own hooks set: the plain-Python watch's profile), else at
     BASELINE; what had been changed, in words ("" where nothing), also kept for ``taken``."""
     expected = BASELINE if expected is None else expected
-    trace, profile, tools = state()
+    trace, profile, tools, _ = state()
     changed = []
     if trace is not expected[0]:
         sys.settrace(expected[0])
@@ -68,6 +70,9 @@ def put_back(expected: tuple | None = None) -> str:
     if tools != expected[2]:
         _monitoring_back(tools, expected[2])
         changed.append("sys.monitoring")
+    if tuple(gc.callbacks) != expected[3]:
+        gc.callbacks[:] = expected[3]
+        changed.append("gc.callbacks")
     _SEEN.extend(changed)
     return ", ".join(changed)
 

@@ -90,6 +90,9 @@ def function_mode():
             # later tensor, whose entry would then replace its history (up to HELD_BYTES)
             self.held: list = []
             self.held_bytes = 0
+            # functions seen returning fewer values than a tensor they read (a reduction under
+            # any name: a pooling, a convolution): work as WORK's are
+            self.reducing: set[str] = set()
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -113,6 +116,10 @@ def function_mode():
                 written.add(_address(args[0]))  # an in-place method writes its tensor
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
+            if new and name not in COPIES and name not in ALLOCATIONS and \
+                    max(t.numel() for t in new) < max(
+                        (t.numel() for t in _tensors((args, kwargs))), default=0):
+                self.reducing.add(_shown(name))
             for address in written | made:
                 self.made[address] = (name, tuple(read - {address}))
             for tensor in new:
@@ -210,6 +217,13 @@ def ancestry(address: int, made: dict, inputs: set | None = None) -> set[str]:
         elif inputs is not None and here not in inputs:
             names.add(OUTSIDE)
     return names
+
+
+def reads_from(address: int, made: dict, sources: set) -> bool:
+    """Whether the values at ``address`` came, through whatever torch did to them, from one
+    of the memories ``sources`` (the call's inputs, and what its launches were given): a
+    row's count of visible keys summed from torch.ones did not, a row's maximum did."""
+    return any(here in sources for here, _ in _back(address, made, lambda entry: True))
 
 
 def _back(address: int, made: dict, through):
