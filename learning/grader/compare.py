@@ -127,10 +127,10 @@ COMMON_BUGS = {
             "launch counter, the hooks on Triton's launches, Triton's interpreter): a kernel part "
             "is judged by what "
             "that code counts, so the result cannot be. Leave the grader's modules alone"),
-        Bug("hook-left", "your code set a profile or trace hook (sys.setprofile, sys.settrace "
-            "or sys.monitoring) and left it set as it returned: such a hook is called at "
-            "every function the grader runs after yours, and can change what it reports. The "
-            "grader put it back; remove it from your code"),
+        Bug("hook-left", "your code set a profile or trace hook (sys.setprofile, sys.settrace, "
+            "sys.monitoring) or a garbage collector's callback and left it set as it "
+            "returned: such a hook runs inside the grader's own code after yours, and can "
+            "change what it reports. The grader put it back; remove it from your code"),
         Bug("result-kept", "your function keeps results between calls and hands one back "
             "without launching a kernel when the same inputs come again: a kernel part "
             "grades what its kernels compute, every call. Remove the cache"),
