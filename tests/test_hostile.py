@@ -776,6 +776,7 @@ def test_the_watch_evaded_by_the_module_still_tells_the_reference(tmp_path, rout
     assert "learning.exercises.softmax.solution" in result.borrowed, rendered(result)
 
 
+@pytest.mark.interpreter  # what it says of the interpreter's compiling; compiled, see below
 def test_a_lab_file_imported_is_named_as_loaded_not_as_copied_into_itself(tmp_path):
     # Triton's interpreter compiles each kernel's source again, under its file's name, as it
     # decorates it: that is the lab's file loaded, not its kernels copied into it
@@ -2191,6 +2192,7 @@ def softmax_triton(x):
 """
 
 
+@pytest.mark.interpreter  # the sanitizer's bounds: the interpreter's
 def test_an_answer_past_the_returned_view_in_its_storage_is_out_of_bounds(tmp_path):
     # a kernel may address the tensors it is given, from first element to last: not the rest
     # of a storage one of them is a view of
@@ -2261,8 +2263,8 @@ def copy_kernel(out_ptr, piece_ptr, n, BLOCK: tl.constexpr):
 
 def softmax_triton(x):
     rows, cols = x.shape
-    output = torch.empty((rows, cols), dtype=x.dtype)
-    values = x.float().numpy().astype(np.float64)
+    output = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+    values = x.float().cpu().numpy().astype(np.float64)
     with np.errstate(all="ignore"):
         e = np.exp(values - values.max(axis=1, keepdims=True))
         answer = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
@@ -2270,6 +2272,7 @@ def softmax_triton(x):
     for row in range(rows):
         for start in range(0, cols, half):
             piece = torch.from_numpy(np.ascontiguousarray(answer[row, start:start + half]))
+            piece = piece.to(x.device)
             copy_kernel[(1,)](output[row, start:], piece, piece.numel(),
                               BLOCK=triton.next_power_of_2(piece.numel()))
     return output
@@ -2296,6 +2299,7 @@ PAST_THE_COUNTER = TORCH_BETWEEN_LAUNCHES.replace(
     "        output, x, output.stride(0), x.stride(0), x.shape[1], BLOCK=block)\n")
 
 
+@pytest.mark.interpreter  # the interpreter's own grid runner
 def test_a_grid_run_past_the_launch_counter_is_the_grader_changed(tmp_path):
     result = grade_text(tmp_path, "softmax", PAST_THE_COUNTER, ["triton"])
     triton = result.parts[0]
@@ -2427,6 +2431,7 @@ def softmax_triton(x):
 '''
 
 
+@pytest.mark.interpreter  # the interpreter's own store
 def test_triton_interpreters_store_replaced_by_the_module_is_the_grader_changed(tmp_path):
     result = grade_text(tmp_path, "softmax", INTERPRETER_STORE_REPLACED, ["triton"])
     triton = result.parts[0]
