@@ -3,9 +3,11 @@
 A check that finds an installed library's file changed while the learner's code ran sets that
 file aside (learning.grader.integrity), so the next command that imports the library fails to.
 So does a half-finished ``pip install``. Either way the learner should read which package to
-reinstall, not a traceback through the course's code. Installed as ``sys.excepthook`` only
-when a command runs (``python -m learning.NAME``), never when ``learning`` is imported. (Ctrl-C
-pressed before a command's own handling starts, while it imports, ends it in one line too.)
+reinstall, not a traceback through the course's code. A package not installed at all for the
+Python that runs the command (a virtual environment not activated) is said as that. Installed
+as ``sys.excepthook`` only when a command runs (``python -m learning.NAME``), never when
+``learning`` is imported. (Ctrl-C pressed before a command's own handling starts, while it
+imports, ends it in one line too.)
 """
 
 from __future__ import annotations
@@ -38,10 +40,28 @@ def install():
 
 def message(package: str, error: ImportError) -> str:
     why = " ".join(str(error).split()) or type(error).__name__
+    if _absent(package):
+        # the commonest case: another Python than the one the course was installed into (a
+        # virtual environment not activated), where the package was never there to damage
+        return (f"learning: the package {package} is not installed for this Python "
+                f"({sys.executable}): run the course with the Python you installed it into "
+                "(activate its virtual environment), or install it for this one with the "
+                "README's first command")
     return (f"learning: the installed package {package} cannot be imported ({why}): it is "
             "damaged or incomplete (a check sets aside a library file that changed while the "
             "learner's code ran); reinstall it with: python -m pip install --force-reinstall "
             f"{package}")
+
+
+def _absent(package: str) -> bool:
+    """Whether no module or package of that name can be found at all (not one with a file set
+    aside: its folder is still found)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is None
+    except (ImportError, ValueError):
+        return False
 
 
 def broken_package(error: ImportError, traceback) -> str | None:

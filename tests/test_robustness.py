@@ -1490,6 +1490,26 @@ def test_a_library_with_a_file_set_aside_is_named_in_one_line(tmp_path, command)
     assert line.endswith("python -m pip install --force-reinstall rich")
 
 
+def test_a_library_not_installed_for_this_python_is_said_so_not_damaged(tmp_path):
+    # the command run with another Python than the course's (its virtual environment not
+    # activated): rich is nowhere on this one's path, and nothing was set aside
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(
+        "import sys\nsys.path[:] = [p for p in sys.path if 'site-packages' not in p or "
+        "'rich' not in __import__('os').listdir(p)]\n")
+    env = _environment()
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env["PYTHONPATH"]])
+    done = subprocess.run([sys.executable, "-m", "learning.progress", "--root", str(tmp_path)],
+                          capture_output=True, text=True, env=env, cwd=str(COURSE_ROOT),
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("learning: the package rich is not installed for this Python ("), line
+    assert "damaged" not in line and "activate its virtual environment" in line
+
+
 def test_ctrl_c_while_a_command_is_still_importing_ends_in_one_line():
     # before the command's own handling of Ctrl-C is in place (its imports take a moment)
     done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['-m']; "
