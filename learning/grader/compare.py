@@ -131,9 +131,10 @@ COMMON_BUGS = {
             "sys.monitoring) or a garbage collector's callback and left it set as it "
             "returned: such a hook runs inside the grader's own code after yours, and can "
             "change what it reports. The grader put it back; remove it from your code"),
-        Bug("result-kept", "your function keeps results between calls and hands one back "
-            "without launching a kernel when the same inputs come again: a kernel part "
-            "grades what its kernels compute, every call. Remove the cache"),
+        Bug("result-kept", "called again with the same inputs, your function returned "
+            "without a kernel launch the grader could count, which is what a result kept "
+            "from an earlier call and handed back does: a kernel part grades what its "
+            "kernels compute, every call, so launch one (kernel[grid](...)) in each"),
         Bug("thread-beside-kernel", "a thread your code started ran beside the kernel: "
             "another thread can write the output while the kernel runs (or waits), and the "
             "grader sees only what the calling thread does. This part grades what your "
