@@ -155,6 +155,12 @@ class LaunchCounter:
             from triton.runtime.interpreter import GridExecutor
 
             GridExecutor.__call__ = self._watched(GridExecutor.__call__)
+        with contextlib.suppress(ImportError, AttributeError):
+            # a compiled kernel kept from a first launch and run again through its own runner
+            # (``compiled[grid](...)``, lesson 12's quicker launch) passes no JITFunction.run
+            from triton.compiler.compiler import CompiledKernel
+
+            CompiledKernel.__getitem__ = self._counted_runner(CompiledKernel.__getitem__)
         return self.installed
 
     def _watched(self, original_call):
@@ -167,6 +173,28 @@ class LaunchCounter:
             return original_call(self, *args, **kwargs)
 
         return call
+
+    def _counted_runner(self, original_getitem):
+        """``CompiledKernel.__getitem__``, whose runner is counted as a launch is (unless it
+        runs inside one already counted)."""
+        counter = self
+
+        def through(_compiled, runner, *args, **kwargs):
+            return runner(*args, **kwargs)
+
+        counted = self._counted(through)
+
+        def getitem(self, grid):
+            runner = original_getitem(self, grid)
+
+            def launch(*args, **kwargs):
+                if getattr(counter._inside, "depth", 0):
+                    return runner(*args, **kwargs)
+                return counted(self, runner, *args, **kwargs)
+
+            return launch
+
+        return getitem
 
     def _counted(self, original_run):
         counter = self

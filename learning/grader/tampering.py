@@ -31,7 +31,8 @@ WATCHED = ("learning.grader.calls", "learning.grader.lineage", "learning.grader.
 # Triton's classes whose launch method the launch counter wraps, and that method
 LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
              ("triton.runtime.interpreter", "InterpretedFunction", "run"),
-             ("triton.runtime.interpreter", "GridExecutor", "__call__"))
+             ("triton.runtime.interpreter", "GridExecutor", "__call__"),
+             ("triton.compiler.compiler", "CompiledKernel", "__getitem__"))
 
 
 # Module data that changes as the grader runs (what was said, what is held): compared by
