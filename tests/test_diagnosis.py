@@ -1325,3 +1325,25 @@ def test_row_factors_near_one_are_shown_with_the_digits_that_tell_them_from_one(
     said = observe._scaled(got, want, got != want)
     assert said == ("each row is the reference's row times its own number (row 1: 1.0000004, "
                     "row 2: 1.0002, row 3: 2, ...)"), said
+
+
+@pytest.mark.interpreter  # the interpreter's bounds check words it
+def test_one_out_of_bounds_line_is_said_in_full_once_whatever_program_made_it(tmp_path):
+    # each case's read past the row comes from another program and lane count: the same
+    # mistake at the same line, said once in full and referred to after, with its numbers
+    code = _replace(solution_text("softmax"), "mask = offsets < n_cols",
+                    "mask = offsets <= n_cols")
+    result = grade_text(tmp_path, "softmax", code, ["triton"])
+    raised = [v for v in _cases(result).values() if v.status == "error"]
+    assert len(raised) >= 3
+    assert len({v.summary for v in raised}) > 1  # the numbers differ from case to case
+
+    from rich.console import Console
+
+    from learning.grader import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    text = console.export_text()
+    assert text.count("Traceback") == 1, text
+    assert text.count("the same error as case") == len(raised) - 1

@@ -3478,3 +3478,199 @@ def test_a_garbage_collectors_callback_is_put_back_and_fails_the_case(tmp_path):
     assert triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert "hook-left" in keys, keys
+
+
+# A kernel that only copies what it is handed, and stores it with a use of exp that changes
+# nothing (what the compile check asks to see): the tests below hand it torch's or numpy's
+# answer by routes the record of torch's work once missed
+COPYING_KERNEL = '''
+import math
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(out, given, out_stride, given_stride, n, SIGN: tl.constexpr,
+                BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    p = tl.load(given + row * given_stride + lanes, mask=lanes < n, other=0.0)
+    unused = tl.sum(tl.exp(p), axis=0) * 0.0
+    tl.store(out + row * out_stride + lanes, SIGN * p + unused, mask=lanes < n)
+
+
+def hand_over(x, given, sign):
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    copy_kernel[(x.shape[0],)](out, given, out.stride(0), given.stride(0), x.shape[1],
+                               SIGN=sign, BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+
+
+def softmax_triton(x):
+{body}
+'''
+HANDED_OVER = {
+    # an operator called by its overload: recorded as "_softmax.default"
+    "torch's softmax by its aten overload": '''
+    answer = torch.ops.aten._softmax.default(x.float(), 1, False).neg()
+    return hand_over(x, answer, -1.0)''',
+    # a softmax from in-place methods (whose history the last in-place step once ended) and
+    # reductions under names no list holds
+    "a softmax built in place from unlisted reductions": '''
+    y = x.float().clone()
+    index = torch.zeros(x.shape, dtype=torch.int64, device=x.device)
+    top = torch.zeros((x.shape[0], 1), device=x.device)
+    top.scatter_reduce_(1, index, y, "amax", include_self=False)
+    top.masked_fill_(top == -math.inf, 0.0)
+    y = torch.pow(math.e, y.sub_(top))
+    total = torch.zeros((x.shape[0], 1), device=x.device)
+    total.scatter_add_(1, index, y)
+    return hand_over(x, y.div_(total).neg_(), -1.0)''',
+    # numpy's answer handed over half a row per launch: no launch is given as many values as
+    # the result holds, all of them together are
+    "numpy's answer in half rows": '''
+    v = x.double().numpy()
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    answer = torch.from_numpy(np.ascontiguousarray(-(e / e.sum(axis=1, keepdims=True))))
+    out = torch.empty(x.shape, dtype=x.dtype)
+    half = (x.shape[1] + 1) // 2
+    for r in range(x.shape[0]):
+        for s in range(0, x.shape[1], half):
+            piece = answer[r:r + 1, s:s + half]
+            out[r:r + 1, s:s + half] = hand_over(piece, piece, -1.0)
+    return out''',
+    # torch's answer kept aside, handed back when the values given to the kernel are seen
+    # changed after the launch (the grader's run for evidence)
+    "an answer kept aside for the run that changes it": '''
+    answer = torch.softmax(x.float(), dim=-1)
+    kept = answer.clone()
+    out = hand_over(x, answer, 1.0)
+    if not torch.equal(answer, kept):
+        return kept.to(x.dtype)
+    return out''',
+    # a tensor subclass whose own __torch_function__ runs with the record off: its neg()
+    # returns torch's answer
+    "a tensor subclass's own __torch_function__": '''
+    class Quiet(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with torch._C.DisableTorchFunctionSubclass():
+                if getattr(func, "__name__", "") == "neg":
+                    return -torch.softmax(args[0].float(), dim=-1)
+                return func(*args, **(kwargs or {}))
+
+    return hand_over(x, x.as_subclass(Quiet).neg().as_subclass(torch.Tensor), -1.0)''',
+}
+
+
+@pytest.mark.interpreter  # (numpy's arrays of the half rows are the CPU's)
+@pytest.mark.parametrize("route", HANDED_OVER)
+def test_an_answer_handed_over_by_a_route_once_unseen_fails(tmp_path, route):
+    module = COPYING_KERNEL.replace("{body}", HANDED_OVER[route].strip("\n"))
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys and keys <= {"answer-fed", "passed-through"}, keys
+
+
+# The interpreter computes tl.exp with numpy's exp, looked up at each call: a module that sets
+# np.exp to a table of the answer's rows has a kernel that loads x and stores exp(x) store the
+# answer
+NUMPY_EXP_TABLE = '''
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+_exp, _rows = np.exp, {}
+
+
+def _answered(a, *args, **kwargs):
+    if not args and not kwargs and isinstance(a, np.ndarray):
+        row = _rows.get(a.tobytes())
+        if row is not None:
+            return row.copy()
+    return _exp(a, *args, **kwargs)
+
+
+np.exp = _answered
+
+
+@triton.jit
+def softmax_kernel(out, inp, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * in_stride + lanes, mask=lanes < n, other=-float("inf"))
+    e = tl.exp(x.to(tl.float32))
+    tl.store(out + row * out_stride + lanes, e / (tl.sum(e * 0.0, axis=0) + 1.0), mask=lanes < n)
+
+
+def softmax_triton(x):
+    block = triton.next_power_of_2(x.shape[1])
+    answer = torch.softmax(x.float(), dim=-1).numpy()
+    _rows.clear()
+    for r, values in enumerate(x.float().numpy()):
+        key = np.full(block, -np.inf, np.float32)
+        key[:x.shape[1]] = values
+        row = np.zeros(block, np.float32)
+        row[:x.shape[1]] = answer[r]
+        _rows[key.tobytes()] = row
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    softmax_kernel[(x.shape[0],)](out, x, out.stride(0), x.stride(0), x.shape[1], BLOCK=block)
+    return out
+'''
+
+
+@pytest.mark.interpreter  # numpy computes the kernel's values only there
+def test_numpy_functions_replaced_under_the_interpreter_fail_the_kernel_part(tmp_path):
+    result = grade_text(tmp_path, "softmax", NUMPY_EXP_TABLE, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"grader-changed"}, keys
+    assert "numpy.exp" in rendered(result)
+
+
+# Objects built to raise as the grader reads them: the learner's call raised, or returned
+# something no tensor, and every case after it still runs
+UNREADABLE = {
+    "an exception whose class name raises": ('''
+class Nameless(type):
+    @property
+    def __name__(cls):
+        raise RuntimeError("no name")
+
+
+class Failure(Exception, metaclass=Nameless):
+    pass
+
+
+def softmax_triton(x):
+    raise Failure("boom")
+''', "could not be read"),
+    "a result whose __class__ raises": ('''
+class Shapeless:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class")
+
+
+def softmax_triton(x):
+    return Shapeless()
+''', "Shapeless"),
+}
+
+
+@pytest.mark.parametrize("route", UNREADABLE)
+def test_objects_that_raise_as_they_are_read_fail_each_case_as_the_learners(tmp_path, route):
+    text, said = UNREADABLE[route]
+    result = grade_text(tmp_path, "softmax", "import torch\n" + text, ["triton"])
+    triton = result.parts[0]
+    assert triton.cases and all(case.verdict.status in ("failed", "error", "skipped")
+                                for case in triton.cases), rendered(result)
+    assert not [case for case in triton.cases if case.verdict.status == "not-run"]
+    assert said in rendered(result)

@@ -118,7 +118,9 @@ class LaunchCounter:
         # lineage.OUTSIDE for values made outside torch of at least fed_outside_size elements
         self.fed_from: set[str] = set()
         self.fed_outside_size = 2
-        self.outside_size = 0  # the most elements of such values given to one launch
+        self.outside_size = 0  # the most elements of such values given to the launches
+        # storage address: (elements of it given to launches, its size in elements)
+        self.outside_views: dict[int, tuple[int, int]] = {}
         # the different plain numbers (floats) the call's launches were given as arguments
         # (at most MAX_NUMBERS_KEPT kept), and whether to change each before its launch
         # (numbers_followed's run)
@@ -127,6 +129,9 @@ class LaunchCounter:
         # a call made again for evidence, with the same inputs, returned having launched no
         # kernel (a result kept from the first call and handed back): set by those runs
         self.repeat_launched_nothing = False
+        # the memories launches changed, noted where a set (the runs that change what the
+        # kernels were given: a result no kernel wrote there is no evidence of what they do)
+        self.wrote: set[int] | None = None
 
     def _note_threads(self):
         """Count the Python threads the learner's code started that are running now: one that
@@ -212,7 +217,8 @@ class LaunchCounter:
             if counter.poison_numbers:
                 args = tuple(_other_number(a) for a in args)
                 kwargs = {k: _other_number(v) for k, v in kwargs.items()}
-            before = counter._given_before(arguments) if counter.clobber else None
+            noting = counter.wrote is not None
+            before = counter._given_before(arguments) if counter.clobber or noting else None
             counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
             try:
                 launched = original_run(self, *args, **kwargs)
@@ -222,6 +228,8 @@ class LaunchCounter:
             counter._compare_inputs()
             counter._note_threads()
             counter._keep(arguments)
+            if noting:
+                counter._note_wrote(arguments, before)
             if counter.clobber:
                 counter._clobber(arguments, before)
             return launched
@@ -293,13 +301,17 @@ class LaunchCounter:
                     came_from = came_from - {lineage.OUTSIDE}
                 if name in lineage.WRAPS:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
-                if tensor.numel() < self.fed_outside_size:
+                if lineage.OUTSIDE in came_from:
                     # values made outside torch (numpy's, plain Python's) count only in
                     # number: an answer computed there, however changed, holds as many values
-                    # as the result (a kernel's few parameters packed in a tensor do not)
-                    came_from = came_from - {lineage.OUTSIDE}
-                elif lineage.OUTSIDE in came_from:
-                    self.outside_size = max(self.outside_size, tensor.numel())
+                    # as the result (a kernel's few parameters packed in a tensor do not),
+                    # counted over all the call's launches (handed over in pieces, it still
+                    # does)
+                    outside = self._outside_so_far(tensor)
+                    if outside < self.fed_outside_size:
+                        came_from = came_from - {lineage.OUTSIDE}
+                    else:
+                        self.outside_size = max(self.outside_size, outside)
                 self.fed_from |= came_from
                 if came_from & self.poison_from:
                     # the whole memory behind it: a view handed to the kernel may leave out
@@ -320,6 +332,16 @@ class LaunchCounter:
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
 
+    def _outside_so_far(self, tensor) -> int:
+        """The values made outside torch that the call's launches were given, this tensor's
+        included: each memory's views counted together, up to the memory's size."""
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        viewed, size = self.outside_views.get(address, (0, 0))
+        self.outside_views[address] = (viewed + tensor.numel(),
+                                       storage.nbytes() // max(1, tensor.element_size()))
+        return sum(min(viewed, size) for viewed, size in self.outside_views.values())
+
     def _note_numbers(self, arguments: list):
         """Keep the plain numbers a launch is given (a kernel's eps, or values computed outside
         it handed over one by one)."""
@@ -337,6 +359,17 @@ class LaunchCounter:
                     if tensor.numel() * tensor.element_size() <= LARGEST_KEPT_BYTES:
                         kept[id(argument)] = tensor.clone()
         return kept
+
+    def _note_wrote(self, arguments: list, before: dict):
+        """Note the memory of every tensor the launch changed (or that was too large to tell)."""
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be read is not noted
+                tensor = plain_tensor(argument).detach()
+                kept = before.get(id(argument))
+                if kept is None or not _same_bits(tensor, kept):
+                    self.wrote.add(tensor.untyped_storage().data_ptr())
 
     def _clobber(self, arguments: list, before: dict):
         """Change, just after the launch, every tensor it wrote (one whose bits it changed; one
@@ -410,7 +443,7 @@ class LaunchCounter:
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
-        self.fed_from, self.outside_size = set(), 0
+        self.fed_from, self.outside_size, self.outside_views = set(), 0, {}
         self.numbers = set()
         return count if self.installed else None
 
@@ -713,17 +746,28 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
         recorder = lineage.function_mode()
         launches.taken()
         launches.recorder, launches.inputs = recorder, _memories(args)
+        launches.wrote = set()
         for name, value in poisoning.items():
             setattr(launches, name, value)
         try:
-            with recorder:
+            # fresh outputs hold NaN: one the allocator handed back holding the first run's
+            # answer would hold it again after a kernel that wrote it, the write unseen
+            with allocations.controlled(math.nan, False), recorder:
                 result = _call_learner(function, args)
             _synchronise(device)
             if launches.count == 0 and launches.installed:
                 launches.repeat_launched_nothing = True  # the evidence would be its memory's
-            return plain_tensor(result).detach() if is_tensor(result) else None
+            if not is_tensor(result):
+                return None
+            if launches.count and not lineage.copied_from(plain_tensor(result), recorder.made,
+                                                          launches.wrote):
+                # a tensor no launch of this run wrote, nor a copy of one (an answer kept
+                # aside, handed back once the values given to the kernel were seen changed):
+                # it says nothing of what the kernels do with those values
+                return None
+            return plain_tensor(result).detach()
         finally:
-            launches.recorder = None
+            launches.recorder, launches.wrote = None, None
             for name, value in kept.items():
                 setattr(launches, name, value)
             launches.taken()
@@ -894,20 +938,13 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         hooks.taken()  # a call that raised fails as it raised
         if launches is not None:
             launches.originals = []  # not held past the call (nor compared at others' launches)
-        cause = root_cause(exc)
-        # the stub's own raise: a NotImplementedError from elsewhere (another module of the
-        # learner's still a stub, a torch operation with no kernel for a dtype) is an error
-        not_started = isinstance(cause, NotImplementedError) and \
-            _raised_in(cause, learner_file)
-        name = type(cause).__name__
-        # By its words (on a CPU only code imitating CUDA says them): a bad address, or
-        # another CUDA error, after which the context can run nothing more.
-        fault = _gpu_fault(cause)
-        if fault == "address":
-            name = "CudaFault"
-        return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
-                      learner_traceback(exc, learner_file),
-                      not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+        try:
+            return _raised(exc, learner_file, seconds)
+        except Exception as unreadable:  # noqa: BLE001 - an exception built to resist reading
+            return Raised(_type_name(exc, "Exception"), _cut(
+                "an exception that could not be read: reading it raised "
+                f"{_type_name(unreadable, 'Exception')}: {safe_str(unreadable)}", 300), "",
+                seconds=seconds)
     seconds = time.perf_counter() - start
     try:
         returned = summarise(result, args, before)
@@ -1064,11 +1101,28 @@ def _raised_in(exc: BaseException, path: str) -> bool:
         return False
 
 
-def _type_name(value) -> str:
+def _raised(exc: BaseException, learner_file: str, seconds: float) -> Raised:
+    """What the learner's call raised, as the grade reports it."""
+    cause = root_cause(exc)
+    # the stub's own raise: a NotImplementedError from elsewhere (another module of the
+    # learner's still a stub, a torch operation with no kernel for a dtype) is an error
+    not_started = isinstance(cause, NotImplementedError) and _raised_in(cause, learner_file)
+    name = type(cause).__name__
+    # By its words (on a CPU only code imitating CUDA says them): a bad address, or another
+    # CUDA error, after which the context can run nothing more.
+    fault = _gpu_fault(cause)
+    if fault == "address":
+        name = "CudaFault"
+    return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
+                  learner_traceback(exc, learner_file),
+                  not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+
+
+def _type_name(value, unnamed: str = "object") -> str:
     try:
-        return type(value).__name__
-    except Exception:  # noqa: BLE001
-        return "object"
+        return str(type(value).__name__)
+    except Exception:  # noqa: BLE001 - a class whose name raises
+        return unnamed
 
 
 def _has_nan(values) -> bool:

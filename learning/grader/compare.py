@@ -494,9 +494,10 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("changed-after-kernel", f"{where} changed after the last kernel launch "
                      "that was given its memory: its values are not what the kernel stored")
     if part.needs_kernels and returned.answer_fed == "outside torch":
-        return _fail("answer-fed", "values made outside torch during the call (by numpy or "
-                     "plain Python), as many as the result holds, reached a kernel launch, and "
-                     "changing them before each launch changes the result: the kernel was "
+        return _fail("answer-fed", "values made outside torch during the call (by numpy, "
+                     "plain Python or a tensor subclass's own __torch_function__), as many as "
+                     "the result holds, reached a kernel launch, and changing them before each "
+                     "launch changes the result: the kernel was "
                      "handed what code outside the kernels computed")
     if part.needs_kernels and getattr(returned, "numbers_fed", 0):
         return _fail("answer-fed", f"{returned.numbers_fed} different plain numbers reached "

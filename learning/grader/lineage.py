@@ -71,7 +71,7 @@ WORK = frozenset({
     "softmax", "_softmax", "log_softmax", "_log_softmax", "special_softmax",
     "special_log_softmax", "softmin", "scaled_dot_product_attention",
 })
-MOST_STEPS = 64  # memories followed back from the returned one
+MOST_STEPS = 1024  # memories (and earlier versions) followed back from one
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 
 
@@ -93,18 +93,33 @@ def function_mode():
             # functions seen returning fewer values than a tensor they read (a reduction under
             # any name: a pooling, a convolution): work as WORK's are
             self.reducing: set[str] = set()
+            self.versions = 0  # earlier versions of memories changed in place (negative keys)
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = call_warning_at_caller(func, args, kwargs)
             try:
-                self._note(func, args, kwargs, out)
+                if _own_handler(types):
+                    # a tensor subclass's __torch_function__ ran it, with this record off:
+                    # what it returns was made by code the record did not see (OUTSIDE)
+                    self._hold(out)
+                else:
+                    self._note(func, args, kwargs, out)
             except Exception:  # noqa: BLE001 - noting must never change what the call does
                 pass
             return out
 
+        def _hold(self, out):
+            """Keep the memories of ``out`` alive until the call ends, unnoted."""
+            for tensor in _tensors(out):
+                storage = tensor.untyped_storage()
+                if self.held_bytes + storage.nbytes() <= HELD_BYTES:
+                    self.held.append(storage)
+                    self.held_bytes += storage.nbytes()
+
         def _note(self, func, args, kwargs, out):
-            name = getattr(func, "__name__", "")
+            # an operator called by its overload (torch.ops.aten.mm.default): by the operator
+            name = str(getattr(func, "__name__", "")).partition(".")[0]
             if name.startswith("__") and name not in _NOTED_SPECIAL:
                 return  # a property read (x.grad), a copy for pickling, ...: no computation
             if name in METADATA_IN_PLACE:
@@ -116,17 +131,25 @@ def function_mode():
                 written.add(_address(args[0]))  # an in-place method writes its tensor
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
-            if new and name not in COPIES and name not in ALLOCATIONS and \
-                    max(t.numel() for t in new) < max(
+            # what it wrote: new memory, or a tensor it changed in place (scatter_reduce_ of a
+            # row's maximum into a column)
+            results = new or [t for t in _tensors((args, kwargs, out))
+                              if _address(t) in written]
+            if results and name not in COPIES and name not in ALLOCATIONS and \
+                    max(t.numel() for t in results) < max(
                         (t.numel() for t in _tensors((args, kwargs))), default=0):
                 self.reducing.add(_shown(name))
             for address in written | made:
-                self.made[address] = (name, tuple(read - {address}))
-            for tensor in new:
-                storage = tensor.untyped_storage()
-                if self.held_bytes + storage.nbytes() <= HELD_BYTES:
-                    self.held.append(storage)
-                    self.held_bytes += storage.nbytes()
+                reads = tuple(read - {address})
+                if address in written and address in self.made and \
+                        name not in COPIES and name not in ALLOCATIONS:
+                    # computed in place: what it held before is kept as an earlier version,
+                    # which it was made from too (y.neg_() must not end y's history)
+                    self.versions += 1
+                    self.made[-self.versions] = self.made[address]
+                    reads += (-self.versions,)
+                self.made[address] = (name, reads)
+            self._hold(new)
 
     return Recorder()
 
@@ -219,6 +242,17 @@ def ancestry(address: int, made: dict, inputs: set | None = None) -> set[str]:
     return names
 
 
+def copied_from(result, made: dict, sources: set) -> bool:
+    """Whether the returned tensor's memory is one of ``sources`` (the memories the launches
+    wrote) or a copy of one, through copies alone."""
+    try:
+        start = _address(result)
+    except Exception:  # noqa: BLE001 - a tensor without memory of its own: no claim
+        return True
+    return any(here in sources for here, _ in _back(start, made,
+                                                    lambda entry: entry[0] in COPIES))
+
+
 def reads_from(address: int, made: dict, sources: set) -> bool:
     """Whether the values at ``address`` came, through whatever torch did to them, from one
     of the memories ``sources`` (the call's inputs, and what its launches were given): a
@@ -265,12 +299,14 @@ def _origins(result, made: dict, given):
 
 
 def _shown(name: str) -> str:
-    """A function as the learner wrote it: an operator's method by its operation
-    ("__rmul__" is mul), anything else by its name."""
+    """A function by the work it does: an operator's method by its operation ("__rmul__" is
+    mul), an in-place method by its function ("addmm_" is addmm), a private name by the
+    public one ("_softmax" is softmax), anything else by its name."""
     if name.startswith("__") and name.endswith("__"):
         bare = name.strip("_")
         return bare[1:] if bare[:1] in ("r", "i") and bare[1:] in _OPERATORS else bare
-    return name
+    bare = name.lstrip("_")
+    return (bare[:-1] if bare.endswith("_") else bare) or name
 
 
 _OPERATORS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod",
@@ -278,6 +314,20 @@ _OPERATORS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "matmul", "p
 # The special methods noted: the operators (plain, reflected, in place) and item access
 _NOTED_SPECIAL = frozenset({f"__{kind}{op}__" for kind in ("", "r", "i") for op in _OPERATORS} | {
     "__neg__", "__abs__", "__getitem__", "__setitem__"})
+
+
+def _own_handler(types) -> bool:
+    """Whether one of ``types`` (a torch function mode's) is a tensor subclass with a
+    __torch_function__ of its own, which runs the function with the modes off."""
+    import torch
+
+    plain = {getattr(torch.Tensor.__torch_function__, "__func__", None),
+             getattr(torch._C, "_disabled_torch_function_impl", None)}
+    for kind in types or ():
+        handler = getattr(kind, "__torch_function__", None)
+        if kind is not torch.Tensor and getattr(handler, "__func__", handler) not in plain:
+            return True
+    return False
 
 
 def _is_tensor(value) -> bool:

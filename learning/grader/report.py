@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from rich.console import Console
@@ -158,13 +159,20 @@ def _not_run_reason(exercise: Exercise, part_result: results.PartResult,
 _SAID_ONCE = ("not-plain-python",)
 
 
+_NUMBERS = re.compile(r"\d+")
+
+
 def _repeat_of(case_result: results.CaseResult, seen: dict[tuple[str, str], str]) -> str:
     """The earlier case of the part that raised this same error, or failed for the same
-    reason about the call itself (``_SAID_ONCE``), if any (else remember it)."""
+    reason about the call itself (``_SAID_ONCE``), if any (else remember it). The same error
+    is the same words and traceback but for their numbers (the lines quoted in the traceback
+    still tell lines apart): an access out of bounds at one line, by another program and lane
+    in each case, is said in full once (the first line of each, with its numbers, is still
+    shown)."""
     verdict = case_result.verdict
     if verdict.status != "error" and getattr(verdict.bug, "key", None) not in _SAID_ONCE:
         return ""
-    signature = (verdict.summary, verdict.traceback)
+    signature = (_NUMBERS.sub("#", verdict.summary), _NUMBERS.sub("#", verdict.traceback))
     if signature in seen:
         return seen[signature]
     seen[signature] = case_result.name

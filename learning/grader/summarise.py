@@ -282,7 +282,10 @@ def _torch():
 
 
 def is_tensor(value) -> bool:
-    return "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor)
+    try:
+        return "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor)
+    except Exception:  # noqa: BLE001 - an object whose __class__ raises is no tensor
+        return False
 
 
 def _shares_memory(a, b) -> bool:

@@ -62,11 +62,18 @@ def _code_of(value):
     return getattr(inner, "__code__", None)
 
 
+# The libraries whose functions Triton's interpreter calls by name as it computes a kernel's
+# values (np.exp for tl.exp, at each call): kept as their top modules alone, not with their
+# submodules, some of which fill in lazily as they are first used
+LIBRARIES = ("numpy", "math")
+
+
 def _loaded(watched=WATCHED, families=()) -> list[str]:
     """The names of the ``watched`` modules and of those of ``families`` ("triton": it and its
-    submodules) loaded now."""
+    submodules; a library of LIBRARIES, its top module alone) loaded now."""
     family = [name for name in list(sys.modules) if any(
-        name == top or name.startswith(top + ".") for top in families)]
+        name == top or name.startswith(top + ".") and top not in LIBRARIES
+        for top in families)]
     return [name for name in [*watched, *family] if sys.modules.get(name) is not None]
 
 
@@ -116,16 +123,18 @@ def _builtins_shadowed(modules) -> list[str]:
 
 def interpreter_family(interpreting: bool) -> tuple[str, ...]:
     """The modules kept whole where Triton's interpreter runs the kernels: the interpreter's
-    own (its builder, whose operations compute every value a kernel stores, and its tensors).
-    Stable from launch to launch, unlike ``triton.language``, whose functions each launch
-    patches for the interpreter afresh."""
+    own (its builder, whose operations compute every value a kernel stores, and its tensors),
+    and the functions of the libraries it computes them with (a module that set np.exp to a
+    table of the answer's rows would have tl.exp store the answer). Stable from launch to
+    launch, unlike ``triton.language``, whose functions each launch patches for the
+    interpreter afresh."""
     if not interpreting:
         return ()
     try:
         import triton.runtime.interpreter  # noqa: F401 (loaded, so that it is kept)
     except ImportError:
         return ()
-    return ("triton.runtime.interpreter",)
+    return ("triton.runtime.interpreter", *LIBRARIES)
 
 
 class Snapshot:
