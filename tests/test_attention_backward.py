@@ -191,6 +191,13 @@ def test_the_python_part_names_the_mistake(tmp_path, name, key):
                                         "not-accumulated"),
                                        pytest.param("the causal mask in the dK, dV kernel only",
                                                     "causal-one-pass",
+                                                    marks=pytest.mark.exhaustive),
+                                       pytest.param("dV alone overwritten by each query block",
+                                                    "not-accumulated",
+                                                    marks=pytest.mark.exhaustive),
+                                       pytest.param("the causal mask in the dQ kernel only, "
+                                                    "the dK, dV kernel skipping the blocks "
+                                                    "above the diagonal", "causal-one-pass",
                                                     marks=pytest.mark.exhaustive)])
 def test_the_triton_part_names_the_mistake(tmp_path, name, key):
     version = _version(name, "triton")

@@ -355,7 +355,8 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
             raises=raises_like(_refusal_safe(_python_off_by_one)) if python else None,
             hint=hint(2, 3)),
         Bug("causal-ignored", "the causal mask is missing: with causal set, query i sees only "
-            "keys j <= i, but here every key took part, as without causal. " + (
+            "keys j <= i, but here keys past the diagonal took part (every key the loop "
+            "reached, as without causal). " + (
                 "Give key j the score -math.inf where causal and j > i" if python else
                 "With CAUSAL, hide the keys past the diagonal, visible = visible & "
                 "(cols[None, :] <= rows[:, None]), and launch with CAUSAL=causal"),

@@ -119,6 +119,15 @@ TRITON = (
         ("sizes = dict(CAUSAL=causal,", "sizes = dict(CAUSAL=False,"))),
     Version("dK and dV overwritten by each query block", "triton", "not-accumulated", _dkdv(
         ("dv += tl.dot(", "dv = tl.dot("), ("dk += tl.dot(", "dk = tl.dot("))),
+    Version("dV alone overwritten by each query block", "triton", "not-accumulated", _dkdv(
+        ("dv += tl.dot(", "dv = tl.dot("))),
+    Version("the causal mask in the dQ kernel only, the dK, dV kernel skipping the blocks "
+            "above the diagonal", "triton", "causal-one-pass", _dkdv(
+                ("for start in range(0, seq_q, BLOCK_M):",
+                 "for start in range((pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0, "
+                 "seq_q, BLOCK_M):"),
+                ("        if CAUSAL:\n"
+                 "            visible = visible & (cols[None, :] <= rows[:, None])\n", ""))),
     Version("dQ overwritten by each key block", "triton", "not-accumulated", _dq(
         ("dq += tl.dot(", "dq = tl.dot("))),
     Version("the accumulators in the inputs' dtype", "triton", "acc-16-bit", _dkdv(

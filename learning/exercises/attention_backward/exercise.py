@@ -83,8 +83,11 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
       pass "dkdv" and the dQ pass "dq");
     - ``scaled``: the gradients multiplied by 1/sqrt(d) ("dk", "dq");
     - ``overwrite``: the gradients set to the last block's contribution instead of summed over
-      the blocks ("dkdv": over query blocks; "dq": over key blocks, with ``skip`` only those
-      that start before the end of the query block, as a causal kernel that skips the rest);
+      the blocks ("dkdv", or "dk" or "dv" alone: over query blocks; "dq": over key blocks);
+    - ``skip``: with ``causal``, each pass reads only the blocks a causal kernel that skips
+      the rest reads (the dQ pass, the key blocks that start before the end of the query
+      block; the dK, dV pass, the query blocks from the one holding the key block's first
+      row): what a missing mask or an overwrite then sums differs;
     - ``acc_dtype``: the accumulators rounded to this dtype after every block.
     """
     np = _np()
@@ -112,15 +115,19 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
             return x if acc_dtype is None else round_to_dtype(x, acc_dtype)
 
         p_kv, ds_kv = pass_of("dkdv")
+        if skip and causal:  # query rows before each key block's first query block: unread
+            first = (np.arange(lk) // block_n * block_n) // block_m * block_m  # (lk,)
+            read = np.arange(lq)[:, None] >= first[None, :]
+            p_kv, ds_kv = np.where(read, p_kv, 0.0), np.where(read, ds_kv, 0.0)
+        over_k = "dkdv" in overwrite or "dk" in overwrite
+        over_v = "dkdv" in overwrite or "dv" in overwrite
         dk, dv = np.zeros(k.shape), np.zeros(v.shape)
         for start in range(0, lq, block_m):
             rows = slice(start, start + block_m)
             part_v = np.swapaxes(p_kv[..., rows, :], -1, -2) @ do[..., rows, :]
             part_k = np.swapaxes(ds_kv[..., rows, :], -1, -2) @ q[..., rows, :]
-            if "dkdv" in overwrite:
-                dv, dk = rounded(part_v), rounded(part_k)
-            else:
-                dv, dk = rounded(dv + part_v), rounded(dk + part_k)
+            dv = rounded(part_v) if over_v else rounded(dv + part_v)
+            dk = rounded(part_k) if over_k else rounded(dk + part_k)
         _, ds_q = pass_of("dq")
         dq = np.zeros(q.shape)
         ends = np.minimum((np.arange(lq) // block_m + 1) * block_m, lk) if skip else \
@@ -344,7 +351,8 @@ TRITON_BUGS = _common_bugs(python=False) + (
         "over every block of queries, dQ over every block of keys. Start them at 0 before the "
         "loop and add to them (dk += ...), never assign (dk = ...) inside it",
         _triton_replay({"overwrite": ("dkdv",)}, {"overwrite": ("dq",)},
-                       {"overwrite": ("dkdv", "dq")}), hint=4),
+                       {"overwrite": ("dkdv", "dq")}, {"overwrite": ("dk",)},
+                       {"overwrite": ("dv",)}), hint=4),
     Bug("acc-16-bit", "an accumulator is kept in the inputs' 16-bit dtype: each block's sum is "
         "rounded to float16, whose steps near 30,000 are 16 wide, and those roundings add up. "
         "Keep dk, dv and dq in tl.float32 and convert once, at the store",
