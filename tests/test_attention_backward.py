@@ -302,11 +302,15 @@ def test_an_element_is_named_in_its_gradient_with_its_own_index():
     from learning.grader import compare, observe
 
     pieces = (("dQ", 2), ("dK", 3), ("dV", 3))
-    assert compare._in_piece(pieces, (0, 0, 1, 4)) == "dQ[0, 0, 1, 4]"
-    assert compare._in_piece(pieces, (0, 0, 5, 0)) == "dV[0, 0, 0, 0]"
+    assert observe.in_piece(pieces, (0, 0, 1, 4)) == "dQ[0, 0, 1, 4]"
+    assert observe.in_piece(pieces, (0, 0, 5, 0)) == "dV[0, 0, 0, 0]"
     bad = np.zeros((1, 1, 8, 2), dtype=bool)
     bad[0, 0, 2, 1] = True
     assert observe.by_piece(bad, pieces) == "dQ and dV match; in dK 1 of 6 values differs"
+    # where the first differing value lies, in the same terms, not the stacked output's
+    want = np.zeros((1, 1, 8, 2))
+    said = observe.describe_values(np.where(bad, 1.0, 0.0), want, 1e-3, 1e-3, pieces=pieces)
+    assert said[0] == "the first at dK[0, 0, 0, 1]", said
     # pieces that do not tile the output are not used
     assert compare._pieces(PYTHON, ([[0.0]] * 2, [[0.0]] * 3, [[0.0]] * 3, [[0.0]] * 2,
                                     [[0.0]] * 2, [0.0] * 2), (9, 1)) == ()

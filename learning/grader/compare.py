@@ -818,7 +818,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     bad = np.argwhere(~good)
     pieces = _pieces(part, args, got.shape)
     mismatches = [Mismatch(tuple(int(i) for i in idx), float(want[tuple(idx)]),
-                           float(got[tuple(idx)]), _in_piece(pieces, idx))
+                           float(got[tuple(idx)]), observe.in_piece(pieces, idx))
                   for idx in bad[:MAX_MISMATCHES_SHOWN]]
     causes = _recognise(part, case, got, args, want)
     if part.returns == "tensor" and case.fill_outputs_with_nan:
@@ -843,7 +843,7 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     dtype = next((getattr(a, "stored_dtype", "") for a in args
                   if getattr(a, "stored_dtype", "")), "float64")
     observations = _observed(observe.describe_values, got, want, tolerance.atol, tolerance.rtol,
-                             inputs, part.observe, dtype, names)
+                             inputs, part.observe, dtype, names, pieces)
     if pieces:
         observations = (observe.by_piece(~good, pieces), *observations)
     # as many decimals as it takes for the differing values shown to print differently
@@ -864,20 +864,6 @@ def _pieces(part: Part, args: tuple, shape: tuple) -> tuple[tuple[str, int], ...
     except Exception:  # noqa: BLE001 - arguments of a case the pieces do not describe
         return ()
     return pieces if sum(n for _, n in pieces) == shape[-2] else ()
-
-
-def _in_piece(pieces: tuple[tuple[str, int], ...], index) -> str:
-    """"dV[0, 0, 3, 1]": the element at ``index`` of the whole output, named in its piece."""
-    if not pieces or len(index) < 2:
-        return ""
-    start, row = 0, int(index[-2])
-    for name, length in pieces:
-        if row < start + length:
-            inner = [int(i) for i in index]
-            inner[-2] = row - start
-            return f"{name}[{', '.join(str(i) for i in inner)}]"
-        start += length
-    return ""
 
 
 def _observed(describe, *args) -> tuple[str, ...]:

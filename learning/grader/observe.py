@@ -29,10 +29,11 @@ MAX_ROWS_COMPARED = 256  # rows searched for "this row is another row of the ref
 
 
 def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(),
-                    dtype: str = "float64", names=()) -> list[str]:
+                    dtype: str = "float64", names=(), pieces=()) -> list[str]:
     """Sentences about how ``got`` differs from ``want`` (float64 arrays of one shape);
     ``dtype`` is what the case's tensors are stored in (float64 for Python lists); ``names``
-    are the parameter names of ``inputs``, where known."""
+    are the parameter names of ``inputs``, where known; ``pieces`` the named results stacked
+    along the second-to-last axis (dq, dk, dv), each position then named in its own."""
     import numpy as np
 
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -46,7 +47,8 @@ def describe_values(got, want, atol: float, rtol: float, inputs=(), properties=(
     # values an input holds already carry its digits: no sign of rounding, to decimal places
     # or to a format's precision
     rounded = "" if copied else _rounded(got, want)
-    said = [s for s in (_where(bad), rounded or _size(got, want, bad, dtype,
+    where = _first_in_piece(bad, pieces) if pieces else _where(bad)
+    said = [s for s in (where, rounded or _size(got, want, bad, dtype,
                                                       systematic=bool(scaled or copied)),
                         scaled, copied,
                         _other_rows(got, want, bad, atol, rtol),
@@ -73,6 +75,31 @@ def by_piece(bad, pieces: tuple[tuple[str, int], ...]) -> str:
             right.append(name)
     said = f"{' and '.join(right)} {'matches' if len(right) == 1 else 'match'}" if right else ""
     return "; ".join(s for s in [said, *wrong] if s)
+
+
+def in_piece(pieces: tuple[tuple[str, int], ...], index) -> str:
+    """"dV[0, 0, 3, 1]": the element at ``index`` of the whole output, named in its piece."""
+    if not pieces or len(index) < 2:
+        return ""
+    start, row = 0, int(index[-2])
+    for name, length in pieces:
+        if row < start + length:
+            inner = [int(i) for i in index]
+            inner[-2] = row - start
+            return f"{name}[{', '.join(str(i) for i in inner)}]"
+        start += length
+    return ""
+
+
+def _first_in_piece(bad, pieces: tuple[tuple[str, int], ...]) -> str:
+    """Where the first differing value lies, named in its piece: "the first at dK[0, 0, 1, 0]"
+    (by_piece says how many differ in each)."""
+    import numpy as np
+
+    flat = np.flatnonzero(bad)
+    if not len(flat):
+        return ""
+    return f"the first at {in_piece(pieces, np.unravel_index(int(flat[0]), bad.shape))}"
 
 
 def _where(bad) -> str:
