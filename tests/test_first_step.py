@@ -722,6 +722,7 @@ def test_a_name_reused_for_a_value_of_the_learners_own_is_not_taken_for_the_firs
     assert any("dy in the program of row 1 differs" in words for words in said.values()), said
 
 
+@loops_in_the_interpreter
 def test_a_programs_last_steps_under_a_name_the_reference_used_are_passed_over(tmp_path):
     """s = the row's total and m = its maximum as each program ends, then rows read n_cols
     apart: the first wrong step is row 1's, not row 0's reused names."""

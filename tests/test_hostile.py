@@ -2159,7 +2159,7 @@ def test_only_torchs_computations_written_into_a_kernels_memory_are_looked_at():
     assert lineage.computed_into(10, clone_of_input) == ""
     assert lineage.computed_into(10, {10: ("empty_like", [1])}) == ""
     assert lineage.computed_into(10, softmax_copied_in) == "softmax"
-    assert lineage.computed_into(10, scaled_in_place) == "mul_"
+    assert lineage.computed_into(10, scaled_in_place) == "mul"  # (in place: by its function)
 
 
 # torch's answer put in the output's own storage, just past the part returned: the kernel
