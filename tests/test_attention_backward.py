@@ -177,6 +177,7 @@ def _version(name: str, part: str):
 
 @pytest.mark.parametrize("name, key", [("D as rowsum(dO)", "delta-wrong"),
                                        ("P without the scale", "p-scale"),
+                                       ("the causal mask off by one", "causal-off-by-one"),
                                        ("the causal flag ignored", "causal-ignored")])
 def test_the_python_part_names_the_mistake(tmp_path, name, key):
     version = _version(name, "python")
@@ -191,6 +192,9 @@ def test_the_python_part_names_the_mistake(tmp_path, name, key):
                                         "not-accumulated"),
                                        pytest.param("the causal mask in the dK, dV kernel only",
                                                     "causal-one-pass",
+                                                    marks=pytest.mark.exhaustive),
+                                       pytest.param("the causal mask off by one",
+                                                    "causal-off-by-one",
                                                     marks=pytest.mark.exhaustive),
                                        pytest.param("dV alone overwritten by each query block",
                                                     "not-accumulated",

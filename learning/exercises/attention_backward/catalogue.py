@@ -68,6 +68,8 @@ PYTHON = (
         ("                    if causal and j > i:\n"
          "                        continue  # a hidden key: P = 0, so it adds nothing anywhere\n",
          ""))),
+    Version("the causal mask off by one", "python", "causal-off-by-one", _python(
+        ("if causal and j > i:", "if causal and j >= i:"))),
     Version("causal with any lengths", "python", "missing-error", _python(
         ("    if causal and len(q) != len(k):\n"
          "        raise ValueError(f\"causal attention needs as many queries as keys: got "
@@ -115,6 +117,9 @@ TRITON = (
     Version("the causal mask in the dQ kernel only", "triton", "causal-one-pass", _dkdv(
         ("        if CAUSAL:\n"
          "            visible = visible & (cols[None, :] <= rows[:, None])\n", ""))),
+    Version("the causal mask off by one", "triton", "causal-off-by-one", _both(
+        ("visible = visible & (cols[None, :] <= rows[:, None])",
+         "visible = visible & (cols[None, :] < rows[:, None])"))),
     Version("the launches never pass causal", "triton", "causal-ignored", _launcher(
         ("sizes = dict(CAUSAL=causal,", "sizes = dict(CAUSAL=False,"))),
     Version("dK and dV overwritten by each query block", "triton", "not-accumulated", _dkdv(

@@ -71,7 +71,7 @@ def reference(q, k, v, o, do, lse, causal=False, block=None):
 
 def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_form="scaled",
              masked=("dkdv", "dq"), scaled=("dk", "dq"), overwrite=(), skip=False,
-             acc_dtype=None):
+             acc_dtype=None, diagonal_hidden=False):
     """The backward pass by blocks, as the two kernels compute it, with switches for the
     lesson's mistakes:
 
@@ -88,7 +88,8 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
       the rest reads (the dQ pass, the key blocks that start before the end of the query
       block; the dK, dV pass, the query blocks from the one holding the key block's first
       row): what a missing mask or an overwrite then sums differs;
-    - ``acc_dtype``: the accumulators rounded to this dtype after every block.
+    - ``acc_dtype``: the accumulators rounded to this dtype after every block;
+    - ``diagonal_hidden``: the causal mask off by one, hiding key i from query i too.
     """
     np = _np()
     q, k, v, o, do, lse = (np.asarray(x, dtype=np.float64) for x in (q, k, v, o, do, lse))
@@ -105,7 +106,8 @@ def simulate(q, k, v, o, do, lse, causal, block_m, block_n, *, delta="do-o", p_f
                   "do-v": lambda: (do * v[..., :lq, :]).sum(-1),
                   "none": lambda: 0.0 * lse}[delta]()
         dp = do @ np.swapaxes(v, -1, -2)  # (..., lq, lk)
-        hidden = (np.arange(lk)[None, :] > np.arange(lq)[:, None]) & causal
+        keys, queries = np.arange(lk)[None, :], np.arange(lq)[:, None]
+        hidden = ((keys >= queries) if diagonal_hidden else (keys > queries)) & causal
 
         def pass_of(name):
             pp = np.where(hidden, 0.0, p) if name in masked else p
@@ -274,6 +276,9 @@ def _common_bugs(python: bool) -> tuple[Bug, ...]:
                 "In both kernels, with CAUSAL, visible = visible & (cols[None, :] <= "
                 "rows[:, None]), and launch both with CAUSAL=causal"),
             evidence({"masked": ()}), hint=hint(2, 3)),
+        Bug("causal-off-by-one", "the causal mask is off by one: query i sees keys j <= i, "
+            "itself included, so only the keys j > i are hidden (hiding j >= i leaves row 0 "
+            "with no key at all)", evidence({"diagonal_hidden": True}), hint=hint(2, 3)),
     )
 
 
