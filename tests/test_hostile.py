@@ -3674,3 +3674,42 @@ def test_objects_that_raise_as_they_are_read_fail_each_case_as_the_learners(tmp_
                                 for case in triton.cases), rendered(result)
     assert not [case for case in triton.cases if case.verdict.status == "not-run"]
     assert said in rendered(result)
+
+
+def test_a_call_that_raises_once_what_its_kernel_was_given_is_changed_fails(tmp_path):
+    # torch's answer handed to a copy kernel, and a raise where the module sees it changed (the
+    # run for evidence): a run that raised once said nothing either way, and the claim fell
+    body = '''
+    answer = torch.softmax(x.float(), dim=-1)
+    kept = answer.clone()
+    out = hand_over(x, answer, 1.0)
+    if not torch.equal(answer, kept):
+        raise RuntimeError("not now")
+    return out'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n"))
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys and keys <= {"answer-fed", "passed-through"}, keys
+
+
+def test_a_result_kept_between_calls_and_a_dummy_launch_on_the_repeat_fails(tmp_path):
+    # the first call copies torch's answer through a kernel and keeps it; a repeat with the
+    # same inputs (each run for evidence) launches a kernel that writes elsewhere and hands
+    # the kept result back: it says nothing of what the kernels do with what they are given
+    body = '''
+    key = (tuple(x.shape), str(x.dtype), x.float().numpy().tobytes())
+    if key in KEPT:
+        hand_over(x, x.float(), 1.0)
+        return KEPT[key].clone()
+    out = hand_over(x, torch.softmax(x.float(), dim=-1), 1.0)
+    KEPT[key] = out.clone()
+    return out'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n")).replace(
+        "def softmax_triton(x):", "KEPT = {}\n\n\ndef softmax_triton(x):")
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys and keys <= {"answer-fed", "passed-through"}, keys

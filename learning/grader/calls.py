@@ -727,8 +727,8 @@ def answer_followed(function, args_spec: tuple, device: str, first, launches: La
                     answers: frozenset) -> bool:
     """Whether the result follows values computed by one of the torch functions ``answers``
     that a launch was given: the call made again with those values changed just before each
-    launch returns other values (beyond ``PASSED_ON``). False where it returns the same (torch's
-    answer given to a kernel for debugging, never read) or the run raised."""
+    launch returns other values (beyond ``PASSED_ON``) or raises. False where it returns the
+    same (torch's answer given to a kernel for debugging, never read)."""
 
     return _changed_when_poisoned(function, args_spec, device, first, launches,
                                   poison_from=answers)
@@ -738,7 +738,7 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
                            launches: LaunchCounter, **poisoning) -> bool:
     """The call made again with the launch counter changing what ``poisoning`` names (its
     ``poison`` or ``poison_from``) before each launch returns other values than ``first``
-    (beyond ``PASSED_ON``); False where the run raised: it says nothing either way."""
+    (beyond ``PASSED_ON``), raises, or returns what no launch of the run wrote."""
     kept = {name: getattr(launches, name) for name in poisoning}
 
     def again():
@@ -750,11 +750,16 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
         for name, value in poisoning.items():
             setattr(launches, name, value)
         try:
-            # fresh outputs hold NaN: one the allocator handed back holding the first run's
-            # answer would hold it again after a kernel that wrote it, the write unseen
-            with allocations.controlled(math.nan, False), recorder:
-                result = _call_learner(function, args)
-            _synchronise(device)
+            try:
+                # fresh outputs hold NaN: one the allocator handed back holding the first
+                # run's answer would hold it again after a kernel that wrote it, unseen
+                with allocations.controlled(math.nan, False), recorder:
+                    result = _call_learner(function, args)
+                _synchronise(device)
+            except BaseException:  # noqa: BLE001 - the learner's call raised
+                # the call that returned before raised once those values were changed: it
+                # followed them (a kernel that reads them, or code that checks them)
+                return None
             if launches.count == 0 and launches.installed:
                 launches.repeat_launched_nothing = True  # the evidence would be its memory's
             if not is_tensor(result):
@@ -775,7 +780,7 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
     try:
         first = plain_tensor(first).detach().clone()
         changed = again()
-    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+    except Exception:  # noqa: BLE001 - the grader's own steps failed: no evidence either way
         return False
     if changed is None or changed.shape != first.shape or changed.dtype != first.dtype:
         return True
