@@ -3563,6 +3563,19 @@ HANDED_OVER = {
                 return func(*args, **(kwargs or {}))
 
     return hand_over(x, x.as_subclass(Quiet).neg().as_subclass(torch.Tensor), -1.0)''',
+    # Triton takes any object with data_ptr and dtype as a pointer: a wrapper of torch's
+    # answer, which the launch counter (looking at torch tensors) once passed over
+    "triton.reinterpret's wrapper": '''
+    return hand_over(x, triton.reinterpret(torch.softmax(x.float(), dim=-1), tl.float32), 1.0)''',
+    "an object that only holds the pointer": '''
+    class Pointer:  # every attribute its tensor's (shape, strides, storage), but no tensor
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def __getattr__(self, name):
+            return getattr(self.tensor, name)
+
+    return hand_over(x, Pointer(torch.softmax(x.float(), dim=-1)), 1.0)''',
 }
 
 
@@ -3699,7 +3712,7 @@ def test_a_result_kept_between_calls_and_a_dummy_launch_on_the_repeat_fails(tmp_
     # same inputs (each run for evidence) launches a kernel that writes elsewhere and hands
     # the kept result back: it says nothing of what the kernels do with what they are given
     body = '''
-    key = (tuple(x.shape), str(x.dtype), x.float().numpy().tobytes())
+    key = (tuple(x.shape), str(x.dtype), x.float().cpu().numpy().tobytes())
     if key in KEPT:
         hand_over(x, x.float(), 1.0)
         return KEPT[key].clone()
@@ -3713,3 +3726,30 @@ def test_a_result_kept_between_calls_and_a_dummy_launch_on_the_repeat_fails(tmp_
     assert triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys and keys <= {"answer-fed", "passed-through"}, keys
+
+
+@pytest.mark.gpu  # (the interpreter reads a pointer's memory through its storage)
+def test_a_pointer_to_memory_the_grader_cannot_find_fails_the_case(tmp_path):
+    # a tensor made at import, filled with torch's answer, handed over through an object that
+    # is no tensor and hides its storage (a compiled launch needs only data_ptr and dtype):
+    # the launch counter cannot follow that memory
+    body = '''
+    class Pointer:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def __getattr__(self, name):
+            if name in ("untyped_storage", "base"):
+                raise AttributeError(name)
+            return getattr(self.tensor, name)
+
+    kept = STASH[:x.numel()].view(x.shape)
+    kept.copy_(torch.softmax(x.float(), dim=-1))
+    return hand_over(x, Pointer(kept), 1.0)'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n")).replace(
+        "def softmax_triton(x):", "STASH = torch.zeros(1 << 20, device='cuda')\n\n\ndef softmax_triton(x):")
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert "pointer-unseen" in keys, rendered(result)

@@ -129,6 +129,9 @@ class LaunchCounter:
         # a call made again for evidence, with the same inputs, returned having launched no
         # kernel (a result kept from the first call and handed back): set by those runs
         self.repeat_launched_nothing = False
+        # the kind of the first object a launch was given as a pointer whose memory the
+        # check could not follow (no tensor, nor a wrapper of one it could find)
+        self.pointers_unseen = ""
         # the memories launches changed, noted where a set (the runs that change what the
         # kernels were given: a result no kernel wrote there is no evidence of what they do)
         self.wrote: set[int] | None = None
@@ -206,7 +209,7 @@ class LaunchCounter:
 
         def run(self, *args, **kwargs):
             counter.count += 1
-            arguments = [*args, *kwargs.values()]
+            arguments = counter._as_tensors([*args, *kwargs.values()])
             counter._compare_inputs()
             counter._note_threads()
             counter._note_unseen_writes(arguments)
@@ -235,6 +238,32 @@ class LaunchCounter:
             return launched
 
         return run
+
+    def _as_tensors(self, arguments: list) -> list:
+        """The launch's arguments, each object Triton takes as a pointer that is no torch
+        tensor (triton.reinterpret's wrapper, any object with data_ptr and dtype) seen as a
+        tensor over the memory it points into, so that every check of a launch's tensors
+        sees it too. One whose memory is none the check can find is noted (``unseen``)."""
+        seen = []
+        for argument in arguments:
+            if is_tensor(argument):
+                seen.append(argument)
+                continue
+            with contextlib.suppress(Exception):  # an attribute that raises: no wrapper
+                base = getattr(argument, "base", None)
+                if is_tensor(base):  # a tensor descriptor's tensor, a reinterpreted one
+                    seen.append(plain_tensor(base))
+                    continue
+            if not callable(getattr(argument, "data_ptr", None)):
+                seen.append(argument)
+                continue
+            tensor = _memory_of(argument, self.given, self.recorder)
+            if tensor is None:
+                self.pointers_unseen = self.pointers_unseen or _type_name(argument)
+                seen.append(argument)
+            else:
+                seen.append(tensor)
+        return seen
 
     def _compare_inputs(self):
         """Note the call's tensor arguments that hold other values than the caller gave, as a
@@ -447,6 +476,11 @@ class LaunchCounter:
         self.numbers = set()
         return count if self.installed else None
 
+    def unseen_pointers(self) -> str:
+        """The kind of object noted by ``_as_tensors`` since the last call, cleared."""
+        kind, self.pointers_unseen = self.pointers_unseen, ""
+        return kind
+
     def _remember_left(self) -> None:
         """Keep what this call's launches left in their small memories for the next calls."""
         for address, (_, copy_left) in self.left.items():
@@ -516,6 +550,10 @@ class LaunchCounter:
                 tensor = plain_tensor(tensor).detach()
                 kept = self.left.get(tensor.untyped_storage().data_ptr())
                 if kept is None:
+                    # a copy of a launch's memory (out.clone()): that memory as the launch
+                    # left it, or torch's answer written over it before the copy was taken
+                    if self._copied_after_change(tensor):
+                        changed.append(position)
                     continue
                 left = kept[1]
                 then = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
@@ -525,6 +563,19 @@ class LaunchCounter:
             except Exception:  # noqa: BLE001 - not comparable (a view the copy cannot take)
                 continue
         return tuple(changed)
+
+
+    def _copied_after_change(self, tensor) -> bool:
+        """Whether ``tensor`` was copied (through copies alone, in the call's record) from a
+        memory a launch was given that holds other bytes now than the launch left there."""
+        made = getattr(self.recorder, "made", None)
+        if made is None:
+            return False
+        for address in lineage.copied_memories(tensor, made):
+            kept = self.left.get(address)
+            if kept is not None and not _same_storage(kept[0], kept[1]):
+                return True
+        return False
 
 
 # How close a result must be to a tensor a kernel was given for the kernel to have possibly
@@ -911,6 +962,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     numbers_fed = False  # plain numbers as a route for the result's values (a kernel part's)
     if launches is not None:
         launches.taken()  # launches the grader's own steps made do not count
+        launches.unseen_pointers()  # nor what an earlier case's runs noted
     # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
     recorder = lineage.function_mode() if launches is not None else None
     if launches is not None:
@@ -1045,6 +1097,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
                                                             result, launches)
     if launches is not None:
         returned.repeat_launched_nothing = launches.repeat_launched_nothing
+        returned.pointer_unseen = launches.unseen_pointers()
     returned.hooks_left = hooks.taken()
     return returned
 
@@ -1121,6 +1174,28 @@ def _raised(exc: BaseException, learner_file: str, seconds: float) -> Raised:
     return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
                   learner_traceback(exc, learner_file),
                   not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+
+
+def _memory_of(pointer, given: dict, recorder):
+    """A tensor over the memory an object Triton takes as a pointer points into: the storage it
+    names (``untyped_storage()``), or a memory of the call's (given to an earlier launch, or
+    noted by the record of torch's work) that holds its address; None where there is none."""
+    import torch
+
+    storages = []
+    with contextlib.suppress(Exception):
+        storage = pointer.untyped_storage()
+        if isinstance(storage, torch.UntypedStorage):
+            storages.append(storage)
+    storages += [*given.values(), *getattr(recorder, "held", ())]
+    with contextlib.suppress(Exception):
+        address = int(pointer.data_ptr())
+        for storage in storages:
+            start = storage.data_ptr()
+            if start <= address < start + max(1, storage.nbytes()):
+                return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(
+                    storage, 0, (storage.nbytes(),), (1,))
+    return None
 
 
 def _type_name(value, unnamed: str = "object") -> str:

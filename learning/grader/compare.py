@@ -135,6 +135,9 @@ COMMON_BUGS = {
             "without a kernel launch the grader could count, which is what a result kept "
             "from an earlier call and handed back does: a kernel part grades what its "
             "kernels compute, every call, so launch one (kernel[grid](...)) in each"),
+        Bug("pointer-unseen", "a kernel launch was given, as a pointer, an object that is no "
+            "torch tensor and wraps none the grader could find: what that memory holds, and "
+            "who computed it, cannot be followed. Pass the torch tensors themselves"),
         Bug("thread-beside-kernel", "a thread your code started ran beside the kernel: "
             "another thread can write the output while the kernel runs (or waits), and the "
             "grader sees only what the calling thread does. This part grades what your "
@@ -439,6 +442,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("hook-left", f"when your code returned, {returned.hooks_left} held a hook "
                      "it had set, which the grader's own code would have run through: the "
                      "result cannot be judged")
+    if part.needs_kernels and getattr(returned, "pointer_unseen", ""):
+        return _fail("pointer-unseen", f"a kernel launch was given a {returned.pointer_unseen} "
+                     "as a pointer: no torch tensor, and no memory the grader could find")
     if part.needs_kernels and getattr(returned, "repeat_launched_nothing", False):
         return _fail("result-kept", "the grader called your function again with the same "
                      "inputs, and that call returned without launching any kernel, though "

@@ -70,6 +70,17 @@ WORK = frozenset({
     "chain_matmul", "linalg_multi_dot", "matrix_power", "linalg_matrix_power",
     "softmax", "_softmax", "log_softmax", "_log_softmax", "special_softmax",
     "special_log_softmax", "softmin", "scaled_dot_product_attention",
+    # sums and maxima over windows, which padding can make return as many values as they
+    # read (a pooling window as wide as the row gives each element its row's maximum), and
+    # scatters that sum or reduce into places
+    *(f"{kind}_pool{n}d" for kind in ("max", "avg", "lp", "adaptive_max", "adaptive_avg")
+      for n in (1, 2, 3)),
+    "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "fractional_max_pool2d", "fractional_max_pool3d",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution", "unfold", "fold", "embedding_bag", "bincount", "histc", "histogram",
+    "scatter_add", "scatter_reduce", "index_add", "index_reduce", "segment_reduce",
+    "trapezoid", "trapz", "cumulative_trapezoid", "diff",
 })
 MOST_STEPS = 1024  # memories (and earlier versions) followed back from one
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
@@ -251,6 +262,16 @@ def copied_from(result, made: dict, sources: set) -> bool:
         return True
     return any(here in sources for here, _ in _back(start, made,
                                                     lambda entry: entry[0] in COPIES))
+
+
+def copied_memories(result, made: dict) -> list[int]:
+    """The memories the returned tensor's values were copied from, through copies alone
+    (its own first)."""
+    try:
+        start = _address(result)
+    except Exception:  # noqa: BLE001 - a tensor without memory of its own
+        return []
+    return [here for here, _ in _back(start, made, lambda entry: entry[0] in COPIES)]
 
 
 def reads_from(address: int, made: dict, sources: set) -> bool:

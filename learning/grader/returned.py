@@ -82,6 +82,9 @@ class Returned:
     # kernel parts: a call made again with the same inputs, for evidence, returned having
     # launched no kernel (a result kept from the first call, handed back)
     repeat_launched_nothing: bool = False
+    # kernel parts: the kind of object a launch was given as a pointer, no torch tensor, whose
+    # memory the check could not follow (learning.grader.calls._memory_of)
+    pointer_unseen: str = ""
     # the hooks (sys.settrace, sys.setprofile, sys.monitoring) the learner's code had set when
     # a call of it returned, put back before the grader's code ran on (learning.grader.hooks)
     hooks_left: str = ""
