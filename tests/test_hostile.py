@@ -3747,7 +3747,8 @@ def test_a_pointer_to_memory_the_grader_cannot_find_fails_the_case(tmp_path):
     kept.copy_(torch.softmax(x.float(), dim=-1))
     return hand_over(x, Pointer(kept), 1.0)'''
     module = COPYING_KERNEL.replace("{body}", body.strip("\n")).replace(
-        "def softmax_triton(x):", "STASH = torch.zeros(1 << 20, device='cuda')\n\n\ndef softmax_triton(x):")
+        "def softmax_triton(x):",
+        "STASH = torch.zeros(1 << 20, device='cuda')\n\n\ndef softmax_triton(x):")
     result = grade_text(tmp_path, "softmax", module, ["triton"])
     triton = result.parts[0]
     assert triton.passed == 0, rendered(result)
