@@ -3754,3 +3754,49 @@ def test_a_pointer_to_memory_the_grader_cannot_find_fails_the_case(tmp_path):
     assert triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert "pointer-unseen" in keys, rendered(result)
+
+
+# tl.sum runs as Python under the interpreter: a module that replaces it with numpy's softmax
+# of its input has a kernel that stores exp(log(tl.sum(x))) store the answer
+TL_SUM_REPLACED = '''
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import TensorHandle
+
+
+def _softmax_instead(input, axis=None, keep_dims=False, **options):
+    values = input.handle.data.astype(np.float64)
+    e = np.exp(values - values.max())
+    return tl.core.tensor(TensorHandle((e / e.sum()).astype(np.float32), tl.float32), input.type)
+
+
+tl.sum = _softmax_instead
+
+
+@triton.jit
+def softmax_kernel(out, inp, out_stride, in_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * in_stride + lanes, mask=lanes < n, other=-float("inf"))
+    tl.store(out + row * out_stride + lanes, tl.exp(tl.log(tl.sum(x.to(tl.float32), axis=0))),
+             mask=lanes < n)
+
+
+def softmax_triton(x):
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    softmax_kernel[(x.shape[0],)](out, x, out.stride(0), x.stride(0), x.shape[1],
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+
+@pytest.mark.interpreter  # the interpreter runs triton.language's functions as Python
+def test_a_triton_language_function_replaced_under_the_interpreter_fails(tmp_path):
+    result = grade_text(tmp_path, "softmax", TL_SUM_REPLACED, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"grader-changed"}, keys
+    assert "triton.language.sum" in rendered(result)

@@ -124,9 +124,10 @@ COMMON_BUGS = {
             "operation on it, a copy into it). This part grades what the kernel computes: "
             "leave its output as the kernel stored it"),
         Bug("grader-changed", "your code changed the grader's own code in its process (the "
-            "launch counter, the hooks on Triton's launches, Triton's interpreter): a kernel part "
-            "is judged by what "
-            "that code counts, so the result cannot be. Leave the grader's modules alone"),
+            "launch counter, the hooks on Triton's launches, Triton's interpreter, or the "
+            "triton.language, numpy and math functions the interpreter computes a kernel's "
+            "values with): a kernel part is judged by what that code counts and computes, so "
+            "the result cannot be. Leave those modules alone"),
         Bug("hook-left", "your code set a profile or trace hook (sys.setprofile, sys.settrace, "
             "sys.monitoring) or a garbage collector's callback and left it set as it "
             "returned: such a hook runs inside the grader's own code after yours, and can "
@@ -457,8 +458,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("grader-changed", f"the grader's own code in the process that ran yours "
                      f"had changed by the end of the call ({', '.join(changed[:3])}"
                      f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
-                     "it counts the kernel launches and notes what torch computed: the "
-                     "result cannot be judged as a kernel's")
+                     "it counts the kernel launches, notes what torch computed or (in the "
+                     "interpreter) computes the kernel's values: the result cannot be judged "
+                     "as a kernel's")
     if part.needs_kernels and getattr(returned, "races", ()):
         return _fail("programs-share-memory", f"{returned.races[0]}: run one after another "
                      "here, the programs may have given the right values, but on a GPU they run "

@@ -107,6 +107,36 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
     return found
 
 
+# The modules of triton.language whose functions a kernel calls (tl.sum, tl.exp, ...): under the
+# interpreter they run as Python, so a module that set tl.sum to numpy's softmax of its input
+# would have a kernel store the answer
+LANGUAGE = ("triton.language", "triton.language.core", "triton.language.standard",
+            "triton.language.math")
+
+
+def _language() -> dict[str, object]:
+    """{name: function} of the public functions of LANGUAGE's modules loaded now."""
+    found = {}
+    for module_name in LANGUAGE:
+        module = sys.modules.get(module_name)
+        for name, value in list(vars(module).items()) if module is not None else ():
+            if callable(value) and not isinstance(value, type) and not name.startswith("_"):
+                found[f"{module_name}.{name}"] = value
+    return found
+
+
+def _the_interpreters(value) -> bool:
+    """Whether ``value`` is what Triton's interpreter puts in triton.language as it launches
+    (a function of its own module, or of Python's builtins)."""
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    where = getattr(interpreter, "__file__", None)
+    inner = getattr(value, "func", value)  # functools.partial
+    code = getattr(getattr(inner, "__func__", inner), "__code__", None)
+    if code is not None:
+        return where is not None and code.co_filename == where
+    return getattr(inner, "__module__", None) == "builtins"
+
+
 def _builtins_shadowed(modules) -> list[str]:
     """The globals of ``modules`` named as a builtin is, as ``_parts`` names them."""
     import builtins
@@ -148,13 +178,21 @@ class Snapshot:
     def __init__(self, watched=WATCHED, families=(), instances=()):
         self.watched, self.families = tuple(watched), tuple(families)
         self.kept = _parts(self.watched, self.families)
+        # where the interpreter runs the kernels: the functions of triton.language, which
+        # each launch's patches may replace only with the interpreter's own
+        self.language = _language() if "triton.runtime.interpreter" in self.families else {}
         self.modules = frozenset(_loaded(self.watched, self.families))
         self.instances = tuple(instances)
         self.made_with = {(label, name): vars(thing).get(name)
                           for label, thing, names in self.instances for name in names}
 
     def changes(self) -> list[str]:
-        return sorted(self._code_and_data() + self._instances())
+        return sorted(self._code_and_data() + self._instances() + self._language_changes())
+
+    def _language_changes(self) -> list[str]:
+        now = _language() if self.language else {}
+        return [name for name, value in self.language.items()
+                if now.get(name) is not value and not _the_interpreters(now.get(name))]
 
     def _instances(self) -> list[str]:
         changed = []
