@@ -3800,3 +3800,24 @@ def test_a_triton_language_function_replaced_under_the_interpreter_fails(tmp_pat
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys == {"grader-changed"}, keys
     assert "triton.language.sum" in rendered(result)
+
+
+def test_a_call_that_raises_once_what_its_kernels_stored_is_changed_fails(tmp_path):
+    # numpy's answer returned beside a copy kernel's launch, and a raise where the module
+    # sees what the kernel stored changed (the run for evidence that changes it)
+    body = '''
+    scratch = hand_over(x, x, 1.0)
+    if not torch.equal(scratch, x):
+        raise RuntimeError("not now")
+    v = x.double().cpu().numpy()
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    answer = torch.from_numpy(np.ascontiguousarray(e / e.sum(axis=1, keepdims=True)))
+    return answer.to(device=x.device, dtype=x.dtype)'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n"))
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"not-from-kernels"}, keys
+    assert "raised instead of returning values that follow them" in \
+        triton.cases[0].verdict.summary

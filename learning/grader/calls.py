@@ -840,8 +840,12 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
     return False
 
 
+# What ignores_kernels says of a run that raised: true, and told apart from a plain True
+RAISED = "raised"
+
+
 def ignores_kernels(function, args_spec: tuple, device: str, first,
-                    launches: LaunchCounter, started=None) -> bool:
+                    launches: LaunchCounter, started=None) -> bool | str:
     """Whether the returned tensor does not follow what the call's kernels store: the call
     made again, with what each launch stored changed just after it (``_clobber``), launches
     kernels and returns the same values. Asked only of a result whose memory no launch was
@@ -863,13 +867,17 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
             with allocations.controlled(math.nan, False):
                 again = _call_learner(function, args)
                 _synchronise(device)
+        except BaseException:  # noqa: BLE001 - the learner's call raised
+            # the call that returned a result no kernel's memory holds raised once what the
+            # kernels stored was changed: it did not return values that follow them
+            return RAISED
         finally:
             launches.clobber = False
             count = launches.taken()
         if count == 0:
             launches.repeat_launched_nothing = True
         again = plain_tensor(again).detach() if is_tensor(again) else None
-    except BaseException:  # noqa: BLE001 - a run that raised says nothing either way
+    except Exception:  # noqa: BLE001 - the grader's own steps failed: no evidence either way
         return False
     with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
         return bool(count) and again is not None and again.shape == first.shape and \
@@ -1055,10 +1063,11 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         # through tolist() is one): evidence that the kernels' stores do not reach it, or no
         # claim (autograd's engine makes gradients unseen too)
         ignored = ignores_kernels(function, args_spec, device, result, launches, evidence)
+        returned.evidence_raised = ignored == RAISED
         if wrapped:
             returned.computed_by_torch = wrapped if ignored else ""
         else:
-            returned.ignores_kernels = ignored
+            returned.ignores_kernels = bool(ignored)
             returned.written_by_torch = written if ignored else ""
     if returned.passed_through:  # evidence, or no claim (one more run of a lone tensor's call)
         returned.passed_through = depends_on_fed(

@@ -484,17 +484,18 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("computed-by-torch", _computed_by_torch(returned.computed_by_torch))
     if part.needs_kernels and returned.passed_through:
         return _fail("passed-through", _passed_through(returned.passed_through))
+    then = "raised instead of returning values that follow them" \
+        if getattr(returned, "evidence_raised", False) else "returned the same values"
     if part.needs_kernels and returned.ignores_kernels and returned.written_by_torch:
         return _fail("written-by-torch", f"what torch's {returned.written_by_torch} computed "
                      "was written into the memory of the tensor returned, a memory a kernel "
                      "launch was given; run "
-                     "again with what each launch stored changed just after it, the call "
-                     "returned the same values: they are not what a kernel stored")
+                     f"again with what each launch stored changed just after it, the call {then}:"
+                     " the result is not what a kernel stored")
     if part.needs_kernels and returned.ignores_kernels:
         return _fail("not-from-kernels", "the tensor returned is memory no kernel launch was "
                      "given and no torch function the check saw made; run again with what "
-                     "each launch stored changed just after it, the call returned the same "
-                     "values")
+                     f"each launch stored changed just after it, the call {then}")
     if part.needs_kernels and returned.changed_after_launch:
         which = ", ".join(str(p) for p in returned.changed_after_launch)
         where = "the returned tensor" if returned.type_name == "Tensor" else \

@@ -85,6 +85,9 @@ class Returned:
     # kernel parts: the kind of object a launch was given as a pointer, no torch tensor, whose
     # memory the check could not follow (learning.grader.calls._memory_of)
     pointer_unseen: str = ""
+    # kernel parts: the run for evidence that changes what the kernels stored raised, where
+    # the first call had returned (calls.ignores_kernels)
+    evidence_raised: bool = False
     # the hooks (sys.settrace, sys.setprofile, sys.monitoring) the learner's code had set when
     # a call of it returned, put back before the grader's code ran on (learning.grader.hooks)
     hooks_left: str = ""

@@ -134,7 +134,7 @@ _OUTCOME_FIELDS = {
                  "kernel_launches": (int, type(None)), "other_threads": (int,),
                  "unseen_between": (bool,), "pre_run_hooks": _TEXT, "answer_fed": _TEXT,
                  "repeat_launched_nothing": (bool,), "hooks_left": _TEXT,
-                 "pointer_unseen": _TEXT,
+                 "pointer_unseen": _TEXT, "evidence_raised": (bool,),
                  "seconds": (int, float)},
     "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
