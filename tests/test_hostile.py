@@ -3821,3 +3821,38 @@ def test_a_call_that_raises_once_what_its_kernels_stored_is_changed_fails(tmp_pa
     assert keys == {"not-from-kernels"}, keys
     assert "raised instead of returning values that follow them" in \
         triton.cases[0].verdict.summary
+
+
+# Triton takes a tuple of pointers as one kernel argument: torch's answer inside one was once
+# no tensor the launch counter looked at
+ANSWER_IN_A_TUPLE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(pair, out, out_stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    p = tl.load(pair[0] + row * n + lanes, mask=lanes < n, other=0.0)
+    unused = tl.sum(tl.exp(p), axis=0) * 0.0
+    tl.store(out + row * out_stride + lanes, p + unused, mask=lanes < n)
+
+
+def softmax_triton(x):
+    answer = torch.softmax(x.float(), dim=-1).contiguous()
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    copy_kernel[(x.shape[0],)]((answer, answer), out, out.stride(0), x.shape[1],
+                               BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+
+def test_an_answer_handed_over_in_a_tuple_of_pointers_fails(tmp_path):
+    result = grade_text(tmp_path, "softmax", ANSWER_IN_A_TUPLE, ["triton"],
+                        compile_check=False)  # the compile check's own test aside
+    triton = result.parts[0]
+    assert triton.passed == 0, rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys and keys <= {"answer-fed", "passed-through"}, keys

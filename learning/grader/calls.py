@@ -246,6 +246,11 @@ class LaunchCounter:
         sees it too. One whose memory is none the check can find is noted (``unseen``)."""
         seen = []
         for argument in arguments:
+            if type(argument) in (tuple, list) or _is_named_tuple(argument):
+                # Triton takes tuples of arguments (a kernel parameter that is a tuple of
+                # pointers): each of them is the launch's as much as a lone one
+                seen += self._as_tensors(list(argument))
+                continue
             if is_tensor(argument):
                 seen.append(argument)
                 continue
@@ -1183,6 +1188,10 @@ def _raised(exc: BaseException, learner_file: str, seconds: float) -> Raised:
     return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
                   learner_traceback(exc, learner_file),
                   not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+
+
+def _is_named_tuple(value) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 def _memory_of(pointer, given: dict, recorder):
