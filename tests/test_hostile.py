@@ -3856,3 +3856,24 @@ def test_an_answer_handed_over_in_a_tuple_of_pointers_fails(tmp_path):
     assert triton.passed == 0, rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys and keys <= {"answer-fed", "passed-through"}, keys
+
+
+def test_a_file_of_the_workers_packages_changed_is_set_aside_though_never_imported(
+        tmp_path, monkeypatch):
+    # the checking process imports neither triton nor torch, and a worker loads only some of
+    # their files: an execute bit taken off Triton's ptxas turned the compile check off for
+    # every later check, unseen. Every file of those packages is watched from the check
+    site = tmp_path / "site"
+    binary = site / "workerpackage" / "bin" / "ptxas"
+    binary.parent.mkdir(parents=True)
+    (site / "workerpackage" / "__init__.py").write_text("", encoding="utf-8")
+    binary.write_bytes(b"\x7fELF")
+    binary.chmod(0o755)
+    monkeypatch.setattr(installed, "installed_prefixes", lambda: (f"{site}/",))
+    monkeypatch.setattr(installed, "WORKER_PACKAGES", {"workerpackage": ""})
+    monkeypatch.syspath_prepend(str(site))
+    guard = integrity.Guard(tmp_path)
+    binary.chmod(0o644)
+    repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
+    assert repairs.installed == [str(binary)], repairs
+    assert "reinstall its package" in repairs.note("aside")

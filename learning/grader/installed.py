@@ -82,6 +82,30 @@ def package_files() -> set[str]:
     return found
 
 
+# The packages a check's workers run the learner's kernels with: every file of each is watched
+# from the checking process, which imports neither (Triton's own binaries too: a ptxas whose
+# execute bit a module took off would turn the compile check off for every later check)
+WORKER_PACKAGES = {"triton": "", "torch": ".py"}
+
+
+def worker_package_files() -> set[str]:
+    """The files of WORKER_PACKAGES (those ending as its value says), found without importing
+    them."""
+    import importlib.util
+
+    found = set()
+    for name, ending in WORKER_PACKAGES.items():
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for root, _, files in os.walk(folder):
+                if "__pycache__" not in root:  # (Python writes caches as modules first load)
+                    found.update(os.path.join(root, f) for f in files if f.endswith(ending))
+    return found
+
+
 def load_lazy_modules():
     """Import now what this process would otherwise import while it shows a check's result:
     rich's table of character widths, loaded when a line first holds a wide character."""

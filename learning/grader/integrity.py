@@ -222,7 +222,7 @@ class Guard:
         own = installed.loaded_files()
         # every file of those packages too: what this process imports of them later runs them
         self.installed = installed.stamps(
-            own | installed.package_files() |
+            own | installed.package_files() | installed.worker_package_files() |
             {f for f in module_files if installed.is_installed(f, prefixes)})
         # and the compiled caches this process's next start would run instead of its files
         # (not the warm process's thousand: stamping those too doubled the cost of every run):
