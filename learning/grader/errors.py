@@ -106,6 +106,11 @@ MEANINGS = (
             r"Pointer argument|cannot be accessed from Triton",
             "a kernel pointer argument must be a torch tensor on the kernel's device, "
             "not a list, a number or a tensor on another device"),
+    Meaning("dict-argument", ("TypeError",), r"failed to specialize argument of type: dict",
+            "Triton's launch was handed a dict as a kernel argument: either the launch passes "
+            "one (a kernel takes tensors, numbers and constexprs), or the kernel has a "
+            "parameter named params, which Triton's compiled launch (3.6 at least) binds to a "
+            "dict of its own: rename that parameter"),
     Meaning("division-by-zero", ("ZeroDivisionError",), r"",
             "a division by zero: the denominator (a sum, a count, a norm) was exactly 0 "
             "for this case's input"),
