@@ -81,6 +81,13 @@ class LaunchCounter:
         # what launches of earlier calls left in small memories: address -> a copy of the
         # bytes (``_left_by_kernels``), the latest last
         self.kernels_left: dict[int, object] = {}
+        # of those, what earlier cases' calls left (the runs for evidence of a case look up
+        # only these: not what the same case's first call left), set as each case starts
+        self.earlier_left: dict[int, object] = {}
+        # address: a copy of each small memory as the first launch of this call given it found
+        # it, so that only memories a kernel changed are kept in kernels_left (a table only
+        # read is no workspace of the kernels')
+        self.first_seen: dict[int, object] = {}
         # storage address: the storage, of every tensor a launch of this call was given (held,
         # so that no other tensor takes its address while the call runs)
         self.given: dict[int, object] = {}
@@ -216,6 +223,7 @@ class LaunchCounter:
             if getattr(self, "pre_run_hooks", None):  # code Triton runs inside the launch
                 counter.hooked = counter.hooked or getattr(self, "__name__", "a kernel")
             counter._note_fed(arguments)
+            counter._note_first_seen(arguments)
             counter._note_numbers(arguments)
             if counter.poison_numbers:
                 args = tuple(_other_number(a) for a in args)
@@ -321,7 +329,8 @@ class LaunchCounter:
                                                  inputs=self.inputs)
                 address = tensor.untyped_storage().data_ptr()
                 came_from = lineage.ancestry(address, made, self.inputs)
-                work = lineage.WORK | getattr(self.recorder, "reducing", set())
+                work = lineage.WORK | getattr(self.recorder, "reducing", set()) | \
+                    lineage.families_in(came_from)
                 if came_from & work and not lineage.reads_from(
                         address, made, self.inputs | (set(self.given) - {address})):
                     # computed from shapes and constants alone (a causal count of keys): no
@@ -335,6 +344,13 @@ class LaunchCounter:
                     came_from = came_from - {lineage.OUTSIDE}
                 if name in lineage.WRAPS:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
+                unseen = not name and not kernels_left and \
+                    lineage.made_unseen(tensor, made, self.given, self.inputs)
+                if unseen and tensor.is_floating_point() and tensor.numel() > 1 and \
+                        not _one_value(tensor):
+                    # an allocation holds one value (the check's fill, zeros): values that vary
+                    # were written into it by nothing the record saw (numpy, through its memory)
+                    came_from = came_from | {lineage.OUTSIDE}
                 if lineage.OUTSIDE in came_from:
                     # values made outside torch (numpy's, plain Python's) count only in
                     # number: an answer computed there, however changed, holds as many values
@@ -352,8 +368,7 @@ class LaunchCounter:
                     # the rows torch wrote its answer into, around the ones the kernel stores
                     _perturb(_whole_memory(tensor.detach()))
                     continue
-                if not name and not kernels_left and \
-                        lineage.made_unseen(tensor, made, self.given, self.inputs):
+                if unseen:
                     # values put there by nothing seen (numpy writing into an allocated
                     # output, torch with its function mode off): a fresh output holds only the
                     # check's fill, which no result matches
@@ -365,6 +380,16 @@ class LaunchCounter:
                     _perturb(tensor.detach())
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
+
+    def _note_first_seen(self, arguments: list):
+        """Copy each small memory the first launch of the call that is given it finds."""
+        for argument in arguments:
+            if is_tensor(argument):
+                with contextlib.suppress(Exception):  # a memory that cannot be read: not kept
+                    storage = argument.untyped_storage()
+                    if storage.data_ptr() not in self.first_seen and \
+                            storage.nbytes() <= KERNEL_LEFT_LARGEST:
+                        self.first_seen[storage.data_ptr()] = storage.clone()
 
     def _outside_so_far(self, tensor) -> int:
         """The values made outside torch that the call's launches were given, this tensor's
@@ -474,6 +499,7 @@ class LaunchCounter:
         """Launches since the last call, or None when launches cannot be seen here."""
         count, self.count = self.count, 0
         self._remember_left()
+        self.first_seen = {}
         self.left, self.given, self.fed = {}, {}, []
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
@@ -489,7 +515,9 @@ class LaunchCounter:
     def _remember_left(self) -> None:
         """Keep what this call's launches left in their small memories for the next calls."""
         for address, (_, copy_left) in self.left.items():
-            if copy_left.nbytes() <= KERNEL_LEFT_LARGEST:
+            found = self.first_seen.get(address)
+            if copy_left.nbytes() <= KERNEL_LEFT_LARGEST and found is not None and \
+                    not _same_storage(found, copy_left):
                 self.kernels_left.pop(address, None)
                 self.kernels_left[address] = copy_left
         while sum(kept.nbytes() for kept in self.kernels_left.values()) > KERNELS_LEFT_BYTES:
@@ -501,7 +529,7 @@ class LaunchCounter:
         back to zero by the kernels themselves, say), not values made outside torch."""
         with contextlib.suppress(Exception):
             storage = tensor.untyped_storage()
-            kept = self.kernels_left.get(storage.data_ptr())
+            kept = self.earlier_left.get(storage.data_ptr())
             return kept is not None and kept.device == storage.device and \
                 _same_storage(storage, kept)
         return False
@@ -976,6 +1004,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
     if launches is not None:
         launches.taken()  # launches the grader's own steps made do not count
         launches.unseen_pointers()  # nor what an earlier case's runs noted
+        launches.earlier_left = dict(launches.kernels_left)
     # a kernel part's call: which torch functions made which memory (learning.grader.lineage)
     recorder = lineage.function_mode() if launches is not None else None
     if launches is not None:
@@ -1037,7 +1066,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             # and values made outside torch, as many as the result holds: numpy's answer
             torch_answers = torch_answers | {lineage.OUTSIDE}
         if torch_answers:  # a reduction under any name, seen by the shapes it returned
-            torch_answers = torch_answers | getattr(recorder, "reducing", set())
+            torch_answers = torch_answers | getattr(recorder, "reducing", set()) | \
+                lineage.families_in(launches.fed_from)
         fed = torch_answers & launches.fed_from
         returned.answer_fed = min(fed & (own_answers | {lineage.OUTSIDE}) or fed, default="")
         # values handed to the kernels one plain number at a time: as many different ones as

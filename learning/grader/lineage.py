@@ -81,7 +81,21 @@ WORK = frozenset({
     "convolution", "unfold", "fold", "embedding_bag", "bincount", "histc", "histogram",
     "scatter_add", "scatter_reduce", "index_add", "index_reduce", "segment_reduce",
     "trapezoid", "trapz", "cumulative_trapezoid", "diff",
+    # sorts, counts, statistics and norms over a row, whatever their names
+    "msort", "argsort", "unique", "unique_consecutive", "searchsorted", "bucketize",
+    "count_nonzero", "all", "any", "cov", "corrcoef", "cdist", "pdist", "renorm", "normalize",
+    "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
+    "local_response_norm", "cross_entropy", "nll_loss", "kl_div", "outer", "ger", "kron",
+    "cross", "addr", "bilinear", "stft", "istft",
 })
+# Families of functions each of which does such work (torch.fft.fft is "fft_fft" to a function
+# mode, torch.linalg.solve "linalg_solve"): counted as WORK's are
+WORK_FAMILIES = ("fft_", "linalg_", "special_")
+
+
+def families_in(names) -> set[str]:
+    """The names of ``names`` that belong to WORK_FAMILIES."""
+    return {name for name in names if name.startswith(WORK_FAMILIES)}
 MOST_STEPS = 1024  # memories (and earlier versions) followed back from one
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 
