@@ -3600,6 +3600,21 @@ HANDED_OVER = {
     e = torch.pow(math.e, y - torch.where(torch.isinf(top), 0.0, top))
     total = torch.fft.fft(e)[:, :1].real
     return hand_over(x, 2 * e / total, 0.5)''',
+    # plain Python's answer put in a torch buffer one element at a time (an item set was a
+    # copy of nothing)
+    "plain Python's answer set item by item": '''
+    buffer = torch.empty(x.shape)
+    for i, row in enumerate(x.double().tolist()):
+        top = max(row)
+        e = [math.exp(v - top) if top != -math.inf else 0.0 for v in row]
+        for j, v in enumerate(e):
+            buffer[i, j] = 2 * v / (sum(e) or 1.0)
+    return hand_over(x, buffer, 0.5)''',
+    # torch's answer with one item set afterwards: the set once ended the buffer's history
+    "torch's answer with an item set after it": '''
+    answer = 2 * torch.softmax(x.float(), dim=-1)
+    answer[0, 0] = float(answer[0, 0])
+    return hand_over(x, answer, 0.5)''',
 }
 
 

@@ -154,6 +154,13 @@ def function_mode():
             if args and _is_tensor(args[0]) and (name == "__setitem__" or (
                     name.endswith("_") and not name.startswith("__"))):
                 written.add(_address(args[0]))  # an in-place method writes its tensor
+            # an item set writes part of its tensor, however much of it the tensor spans
+            whole = set() if name == "__setitem__" else \
+                {_address(t) for t in _tensors(args[:1]) if _spans_its_memory(t)}
+            if name == "__setitem__" and len(args) > 2 and not any(_tensors(args[2])):
+                # plain values put in (y[i, j] = v): made outside torch, as a fill's are, one
+                # write at a time (learning.grader.calls looks at what they add up to)
+                name = "fill_"
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
             # what it wrote: new memory, or a tensor it changed in place (scatter_reduce_ of a
@@ -166,10 +173,15 @@ def function_mode():
                 self.reducing.add(_shown(name))
             for address in written | made:
                 reads = tuple(read - {address})
-                if address in written and address in self.made and \
-                        name not in COPIES and name not in ALLOCATIONS:
-                    # computed in place: what it held before is kept as an earlier version,
-                    # which it was made from too (y.neg_() must not end y's history)
+                earlier = self.made.get(address)
+                if address in written and earlier is not None and earlier[0] == name and \
+                        set(reads) <= set(earlier[1]):
+                    continue  # the same step again (y[i, j] = v, element by element): noted
+                if address in written and address in self.made and not (
+                        name in ("copy_", "fill_", "zero_") and address in whole):
+                    # changed in place, not wholly overwritten: what it held before is kept as
+                    # an earlier version, which it was made from too (y.neg_() or y[0] = v must
+                    # not end y's history)
                     self.versions += 1
                     self.made[-self.versions] = self.made[address]
                     reads += (-self.versions,)
@@ -363,6 +375,15 @@ def _own_handler(types) -> bool:
         if kind is not torch.Tensor and getattr(handler, "__func__", handler) not in plain:
             return True
     return False
+
+
+def _spans_its_memory(tensor) -> bool:
+    """Whether ``tensor`` covers every byte of its storage (a write to it leaves nothing)."""
+    try:
+        return tensor.is_contiguous() and tensor.storage_offset() == 0 and \
+            tensor.numel() * tensor.element_size() == tensor.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - a tensor without plain memory
+        return False
 
 
 def _is_tensor(value) -> bool:
