@@ -3920,3 +3920,29 @@ def test_a_file_of_the_workers_packages_changed_is_set_aside_though_never_import
     repairs = guard.repair(tmp_path / ".course-state" / "set-aside")
     assert repairs.installed == [str(binary)], repairs
     assert "reinstall its package" in repairs.note("aside")
+
+
+def test_a_fold_of_strided_views_is_a_reduction(tmp_path):
+    # a row's maximum and sum by pairwise steps over its even and odd columns, halving until
+    # one is left: each step returns as many values as each view it reads, none as many as
+    # the row it reads them from
+    body = '''
+    def fold(values, step):
+        while values.shape[1] > 1:
+            if values.shape[1] % 2:
+                values = torch.cat((values, values[:, -1:]), dim=1)
+            values = step(values[:, 0::2], values[:, 1::2])
+        return values
+
+    y = x.float()
+    top = fold(y, torch.maximum)
+    e = torch.pow(math.e, y - torch.where(torch.isinf(top), 0.0, top))
+    total = fold(torch.cat((e, torch.zeros_like(e)), dim=1), torch.add)
+    return hand_over(x, 2 * e / total, 0.5)'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n"))
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    passed = {case.name for case in triton.cases if case.verdict.status == "passed"}
+    assert passed <= {"single column"} and triton.status == "failed", rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys and keys <= {"answer-fed", "passed-through"}, keys

@@ -157,7 +157,8 @@ def function_mode():
             # an item set writes part of its tensor, however much of it the tensor spans
             whole = set() if name == "__setitem__" else \
                 {_address(t) for t in _tensors(args[:1]) if _spans_its_memory(t)}
-            if name == "__setitem__" and len(args) > 2 and not any(_tensors(args[2])):
+            if name == "__setitem__" and len(args) > 2 and \
+                    next(_tensors(args[2]), None) is None:
                 # plain values put in (y[i, j] = v): made outside torch, as a fill's are, one
                 # write at a time (learning.grader.calls looks at what they add up to)
                 name = "fill_"
@@ -168,8 +169,7 @@ def function_mode():
             results = new or [t for t in _tensors((args, kwargs, out))
                               if _address(t) in written]
             if results and name not in COPIES and name not in ALLOCATIONS and \
-                    max(t.numel() for t in results) < max(
-                        (t.numel() for t in _tensors((args, kwargs))), default=0):
+                    max(t.numel() for t in results) < _most_read_of_one_memory(args, kwargs):
                 self.reducing.add(_shown(name))
             for address in written | made:
                 reads = tuple(read - {address})
@@ -375,6 +375,20 @@ def _own_handler(types) -> bool:
         if kind is not torch.Tensor and getattr(handler, "__func__", handler) not in plain:
             return True
     return False
+
+
+def _most_read_of_one_memory(args, kwargs) -> int:
+    """The most values read from one memory by a call: its different views of that memory
+    counted together (x[:, 0::2].maximum(x[:, 1::2]) reads all of x's row to return half of
+    it: a step of a fold, as a reduction's), a view given twice once."""
+    views: dict[int, dict] = {}
+    for tensor in _tensors((args, kwargs)):
+        try:
+            key = (tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
+            views.setdefault(_address(tensor), {}).setdefault(key, tensor.numel())
+        except Exception:  # noqa: BLE001 - a tensor without plain memory: counted alone
+            views.setdefault(id(tensor), {})[()] = tensor.numel()
+    return max((sum(seen.values()) for seen in views.values()), default=0)
 
 
 def _spans_its_memory(tensor) -> bool:
