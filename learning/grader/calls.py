@@ -516,8 +516,10 @@ class LaunchCounter:
         """Keep what this call's launches left in their small memories for the next calls."""
         for address, (_, copy_left) in self.left.items():
             found = self.first_seen.get(address)
-            if copy_left.nbytes() <= KERNEL_LEFT_LARGEST and found is not None and \
-                    not _same_storage(found, copy_left):
+            if copy_left.nbytes() <= KERNEL_LEFT_LARGEST and found is not None and (
+                    not _same_storage(found, copy_left) or _one_fill(copy_left)):
+                # changed by the kernels (partial sums), or one value they put back (counters
+                # back at zero): a workspace of theirs; not a table they only read
                 self.kernels_left.pop(address, None)
                 self.kernels_left[address] = copy_left
         while sum(kept.nbytes() for kept in self.kernels_left.values()) > KERNELS_LEFT_BYTES:
@@ -1218,6 +1220,22 @@ def _raised(exc: BaseException, learner_file: str, seconds: float) -> Raised:
     return Raised(name, _cut(safe_str(cause) + suggestion(cause) + dot_shapes(exc)),
                   learner_traceback(exc, learner_file),
                   not_started=not_started, seconds=seconds, gpu_lost=bool(fault))
+
+
+def _one_fill(storage) -> bool:
+    """Whether a storage holds one value repeated, in elements of 1, 2, 4 or 8 bytes."""
+    import torch
+
+    with contextlib.suppress(Exception):
+        raw = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(
+            storage, 0, (storage.nbytes(),), (1,))
+        for width, kind in ((8, torch.int64), (4, torch.int32), (2, torch.int16),
+                            (1, torch.uint8)):
+            if raw.numel() and raw.numel() % width == 0:
+                values = raw.view(kind)
+                if bool((values == values[0]).all()):
+                    return True
+    return False
 
 
 def _is_named_tuple(value) -> bool:
