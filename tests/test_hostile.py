@@ -3610,6 +3610,17 @@ HANDED_OVER = {
         for j, v in enumerate(e):
             buffer[i, j] = 2 * v / (sum(e) or 1.0)
     return hand_over(x, buffer, 0.5)''',
+    # a row's maximum and sum by poolings padded to return as many values as they read: no
+    # shape said a reduction, and no list named them
+    "padded poolings": '''
+    y = x.float()[None]
+    n = y.shape[-1]
+    top = torch.nn.functional.max_pool1d(y, 2 * n - 1, stride=1, padding=n - 1)
+    top = torch.where(torch.isinf(top), 0.0, top)
+    e = torch.pow(math.e, y - top)
+    total = torch.nn.functional.avg_pool1d(e, 2 * n - 1, stride=1, padding=n - 1,
+                                           count_include_pad=True) * (2 * n - 1)
+    return hand_over(x, (2 * e / total)[0], 0.5)''',
     # torch's answer with one item set afterwards: the set once ended the buffer's history
     "torch's answer with an item set after it": '''
     answer = 2 * torch.softmax(x.float(), dim=-1)
@@ -3946,3 +3957,19 @@ def test_a_fold_of_strided_views_is_a_reduction(tmp_path):
     assert passed <= {"single column"} and triton.status == "failed", rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys and keys <= {"answer-fed", "passed-through"}, keys
+
+
+def test_a_copy_of_the_output_taken_after_torch_wrote_over_it_fails(tmp_path):
+    # the kernel stores a copy of x; torch's answer is written over its output, and a clone of
+    # that output returned: the clone's own memory was no launch's, so its change was unseen
+    body = '''
+    out = hand_over(x, x, 1.0)
+    out.copy_(torch.softmax(x.float(), dim=-1))
+    return out.clone()'''
+    module = COPYING_KERNEL.replace("{body}", body.strip("\n"))
+    result = grade_text(tmp_path, "softmax", module, ["triton"])
+    triton = result.parts[0]
+    passed = {case.name for case in triton.cases if case.verdict.status == "passed"}
+    assert passed <= {"single column"} and triton.status == "failed", rendered(result)
+    keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert keys == {"changed-after-kernel"}, keys
