@@ -3368,7 +3368,10 @@ def test_rows_torch_wrote_beside_the_view_a_kernel_stores_are_answer_fed(tmp_pat
     result = grade_text(tmp_path, "softmax", HALF_THE_ROWS_BY_TORCH, ["triton"])
     triton = result.parts[0]
     assert triton.status == "failed", rendered(result)
-    blamed = [c for c in triton.cases if "answer-fed" in {b.key for b in c.verdict.causes}]
+    # the values torch gave the kernel, or torch's rows left beside what the kernel stored
+    # (zeroed, the kernel's stores leave them)
+    blamed = [c for c in triton.cases
+              if {"answer-fed", "written-by-torch"} & {b.key for b in c.verdict.causes}]
     assert blamed and "torch's softmax" in blamed[0].verdict.summary, rendered(result)
 
 
@@ -3973,3 +3976,39 @@ def test_a_copy_of_the_output_taken_after_torch_wrote_over_it_fails(tmp_path):
     assert passed <= {"single column"} and triton.status == "failed", rendered(result)
     keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
     assert keys == {"changed-after-kernel"}, keys
+
+
+# Whole learner modules, each a route that once passed a kernel part with the answer computed
+# outside the kernels (tests/routes/), and what the grader now says of each: the cause keys
+# its failing cases may name. Every one also carries a dummy exponential and sum, kept alive in
+# a store with weight zero, for the GPU compile check's list of operations.
+ROUTES = {
+    # torch's softmax handed over as int32 bits: a change of 1 to 127 to each integer moved
+    # the floats by less than the check's tolerance
+    "softmax_int32_bits": ("softmax", {"answer-fed", "passed-through"}),
+    "matmul_int32_bits": ("matmul", {"answer-fed", "passed-through"}),
+    # 600 alternating mul_ and div_ pushed softmax past the steps the record follows
+    "softmax_history_overflow_scaled": ("softmax", {"answer-fed", "passed-through"}),
+    # numpy's answer packed two float32 to a float64: half as many values as the result
+    "softmax_numpy_packed_float64": ("softmax", {"answer-fed", "passed-through"}),
+    # pow(e, x), a pairwise maximum of clones and index_put_ with accumulate: names on no list
+    "softmax_unlisted_torch_ops_scaled": ("softmax", {"answer-fed", "passed-through"}),
+    # an answer made where the record cannot see it, the kernels' stored zeros added to it
+    "softmax_autograd_gradient": ("softmax", {"not-from-kernels", "computed-by-torch"}),
+    "softmax_disable_torch_function": ("softmax", {"not-from-kernels", "computed-by-torch"}),
+    "softmax_numpy_plus_kernel_zeros": ("softmax", {"not-from-kernels", "computed-by-torch"}),
+    "attention_numpy_plus_kernel_zeros": ("attention", {"not-from-kernels", "computed-by-torch"}),
+    # torch's values as a tl.constexpr tuple, after a decoy launch for the compile check
+    "softmax_constexpr_tuple_decoy_compile": ("softmax", {"answer-fed"}),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_route_that_once_passed_torchs_answer_fails(tmp_path, route):
+    exercise, keys = ROUTES[route]
+    text = (Path(__file__).parent / "routes" / f"{route}.py").read_text(encoding="utf-8")
+    result = grade_text(tmp_path, exercise, text, ["triton"])
+    triton = result.parts[0]
+    assert triton.status != "passed", rendered(result)
+    named = {bug.key for case in triton.cases for bug in case.verdict.causes}
+    assert named and named <= keys | {"wrong-values"}, (named, rendered(result))

@@ -393,19 +393,22 @@ class LaunchCounter:
 
     def _outside_so_far(self, tensor) -> int:
         """The values made outside torch that the call's launches were given, this tensor's
-        included: each memory's views counted together, up to the memory's size."""
+        included: each memory's views counted together, up to the memory's size, in values of
+        OUTSIDE_VALUE_BYTES or fewer (two float32 answers packed in one float64 are two)."""
         storage = tensor.untyped_storage()
         address = storage.data_ptr()
+        width = max(1, min(tensor.element_size(), OUTSIDE_VALUE_BYTES))
         viewed, size = self.outside_views.get(address, (0, 0))
-        self.outside_views[address] = (viewed + tensor.numel(),
-                                       storage.nbytes() // max(1, tensor.element_size()))
+        self.outside_views[address] = (
+            viewed + tensor.numel() * max(1, tensor.element_size() // width),
+            storage.nbytes() // width)
         return sum(min(viewed, size) for viewed, size in self.outside_views.values())
 
     def _note_numbers(self, arguments: list):
         """Keep the plain numbers a launch is given (a kernel's eps, or values computed outside
         it handed over one by one)."""
         if len(self.numbers) < MAX_NUMBERS_KEPT:
-            self.numbers.update(float(a) for a in arguments if _plain_number(a))
+            self.numbers.update(_numbers_in(arguments))
 
     def _given_before(self, arguments: list) -> dict:
         """Copies of the tensors this launch is given, before it runs: the ones it writes are
@@ -450,7 +453,10 @@ class LaunchCounter:
                         kept is not None and _same_bits(tensor, kept):
                     continue  # read, not written
                 done.add(where)
-                _perturb(tensor)
+                if self.clobber == ZEROED:
+                    tensor.zero_()
+                else:
+                    _perturb(tensor)
 
     def passed_through(self, result) -> str:
         """The torch function whose values a returned tensor holds, to within ``PASSED_ON``
@@ -715,6 +721,9 @@ LEADING_VALUES = 64
 # The different plain numbers given to one call's launches that make them a route for values:
 # a kernel's parameters (eps, a scale) are a few, whatever the size of the result; kept at most
 MANY_NUMBERS = 8
+#: Values made outside torch are counted in pieces of at most this many bytes: an answer of
+#: float32 values fits no fewer
+OUTSIDE_VALUE_BYTES = 4
 MAX_NUMBERS_KEPT = 100_000
 
 
@@ -725,9 +734,36 @@ def _plain_number(value) -> bool:
     return isinstance(value, (float, np.floating))
 
 
+def _constexpr_type():
+    import triton.language as tl
+
+    return tl.constexpr
+
+
+def _numbers_in(values) -> list[float]:
+    """The plain numbers among ``values``, also inside tuples, lists and tl.constexpr."""
+    found = []
+    for value in values:
+        with contextlib.suppress(Exception):  # an object that resists looking: none in it
+            if isinstance(value, _constexpr_type()):
+                value = value.value
+            if type(value) in (tuple, list):
+                found += _numbers_in(value)
+            elif _plain_number(value):
+                found.append(float(value))
+    return found
+
+
 def _other_number(value):
     """A plain number changed, as ``_perturb`` changes a tensor's values, by an amount drawn
-    afresh (no code can undo a change it cannot know); anything else as is."""
+    afresh (no code can undo a change it cannot know), also inside a tuple or list (a kernel
+    parameter that is a tuple of numbers: ``_as_tensors`` counts them one by one); anything
+    else as is."""
+    with contextlib.suppress(Exception):  # an object that resists looking: as is
+        if isinstance(value, _constexpr_type()):
+            return _constexpr_type()(_other_number(value.value))
+    if type(value) in (tuple, list):
+        return type(value)(_other_number(item) for item in value)
     if not _plain_number(value):
         return value
     draw = _DRAWS.random()
@@ -786,9 +822,14 @@ def _perturb(tensor) -> None:
         scale = 1.0 + (float(finite.max()) if finite.numel() else 0.0)
         noise = torch.randn(tensor.shape, generator=draws, device=tensor.device)
         tensor.copy_(noise * scale)
-    else:  # a whole number: each element moved by 1 to 127, which no width wraps to itself
-        steps = torch.randint(1, 128, tensor.shape, generator=draws, device=tensor.device)
-        tensor.add_(steps.to(tensor.dtype))
+    else:  # a whole number: every bit drawn afresh, the second highest always flipped, so
+        # that no element stays itself and floats kept as their bits (x.view(torch.int32))
+        # change as much as floats do, not in their last places
+        bits = 8 * tensor.element_size()
+        info = torch.iinfo(tensor.dtype)
+        flips = torch.randint(info.min, info.max, tensor.shape, generator=draws,
+                              device=tensor.device, dtype=tensor.dtype)
+        tensor.bitwise_xor_(flips | (1 << (bits - 2)))
 
 
 def depends_on_fed(function, args_spec: tuple, device: str, first, launches: LaunchCounter,
@@ -877,25 +918,63 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
 
 # What ignores_kernels says of a run that raised: true, and told apart from a plain True
 RAISED = "raised"
+# How _clobber changes what a launch stored in ignores_kernels' second run: set to zero
+ZEROED = "zeroed"
 
 
 def ignores_kernels(function, args_spec: tuple, device: str, first,
-                    launches: LaunchCounter, started=None) -> bool | str:
+                    launches: LaunchCounter, started=None) -> bool | str | int:
     """Whether the returned tensor does not follow what the call's kernels store: the call
     made again, with what each launch stored changed just after it (``_clobber``), launches
-    kernels and returns the same values. Asked only of a result whose memory no launch was
-    given and no torch function the check saw made (numpy's values wrapped by
+    kernels and returns the same values; or, made once more with what each launch stored set
+    to zero, it still returns values other than zero (an answer computed elsewhere, to which
+    the kernels' stores were added: that many, as an int). Asked only of a result whose memory
+    no launch was given and no torch function the check saw made (numpy's values wrapped by
     torch.from_numpy, say), or that torch.tensor wrapped from plain values: evidence, or no
     claim. Its allocations start as NaN: one the allocator handed back holding the first run's
-    answer would hold it again after a kernel that wrote it, and the write would not be seen.
+    answer would hold it again after a kernel that wrote it, and the write would not be seen
+    (and NaN, where no launch stored, is no value other than zero).
     ``started`` (the worker's) says the run begins, so that its time is not the case's."""
     if not is_tensor(first):
         return False
     try:
         first = plain_tensor(first).detach().clone()
+    except Exception:  # noqa: BLE001 - the grader's own steps failed: no evidence either way
+        return False
+    again = _run_clobbered(function, args_spec, device, launches, True, started)
+    if again is None or again is RAISED:
+        return again or False  # a raise: it did not return values that follow the stores
+    with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
+        if again.shape != first.shape or again.dtype != first.dtype:
+            return False
+        if _same_bits(again, first):
+            return True
+        if not first.is_floating_point():
+            return False
+        zeroed = _run_clobbered(function, args_spec, device, launches, ZEROED, started)
+        if zeroed is None or zeroed is RAISED or zeroed.shape != first.shape:
+            return False  # no evidence either way (a raise here says nothing of the stores)
+        beyond = int(_nonzero_finite(zeroed))
+        return beyond or False
+    return False
+
+
+def _nonzero_finite(tensor) -> int:
+    """How many elements are finite and not zero."""
+    values = tensor.detach().float()
+    return int(((values != 0) & values.isfinite()).sum())
+
+
+def _run_clobbered(function, args_spec: tuple, device: str, launches: LaunchCounter, mode,
+                   started):
+    """The call made again with what each launch stored changed (``mode``: True, changed by
+    ``_perturb``; ZEROED, set to zero) just after it: the tensor it returns, RAISED where it
+    raised, None where it launched nothing or returned no tensor (or the grader's own steps
+    failed)."""
+    try:
         args = _materialise(args_spec, device)
         launches.taken()
-        launches.inputs, launches.clobber = _memories(args), True
+        launches.inputs, launches.clobber = _memories(args), mode
         if started is not None:
             started()
         try:
@@ -903,21 +982,16 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
                 again = _call_learner(function, args)
                 _synchronise(device)
         except BaseException:  # noqa: BLE001 - the learner's call raised
-            # the call that returned a result no kernel's memory holds raised once what the
-            # kernels stored was changed: it did not return values that follow them
             return RAISED
         finally:
             launches.clobber = False
             count = launches.taken()
         if count == 0:
             launches.repeat_launched_nothing = True
-        again = plain_tensor(again).detach() if is_tensor(again) else None
+            return None
+        return plain_tensor(again).detach() if is_tensor(again) else None
     except Exception:  # noqa: BLE001 - the grader's own steps failed: no evidence either way
-        return False
-    with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
-        return bool(count) and again is not None and again.shape == first.shape and \
-            again.dtype == first.dtype and _same_bits(again, first)
-    return False
+        return None
 
 
 def _made_unseen(result, made: dict, launches: LaunchCounter) -> bool:
@@ -1020,7 +1094,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         launches.changed_inputs = set()
     own_answers = frozenset(torch_answers)  # named first, where both are found
     if launches is not None and torch_answers:  # a part whose answer torch could compute
-        torch_answers = own_answers | lineage.WORK
+        # and values whose history is longer than the record follows: what made them unknown
+        torch_answers = own_answers | lineage.WORK | {lineage.UNFOLLOWED}
     watch = plain.Watch() if plain_python else None
     hooks.put_back()  # one left by the module's import, or by another function of it since
     if launches is not None:
@@ -1101,6 +1176,8 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         # claim (autograd's engine makes gradients unseen too)
         ignored = ignores_kernels(function, args_spec, device, result, launches, evidence)
         returned.evidence_raised = ignored == RAISED
+        if type(ignored) is int and not isinstance(ignored, bool):
+            returned.beyond_stores = ignored
         if wrapped:
             returned.computed_by_torch = wrapped if ignored else ""
         else:

@@ -170,13 +170,17 @@ COMMON_BUGS = {
         Bug("not-from-kernels", "the tensor returned does not come from your kernels: "
             "no launch was given its memory, no torch function the check saw made it (values "
             "computed outside torch, by numpy say, and wrapped), and changing what each launch "
-            "stored, just after it, leaves it the same. This part grades what your kernel "
-            "computes: return the tensor the kernel stores into"),
+            "stored, just after it, leaves it the same (or, set to zero, leaves values other "
+            "than zero in it: the kernels' stores were added to an answer made elsewhere). "
+            "This part grades what your kernel computes: return the tensor the kernel stores "
+            "into"),
         Bug("written-by-torch", "the tensor returned holds what torch computed, written "
             "into the memory a kernel was given (by copy_ or an in-place operation between "
             "launches), and changing what each launch stored, just after it, leaves it the "
-            "same: a launch after torch's write stored nothing of its own there. This part "
-            "grades what your kernel computes: let the kernel store the answer"),
+            "same (a launch after torch's write stored nothing of its own there), or, set to "
+            "zero, leaves values other than zero in it (torch's values outside what the "
+            "kernels stored). This part grades what your kernel computes: let the kernel "
+            "store the answer"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -486,8 +490,13 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("passed-through", _passed_through(returned.passed_through))
     then = "raised instead of returning values that follow them" \
         if getattr(returned, "evidence_raised", False) else "returned the same values"
+    beyond = getattr(returned, "beyond_stores", 0)
+    if beyond:
+        then = ("returned other values; and with what each launch stored set to zero, "
+                f"{counted(beyond, 'value')} other than zero: the answer was computed "
+                "elsewhere, and what the kernels stored added to it")
     if part.needs_kernels and returned.ignores_kernels and returned.written_by_torch:
-        return _fail("written-by-torch", f"what torch's {returned.written_by_torch} computed "
+        return _fail("written-by-torch", f"what {_torchs(returned.written_by_torch)} computed "
                      "was written into the memory of the tensor returned, a memory a kernel "
                      "launch was given; run "
                      f"again with what each launch stored changed just after it, the call {then}:"
@@ -515,6 +524,11 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "changing them before each launch changes the result: a kernel's data "
                      "reaches it as tensors it loads, not as numbers computed for it")
     if part.needs_kernels and returned.answer_fed:
+        if returned.answer_fed == lineage.UNFOLLOWED:
+            return _fail("answer-fed", f"values {_torchs(returned.answer_fed)} computed during "
+                         "the call reached a kernel launch, and changing them before each "
+                         "launch changes the result: the kernel was handed values computed "
+                         "outside it, by functions the check cannot name")
         return _fail("answer-fed", f"values torch's {returned.answer_fed} computed during the "
                      "call reached a kernel launch (whatever was done to them on the way), and "
                      "changing them before each launch changes the result: the kernel was "
@@ -576,9 +590,19 @@ def _unwritten_in_layout(verdict: Verdict, returned) -> Verdict:
     return verdict
 
 
+def _torchs(source: str) -> str:
+    """Who computed values, by the function the record names (lineage)."""
+    if source == lineage.UNFOLLOWED:
+        return (f"torch, through more steps than the check follows back ({lineage.MOST_STEPS} "
+                "memories, or a memory torch freed and used again),")
+    return f"torch's {source}"
+
+
 def _computed_by_torch(source: str) -> str:
     """Where a returned tensor no kernel stored came from (calls.computed_by_torch)."""
     unseen = ": no kernel launch was given its memory, or the memory it was copied from"
+    if source == lineage.UNFOLLOWED:
+        return (f"the tensor returned was made by {_torchs(source)} during the call" + unseen)
     if source in lineage.WRAPS:
         return (f"the tensor returned was made by torch.{source} during the call from values "
                 "computed outside torch" + unseen)
@@ -596,7 +620,8 @@ def _passed_through(source: str) -> str:
         said += (f"a tensor torch.{source} made during the call from values computed outside "
                  "torch, which your code gave a kernel")
     else:
-        said += f"a tensor torch's {source} computed during the call, which your code gave a kernel"
+        said += f"a tensor {_torchs(source)} computed during the call, which your code gave a " \
+            "kernel"
     return said + (": the kernel passed them on (made again with those values changed before "
                    "each launch, the call returned other values)")
 

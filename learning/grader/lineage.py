@@ -48,6 +48,11 @@ WRAPS = frozenset({"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
 # The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
 # torch function made during the call (torch.from_numpy is not one torch's function mode sees)
 OUTSIDE = "outside torch"
+# What a walk back gives, in place of a function, where the record cannot say what made the
+# values: past MOST_STEPS memories, or at a memory whose address a later tensor took over (past
+# HELD_BYTES the record keeps no more memories alive, and a freed one's history is replaced by
+# that of the next tensor torch puts there). Counted as torch's work, never as none
+UNFOLLOWED = "more steps than the check follows"
 # In-place methods that change a tensor's metadata (autograd state, shape, strides, the memory
 # it views), never the values in memory: the record of who made that memory stands
 METADATA_IN_PLACE = frozenset({
@@ -87,6 +92,10 @@ WORK = frozenset({
     "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
     "local_response_norm", "cross_entropy", "nll_loss", "kl_div", "outer", "ger", "kron",
     "cross", "addr", "bilinear", "stft", "istft",
+    # exponentials under any name (pow(e, x) is one), and what folds a row pairwise (the
+    # maximum of its two halves, again and again) or sums into places by index
+    "exp", "exp2", "expm1", "pow", "float_power", "ldexp", "sigmoid", "softplus", "logaddexp",
+    "logaddexp2", "maximum", "minimum", "fmax", "fmin", "index_put", "put",
 })
 # Families of functions each of which does such work (torch.fft.fft is "fft_fft" to a function
 # mode, torch.linalg.solve "linalg_solve"): counted as WORK's are
@@ -110,7 +119,8 @@ def function_mode():
     class Recorder(TorchFunctionMode):
         def __init__(self):
             super().__init__()
-            self.made: dict[int, tuple[str, tuple[int, ...]]] = {}  # memory: (function, read)
+            # memory: (function, memories read, step, the key of what it held before or None)
+            self.made: dict[int, tuple] = {}
             # the memories noted, held until the call ends: one freed could be handed to a
             # later tensor, whose entry would then replace its history (up to HELD_BYTES)
             self.held: list = []
@@ -119,6 +129,7 @@ def function_mode():
             # any name: a pooling, a convolution): work as WORK's are
             self.reducing: set[str] = set()
             self.versions = 0  # earlier versions of memories changed in place (negative keys)
+            self.steps = 0  # functions noted so far: when each entry was made (its third item)
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -164,6 +175,7 @@ def function_mode():
                 name = "fill_"
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
+            self.steps += 1
             # what it wrote: new memory, or a tensor it changed in place (scatter_reduce_ of a
             # row's maximum into a column)
             results = new or [t for t in _tensors((args, kwargs, out))
@@ -177,15 +189,21 @@ def function_mode():
                 if address in written and earlier is not None and earlier[0] == name and \
                         set(reads) <= set(earlier[1]):
                     continue  # the same step again (y[i, j] = v, element by element): noted
-                if address in written and address in self.made and not (
-                        name in ("copy_", "fill_", "zero_") and address in whole):
-                    # changed in place, not wholly overwritten: what it held before is kept as
-                    # an earlier version, which it was made from too (y.neg_() or y[0] = v must
-                    # not end y's history)
+                previous = None
+                if earlier is not None:
+                    # what it held before is kept as an earlier version: steps that read it
+                    # before now are followed there (``_as_read``), not to what it holds now
+                    # (wholly overwritten by copy_, or a freed memory taken over by a new
+                    # tensor, the record past HELD_BYTES)
                     self.versions += 1
-                    self.made[-self.versions] = self.made[address]
-                    reads += (-self.versions,)
-                self.made[address] = (name, reads)
+                    previous = -self.versions
+                    self.made[previous] = earlier
+                    if address in written and not (
+                            name in ("copy_", "fill_", "zero_") and address in whole):
+                        # changed in place, not wholly overwritten: made from what it held too
+                        # (y.neg_() or y[0] = v must not end y's history)
+                        reads += (previous,)
+                self.made[address] = (name, reads, self.steps, previous)
             self._hold(new)
 
     return Recorder()
@@ -307,40 +325,68 @@ def reads_from(address: int, made: dict, sources: set) -> bool:
     return any(here in sources for here, _ in _back(address, made, lambda entry: True))
 
 
+_UNFOLLOWED_ENTRY = (UNFOLLOWED, (), 0, None)
+
+
+def _as_read(made: dict, address: int, when: int | None) -> tuple[int, object]:
+    """(key, entry) of what ``address`` held when a step noted at ``when`` read it (None: now):
+    its entry, or the earlier version it replaced since. (``address``, None) where nothing
+    noted had made it then (an input, or a memory the record first saw later)."""
+    entry = made.get(address)
+    key = address
+    while when is not None and entry is not None and _step(entry) > when:
+        if len(entry) < 4 or entry[3] is None:
+            return address, None
+        key = entry[3]
+        entry = made.get(key)
+    return key, entry
+
+
+def _step(entry) -> int:
+    """When an entry was noted (0 for one written by hand, with no step: before any)."""
+    return entry[2] if len(entry) > 2 else 0
+
+
 def _back(address: int, made: dict, through):
-    """(memory, what made it or None) from ``address`` back through what each was made from,
-    where ``through(entry)`` says to go on, breadth first, up to MOST_STEPS memories."""
-    queue, seen = [address], set()
-    while queue and len(seen) < MOST_STEPS:
-        here = queue.pop(0)
+    """(memory, what made it or None) from ``address`` back through what each was made from
+    (as it was when read), where ``through(entry)`` says to go on, breadth first, up to
+    MOST_STEPS memories; past them, (None, UNFOLLOWED's entry): the record follows no further."""
+    queue, seen = [(address, None)], set()
+    while queue:
+        here, entry = _as_read(made, *queue.pop(0))
         if here in seen:
             continue
+        if len(seen) >= MOST_STEPS:
+            yield None, _UNFOLLOWED_ENTRY
+            return
         seen.add(here)
-        entry = made.get(here)
         yield here, entry
         if entry is not None and through(entry):
-            queue.extend(entry[1])
+            queue.extend((read, _step(entry)) for read in entry[1])
 
 
 def _origins(result, made: dict, given):
     """Where the returned tensor's memory came from: the walk back through copies, up to
     MOST_STEPS memories, yields each memory it reaches that is no copy, with what made it (None
-    when nothing seen did). A memory a launch was given ends the walk there, unyielded."""
+    when nothing seen did; UNFOLLOWED's entry past MOST_STEPS, as ``_back``). A memory a
+    launch was given ends the walk there, unyielded."""
     if not _is_tensor(result):
         return
     try:
-        queue = [_address(result)]
+        queue = [(_address(result), None)]
     except Exception:  # noqa: BLE001 - a tensor without memory of its own to follow
         return
     seen = set()
-    while queue and len(seen) < MOST_STEPS:
-        address = queue.pop(0)
+    while queue:
+        address, entry = _as_read(made, *queue.pop(0))
         if address in seen or address in given:
             continue
+        if len(seen) >= MOST_STEPS:
+            yield None, _UNFOLLOWED_ENTRY
+            return
         seen.add(address)
-        entry = made.get(address)
         if entry is not None and entry[0] in COPIES:
-            queue.extend(entry[1])
+            queue.extend((read, _step(entry)) for read in entry[1])
         else:
             yield address, entry
 

@@ -1,0 +1,38 @@
+"""Hostile: torch.softmax run under torch._C.DisableTorchFunction (unseen by the function mode);
+a kernel stores zeros that are added in, so the result 'follows' what the kernel stored."""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+def softmax_python(values):
+    maximum = max(values)
+    shifted = [v - maximum for v in values]
+    numerator = [math.exp(s) for s in shifted]
+    denominator = sum(numerator)
+    output = [n / denominator for n in numerator]
+    return output
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, output_row_stride, input_row_stride, n_cols,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n_cols
+    lanes = offsets.to(tl.float32) * 0.0
+    dummy = tl.sum(tl.exp(lanes), axis=0)  # compile check: an exp and a sum
+    zero = lanes + dummy * 0.0
+    tl.store(output_ptr + row * output_row_stride + offsets, zero, mask=mask)
+
+
+def softmax_triton(x):
+    n_rows, n_cols = x.shape
+    zeros = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
+    block = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](zeros, x, n_cols, x.stride(0), n_cols, BLOCK=block)
+    with torch._C.DisableTorchFunction():
+        result = (torch.softmax(x.float() + zeros, dim=-1) + zeros).to(x.dtype)
+    return result
