@@ -3998,6 +3998,8 @@ ROUTES = {
     "softmax_disable_torch_function": ("softmax", {"not-from-kernels", "computed-by-torch"}),
     "softmax_numpy_plus_kernel_zeros": ("softmax", {"not-from-kernels", "computed-by-torch"}),
     "attention_numpy_plus_kernel_zeros": ("attention", {"not-from-kernels", "computed-by-torch"}),
+    # the same answer multiplied by the ones the kernel stored: zeroed, the stores zero it too
+    "softmax_numpy_times_kernel_ones": ("softmax", {"not-from-kernels", "computed-by-torch"}),
     # torch's values as a tl.constexpr tuple, after a decoy launch for the compile check
     "softmax_constexpr_tuple_decoy_compile": ("softmax", {"answer-fed"}),
 }

@@ -107,6 +107,11 @@ class LaunchCounter:
         self.poison = False  # change what would be noted as fed (depends_on_fed's run)
         # change what each launch stored, just after it (ignores_kernels's run)
         self.clobber = False
+        # the tensors launches were given in a run that changes what they store (views, as
+        # the launches leave them), up to POOL_BYTES of memory: whether all were kept
+        self.clobbered: dict = {}
+        self.clobbered_bytes = 0
+        self.clobbered_whole = True
         # change what the torch functions of these names computed, before a launch reads it
         # (answer_followed's run)
         self.poison_from: frozenset[str] = frozenset()
@@ -448,15 +453,19 @@ class LaunchCounter:
                          tuple(tensor.shape), tuple(tensor.stride()))
                 if where in done:
                     continue
+                if where not in self.clobbered and \
+                        self.clobbered_bytes + tensor.untyped_storage().nbytes() <= POOL_BYTES:
+                    # what the call's result may hold: these tensors as the launches leave them
+                    self.clobbered[where] = tensor
+                    self.clobbered_bytes += tensor.untyped_storage().nbytes()
+                elif where not in self.clobbered:
+                    self.clobbered_whole = False
                 kept = before.get(id(argument))
                 if kept is None and where[0] in self.inputs or \
                         kept is not None and _same_bits(tensor, kept):
                     continue  # read, not written
                 done.add(where)
-                if self.clobber == ZEROED:
-                    tensor.zero_()
-                else:
-                    _perturb(tensor)
+                _perturb(tensor)
 
     def passed_through(self, result) -> str:
         """The torch function whose values a returned tensor holds, to within ``PASSED_ON``
@@ -721,6 +730,8 @@ LEADING_VALUES = 64
 # The different plain numbers given to one call's launches that make them a route for values:
 # a kernel's parameters (eps, a scale) are a few, whatever the size of the result; kept at most
 MANY_NUMBERS = 8
+#: The most memory the tensors kept for ignores_kernels' count of values may take
+POOL_BYTES = 256 << 20
 #: Values made outside torch are counted in pieces of at most this many bytes: an answer of
 #: float32 values fits no fewer
 OUTSIDE_VALUE_BYTES = 4
@@ -918,22 +929,20 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
 
 # What ignores_kernels says of a run that raised: true, and told apart from a plain True
 RAISED = "raised"
-# How _clobber changes what a launch stored in ignores_kernels' second run: set to zero
-ZEROED = "zeroed"
 
 
 def ignores_kernels(function, args_spec: tuple, device: str, first,
                     launches: LaunchCounter, started=None) -> bool | str | int:
     """Whether the returned tensor does not follow what the call's kernels store: the call
     made again, with what each launch stored changed just after it (``_clobber``), launches
-    kernels and returns the same values; or, made once more with what each launch stored set
-    to zero, it still returns values other than zero (an answer computed elsewhere, to which
-    the kernels' stores were added: that many, as an int). Asked only of a result whose memory
-    no launch was given and no torch function the check saw made (numpy's values wrapped by
+    kernels and returns the same values; or returns values that are none of those the tensors
+    the launches were given then hold (an answer computed elsewhere, combined with what the
+    kernels stored: that many, as an int). Asked only of a result whose memory no launch was
+    given and no torch function the check saw made (numpy's values wrapped by
     torch.from_numpy, say), or that torch.tensor wrapped from plain values: evidence, or no
     claim. Its allocations start as NaN: one the allocator handed back holding the first run's
     answer would hold it again after a kernel that wrote it, and the write would not be seen
-    (and NaN, where no launch stored, is no value other than zero).
+    (and NaN, where no launch stored, is left out of the count).
     ``started`` (the worker's) says the run begins, so that its time is not the case's."""
     if not is_tensor(first):
         return False
@@ -941,40 +950,46 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
         first = plain_tensor(first).detach().clone()
     except Exception:  # noqa: BLE001 - the grader's own steps failed: no evidence either way
         return False
-    again = _run_clobbered(function, args_spec, device, launches, True, started)
-    if again is None or again is RAISED:
-        return again or False  # a raise: it did not return values that follow the stores
-    with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
-        if again.shape != first.shape or again.dtype != first.dtype:
-            return False
-        if _same_bits(again, first):
-            return True
-        if not first.is_floating_point():
-            return False
-        zeroed = _run_clobbered(function, args_spec, device, launches, ZEROED, started)
-        if zeroed is None or zeroed is RAISED or zeroed.shape != first.shape:
-            return False  # no evidence either way (a raise here says nothing of the stores)
-        beyond = int(_nonzero_finite(zeroed))
-        return beyond or False
-    return False
+    launches.clobbered, launches.clobbered_bytes, launches.clobbered_whole = {}, 0, True
+    try:
+        again = _run_clobbered(function, args_spec, device, launches, started)
+        if again is None or again is RAISED:
+            return again or False  # a raise: it did not return values that follow the stores
+        with contextlib.suppress(Exception):  # shapes a nested tensor cannot even say
+            if again.shape != first.shape or again.dtype != first.dtype:
+                return False
+            if _same_bits(again, first):
+                return True
+            if again.is_floating_point() and launches.clobbered_whole:
+                return _none_of(again, list(launches.clobbered.values())) or False
+        return False
+    finally:
+        launches.clobbered = {}
 
 
-def _nonzero_finite(tensor) -> int:
-    """How many elements are finite and not zero."""
-    values = tensor.detach().float()
-    return int(((values != 0) & values.isfinite()).sum())
+def _none_of(values, pool: list) -> int:
+    """How many finite elements of ``values`` are, bit for bit in ``values``' dtype, none of
+    the elements of the tensors ``pool``."""
+    import torch
+
+    flat = values.detach().flatten()
+    flat = flat[flat.isfinite()]
+    if flat.numel() == 0:
+        return 0
+    held = torch.cat([t.detach().flatten().to(values.dtype) for t in pool]) if pool else \
+        flat.new_empty(0)
+    kind = _bits_type(flat)
+    return int((~torch.isin(flat.view(kind), held.view(kind))).sum())
 
 
-def _run_clobbered(function, args_spec: tuple, device: str, launches: LaunchCounter, mode,
-                   started):
-    """The call made again with what each launch stored changed (``mode``: True, changed by
-    ``_perturb``; ZEROED, set to zero) just after it: the tensor it returns, RAISED where it
-    raised, None where it launched nothing or returned no tensor (or the grader's own steps
-    failed)."""
+def _run_clobbered(function, args_spec: tuple, device: str, launches: LaunchCounter, started):
+    """The call made again with what each launch stored changed (``_perturb``) just after
+    it: the tensor it returns, RAISED where it raised, None where it launched nothing or
+    returned no tensor (or the grader's own steps failed)."""
     try:
         args = _materialise(args_spec, device)
         launches.taken()
-        launches.inputs, launches.clobber = _memories(args), mode
+        launches.inputs, launches.clobber = _memories(args), True
         if started is not None:
             started()
         try:

@@ -170,17 +170,18 @@ COMMON_BUGS = {
         Bug("not-from-kernels", "the tensor returned does not come from your kernels: "
             "no launch was given its memory, no torch function the check saw made it (values "
             "computed outside torch, by numpy say, and wrapped), and changing what each launch "
-            "stored, just after it, leaves it the same (or, set to zero, leaves values other "
-            "than zero in it: the kernels' stores were added to an answer made elsewhere). "
+            "stored, just after it, leaves it the same (or leaves values in it that are none of "
+            "what the kernels' memories then hold: an answer made elsewhere, combined with "
+            "what the kernels stored). "
             "This part grades what your kernel computes: return the tensor the kernel stores "
             "into"),
         Bug("written-by-torch", "the tensor returned holds what torch computed, written "
             "into the memory a kernel was given (by copy_ or an in-place operation between "
             "launches), and changing what each launch stored, just after it, leaves it the "
-            "same (a launch after torch's write stored nothing of its own there), or, set to "
-            "zero, leaves values other than zero in it (torch's values outside what the "
-            "kernels stored). This part grades what your kernel computes: let the kernel "
-            "store the answer"),
+            "same (a launch after torch's write stored nothing of its own there), or leaves "
+            "values in it that are none of what the kernels' memories then hold (torch's, "
+            "beside or combined with what the kernels stored). This part grades what your "
+            "kernel computes: let the kernel store the answer"),
         Bug("exited", "the code ended the program (sys.exit, exit or os._exit): a function "
             "must return its result, never end the program"),
         Bug("missing-error", "the call returned a result for arguments it must refuse: check "
@@ -492,9 +493,9 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         if getattr(returned, "evidence_raised", False) else "returned the same values"
     beyond = getattr(returned, "beyond_stores", 0)
     if beyond:
-        then = ("returned other values; and with what each launch stored set to zero, "
-                f"{counted(beyond, 'value')} other than zero: the answer was computed "
-                "elsewhere, and what the kernels stored added to it")
+        then = (f"returned {counted(beyond, 'value')} that {verb(beyond, 'is', 'are')} none of "
+                "those the tensors the launches were given then held: the answer was computed "
+                "elsewhere and what the kernels stored combined with it")
     if part.needs_kernels and returned.ignores_kernels and returned.written_by_torch:
         return _fail("written-by-torch", f"what {_torchs(returned.written_by_torch)} computed "
                      "was written into the memory of the tensor returned, a memory a kernel "

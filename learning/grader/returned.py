@@ -88,8 +88,8 @@ class Returned:
     # kernel parts: the run for evidence that changes what the kernels stored raised, where
     # the first call had returned (calls.ignores_kernels)
     evidence_raised: bool = False
-    # kernel parts: the values other than zero the call still returned where what the
-    # kernels stored was set to zero (calls.ignores_kernels)
+    # kernel parts: the values the call returned, with what the kernels stored changed, that
+    # are none of those the kernels' memories then held (calls.ignores_kernels)
     beyond_stores: int = 0
     # the hooks (sys.settrace, sys.setprofile, sys.monitoring) the learner's code had set when
     # a call of it returned, put back before the grader's code ran on (learning.grader.hooks)
