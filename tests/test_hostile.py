@@ -3993,6 +3993,10 @@ ROUTES = {
     "softmax_numpy_packed_float64": ("softmax", {"answer-fed", "passed-through"}),
     # pow(e, x), a pairwise maximum of clones and index_put_ with accumulate: names on no list
     "softmax_unlisted_torch_ops_scaled": ("softmax", {"answer-fed", "passed-through"}),
+    # exp as 1 / (cosh - sinh), a row's maximum and sum as pairwise folds of where(gt(a, b), a,
+    # b) and + over clones of its halves: combining pieces of one memory into fewer values
+    "softmax_unlisted_ops_cosh_sinh_where_add_folds": ("softmax", {"answer-fed",
+                                                                   "passed-through"}),
     # an answer made where the record cannot see it, the kernels' stored zeros added to it
     "softmax_autograd_gradient": ("softmax", {"not-from-kernels", "computed-by-torch"}),
     "softmax_disable_torch_function": ("softmax", {"not-from-kernels", "computed-by-torch"}),
@@ -4002,6 +4006,16 @@ ROUTES = {
     "softmax_numpy_times_kernel_ones": ("softmax", {"not-from-kernels", "computed-by-torch"}),
     # torch's values as a tl.constexpr tuple, after a decoy launch for the compile check
     "softmax_constexpr_tuple_decoy_compile": ("softmax", {"answer-fed"}),
+    # the same with each float's bits as a Python int
+    "softmax_constexpr_tuple_of_int_bits": ("softmax", {"answer-fed"}),
+    # torch's softmax copied into a copy of the input through a second storage over its bytes
+    # (torch.from_numpy of its numpy view), which the record keyed apart
+    "softmax_aliasing_storage": ("softmax", {"answer-fed", "passed-through"}),
+    "matmul_aliasing_storage": ("matmul", {"answer-fed", "passed-through"}),
+    # torch's values in a module global tl.constexpr tuple the kernel reads, set before it runs
+    "softmax_global_constexpr_tuple": ("softmax", {"answer-fed"}),
+    # numpy's softmax written as int32 bits into a tensor from torch.empty, unseen
+    "softmax_numpy_bits_in_int32_allocation": ("softmax", {"answer-fed", "passed-through"}),
 }
 
 

@@ -229,10 +229,15 @@ class LaunchCounter:
                 counter.hooked = counter.hooked or getattr(self, "__name__", "a kernel")
             counter._note_fed(arguments)
             counter._note_first_seen(arguments)
-            counter._note_numbers(arguments)
+            # tuples as given, not flattened; and the module globals the kernel reads (a
+            # tl.constexpr tuple set before the launch reaches it as much as an argument)
+            read_globals = _globals_read(self)
+            counter._note_numbers([*args, *kwargs.values(), *read_globals.values()])
+            changed_globals = {}
             if counter.poison_numbers:
                 args = tuple(_other_number(a) for a in args)
                 kwargs = {k: _other_number(v) for k, v in kwargs.items()}
+                changed_globals = _change_globals(self, read_globals)
             noting = counter.wrote is not None
             before = counter._given_before(arguments) if counter.clobber or noting else None
             counter._inside.depth = getattr(counter._inside, "depth", 0) + 1
@@ -240,6 +245,7 @@ class LaunchCounter:
                 launched = original_run(self, *args, **kwargs)
             finally:
                 counter._inside.depth -= 1
+                _put_globals_back(self, changed_globals)
             # and after: Triton runs a kernel's pre-run hooks inside the launch
             counter._compare_inputs()
             counter._note_threads()
@@ -351,10 +357,10 @@ class LaunchCounter:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
                 unseen = not name and not kernels_left and \
                     lineage.made_unseen(tensor, made, self.given, self.inputs)
-                if unseen and tensor.is_floating_point() and tensor.numel() > 1 and \
-                        not _one_value(tensor):
+                if unseen and tensor.numel() > 1 and not _one_value(tensor):
                     # an allocation holds one value (the check's fill, zeros): values that vary
-                    # were written into it by nothing the record saw (numpy, through its memory)
+                    # were written into it by nothing the record saw (numpy, through its memory;
+                    # a float's bits in an integer tensor as much as floats)
                     came_from = came_from | {lineage.OUTSIDE}
                 if lineage.OUTSIDE in came_from:
                     # values made outside torch (numpy's, plain Python's) count only in
@@ -751,18 +757,72 @@ def _constexpr_type():
     return tl.constexpr
 
 
-def _numbers_in(values) -> list[float]:
-    """The plain numbers among ``values``, also inside tuples, lists and tl.constexpr."""
+def _numbers_in(values, inside: bool = False) -> list[float]:
+    """The plain numbers among ``values``, also inside tuples, lists and tl.constexpr; inside
+    those, whole numbers too (a float's bits as an int: a launch's own whole numbers, its sizes
+    and strides, come as arguments of their own)."""
     found = []
     for value in values:
         with contextlib.suppress(Exception):  # an object that resists looking: none in it
             if isinstance(value, _constexpr_type()):
                 value = value.value
             if type(value) in (tuple, list):
-                found += _numbers_in(value)
-            elif _plain_number(value):
+                found += _numbers_in(value, inside=True)
+            elif _plain_number(value) or inside and _whole_number(value):
                 found.append(float(value))
     return found
+
+
+def _kernel_globals(kernel) -> dict:
+    """The module namespace of the Python function a launched kernel runs ({} if none)."""
+    for _ in range(4):
+        if isinstance(kernel, types.FunctionType):
+            return kernel.__globals__
+        kernel = getattr(kernel, "fn", None)
+    return {}
+
+
+def _globals_read(kernel) -> dict:
+    """The module globals a kernel's own code names that hold numbers, tuples or constexprs."""
+    found = {}
+    with contextlib.suppress(Exception):  # a kernel that resists looking: none
+        namespace = _kernel_globals(kernel)
+        function = kernel
+        while not isinstance(function, types.FunctionType):
+            function = function.fn
+        for name in function.__code__.co_names:
+            value = namespace.get(name)
+            if isinstance(value, _constexpr_type()) or type(value) in (tuple, list) or \
+                    _plain_number(value):
+                found[name] = value
+    return found
+
+
+def _change_globals(kernel, read: dict) -> dict:
+    """Change the numbers in the globals ``read`` (as ``_other_number`` changes arguments) for
+    one launch; what they were, to put back."""
+    namespace = _kernel_globals(kernel)
+    changed = {}
+    for name, value in read.items():
+        with contextlib.suppress(Exception):
+            other = _other_number(value)
+            if other is not value:
+                namespace[name] = other
+                changed[name] = value
+    return changed
+
+
+def _put_globals_back(kernel, changed: dict) -> None:
+    namespace = _kernel_globals(kernel)
+    for name, value in changed.items():
+        with contextlib.suppress(Exception):
+            namespace[name] = value
+
+
+def _whole_number(value) -> bool:
+    import numpy as np
+
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _other_number(value):
@@ -774,11 +834,20 @@ def _other_number(value):
         if isinstance(value, _constexpr_type()):
             return _constexpr_type()(_other_number(value.value))
     if type(value) in (tuple, list):
-        return type(value)(_other_number(item) for item in value)
+        return type(value)(_other_number(item) if _plain_number(item) or type(item) in (
+            tuple, list) else _other_whole(item) for item in value)
     if not _plain_number(value):
         return value
     draw = _DRAWS.random()
     return value + (1.0 if draw < 0.5 else -1.0) * (abs(value) + 1.0) * (0.5 + draw)
+
+
+def _other_whole(value):
+    """A whole number inside a tuple changed by an amount drawn afresh (its top bits too, so
+    that a float's bits it carries change as much as the float); anything else as is."""
+    if not _whole_number(value):
+        return value
+    return int(value) ^ _DRAWS.randrange(1 << 20, 1 << 31)
 
 
 #: Where the changes come from: the operating system's randomness, which no seed the

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import linecache
 import types
 
@@ -84,6 +85,10 @@ def _read(function, jit_class) -> tuple[str, list]:
                 # compile check leaves out (a functools.partial, say), in a dropped branch
                 return f"a call to {node.func.id}, which the kernel's module does not " \
                        f"define for the compiler{where}", []
+            if not isinstance(node.func, (ast.Name, ast.Attribute)):
+                # called through what an expression gives (a tuple's item, a call's result):
+                # Triton compiles calls of names only, so this runs in the interpreter alone
+                return f"a call through {_text(node.func)}, which is not Triton's{where}", []
             target = _resolve(node.func, names)
             inner = _unwrapped(target, jit_class)
             if inner is not None:
@@ -121,6 +126,11 @@ def _resolve(node, names: dict):
         owner = _resolve(node.value, names)
         if isinstance(owner, types.ModuleType):
             return vars(owner).get(node.attr)
+        if owner is not None:  # a global object's attribute (a namespace of helpers)
+            try:
+                return inspect.getattr_static(owner, node.attr)
+            except AttributeError:
+                return None
     return None
 
 

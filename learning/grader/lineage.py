@@ -106,6 +106,8 @@ def families_in(names) -> set[str]:
     """The names of ``names`` that belong to WORK_FAMILIES."""
     return {name for name in names if name.startswith(WORK_FAMILIES)}
 MOST_STEPS = 1024  # memories (and earlier versions) followed back from one
+MOST_ROOTS = 16  # memories a new one is noted as made from, followed back (Recorder.roots)
+MOST_MEMORIES_COMPARED = 4096  # memories whose bytes a tensor's are compared with for overlap
 HELD_BYTES = 256 << 20  # the most memory a call's record keeps alive (Recorder.held)
 
 
@@ -130,6 +132,16 @@ def function_mode():
             self.reducing: set[str] = set()
             self.versions = 0  # earlier versions of memories changed in place (negative keys)
             self.steps = 0  # functions noted so far: when each entry was made (its third item)
+            # the memories each new one was made from, followed back to ones the call did not
+            # make (its inputs), and how many elements each memory holds: a step that combines
+            # pieces of one such memory into fewer values than it holds folds it (a maximum of
+            # a row's two halves, again and again)
+            self.roots: dict[int, frozenset] = {}
+            self.sizes: dict[int, int] = {}
+            # where each memory seen ends: a tensor over part of another's memory (torch.
+            # from_numpy(t.numpy()[n:]) has a storage of its own there) is read from it, and
+            # a write through it writes into it too
+            self.ends: dict[int, int] = {}
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -152,6 +164,34 @@ def function_mode():
                 if self.held_bytes + storage.nbytes() <= HELD_BYTES:
                     self.held.append(storage)
                     self.held_bytes += storage.nbytes()
+
+        def _overlaps(self, value) -> dict[int, set[int]]:
+            """For each memory among the tensors in ``value``, the other memories seen whose
+            bytes it shares (up to MOST_MEMORIES_COMPARED of them)."""
+            found: dict[int, set[int]] = {}
+            for tensor in _tensors(value):
+                start = _address(tensor)
+                end = start + tensor.untyped_storage().nbytes()
+                if self.ends.get(start, end) < end or start not in self.ends:
+                    self.ends[start] = end
+                if start in found or len(self.ends) > MOST_MEMORIES_COMPARED:
+                    continue
+                found[start] = {other for other, other_end in self.ends.items()
+                                if other != start and other < end and start < other_end}
+            return {address: others for address, others in found.items() if others}
+
+        def _folded(self, args, kwargs) -> int:
+            """The elements of the largest memory that two or more of the tensors read were
+            made from (0 where none shares one): a step returning fewer values folds it."""
+            counts: dict[int, int] = {}
+            for tensor in {_address(t): t for t in _tensors((args, kwargs))}.values():
+                address = _address(tensor)
+                self.sizes.setdefault(address, tensor.untyped_storage().nbytes() // max(
+                    1, tensor.element_size()))
+                for root in self.roots.get(address, frozenset({address})):
+                    counts[root] = counts.get(root, 0) + 1
+            return max((self.sizes.get(root, 0) for root, n in counts.items() if n > 1),
+                       default=0)
 
         def _note(self, func, args, kwargs, out):
             # an operator called by its overload (torch.ops.aten.mm.default): by the operator
@@ -176,13 +216,25 @@ def function_mode():
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
             self.steps += 1
+            overlapping = self._overlaps((args, kwargs, out))
+            for address in made:
+                read |= overlapping.get(address, set())  # an alias reads what it lies over
+            for address in list(written):
+                for other in overlapping.get(address, ()):
+                    if other not in made:
+                        written.add(other)  # written through an alias: in part, in place
             # what it wrote: new memory, or a tensor it changed in place (scatter_reduce_ of a
             # row's maximum into a column)
             results = new or [t for t in _tensors((args, kwargs, out))
                               if _address(t) in written]
             if results and name not in COPIES and name not in ALLOCATIONS and \
-                    max(t.numel() for t in results) < _most_read_of_one_memory(args, kwargs):
+                    max(t.numel() for t in results) < max(
+                        _most_read_of_one_memory(args, kwargs), self._folded(args, kwargs)):
                 self.reducing.add(_shown(name))
+            roots = frozenset().union(*(self.roots.get(a, frozenset({a})) for a in read))
+            for address in made:
+                self.roots[address] = roots if len(roots) <= MOST_ROOTS else \
+                    frozenset(sorted(roots)[:MOST_ROOTS])
             for address in written | made:
                 reads = tuple(read - {address})
                 earlier = self.made.get(address)
