@@ -4017,6 +4017,19 @@ ROUTES = {
     # numpy's softmax written as int32 bits into a tensor from torch.empty, unseen
     "softmax_numpy_bits_in_int32_allocation": ("softmax", {"answer-fed", "passed-through"}),
 }
+# A third walk's routes: torch (or numpy) computes the answer before the launch under names no
+# list holds (roll butterflies, a custom op, gumbel_softmax with its noise cancelled, a copy of
+# a tensor onto itself), and the kernel only scales what it is given; or the launcher sees the
+# evidence run's change and relaunches from a copy kept aside. Run again with the inputs
+# changed before each launch, each returns the same values
+_UNREAD = {"inputs-unread", "answer-fed", "passed-through", "not-from-kernels",
+           "computed-by-torch", "written-by-torch"}
+ROUTES.update({route: (route.partition("_")[0], _UNREAD) for route in (
+    "softmax_roll_butterfly", "matmul_broadcast_roll_butterfly",
+    "softmax_numpy_into_allocation_then_mul_", "softmax_torch_library_custom_op",
+    "softmax_torch_softmax_of_unseen_input_copy", "softmax_gumbel_softmax_noise_cancelled",
+    "softmax_evidence_run_detected_and_undone", "softmax_self_copy_ends_history",
+    "matmul_self_copy_ends_history")})
 
 
 @pytest.mark.parametrize("route", ROUTES)

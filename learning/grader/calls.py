@@ -138,6 +138,10 @@ class LaunchCounter:
         # (numbers_followed's run)
         self.numbers: set[float] = set()
         self.poison_numbers = False
+        # (inputs_followed's run) change, before each launch, the call's inputs and copies of
+        # them that it is given, each memory once (those done)
+        self.poison_inputs = False
+        self.inputs_poisoned: set[int] = set()
         # a call made again for evidence, with the same inputs, returned having launched no
         # kernel (a result kept from the first call and handed back): set by those runs
         self.repeat_launched_nothing = False
@@ -228,15 +232,20 @@ class LaunchCounter:
             if getattr(self, "pre_run_hooks", None):  # code Triton runs inside the launch
                 counter.hooked = counter.hooked or getattr(self, "__name__", "a kernel")
             counter._note_fed(arguments)
+            if counter.poison_inputs:
+                counter._poison_inputs(arguments)
             counter._note_first_seen(arguments)
             # tuples as given, not flattened; and the module globals the kernel reads (a
             # tl.constexpr tuple set before the launch reaches it as much as an argument)
             read_globals = _globals_read(self)
-            counter._note_numbers([*args, *kwargs.values(), *read_globals.values()])
+            counter._note_numbers([*args, *(v for k, v in kwargs.items()
+                                            if k not in LAUNCH_OPTIONS),
+                                   *read_globals.values()])
             changed_globals = {}
             if counter.poison_numbers:
                 args = tuple(_other_number(a) for a in args)
-                kwargs = {k: _other_number(v) for k, v in kwargs.items()}
+                kwargs = {k: v if k in LAUNCH_OPTIONS else _other_number(v)
+                          for k, v in kwargs.items()}
                 changed_globals = _change_globals(self, read_globals)
             noting = counter.wrote is not None
             before = counter._given_before(arguments) if counter.clobber or noting else None
@@ -391,6 +400,23 @@ class LaunchCounter:
                     _perturb(tensor.detach())
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
+
+    def _poison_inputs(self, arguments: list):
+        """Change, before the launch, the whole memory of every tensor it is given that is one
+        of the call's inputs or a copy of one (through copies alone: x.float(), a padded or
+        contiguous copy), each memory once in the call (``inputs_followed``)."""
+        made = getattr(self.recorder, "made", None) or {}
+        for argument in arguments:
+            if not is_tensor(argument):
+                continue
+            with contextlib.suppress(Exception):  # a tensor that cannot be changed is left
+                tensor = plain_tensor(argument).detach()
+                address = tensor.untyped_storage().data_ptr()
+                if address in self.inputs_poisoned:
+                    continue
+                if ({address} | set(lineage.copied_memories(tensor, made))) & self.inputs:
+                    self.inputs_poisoned.add(address)
+                    _perturb(_whole_memory(tensor))
 
     def _note_first_seen(self, arguments: list):
         """Copy each small memory the first launch of the call that is given it finds."""
@@ -736,6 +762,11 @@ LEADING_VALUES = 64
 # The different plain numbers given to one call's launches that make them a route for values:
 # a kernel's parameters (eps, a scale) are a few, whatever the size of the result; kept at most
 MANY_NUMBERS = 8
+#: The arguments of a runner's run that are Triton's own, not the kernel's (the grid: changed,
+#: a launch of a billion programs)
+LAUNCH_OPTIONS = frozenset({"grid", "warmup", "num_warps", "num_stages", "num_ctas",
+                            "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                            "launch_pdl", "stream", "device"})
 #: The most memory the tensors kept for ignores_kernels' count of values may take
 POOL_BYTES = 256 << 20
 #: Values made outside torch are counted in pieces of at most this many bytes: an answer of
@@ -861,6 +892,17 @@ def numbers_followed(function, args_spec: tuple, device: str, first,
     again with each changed before its launch returns other values (beyond ``PASSED_ON``)."""
     return _changed_when_poisoned(function, args_spec, device, first, launches,
                                   poison_numbers=True)
+
+
+def inputs_followed(function, args_spec: tuple, device: str, first,
+                    launches: LaunchCounter) -> bool:
+    """Whether the result follows the call's inputs as its launches find them: the call made
+    again with every input (and copy of one) a launch is given changed just before it returns
+    other values (beyond ``PASSED_ON``), or raises. A call whose kernels read only what code
+    outside them computed from the inputs beforehand (torch under any name, numpy, plain
+    Python) returns the same."""
+    return _changed_when_poisoned(function, args_spec, device, first, launches,
+                                  poison_inputs=True, inputs_poisoned=set())
 
 
 def _call_learner(function, args, hooks_expected: tuple | None = None):
@@ -1097,6 +1139,13 @@ def _memories(args) -> set[int]:
     return found
 
 
+def _varies(tensor) -> bool:
+    """The tensor holds at least two different finite values."""
+    values = plain_tensor(tensor).detach().flatten()
+    values = values[values.isfinite()] if values.is_floating_point() else values
+    return values.numel() > 1 and bool((values != values[0]).any())
+
+
 def _one_value(tensor) -> bool:
     """Every element the same bits."""
     flat = tensor.contiguous().flatten().view(_bits_type(tensor))
@@ -1292,6 +1341,18 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             evidence()  # the run below is the grader's, not the case's
         if numbers_followed(function, args_spec, device, result, launches):
             returned.numbers_fed = numbers
+    if launches is not None and is_tensor(result) and not (
+            returned.computed_by_torch or returned.passed_through or returned.ignores_kernels
+            or returned.answer_fed or returned.numbers_fed or returned.changed_after_launch):
+        # none of the above seen: do the kernels read the inputs at all? (a result of one
+        # repeated value, a softmax over one column, follows no input's values and says
+        # nothing)
+        with contextlib.suppress(Exception):
+            if _varies(result):
+                if evidence is not None:
+                    evidence()  # the run below is the grader's, not the case's
+                returned.inputs_unread = not inputs_followed(function, args_spec, device,
+                                                             result, launches)
     returned.guard_damage = record.damaged() if record is not None else 0
     if fill and returned.values is not None and _has_nan(returned.values):
         returned.unwritten, returned.follows_fill = _find_unwritten(

@@ -91,6 +91,9 @@ class Returned:
     # kernel parts: the values the call returned, with what the kernels stored changed, that
     # are none of those the kernels' memories then held (calls.ignores_kernels)
     beyond_stores: int = 0
+    # kernel parts: with the call's inputs (and copies of them) changed just before each
+    # launch, the call returned the same values (calls.inputs_followed)
+    inputs_unread: bool = False
     # the hooks (sys.settrace, sys.setprofile, sys.monitoring) the learner's code had set when
     # a call of it returned, put back before the grader's code ran on (learning.grader.hooks)
     hooks_left: str = ""

@@ -135,7 +135,7 @@ _OUTCOME_FIELDS = {
                  "unseen_between": (bool,), "pre_run_hooks": _TEXT, "answer_fed": _TEXT,
                  "repeat_launched_nothing": (bool,), "hooks_left": _TEXT,
                  "pointer_unseen": _TEXT, "evidence_raised": (bool,),
-                 "beyond_stores": (int,),
+                 "beyond_stores": (int,), "inputs_unread": (bool,),
                  "seconds": (int, float)},
     "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
