@@ -4040,4 +4040,8 @@ def test_a_route_that_once_passed_torchs_answer_fails(tmp_path, route):
     triton = result.parts[0]
     assert triton.status != "passed", rendered(result)
     named = {bug.key for case in triton.cases for bug in case.verdict.causes}
-    assert named and named <= keys | {"wrong-values"}, (named, rendered(result))
+    # (a case may also be caught as reading none of the inputs, the most general of them)
+    assert named <= keys | {"wrong-values", "inputs-unread"}, (named, rendered(result))
+    # compiled, a route written for the interpreter may fail otherwise (a tuple constexpr
+    # Triton's compiler refuses, a crash): failing at all is what counts there
+    assert named or not kernel_mode.select().interpret, rendered(result)

@@ -402,9 +402,10 @@ class LaunchCounter:
                     self.fed.append((name, tensor.detach().clone()))
 
     def _poison_inputs(self, arguments: list):
-        """Change, before the launch, the whole memory of every tensor it is given that is one
-        of the call's inputs or a copy of one (through copies alone: x.float(), a padded or
-        contiguous copy), each memory once in the call (``inputs_followed``)."""
+        """Change, before the launch, the whole memory of every tensor it is given that holds
+        the call's inputs' own values (an input, a copy, a cast, a padded or contiguous copy,
+        one scaled or shifted by a constant: ``lineage.input_like``), each memory once in the
+        call (``inputs_followed``)."""
         made = getattr(self.recorder, "made", None) or {}
         for argument in arguments:
             if not is_tensor(argument):
@@ -414,7 +415,7 @@ class LaunchCounter:
                 address = tensor.untyped_storage().data_ptr()
                 if address in self.inputs_poisoned:
                     continue
-                if ({address} | set(lineage.copied_memories(tensor, made))) & self.inputs:
+                if lineage.input_like(address, made, self.inputs):
                     self.inputs_poisoned.add(address)
                     _perturb(_whole_memory(tensor))
 
@@ -898,11 +899,16 @@ def inputs_followed(function, args_spec: tuple, device: str, first,
                     launches: LaunchCounter) -> bool:
     """Whether the result follows the call's inputs as its launches find them: the call made
     again with every input (and copy of one) a launch is given changed just before it returns
-    other values (beyond ``PASSED_ON``), or raises. A call whose kernels read only what code
+    other bits (an answer that barely depends on them, a gradient through a one-hot softmax,
+    still differs in its last places), or raises. A call whose kernels read only what code
     outside them computed from the inputs beforehand (torch under any name, numpy, plain
     Python) returns the same."""
-    return _changed_when_poisoned(function, args_spec, device, first, launches,
-                                  poison_inputs=True, inputs_poisoned=set())
+    kept = launches.repeat_launched_nothing  # this run's inputs are others: no repeat
+    try:
+        return _changed_when_poisoned(function, args_spec, device, first, launches, exact=True,
+                                      poison_inputs=True, inputs_poisoned=set())
+    finally:
+        launches.repeat_launched_nothing = kept
 
 
 def _call_learner(function, args, hooks_expected: tuple | None = None):
@@ -984,10 +990,11 @@ def answer_followed(function, args_spec: tuple, device: str, first, launches: La
 
 
 def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
-                           launches: LaunchCounter, **poisoning) -> bool:
+                           launches: LaunchCounter, exact: bool = False, **poisoning) -> bool:
     """The call made again with the launch counter changing what ``poisoning`` names (its
     ``poison`` or ``poison_from``) before each launch returns other values than ``first``
-    (beyond ``PASSED_ON``), raises, or returns what no launch of the run wrote."""
+    (beyond ``PASSED_ON``; with ``exact``, other bits), raises, or returns what no launch of
+    the run wrote."""
     kept = {name: getattr(launches, name) for name in poisoning}
 
     def again():
@@ -1034,7 +1041,7 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
     if changed is None or changed.shape != first.shape or changed.dtype != first.dtype:
         return True
     with contextlib.suppress(Exception):
-        return not _passed_on(changed, first)
+        return not _same_bits(changed, first) if exact else not _passed_on(changed, first)
     return False
 
 

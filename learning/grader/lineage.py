@@ -370,6 +370,33 @@ def copied_memories(result, made: dict) -> list[int]:
     return [here for here, _ in _back(start, made, lambda entry: entry[0] in COPIES)]
 
 
+# Steps that keep values the inputs' own where they read one tensor and constants (x * 1, a
+# scale, a shift): an honest launcher's preparation (learning.grader.calls.inputs_followed)
+AFFINE = frozenset({"mul", "div", "truediv", "add", "sub", "rsub", "neg", "positive"})
+
+
+def input_like(address: int, made: dict, inputs: set) -> bool:
+    """Whether the values at ``address`` are the call's inputs' own: an input, or made from
+    inputs through copies, and steps of AFFINE that read one tensor, alone (up to MOST_STEPS
+    memories back)."""
+    queue, seen = [(address, None)], set()
+    while queue:
+        here, entry = _as_read(made, *queue.pop(0))
+        if here in seen:
+            continue
+        if len(seen) >= MOST_STEPS:
+            return False
+        seen.add(here)
+        if entry is None:
+            if here not in inputs:
+                return False
+            continue
+        if entry[0] not in COPIES and not (_shown(entry[0]) in AFFINE and len(entry[1]) == 1):
+            return False
+        queue.extend((read, _step(entry)) for read in entry[1])
+    return True
+
+
 def reads_from(address: int, made: dict, sources: set) -> bool:
     """Whether the values at ``address`` came, through whatever torch did to them, from one
     of the memories ``sources`` (the call's inputs, and what its launches were given): a
