@@ -201,6 +201,8 @@ def function_mode():
             if name in METADATA_IN_PLACE:
                 return  # the values stay as whoever made them left them
             read = {_address(t) for t in _tensors((args, kwargs))}
+            # what it read besides the tensor it works on (a copy_'s source)
+            sources = {_address(t) for t in _tensors((args[1:], kwargs))}
             written = {_address(t) for t in _tensors(kwargs.get("out"))}
             if args and _is_tensor(args[0]) and (name == "__setitem__" or (
                     name.endswith("_") and not name.startswith("__"))):
@@ -250,10 +252,11 @@ def function_mode():
                     self.versions += 1
                     previous = -self.versions
                     self.made[previous] = earlier
-                    if address in written and not (
-                            name in ("copy_", "fill_", "zero_") and address in whole):
-                        # changed in place, not wholly overwritten: made from what it held too
-                        # (y.neg_() or y[0] = v must not end y's history)
+                    if address in written and (address in sources or not (
+                            name in ("copy_", "fill_", "zero_") and address in whole)):
+                        # changed in place, not wholly overwritten (or overwritten from
+                        # itself, y.copy_(y)): made from what it held too (y.neg_() or
+                        # y[0] = v must not end y's history)
                         reads += (previous,)
                 self.made[address] = (name, reads, self.steps, previous)
             self._hold(new)
@@ -391,8 +394,9 @@ def input_like(address: int, made: dict, inputs: set) -> bool:
             if here not in inputs:
                 return False
             continue
-        if entry[0] not in COPIES and not (_shown(entry[0]) in AFFINE and len(entry[1]) == 1):
-            return False
+        if not entry[1] or entry[0] not in COPIES and not (
+                _shown(entry[0]) in AFFINE and len(entry[1]) == 1):
+            return False  # made from nothing followed, or by a step that is more than a copy
         queue.extend((read, _step(entry)) for read in entry[1])
     return True
 
