@@ -413,8 +413,8 @@ class LaunchCounter:
             with contextlib.suppress(Exception):  # a tensor that cannot be changed is left
                 tensor = plain_tensor(argument).detach()
                 address = tensor.untyped_storage().data_ptr()
-                if address in self.inputs_poisoned:
-                    continue
+                if address in self.inputs_poisoned or not tensor.is_floating_point():
+                    continue  # (whole numbers changed could send a kernel's loads anywhere)
                 if lineage.input_like(address, made, self.inputs):
                     self.inputs_poisoned.add(address)
                     _perturb(_whole_memory(tensor))

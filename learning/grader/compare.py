@@ -604,8 +604,8 @@ def _unwritten_in_layout(verdict: Verdict, returned) -> Verdict:
 def _torchs(source: str) -> str:
     """Who computed values, by the function the record names (lineage)."""
     if source == lineage.UNFOLLOWED:
-        return (f"torch, through more steps than the check follows back ({lineage.MOST_STEPS} "
-                "memories, or a memory torch freed and used again),")
+        return (f"torch, through more steps than the check follows back (over "
+                f"{lineage.MOST_STEPS} memories),")
     return f"torch's {source}"
 
 

@@ -48,10 +48,9 @@ WRAPS = frozenset({"tensor", "as_tensor", "from_numpy", "new_tensor", "asarray"}
 # The origin ``computed_by_torch`` gives, with ``inputs``, a memory that is no input and that no
 # torch function made during the call (torch.from_numpy is not one torch's function mode sees)
 OUTSIDE = "outside torch"
-# What a walk back gives, in place of a function, where the record cannot say what made the
-# values: past MOST_STEPS memories, or at a memory whose address a later tensor took over (past
-# HELD_BYTES the record keeps no more memories alive, and a freed one's history is replaced by
-# that of the next tensor torch puts there). Counted as torch's work, never as none
+# What a walk back gives, in place of a function, where the record follows no further: past
+# MOST_STEPS memories (a history pushed that far by alternating steps in place). Counted as
+# torch's work, never as none
 UNFOLLOWED = "more steps than the check follows"
 # In-place methods that change a tensor's metadata (autograd state, shape, strides, the memory
 # it views), never the values in memory: the record of who made that memory stands
