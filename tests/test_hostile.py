@@ -4045,3 +4045,19 @@ def test_a_route_that_once_passed_torchs_answer_fails(tmp_path, route):
     # compiled, a route written for the interpreter may fail otherwise (a tuple constexpr
     # Triton's compiler refuses, a crash): failing at all is what counts there
     assert named or not kernel_mode.select().interpret, rendered(result)
+
+
+# Honest launchers the checks above once failed (tests/honest/): each prepares its inputs with
+# torch in a way that keeps their values (masks, constants, copies by index), or scatters the
+# kernel's output into place, and each kernel computes the softmax itself
+HONEST_LAUNCHERS = sorted(path.stem for path in (Path(__file__).parent / "honest").glob("*.py"))
+
+
+@pytest.mark.parametrize("name", HONEST_LAUNCHERS)
+def test_an_honest_launcher_that_prepares_its_inputs_with_torch_passes(tmp_path, name):
+    text = (Path(__file__).parent / "honest" / f"{name}.py").read_text(encoding="utf-8")
+    result = grade_text(tmp_path, name.partition("_")[0], text, ["triton"])
+    triton = result.parts[0]
+    failures = {c.name: c.verdict.summary for c in triton.cases
+                if c.verdict.status not in ("passed", "skipped")}
+    assert not failures, failures

@@ -142,6 +142,7 @@ class LaunchCounter:
         # them that it is given, each memory once (those done)
         self.poison_inputs = False
         self.inputs_poisoned: set[int] = set()
+        self.blocked: frozenset = frozenset()  # the part's torch answers (set by run)
         # a call made again for evidence, with the same inputs, returned having launched no
         # kernel (a result kept from the first call and handed back): set by those runs
         self.repeat_launched_nothing = False
@@ -415,7 +416,8 @@ class LaunchCounter:
                 address = tensor.untyped_storage().data_ptr()
                 if address in self.inputs_poisoned or not tensor.is_floating_point():
                     continue  # (whole numbers changed could send a kernel's loads anywhere)
-                if lineage.input_like(address, made, self.inputs):
+                blocked = self.blocked | getattr(self.recorder, "reducing", set())
+                if lineage.input_like(address, made, self.inputs, blocked):
                     self.inputs_poisoned.add(address)
                     _perturb(_whole_memory(tensor))
 
@@ -1358,6 +1360,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
             if _varies(result):
                 if evidence is not None:
                     evidence()  # the run below is the grader's, not the case's
+                launches.blocked = own_answers
                 returned.inputs_unread = not inputs_followed(function, args_spec, device,
                                                              result, launches)
     returned.guard_damage = record.damaged() if record is not None else 0

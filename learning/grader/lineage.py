@@ -32,7 +32,8 @@ COPIES = frozenset({
     "copy_", "to", "clone", "contiguous", "cat", "concat", "concatenate", "stack", "hstack",
     "vstack", "float", "double", "half", "bfloat16", "type", "type_as", "cpu", "cuda",
     "reshape", "flatten", "ravel", "__getitem__", "__setitem__", "index_select", "repeat",
-    "tile", "clone_", "narrow_copy", "masked_select", "take", "gather", "pad",
+    "tile", "clone_", "narrow_copy", "masked_select", "take", "gather", "pad", "index_put",
+    "index_put_",
 })
 # Functions that allocate or fill memory with constants: no kernel wrote it, and no value of
 # the answer was computed into it (a never-written output is judged by its values)
@@ -94,7 +95,7 @@ WORK = frozenset({
     # exponentials under any name (pow(e, x) is one), and what folds a row pairwise (the
     # maximum of its two halves, again and again) or sums into places by index
     "exp", "exp2", "expm1", "pow", "float_power", "ldexp", "sigmoid", "softplus", "logaddexp",
-    "logaddexp2", "maximum", "minimum", "fmax", "fmin", "index_put", "put",
+    "logaddexp2", "maximum", "minimum", "fmax", "fmin", "index_put_accumulate", "put",
 })
 # Families of functions each of which does such work (torch.fft.fft is "fft_fft" to a function
 # mode, torch.linalg.solve "linalg_solve"): counted as WORK's are
@@ -184,6 +185,8 @@ def function_mode():
             made from (0 where none shares one): a step returning fewer values folds it."""
             counts: dict[int, int] = {}
             for tensor in {_address(t): t for t in _tensors((args, kwargs))}.values():
+                if not (tensor.is_floating_point() or tensor.is_complex()):
+                    continue  # a mask or indices: none of the values combined
                 address = _address(tensor)
                 self.sizes.setdefault(address, tensor.untyped_storage().nbytes() // max(
                     1, tensor.element_size()))
@@ -199,6 +202,9 @@ def function_mode():
                 return  # a property read (x.grad), a copy for pickling, ...: no computation
             if name in METADATA_IN_PLACE:
                 return  # the values stay as whoever made them left them
+            if name.startswith("index_put") and (kwargs.get("accumulate") or (
+                    len(args) > 3 and args[3] is True)):
+                name = "index_put_accumulate"  # a sum into places, not a copy into them
             read = {_address(t) for t in _tensors((args, kwargs))}
             # what it read besides the tensor it works on (a copy_'s source)
             sources = {_address(t) for t in _tensors((args[1:], kwargs))}
@@ -217,6 +223,9 @@ def function_mode():
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
             self.steps += 1
+            # which memories hold values (floats), not masks or indices (bools, whole numbers)
+            floating = {_address(t): t.is_floating_point() or t.is_complex()
+                        for t in _tensors((args, kwargs, out))}
             overlapping = self._overlaps((args, kwargs, out))
             for address in made:
                 read |= overlapping.get(address, set())  # an alias reads what it lies over
@@ -232,7 +241,9 @@ def function_mode():
                     max(t.numel() for t in results) < max(
                         _most_read_of_one_memory(args, kwargs), self._folded(args, kwargs)):
                 self.reducing.add(_shown(name))
-            roots = frozenset().union(*(self.roots.get(a, frozenset({a})) for a in read))
+            # (an allocation shaped like x, a mask made from x, holds none of x's values)
+            roots = frozenset() if name in ALLOCATIONS else frozenset().union(
+                *(self.roots.get(a, frozenset({a})) for a in read if floating.get(a, True)))
             for address in made:
                 self.roots[address] = roots if len(roots) <= MOST_ROOTS else \
                     frozenset(sorted(roots)[:MOST_ROOTS])
@@ -257,7 +268,8 @@ def function_mode():
                         # itself, y.copy_(y)): made from what it held too (y.neg_() or
                         # y[0] = v must not end y's history)
                         reads += (previous,)
-                self.made[address] = (name, reads, self.steps, previous)
+                self.made[address] = (name, reads, self.steps, previous,
+                                      floating.get(address, True))
             self._hold(new)
 
     return Recorder()
@@ -323,8 +335,13 @@ def made_unseen(result, made: dict, given, inputs: set) -> bool:
     which no torch function made (numpy's values wrapped by torch.from_numpy, a thread's work,
     torch with its function mode switched off) or which was only allocated and then written
     unseen."""
-    return any(address not in inputs if entry is None else entry[0] in ALLOCATIONS
-               for address, entry in _origins(result, made, given))
+    return any(address not in inputs if entry is None else entry[0] in ALLOCATIONS and
+               _holds_values(entry) for address, entry in _origins(result, made, given))
+
+
+def _holds_values(entry) -> bool:
+    """Whether a memory holds values (floats), not a mask or indices (an arange that picks)."""
+    return len(entry) < 5 or entry[4]
 
 
 def computed_into(address: int, made: dict) -> str:
@@ -372,15 +389,20 @@ def copied_memories(result, made: dict) -> list[int]:
     return [here for here, _ in _back(start, made, lambda entry: entry[0] in COPIES)]
 
 
-# Steps that keep values the inputs' own where they read one tensor and constants (x * 1, a
-# scale, a shift): an honest launcher's preparation (learning.grader.calls.inputs_followed)
-AFFINE = frozenset({"mul", "div", "truediv", "add", "sub", "rsub", "neg", "positive"})
+# Steps that keep each value where it was, changed by constants or masks alone: an honest
+# launcher's preparation of its inputs (learning.grader.calls.inputs_followed)
+ELEMENTWISE = frozenset({"mul", "div", "truediv", "add", "sub", "rsub", "neg", "positive",
+                         "where", "masked_fill", "clamp", "clip", "clamp_min", "clamp_max",
+                         "nan_to_num"})
 
 
-def input_like(address: int, made: dict, inputs: set) -> bool:
+def input_like(address: int, made: dict, inputs: set, blocked=frozenset()) -> bool:
     """Whether the values at ``address`` are the call's inputs' own: an input, or made from
-    inputs through copies, and steps of AFFINE that read one tensor, alone (up to MOST_STEPS
-    memories back)."""
+    one through copies and ELEMENTWISE steps that read one tensor of values beside constants,
+    masks and indices (x * 1, x / t for a one-value t, torch.where(torch.isnan(x), nan, x), a
+    padded copy with its padding filled), none in ``blocked`` (a part's own answers, the call's
+    reductions). A step that reads two tensors of values (x + x.roll(1), a @ b), or any other
+    step, is more than the inputs' own (up to MOST_STEPS memories back)."""
     queue, seen = [(address, None)], set()
     while queue:
         here, entry = _as_read(made, *queue.pop(0))
@@ -393,11 +415,29 @@ def input_like(address: int, made: dict, inputs: set) -> bool:
             if here not in inputs:
                 return False
             continue
-        if not entry[1] or entry[0] not in COPIES and not (
-                _shown(entry[0]) in AFFINE and len(entry[1]) == 1):
-            return False  # made from nothing followed, or by a step that is more than a copy
-        queue.extend((read, _step(entry)) for read in entry[1])
+        if not _holds_values(entry) or entry[0] in ALLOCATIONS or entry[0] in WRAPS:
+            continue  # a constant, a mask or indices: no value of the inputs' changed
+        name = _shown(entry[0])
+        if entry[0] not in COPIES and name not in ELEMENTWISE or name in blocked or \
+                not entry[1]:
+            return False  # a step that may do more than keep each value (a custom op's)
+        values = [(read, _step(entry)) for read in entry[1]
+                  if _carries_values(made, read, _step(entry), inputs)]
+        if not values or entry[0] not in COPIES and len(values) > 1:
+            # made from constants alone (and what wrote into them unseen), or combining
+            # values (a fold, a product)
+            return False
+        queue.extend(values)
     return True
+
+
+def _carries_values(made: dict, address: int, when: int, inputs: set) -> bool:
+    """Whether what a step read at ``address`` held values: an input, or a float memory no
+    allocation or wrapped constant made."""
+    here, entry = _as_read(made, address, when)
+    if entry is None:
+        return here in inputs
+    return _holds_values(entry) and entry[0] not in ALLOCATIONS and entry[0] not in WRAPS
 
 
 def reads_from(address: int, made: dict, sources: set) -> bool:
