@@ -906,11 +906,14 @@ def inputs_followed(function, args_spec: tuple, device: str, first,
     outside them computed from the inputs beforehand (torch under any name, numpy, plain
     Python) returns the same."""
     kept = launches.repeat_launched_nothing  # this run's inputs are others: no repeat
+    poisoned: set[int] = set()
     try:
-        return _changed_when_poisoned(function, args_spec, device, first, launches, exact=True,
-                                      poison_inputs=True, inputs_poisoned=set())
+        changed = _changed_when_poisoned(function, args_spec, device, first, launches,
+                                         exact=True, poison_inputs=True,
+                                         inputs_poisoned=poisoned)
     finally:
         launches.repeat_launched_nothing = kept
+    return changed or not poisoned  # no input changed (none of floats): no evidence
 
 
 def _call_learner(function, args, hooks_expected: tuple | None = None):
