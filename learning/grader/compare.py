@@ -176,8 +176,9 @@ COMMON_BUGS = {
             "This part grades what your kernel computes: return the tensor the kernel stores "
             "into"),
         Bug("inputs-unread", "your kernels were given values computed from the inputs "
-            "before they ran (by torch under whatever name, numpy or plain Python) and never "
-            "read the inputs themselves: the part's work was done outside them. This part "
+            "before they ran (by torch under whatever name, numpy or plain Python), and what "
+            "they returned follows none of the inputs' own values: the part's work was done "
+            "outside them. This part "
             "grades what your kernel computes: give it the inputs (a copy, a cast or a padded "
             "copy of them is fine), and compute the answer in the kernel"),
         Bug("written-by-torch", "the tensor returned holds what torch computed, written "
@@ -543,8 +544,8 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if part.needs_kernels and getattr(returned, "inputs_unread", False):
         return _fail("inputs-unread", "run again with the call's inputs (and copies of them) "
                      "changed just before each kernel launch, the call returned the same "
-                     "values: the kernels read none of the inputs, only what code outside them "
-                     "computed from the inputs before they ran")
+                     "values: what the kernels computed depends on none of the inputs as they "
+                     "found them, only on what code outside them computed before they ran")
     if returned.values is None:
         return _fail("wrong-type", f"could not read the returned values: {returned.note}")
     if getattr(returned, "follows_fill", 0):
