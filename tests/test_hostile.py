@@ -48,6 +48,7 @@ from learning.grader import (
 )
 from learning.grader import mode as kernel_mode
 from learning.grader import warm as warm_process
+from tests import honest_launchers
 from tests.helpers import (
     COURSE_ROOT,
     alive,
@@ -4047,16 +4048,15 @@ def test_a_route_that_once_passed_torchs_answer_fails(tmp_path, route):
     assert named or not kernel_mode.select().interpret, rendered(result)
 
 
-# Honest launchers the checks above once failed (tests/honest/): each prepares its inputs with
-# torch in a way that keeps their values (masks, constants, copies by index), or scatters the
-# kernel's output into place, and each kernel computes the softmax itself
-HONEST_LAUNCHERS = sorted(path.stem for path in (Path(__file__).parent / "honest").glob("*.py"))
-
-
-@pytest.mark.parametrize("name", HONEST_LAUNCHERS)
+# Honest launchers the checks above once failed (tests/honest_launchers.py): each prepares the
+# inputs with torch in a way that keeps their values (masks, constants, copies by index), or
+# scatters the kernel's output into place, and each kernel computes the softmax itself
+@pytest.mark.parametrize("name", sorted(honest_launchers.LAUNCHERS))
 def test_an_honest_launcher_that_prepares_its_inputs_with_torch_passes(tmp_path, name):
-    text = (Path(__file__).parent / "honest" / f"{name}.py").read_text(encoding="utf-8")
-    result = grade_text(tmp_path, name.partition("_")[0], text, ["triton"])
+    reference = solution_text("softmax")
+    assert reference.count(honest_launchers.REFERENCE_LAUNCH) == 1, "the reference's launch moved"
+    text = reference.replace(honest_launchers.REFERENCE_LAUNCH, honest_launchers.LAUNCHERS[name])
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
     triton = result.parts[0]
     failures = {c.name: c.verdict.summary for c in triton.cases
                 if c.verdict.status not in ("passed", "skipped")}
