@@ -66,6 +66,7 @@ keeps this list, the folder and the imports (no circles) in step.
             sanitizer.py     bounds checking for Triton's interpreter
             standin.py       a stand-in for triton where it cannot be installed (macOS)
             mode.py          where kernels run: compiled on a CUDA GPU, or in the interpreter
+            interpreter_launch.py  one launch method for the interpreter on Triton 3.3 to 3.9
             gpu_compile.py   compile the interpreted kernels for a GPU target, without a GPU
             kernel_source.py what in a kernel's source is not Triton's language (x.handle, ...)
             kernel_ops.py    what a compiled kernel computes, by kind, read from its TTIR

@@ -88,3 +88,39 @@ def test_a_constant_made_by_a_function_is_no_compiler_rejection(tmp_path):
     check = result.parts[0].compile_check
     assert check is not None and check.ran and not check.rejected, check
     assert result.parts[0].status == "passed"
+
+
+def _strides_as_one_tuple() -> str:
+    """The reference softmax with its two row strides handed over as one tuple argument."""
+    text = solution_text("softmax")
+    for old, new in (
+            ("    output_row_stride,  # elements between the starts of two output rows\n"
+             "    input_row_stride,  # elements between the starts of two input rows "
+             "(x.stride(0))\n",
+             "    strides,  # (the output's row stride, the input's)\n"),
+            ("    row = tl.program_id(0)\n",
+             "    row = tl.program_id(0)\n    output_row_stride, input_row_stride = strides\n"),
+            ("(output, x, output.stride(0), x.stride(0), n_cols",
+             "(output, x, (output.stride(0), x.stride(0)), n_cols")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.interpreter
+def test_a_tuple_argument_is_compiled_with_its_elements_types(tmp_path):
+    result = grade_text(tmp_path, "softmax", _strides_as_one_tuple(), ["triton"])
+    check = result.parts[0].compile_check
+    assert check.compiled and {c.status for c in check.compiled} == {"ok"}, check.compiled
+    assert result.ok
+
+
+@pytest.mark.interpreter
+def test_a_kernel_given_a_tuple_is_still_rejected_for_what_the_gpu_cannot_run(tmp_path):
+    text = _strides_as_one_tuple().replace(
+        "    tl.store(", "    for i in range(4):\n        if i == 2:\n            break\n"
+        "    tl.store(", 1)
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    check = result.parts[0].compile_check
+    assert check.compiled and {c.status for c in check.compiled} == {"rejected"}, check.compiled
+    assert result.parts[0].status == "failed"

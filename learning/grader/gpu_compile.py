@@ -131,7 +131,9 @@ class Launch:
 
     part: str
     kernel: str  # the kernel's name at the top level of the learner's module
-    signature: tuple  # ((argument name, type string such as "*fp32", "i32", "constexpr"), ...)
+    # ((argument name, type string such as "*fp32", "i32", "constexpr"), ...); a tuple argument's
+    # type is a tuple of its elements' types
+    signature: tuple
     constexprs: tuple  # ((argument name, value), ...); a tl.dtype travels as ("dtype", "fp32")
     options: tuple = ()  # ((name, value), ...): num_warps, num_stages
     line: int = 0  # where the kernel is defined in the learner's file
@@ -314,7 +316,7 @@ def _plain_constant(value):
     return ("repr", repr(value))
 
 
-def _type_string(value) -> str | None:
+def _type_string(value) -> str | tuple | None:
     if value is None:
         return "constexpr"
     if isinstance(value, bool):
@@ -325,6 +327,13 @@ def _type_string(value) -> str | None:
         return "i64" if -(2**63) <= value < 2**63 else "u64"
     if isinstance(value, float):
         return "fp32"
+    if type(value) is tuple:
+        # Triton (3.3 on) takes a tuple of values as one argument, typed element by element:
+        # (x.stride(0), x.stride(1)) is ("i32", "i32"); one of constants is left undescribed
+        kinds = tuple(_type_string(element) for element in value)
+        if not kinds or any(kind is None or kind == "constexpr" for kind in kinds):
+            return None
+        return kinds
     dtype = getattr(value, "dtype", None)
     if dtype is not None and hasattr(value, "data_ptr"):
         element = _TORCH_TYPES.get(str(dtype).removeprefix("torch."))
@@ -705,8 +714,8 @@ PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's la
                      "vouch for what it computed")
 #: ... of a kernel given an argument of a type the compiler takes none of
 NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
-                  "give the GPU compiler (a tensor of unsigned integers, a string, a tuple, an "
-                  "object), so it could not vouch for it")
+                  "give the GPU compiler (a tensor of unsigned integers, a string, a tuple "
+                  "holding one, an object), so it could not vouch for it")
 #: ... of a kernel given a host-side tensor descriptor
 DESCRIPTOR_CHECK = ("not compiled: it takes a tensor descriptor, which the compile check cannot "
                     "give the GPU compiler yet")

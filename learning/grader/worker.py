@@ -153,8 +153,11 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
         kernels.device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning.grader import gpu_compile, sanitizer
+            from learning.grader import gpu_compile, interpreter_launch, sanitizer
 
+            # every launch through the one method the counter and recorder wrap (Triton 3.3
+            # to 3.5 launch past it), before any kernel of the learner's is made
+            interpreter_launch.unify()
             if any(part.needs_kernels for part in parts):
                 load_launch_modules()  # before anything counts or records launches
 

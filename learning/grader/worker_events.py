@@ -201,6 +201,15 @@ def _malformed_problem(problem) -> str:
     return ""
 
 
+def _type_described(kind, depth: int = 0) -> bool:
+    """A launch's argument type: a string, or (a tuple argument's) a tuple of them, nested a
+    few levels at most."""
+    if isinstance(kind, str):
+        return True
+    return type(kind) is tuple and depth < 8 and all(
+        _type_described(inner, depth + 1) for inner in kind)
+
+
 def _malformed_launch(launch) -> str:
     """Why a launch sent for the GPU compile check cannot be read ("" where it can)."""
     from learning.grader.gpu_compile import Launch
@@ -215,6 +224,8 @@ def _malformed_launch(launch) -> str:
                 isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
                 for pair in pairs):
             return f"a launch whose {name} is not pairs of a name and a value"
+    if not all(_type_described(kind) for _, kind in launch.signature):
+        return "a launch whose argument types are not strings or tuples of them"
     if not isinstance(launch.line, int):
         return "a launch whose line is not a whole number"
     return ""
