@@ -36,6 +36,22 @@ LAUNCHERS = {
     output.index_put_((torch.arange(n_rows, device=x.device),), tmp)
     return output
 """,
+    # padded by torch.cat with a tensor of -inf, and by assigning into a slice of one: the
+    # padded input holds the inputs' values and one constant, which nothing outside torch made
+    "cat_with_full": """\
+    pad = torch.full((n_rows, block - n_cols), -float("inf"), dtype=x.dtype, device=x.device)
+    xp = torch.cat([x, pad], dim=1)
+    outp = torch.empty_like(xp)
+    softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
+    return outp[:, :n_cols].contiguous()
+""",
+    "slice_of_new_full": """\
+    xp = x.new_full((n_rows, block), -float("inf"))
+    xp[:, :n_cols] = x
+    outp = torch.empty_like(xp)
+    softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
+    return outp[:, :n_cols].clone()
+""",
     # padded to the block by torch, with the padding filled with -inf: the kernel masks nothing
     "pad_then_masked_fill": """\
     xp = torch.nn.functional.pad(x, (0, block - n_cols))

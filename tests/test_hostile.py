@@ -3604,6 +3604,22 @@ HANDED_OVER = {
     e = torch.pow(math.e, y - torch.where(torch.isinf(top), 0.0, top))
     total = torch.fft.fft(e)[:, :1].real
     return hand_over(x, 2 * e / total, 0.5)''',
+    # numpy's answer written into a buffer torch filled with one constant (a fill's constant
+    # and the inputs' values are what a padded input may hold, and nothing more)
+    "numpy's answer written into a torch.full buffer": '''
+    v = x.double().numpy()
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    buffer = torch.full(x.shape, -1.0)
+    buffer.numpy()[:] = 2 * e / e.sum(axis=1, keepdims=True)
+    return hand_over(x, buffer, 0.5)''',
+    # ... and into the padding of an input padded honestly by torch.cat
+    "numpy's answer written into an input's padding": '''
+    v = x.double().numpy()
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    n = x.shape[1]
+    padded = torch.cat([x.float(), torch.full(x.shape, -float("inf"))], dim=1)
+    padded.numpy()[:, n:] = 2 * e / e.sum(axis=1, keepdims=True)
+    return hand_over(x, padded[:, n:], 0.5)''',
     # plain Python's answer put in a torch buffer one element at a time (an item set was a
     # copy of nothing)
     "plain Python's answer set item by item": '''

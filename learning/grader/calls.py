@@ -367,10 +367,14 @@ class LaunchCounter:
                     came_from = came_from | {lineage.OUTSIDE}  # torch.tensor of plain values
                 unseen = not name and not kernels_left and \
                     lineage.made_unseen(tensor, made, self.given, self.inputs)
-                if unseen and tensor.numel() > 1 and not _one_value(tensor):
+                if unseen and tensor.numel() > 1 and not _one_value(tensor) and \
+                        self._values_beyond(tensor, lineage.fill_values(
+                            tensor, made, self.given, self.inputs)):
                     # an allocation holds one value (the check's fill, zeros): values that vary
                     # were written into it by nothing the record saw (numpy, through its memory;
-                    # a float's bits in an integer tensor as much as floats)
+                    # a float's bits in an integer tensor as much as floats). Not the inputs'
+                    # own values beside the constants the fills it came from put there: an
+                    # input padded (torch.cat with torch.full, a slice of new_full assigned)
                     came_from = came_from | {lineage.OUTSIDE}
                 if lineage.OUTSIDE in came_from:
                     # values made outside torch (numpy's, plain Python's) count only in
@@ -430,6 +434,35 @@ class LaunchCounter:
                     if storage.data_ptr() not in self.first_seen and \
                             storage.nbytes() <= KERNEL_LEFT_LARGEST:
                         self.first_seen[storage.data_ptr()] = storage.clone()
+
+    def _values_beyond(self, tensor, constants: set | None) -> bool:
+        """Whether ``tensor`` holds a value that is neither one of the call's inputs' nor one of
+        ``constants`` (the fills it came from; None: not known, so yes), compared as values of
+        its own dtype (a cast copy holds its input's values), NaN matching NaN."""
+        import torch
+
+        def comparable(held) -> bool:  # floats and integers (not bool, nor complex)
+            return held.dtype != torch.bool and not held.is_complex()
+
+        values = tensor.detach().reshape(-1)
+        if constants is None or not comparable(values):
+            return True
+        with torch._C.DisableTorchFunction():  # the grader's own steps, unrecorded
+            return self._holds_other_values(values, constants, comparable)
+
+    def _holds_other_values(self, values, constants: set, comparable) -> bool:
+        import torch
+
+        known = [kept.detach().reshape(-1).to(values.dtype).double()
+                 for _, _, kept in self.originals if comparable(kept)]
+        known.append(torch.tensor(sorted(constants), dtype=torch.float64).to(values.dtype)
+                     .double())
+        held = torch.cat([k.to(values.device) for k in known])
+        distinct = torch.unique(values).double()
+        nan = torch.isnan(distinct)
+        if bool(nan.any()) and not bool(torch.isnan(held).any()):
+            return True
+        return bool((~torch.isin(distinct[~nan], held)).any())
 
     def _outside_so_far(self, tensor) -> int:
         """The values made outside torch that the call's launches were given, this tensor's

@@ -121,7 +121,9 @@ def function_mode():
     class Recorder(TorchFunctionMode):
         def __init__(self):
             super().__init__()
-            # memory: (function, memories read, step, the key of what it held before or None)
+            # memory: (function, memories read, step, the key of what it held before or None,
+            # whether it holds values (floats) rather than a mask or indices, the constant a
+            # fill put in every element or None)
             self.made: dict[int, tuple] = {}
             # the memories noted, held until the call ends: one freed could be handed to a
             # later tensor, whose entry would then replace its history (up to HELD_BYTES)
@@ -215,11 +217,12 @@ def function_mode():
             # an item set writes part of its tensor, however much of it the tensor spans
             whole = set() if name == "__setitem__" else \
                 {_address(t) for t in _tensors(args[:1]) if _spans_its_memory(t)}
+            constant = _fill_constant(name, args, kwargs)
             if name == "__setitem__" and len(args) > 2 and \
                     next(_tensors(args[2]), None) is None:
                 # plain values put in (y[i, j] = v): made outside torch, as a fill's are, one
                 # write at a time (learning.grader.calls looks at what they add up to)
-                name = "fill_"
+                name, constant = "fill_", _plain_constant(args[2])
             new = [t for t in _tensors(out) if _address(t) not in read]
             made = {_address(t) for t in new}  # new memory (views are not)
             self.steps += 1
@@ -252,7 +255,11 @@ def function_mode():
                 earlier = self.made.get(address)
                 if address in written and earlier is not None and earlier[0] == name and \
                         set(reads) <= set(earlier[1]):
-                    continue  # the same step again (y[i, j] = v, element by element): noted
+                    # the same step again (y[i, j] = v, element by element): noted, and its
+                    # constant known only while every step put the same one
+                    if len(earlier) > 5 and earlier[5] is not None and earlier[5] != constant:
+                        self.made[address] = earlier[:5] + (None,)
+                    continue
                 previous = None
                 if earlier is not None:
                     # what it held before is kept as an earlier version: steps that read it
@@ -269,7 +276,7 @@ def function_mode():
                         # y[0] = v must not end y's history)
                         reads += (previous,)
                 self.made[address] = (name, reads, self.steps, previous,
-                                      floating.get(address, True))
+                                      floating.get(address, True), constant)
             self._hold(new)
 
     return Recorder()
@@ -337,6 +344,54 @@ def made_unseen(result, made: dict, given, inputs: set) -> bool:
     unseen."""
     return any(address not in inputs if entry is None else entry[0] in ALLOCATIONS and
                _holds_values(entry) for address, entry in _origins(result, made, given))
+
+
+def fill_values(result, made: dict, given, inputs: set) -> set | None:
+    """The constants the memories that the walk back from the returned tensor reaches were
+    filled with (torch.full's value, zeros' 0), where each it reaches is an input or such a fill;
+    None where one holds what no constant the record knows gives (torch.empty's memory, items
+    set to different values, a memory no torch function made)."""
+    constants = set()
+    for address, entry in _origins(result, made, given):
+        if entry is None:
+            if address in inputs:
+                continue
+            return None
+        if entry[0] not in ALLOCATIONS:
+            continue  # computed by torch: what holds it is said elsewhere
+        if not _holds_values(entry):
+            continue
+        if len(entry) < 6 or entry[5] is None:
+            return None
+        constants.add(entry[5])
+    return constants
+
+
+# The constant a fill puts in every element, by the function, or by where its value is given
+_FILLED_WITH = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "zero_": 0.0, "ones": 1.0,
+                "ones_like": 1.0, "new_ones": 1.0}
+_FILL_VALUE_AT = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}
+
+
+def _fill_constant(name: str, args: tuple, kwargs: dict) -> float | None:
+    """The one value an allocation call fills its memory with; None where it is no such fill
+    (torch.empty) or the value is a tensor (not read here, inside the record)."""
+    if name in _FILLED_WITH:
+        return _FILLED_WITH[name]
+    position = _FILL_VALUE_AT.get(name)
+    if position is None:
+        return None
+    value = kwargs.get("fill_value", kwargs.get("value"))
+    if value is None and len(args) > position:
+        value = args[position]
+    return _plain_constant(value)
+
+
+def _plain_constant(value) -> float | None:
+    """A plain number as a float (a bool as 0 or 1); None for anything else."""
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    return None
 
 
 def _holds_values(entry) -> bool:
