@@ -301,6 +301,15 @@ def _set_tile_shapes(args: dict) -> None:
         args[name].block_shape = [1, 1, rows, d]
 
 
+def _timed(kernel_call, quantiles):
+    """Time one of the autotuner's trials with the benchmarker of the GPU it runs on, found at
+    the first trial: Triton 3.3's autotuner looks for the GPU as it is made, so a module that
+    builds one at import, as this does, could not be imported on a machine without a GPU."""
+    from triton.runtime import driver
+
+    return driver.active.get_benchmarker()(kernel_call, quantiles=quantiles)
+
+
 def _tuned(kernel, descriptors: bool):
     # A descriptor carries no dtype the autotuner could read into its key, so _attention_tma
     # names its tensors' dtype in DTYPE; _attention's key has it from its pointers.
@@ -308,7 +317,7 @@ def _tuned(kernel, descriptors: bool):
     configs = [row.config() for row in CONFIGS]
     for config in configs if descriptors else ():
         config.pre_hook = _set_tile_shapes
-    return triton.autotune(configs=configs, key=key,
+    return triton.autotune(configs=configs, key=key, do_bench=_timed,
                            prune_configs_by={"early_config_prune": _fits_in_shared_memory})(kernel)
 
 
@@ -894,12 +903,12 @@ def _backward_prune(keeps: str):
 
 
 _BACKWARD_KEY = ["seq_q", "seq_k", "HEAD_DIM", "CAUSAL"]  # and the pointers' dtypes
-_DKDV_TUNED = triton.autotune(configs=[row.config() for row in DKDV_CONFIGS], key=_BACKWARD_KEY,
-                              prune_configs_by={"early_config_prune": _backward_prune("n")})(
-    _attention_backward_dkdv)
-_DQ_TUNED = triton.autotune(configs=[row.config() for row in DQ_CONFIGS], key=_BACKWARD_KEY,
-                            prune_configs_by={"early_config_prune": _backward_prune("m")})(
-    _attention_backward_dq)
+_DKDV_TUNED = triton.autotune(
+    configs=[row.config() for row in DKDV_CONFIGS], key=_BACKWARD_KEY, do_bench=_timed,
+    prune_configs_by={"early_config_prune": _backward_prune("n")})(_attention_backward_dkdv)
+_DQ_TUNED = triton.autotune(
+    configs=[row.config() for row in DQ_CONFIGS], key=_BACKWARD_KEY, do_bench=_timed,
+    prune_configs_by={"early_config_prune": _backward_prune("m")})(_attention_backward_dq)
 
 
 def _check_saved(fn: str, q: torch.Tensor, out: object, dout: object, lse: object) -> None:
