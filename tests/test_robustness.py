@@ -222,13 +222,15 @@ def _kernel_line(text: str, fragment: str) -> int:
     (lambda t: t.replace("    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n"
                          "    for step in range(0, 2):\n        if step > 0:\n"
                          "            break\n"),
-     "            break", "unsupported AST node type: Break", "cannot `break`"),
+     "            break", ("unsupported AST node type: Break",), "cannot `break`"),
     (lambda t: t.replace("    output = numerator / denominator\n",
                          "    output = numerator / denominator\n    if output > 0.5:\n"
                          "        output = output * 1.0\n"),
-     "    if output > 0.5:", "Boolean value of Tensor", "an `if` on a block of values"),
+     "    if output > 0.5:", ("Boolean value of Tensor",), "an `if` on a block of values"),
     (lambda t: t.replace(_STORE, _STORE + "    return output\n"),
-     "    return output", "tt.return", "a kernel cannot return a value"),
+     # (Triton 3.5 says "type of return operand ... doesn't match function result type")
+     "    return output", ("tt.return", "type of return operand"),
+     "a kernel cannot return a value"),
 ], ids=["break", "if-on-a-block", "returns-a-value"])
 @pytest.mark.compile_check
 @pytest.mark.interpreter
@@ -243,7 +245,8 @@ def test_the_gpu_compiler_rejects_what_the_interpreter_accepts(tmp_path, edit, f
     check = part.compile_check
     assert check.ran and len(check.rejected) == 1
     (rejected,) = check.rejected
-    assert rejected.kernel == "softmax_kernel" and message in rejected.message
+    assert rejected.kernel == "softmax_kernel"
+    assert any(words in rejected.message for words in message), rejected.message
     assert rejected.line == _kernel_line(text, fragment)
     assert cause in rejected.hint
     assert seconds < KERNEL_PART_SECONDS

@@ -61,6 +61,9 @@ HINTS = (
      "interpreter treats it as always true): use tl.where(condition, a, b), or a mask"),
     ("tt.return", "a kernel cannot return a value: store its results through an output "
      "pointer with tl.store"),
+    # (Triton 3.5's words for the same)
+    ("type of return operand", "a kernel cannot return a value: store its results through an "
+     "output pointer with tl.store"),
     ("must be a power of 2", "block sizes (tl.arange bounds, BLOCK constants) must be powers "
      "of two: round up with triton.next_power_of_2"),
 )
