@@ -52,6 +52,36 @@ LAUNCHERS = {
     softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
     return outp[:, :n_cols].clone()
 """,
+    # the same padding in memory from torch.empty, filled whole or by a slice
+    "empty_then_fill": """\
+    xp = torch.empty((n_rows, block), dtype=x.dtype, device=x.device)
+    xp.fill_(-float("inf"))
+    xp[:, :n_cols].copy_(x)
+    outp = torch.empty_like(xp)
+    softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
+    return outp[:, :n_cols].contiguous()
+""",
+    "empty_then_slice_set": """\
+    xp = x.new_empty((n_rows, block))
+    xp[:, n_cols:] = -float("inf")
+    xp[:, :n_cols] = x
+    outp = torch.empty_like(xp)
+    softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
+    return outp[:, :n_cols].contiguous()
+""",
+    # a padded scratch buffer kept between calls, its padding written once: the grader's runs
+    # that change what launches are given must leave it as they found it
+    "padded_scratch_kept_between_calls": """\
+    scratch = softmax_triton.__dict__.setdefault("scratch", {})
+    key = (n_rows, n_cols, block, x.dtype, x.device)
+    if key not in scratch:
+        scratch[key] = x.new_full((n_rows, block), -float("inf"))
+    xp = scratch[key]
+    xp[:, :n_cols] = x
+    outp = torch.empty_like(xp)
+    softmax_kernel[(n_rows,)](outp, xp, outp.stride(0), xp.stride(0), block, BLOCK=block)
+    return outp[:, :n_cols].contiguous()
+""",
     # padded to the block by torch, with the padding filled with -inf: the kernel masks nothing
     "pad_then_masked_fill": """\
     xp = torch.nn.functional.pad(x, (0, block - n_cols))

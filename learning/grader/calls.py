@@ -149,6 +149,9 @@ class LaunchCounter:
         # the kind of the first object a launch was given as a pointer whose memory the
         # check could not follow (no tensor, nor a wrapper of one it could find)
         self.pointers_unseen = ""
+        # what the memories the grader's runs changed held before (``_change``)
+        self.changed_memories: dict[int, tuple] = {}
+        self.changed_bytes = 0
         # the memories launches changed, noted where a set (the runs that change what the
         # kernels were given: a result no kernel wrote there is no evidence of what they do)
         self.wrote: set[int] | None = None
@@ -391,7 +394,7 @@ class LaunchCounter:
                 if came_from & self.poison_from:
                     # the whole memory behind it: a view handed to the kernel may leave out
                     # the rows torch wrote its answer into, around the ones the kernel stores
-                    _perturb(_whole_memory(tensor.detach()))
+                    self._change(_whole_memory(tensor.detach()))
                     continue
                 if unseen:
                     # values put there by nothing seen (numpy writing into an allocated
@@ -402,7 +405,7 @@ class LaunchCounter:
                 if not name or size > LARGEST_KEPT_BYTES:
                     continue
                 if self.poison:
-                    _perturb(tensor.detach())
+                    self._change(tensor.detach())
                 elif sum(f.numel() * f.element_size() for _, f in self.fed) + size <= FED_BYTES:
                     self.fed.append((name, tensor.detach().clone()))
 
@@ -423,7 +426,7 @@ class LaunchCounter:
                 blocked = self.blocked | getattr(self.recorder, "reducing", set())
                 if lineage.input_like(address, made, self.inputs, blocked):
                     self.inputs_poisoned.add(address)
-                    _perturb(_whole_memory(tensor))
+                    self._change(_whole_memory(tensor))
 
     def _note_first_seen(self, arguments: list):
         """Copy each small memory the first launch of the call that is given it finds."""
@@ -434,6 +437,34 @@ class LaunchCounter:
                     if storage.data_ptr() not in self.first_seen and \
                             storage.nbytes() <= KERNEL_LEFT_LARGEST:
                         self.first_seen[storage.data_ptr()] = storage.clone()
+
+    def _change(self, tensor) -> None:
+        """``_perturb`` a tensor a launch is given, keeping what its memory held first (up to
+        CHANGED_KEPT_BYTES in a run), for ``put_back_changed`` once the grader's run is over: a
+        memory that outlives the call (a scratch buffer the learner's module keeps between
+        calls) must not carry the grader's changes into the learner's later calls."""
+        import torch
+
+        with contextlib.suppress(Exception):  # a memory that cannot be kept is still changed
+            whole = _whole_memory(tensor)
+            address = whole.untyped_storage().data_ptr()
+            size = whole.untyped_storage().nbytes()
+            if address not in self.changed_memories and \
+                    self.changed_bytes + size <= CHANGED_KEPT_BYTES:
+                with torch._C.DisableTorchFunction():  # the grader's own copy, unrecorded
+                    self.changed_memories[address] = (whole, whole.clone())
+                self.changed_bytes += size
+        _perturb(tensor)
+
+    def put_back_changed(self) -> None:
+        """Put back what the memories ``_change`` changed in the grader's run held before."""
+        import torch
+
+        with torch._C.DisableTorchFunction():
+            for whole, kept in self.changed_memories.values():
+                with contextlib.suppress(Exception):
+                    whole.copy_(kept)
+        self.changed_memories, self.changed_bytes = {}, 0
 
     def _values_beyond(self, tensor, constants: set | None) -> bool:
         """Whether ``tensor`` holds a value that is neither one of the call's inputs' nor one of
@@ -533,7 +564,7 @@ class LaunchCounter:
                         kept is not None and _same_bits(tensor, kept):
                     continue  # read, not written
                 done.add(where)
-                _perturb(tensor)
+                self._change(tensor)
 
     def passed_through(self, result) -> str:
         """The torch function whose values a returned tensor holds, to within ``PASSED_ON``
@@ -1064,8 +1095,9 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
                 # aside, handed back once the values given to the kernel were seen changed):
                 # it says nothing of what the kernels do with those values
                 return None
-            return plain_tensor(result).detach()
+            return plain_tensor(result).detach().clone()
         finally:
+            launches.put_back_changed()  # (after the result is copied: it is the evidence)
             launches.recorder, launches.wrote = None, None
             for name, value in kept.items():
                 setattr(launches, name, value)
@@ -1082,6 +1114,9 @@ def _changed_when_poisoned(function, args_spec: tuple, device: str, first,
         return not _same_bits(changed, first) if exact else not _passed_on(changed, first)
     return False
 
+
+# The most memory the grader keeps, in one of its runs, to put back what it changed
+CHANGED_KEPT_BYTES = 256 << 20
 
 # What ignores_kernels says of a run that raised: true, and told apart from a plain True
 RAISED = "raised"
@@ -1121,6 +1156,8 @@ def ignores_kernels(function, args_spec: tuple, device: str, first,
         return False
     finally:
         launches.clobbered = {}
+        # (once the result and the pool are compared: both are what the changes left)
+        launches.put_back_changed()
 
 
 def _none_of(values, pool: list) -> int:
