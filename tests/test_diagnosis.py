@@ -407,6 +407,7 @@ def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
     ("UnboundLocalError", "cannot access local variable 'total' where it is not associated "
      "with a value", "unbound-local"),
     ("KeyError", "'inputs'", "key-error"),
+    ("RuntimeError", "0 active drivers ([]). There should only be one.", "no-gpu-driver"),
     ("ValueError", "`other` cannot be provided without `mask`", "other-without-mask"),
     # measured on an H100, Triton 3.6: a kernel parameter named params
     ("TypeError", "failed to specialize argument of type: dict", "dict-argument"),

@@ -520,6 +520,20 @@ def test_a_kernel_under_autotune_or_heuristics_is_compiled(tmp_path, decorator, 
     assert statuses == ({"rejected"} if mistake else {"ok"}), rendered(result)
 
 
+@pytest.mark.interpreter  # on a GPU the autotuner times its configurations and picks one
+def test_lesson_10s_autotune_in_the_interpreter_is_explained_as_needing_a_gpu(tmp_path):
+    text = solution_text("softmax").replace(
+        "@triton.jit\ndef softmax_kernel(",
+        "@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (4, 8)], "
+        "key=['n_cols'])\n@triton.jit\ndef softmax_kernel(", 1)
+    result, _ = grade(tmp_path, text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "failed"
+    raised = [c.verdict for c in part.cases if c.verdict.status not in ("passed", "skipped")]
+    assert raised and {v.meaning_key for v in raised} == {"no-gpu-driver"}, rendered(result)
+    assert "@triton.autotune cannot time its configurations" in rendered(result)
+
+
 _KERNEL_IN_A_STRING = '''
 import linecache
 

@@ -153,6 +153,13 @@ MEANINGS = (
     Meaning("torch-allocation", ("RuntimeError",), r"can't allocate memory",
             "the code asked for far more memory than the case needs (on the CPU check caps it; "
             "--memory GIB raises the cap)"),
+    # Triton's words when code asks for the GPU's driver where there is none: in the
+    # interpreter, @triton.autotune with several configurations times them on a GPU
+    Meaning("no-gpu-driver", ("RuntimeError",), r"0 active drivers",
+            "Triton looked for a GPU driver and found none: this code needs a GPU. In Triton's "
+            "interpreter @triton.autotune cannot time its configurations (keep one, or choose "
+            "with @triton.heuristics), nor can triton.testing.do_bench or "
+            "triton.runtime.driver.active run"),
     Meaning("key-error", ("KeyError",), r"",
             "a dictionary was looked up with a key it does not hold"),
 )
