@@ -346,6 +346,10 @@ def made_unseen(result, made: dict, given, inputs: set) -> bool:
                _holds_values(entry) for address, entry in _origins(result, made, given))
 
 
+# The most fill constants a tensor may be made from and still hold only inputs and padding
+MOST_FILL_CONSTANTS = 4
+
+
 def fill_values(result, made: dict, given, inputs: set) -> set | None:
     """The constants the memories that the walk back from the returned tensor reaches were
     filled with (torch.full's value, zeros' 0), where each it reaches is an input or such a fill;
@@ -364,6 +368,8 @@ def fill_values(result, made: dict, given, inputs: set) -> set | None:
         if len(entry) < 6 or entry[5] is None:
             return None
         constants.add(entry[5])
+        if len(constants) > MOST_FILL_CONSTANTS:
+            return None  # an answer put together from fills of its values, one at a time
     return constants
 
 
