@@ -3,6 +3,7 @@ and asserts the verdict, the message the learner reads, and that it ended in bou
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -1146,6 +1147,31 @@ def test_a_guarded_allocation_is_a_tensor_of_its_own_whose_stores_past_its_end_a
     (guarded,) = record.guarded
     torch.as_strided(out, (16,), (1,)).fill_(7.0)  # one element past the end
     assert record.damaged() == 1 and guarded.buffer[allocations.GUARD_ELEMENTS + 15] == 7.0
+
+
+@pytest.mark.parametrize("guard", [False, True], ids=["interpreter", "guarded as on a GPU"])
+def test_the_checks_own_fill_of_new_tensors_is_not_the_learners_in_the_record(guard):
+    # the record of the learner's torch calls sees torch.empty's memory as an allocation (not
+    # as memory nothing made: values from outside torch), and a learner's padding fill by the
+    # constant it put, not by the check's NaN
+    import torch
+
+    from learning.grader import allocations, lineage
+
+    x = torch.randn(3, 4)
+    inputs = {x.untyped_storage().data_ptr()}
+    record = lineage.function_mode()
+    with allocations.controlled(math.nan, guard), record:
+        out = torch.empty((3, 4))
+        filled = torch.empty((3, 8))
+        filled.fill_(-math.inf)
+        filled[:, :4] = x
+        sliced = x.new_empty((3, 8))
+        sliced[:, 4:] = -math.inf
+        sliced[:, :4] = x
+    assert record.made[out.untyped_storage().data_ptr()][0] == "empty"
+    for padded in (filled, sliced):
+        assert lineage.fill_values(padded, record.made, set(), inputs) == {-math.inf}
 
 
 def test_what_the_check_keeps_of_a_call_is_bounded_however_many_launches_it_makes():

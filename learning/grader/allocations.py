@@ -56,7 +56,8 @@ def controlled(fill: float, guard: bool):
         size = tensor.numel()
         buffer = originals["empty"](size + 2 * GUARD_ELEMENTS, dtype=tensor.dtype,
                                     device=tensor.device)
-        buffer.fill_(GUARD_VALUE)
+        with torch._C.DisableTorchFunction():  # the grader's own fill, unrecorded
+            buffer.fill_(GUARD_VALUE)
         record.guarded.append(Guarded(buffer, size))
         # the buffer's memory, from just past the low guard, as a tensor of its own rather than
         # a view of the buffer: an honest ``out.detach_()`` refuses views
@@ -72,13 +73,13 @@ def controlled(fill: float, guard: bool):
             tensor = allocate(*args, **kwargs)
             if not tensor.is_floating_point():
                 return tensor
-            # the grader's own steps, which a record of the learner's torch calls
+            if guard and tensor.is_contiguous() and tensor.numel() and not tensor.requires_grad:
+                # (its buffer's allocation is recorded: the memory the learner's tensor is)
+                tensor = guarded_copy(tensor)
+            # the grader's own fill, which a record of the learner's torch calls
             # (learning.grader.lineage) must not take for a fill of theirs: the memory is
             # what torch.empty made, whatever it holds
             with torch._C.DisableTorchFunction():
-                if guard and tensor.is_contiguous() and tensor.numel() and \
-                        not tensor.requires_grad:
-                    tensor = guarded_copy(tensor)
                 tensor.fill_(fill)
             return tensor
 
