@@ -4088,3 +4088,15 @@ def test_an_honest_launcher_that_prepares_its_inputs_with_torch_passes(tmp_path,
     failures = {c.name: c.verdict.summary for c in triton.cases
                 if c.verdict.status not in ("passed", "skipped")}
     assert not failures, failures
+
+
+# The same scratch launcher, wrong: its key leaves out the width, so a narrower call of the same
+# rows and block reads the columns a wider call left behind
+def test_a_scratch_buffer_kept_for_another_width_fails(tmp_path):
+    honest = honest_launchers.LAUNCHERS["padded_scratch_kept_between_calls"]
+    assert honest.count("(n_rows, n_cols, block,") == 1
+    launcher = honest.replace("(n_rows, n_cols, block,", "(n_rows, block,")
+    text = solution_text("softmax").replace(honest_launchers.REFERENCE_LAUNCH, launcher)
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    failed = [c.name for c in result.parts[0].cases if c.verdict.status == "failed"]
+    assert failed == ["narrower rows next"], rendered(result)

@@ -305,6 +305,9 @@ TRITON_CASES = (
     Case("all -inf row", "a row of only -inf has no softmax: NaN there, as torch.softmax "
          "gives, and the other rows unharmed", _tensor(11, 3, 20, transform=_one_row_all_minus_inf),
          catches=("all-minus-inf",)),
+    Case("narrower rows next", "3 rows of 18, graded just after 3 rows of 20 (the same block "
+         "of 32): nothing an earlier call kept (a padded copy, a cached buffer) may stand in "
+         "for this call's columns", _tensor(19, 3, 18), catches=()),
     Case("float16", "float16 in, float16 out: the output keeps the input's dtype (FP32 inside "
          "is the lesson's advice, which this case's values cannot tell from FP16 arithmetic)",
          _tensor(12, 4, 300, dtype="float16"), catches=("wrong-dtype",), tolerance=FP16),
