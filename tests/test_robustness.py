@@ -344,6 +344,13 @@ def test_a_module_that_gives_the_compile_check_another_kernel_passes_nothing(tmp
         unvouched.message, rendered(result)
 
 
+_INTERPRETING = "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
+_FILL = "def _fill(block):\n    block.handle.data[...] = 0.0\n    return block\n\n\n"
+_HOOK = ("class _Hook:\n    def __add__(self, block):\n        return _fill(block)\n\n"
+         "    __getitem__ = __add__\n\n    @property\n    def filled(self):\n"
+         "        return _fill(self.block)\n\n\n" + _FILL + "_HOOK = _Hook()\n\n\n")
+
+
 # Python only the interpreter runs, in a branch the GPU compiler evaluates while compiling and
 # drops: numpy computing the answer into the loaded block, or a plain function of the module's
 INTERPRETER_ONLY_BRANCHES = {
@@ -366,12 +373,36 @@ INTERPRETER_ONLY_BRANCHES = {
         "@triton.jit\ndef softmax_kernel(",
         "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
         "def _fill(block):\n    block.handle.data[...] = 0.0\n\n\n"
-        "_HELPERS = (_fill,)\n\n\n", "_HELPERS[0]"),
+        "_HELPERS = (_fill,)\n\n\n", "_HELPERS[0]({x})"),
     "a namespace's method under a module constant": (
         "@triton.jit\ndef softmax_kernel(",
         "_INTERPRETING = __import__('os').environ.get('TRITON_INTERPRET') == '1'\n\n\n"
         "class _Helpers:\n    @staticmethod\n    def fill(block):\n"
-        "        block.handle.data[...] = 0.0\n\n\n", "_Helpers.fill"),
+        "        block.handle.data[...] = 0.0\n\n\n", "_Helpers.fill({x})"),
+    # no call at all: Python run by an operator, an index or a property of an object
+    "an operator on an object under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _HOOK, "{x} = _HOOK + {x}"),
+    "an index into an object under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _HOOK, "{x} = _HOOK[{x}]"),
+    "a property of an object under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _HOOK,
+        "_HOOK.block = {x}\n        {x} = _HOOK.filled"),
+    "a constexpr holding a function under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _FILL +
+        "_FILLED = tl.constexpr(_fill)\n\n\n", "{x} = _FILLED({x})"),
+    "a function that says it is Triton's under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _FILL +
+        "_fill.__module__ = 'triton.language.standard'\n_fill.__triton_builtin__ = True\n\n\n",
+        "{x} = _fill({x})"),
+    # one thing where the kernel runs, another where it compiles: read in both processes
+    "an object where it runs and None where it compiles under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + _HOOK.replace(
+            "_HOOK = _Hook()", "_HOOK = _Hook() if _INTERPRETING else None"),
+        "{x} = _HOOK + {x}"),
+    # Triton 3.4 on: plain Python the compiler runs on constants, given the block itself
+    "a constexpr_function given the block under a module constant": (
+        "@triton.jit\ndef softmax_kernel(", _INTERPRETING + "@triton.constexpr_function\n" +
+        _FILL, "{x} = _fill({x})"),
 }
 
 
@@ -383,12 +414,15 @@ def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, ro
     if route == "an argument named input":  # a name that is also a builtin: its own
         text = text.replace("input_ptr", "input")
     elif route.endswith("under a module constant"):
-        anchor, added, *callee = INTERPRETER_ONLY_BRANCHES[route]
+        if "constexpr_function" in route and not hasattr(__import__("triton"),
+                                                         "constexpr_function"):
+            pytest.skip("Triton before 3.4 has no triton.constexpr_function")
+        anchor, added, *statement = INTERPRETER_ONLY_BRANCHES[route]
         text = text.replace(anchor, added + anchor, 1)
         load = next(line for line in text.splitlines() if " = tl.load(" in line)
         name = load.split("=")[0].strip()
-        call = f"\n    if _INTERPRETING:\n        {(callee or ['_into_the_block'])[0]}({name})"
-        text = text.replace(load, load + call, 1)
+        done = (statement or ["_into_the_block({x})"])[0].format(x=name)
+        text = text.replace(load, load + f"\n    if _INTERPRETING:\n        {done}", 1)
     else:
         load = next(line for line in text.splitlines() if " = tl.load(" in line)
         name = load.split("=")[0].strip()
@@ -408,6 +442,69 @@ def test_a_kernel_reaching_past_tritons_language_is_not_vouched_for(tmp_path, ro
         line = next(n for n, text_line in enumerate(text.splitlines(), 1)
                     if "hasattr(" in text_line)
         assert f"at line {line})" in unvouched.message, unvouched.message
+
+
+# What a kernel may name: data globals (a tl.constexpr, a dtype, math.pi) and a @triton.jit
+# helper
+HONEST_GLOBALS = (
+    "import math\n\n"
+    "_ONE = tl.constexpr(1.0)\n_DTYPE = tl.float32\n_TWO = tl.constexpr(2)\n\n\n"
+    "@triton.jit\ndef _shifted(v, m):\n    return v - m\n\n\n")
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_kernel_naming_data_globals_and_tritons_functions_is_vouched_for(tmp_path):
+    text = solution_text("softmax").replace("@triton.jit\ndef softmax_kernel(",
+                                            HONEST_GLOBALS + "@triton.jit\ndef softmax_kernel(", 1)
+    load = next(line for line in text.splitlines() if " = tl.load(" in line)
+    name = load.split("=")[0].strip()
+    used = (f"\n    {name} = _shifted({name}.to(_DTYPE) * _ONE * (_TWO - 1),"
+            f" 0.0 * math.pi)")
+    text = text.replace(load, load + used, 1)
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "passed", rendered(result)
+    assert {c.status for c in part.compile_check.compiled} == {"ok"}, rendered(result)
+
+
+# A constexpr argument the launcher gives: data, a dtype or a @triton.jit function reach the
+# compiler as they are; an object (or a number of a class of the module's own, whose operators
+# are its code) runs Python on the block in the interpreter and is no constant a compiler takes
+CONSTEXPR_ARGUMENTS = {
+    "an object": ("_HOOK", False),
+    "a number of the module's own class": ("_Sneaky(0)", False),
+    "a @triton.jit function": ("_unchanged", True),
+    "a tuple of numbers": ("(1, 2)", True),
+}
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("given", CONSTEXPR_ARGUMENTS)
+def test_a_constexpr_argument_is_compiled_as_given_or_not_vouched_for(tmp_path, given):
+    value, honest = CONSTEXPR_ARGUMENTS[given]
+    helpers = (_FILL + _HOOK + "class _Sneaky(int):\n    def __add__(self, block):\n"
+               "        return _fill(block)\n\n\n"
+               "@triton.jit\ndef _unchanged(v):\n    return v\n\n\n")
+    text = solution_text("softmax").replace("@triton.jit\ndef softmax_kernel(",
+                                            helpers + "@triton.jit\ndef softmax_kernel(", 1)
+    text = text.replace("    BLOCK: tl.constexpr,",
+                        "    BLOCK: tl.constexpr,\n    H: tl.constexpr,", 1)
+    use = {"a @triton.jit function": "x = H(x)", "a tuple of numbers": "x = x * (H[1] - H[0])"}
+    text = text.replace("    x = x.to(tl.float32)\n", "    x = x.to(tl.float32)\n    " + use.get(
+        given, "x = H + x") + "\n", 1)
+    text = text.replace("BLOCK=block)", f"BLOCK=block, H={value})", 1)
+    assert text.count("H=") == 1 and "H + x" in text or given in use
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    if honest:
+        assert part.status == "passed", rendered(result)
+        return
+    assert part.status == "failed", rendered(result)
+    (unvouched,) = part.compile_check.rejected
+    assert unvouched.status == "unvouched" and "an object" in unvouched.message, \
+        rendered(result)
 
 
 # torch's answer handed to a kernel in disguise (doubled and shifted), which undoes it: no value
@@ -605,7 +702,11 @@ def test_a_compile_check_the_module_changed_says_so_and_passes_nothing(tmp_path)
         "@triton.jit", patch + "\n\n@triton.jit", 1)
     result, _ = grade(tmp_path, text, ["triton"])
     (part,) = result.parts
-    assert part.passed == part.graded and part.status == "failed", rendered(result)
+    # (where the kernels ran, the same patch changed the grader's code that reads each launch:
+    # no case there is judged either)
+    assert part.passed == 0 and part.status == "failed", rendered(result)
+    assert all("learning.grader.gpu_compile.compile_launch" in c.verdict.summary
+               for c in part.cases if c.verdict.status == "failed"), rendered(result)
     assert {c.status for c in part.compile_check.rejected} == {"unvouched"}
     shown = " ".join(rendered(result).split())
     assert "your module changed the compile check's own code " \

@@ -19,6 +19,7 @@ Two halves live here:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import os
@@ -146,6 +147,9 @@ class Launch:
     # a digest of the source of the kernel that ran (``source_digest``): the compile check
     # compiles that kernel, not another its process was given under the same name
     code: str = ""
+    # what in the kernel's source reached past Triton's language where it ran, read with that
+    # process's globals (learning.grader.kernel_source), or ""
+    past: str = ""
 
     @property
     def key(self) -> tuple:
@@ -233,6 +237,10 @@ class LaunchRecorder:
                 launch = dataclasses.replace(launch, path=NO_FILE)
         if launch is None or (launch.part, launch.key) in self.seen:
             return
+        if launch.path not in (DESCRIPTOR, NO_TYPES):
+            # read here too: a global can be one thing where the kernel runs and another where
+            # it is compiled (an object of the learner's here, None there)
+            launch = dataclasses.replace(launch, past=kernel_source.past_the_language(fn))
         self.seen.add((launch.part, launch.key))
         self.send(launch)
 
@@ -278,6 +286,8 @@ def describe_launch(part: str, fn, args, kwargs) -> Launch | None:
         if kind == "constexpr":
             constexprs.append((name, None))
         signature.append((name, kind))
+    if any(_unplain(value) for _, value in constexprs):
+        return None  # a constexpr holding an object: no compiler is given one
     return Launch(part, fn.__name__, tuple(signature), tuple(constexprs),
                   tuple(sorted(options.items())), line=_definition_line(fn),
                   code=source_digest(fn))
@@ -309,14 +319,38 @@ def _is_constexpr_value(value) -> bool:
     return type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton")
 
 
-def _plain_constant(value):
+def _plain_constant(value, depth: int = 0):
+    """A constexpr argument as the compile process is given it: plain data as it is (of
+    exactly its type: a subclass of int brings code of its own, which the interpreter runs on
+    the kernel's blocks and the compiler never sees), a dtype by name, a @triton.jit function by
+    its name in the kernel's module; anything else as ("repr", ...), which the compile check
+    cannot give the compiler."""
     if _is_constexpr_value(value):
         value = value.value
-    if type(value).__name__ == "dtype" and type(value).__module__.startswith("triton"):
+    kind = type(value)
+    if kernel_source.tritons(kind) and any(c.__name__ == "dtype" for c in kind.__mro__):
         return ("dtype", str(value))
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or kind in (bool, int, float, str):
         return value
+    if kind.__module__ == "numpy" and hasattr(value, "item") and not hasattr(value, "shape") \
+            or kind.__module__ == "numpy" and getattr(value, "shape", None) == ():
+        with contextlib.suppress(Exception):  # NumPy's scalar: its plain value
+            plain = value.item()
+            if type(plain) in (bool, int, float):
+                return plain
+    if kind is tuple and depth < 4:
+        items = tuple(_plain_constant(item, depth + 1) for item in value)
+        if not any(_unplain(item) for item in items):
+            return ("tuple", items)
+    function = kernel_source.kernel_function(value)
+    if function is not None:
+        return ("jit", function.__name__)
     return ("repr", repr(value))
+
+
+def _unplain(constant) -> bool:
+    """A constant ``_plain_constant`` could not make plain data of."""
+    return type(constant) is tuple and len(constant) == 2 and constant[0] == "repr"
 
 
 def _type_string(value) -> str | tuple | None:
@@ -429,6 +463,7 @@ def _hold():
     from triton.compiler.errors import CompilationError
     from triton.runtime.jit import JITFunction
 
+    kernel_source.remember_tritons_own()
     _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
                  CompilationError=CompilationError, JITFunction=JITFunction,
                  source_digest=source_digest, kinds_in=kernel_ops.kinds_in)
@@ -456,7 +491,14 @@ def compile_launch(module, launch: Launch, learner_file: str,
                         key=launch.key)
     if launch.code and _HELD["source_digest"](fn.fn) != launch.code:
         return Compiled(launch.kernel, "unvouched", OTHER_CODE, key=launch.key)
-    constexprs = {name: _rebuild_constant(value) for name, value in launch.constexprs}
+    try:
+        constexprs = {name: _rebuild_constant(value, module) for name, value in
+                      launch.constexprs}
+    except LookupError as missing:
+        return Compiled(launch.kernel, "unvouched", f"not compiled: it was given the "
+                        f"@triton.jit function {missing.args[0]} as a constexpr, which the "
+                        "compile check's process does not find at the top level of the "
+                        "module, so it could not vouch for it", key=launch.key)
     diagnostics = ""
     try:
         with _captured_stderr() as captured:
@@ -478,11 +520,18 @@ def compile_launch(module, launch: Launch, learner_file: str,
     return result
 
 
-def _rebuild_constant(value):
+def _rebuild_constant(value, module=None):
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "dtype":
         import triton.language as tl
 
         return tl.dtype(value[1])
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "jit":
+        found = vars(module).get(value[1]) if module is not None else None
+        if kernel_source.kernel_function(found) is None:
+            raise LookupError(value[1])
+        return found
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "tuple":
+        return tuple(_rebuild_constant(item, module) for item in value[1])
     return value
 
 
@@ -663,6 +712,10 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             # statements can make an import fail in this process alone)
             send(channel, "unvouched", launch.kernel, f"not compiled: {home}", launch.key)
             module = None if home is module else module
+            continue
+        if launch.past:  # read where the kernel ran, with that process's globals
+            send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(launch.past),
+                 launch.key)
             continue
         past = reaches(home, launch, jit_class)
         if past and not full and home is module:

@@ -13,17 +13,31 @@ compile check, which reads every kernel it compiles, says it cannot vouch for on
 - the builtins that reach into objects or run other code (``getattr``, ``vars``, ``eval``, ...);
 - a call to anything neither Triton's nor a plain builtin (a function of the learner's or of
   NumPy, a functools.partial, an object with ``__call__``): the compiler cannot compile one, so
-  it compiled only because the call sits in a branch the compiler drops.
+  it compiled only because the call sits in a branch the compiler drops;
+- any global the kernel names that is neither data (numbers, strings, tuples of them, a
+  ``tl.constexpr`` of one), a module, a @triton.jit function nor one of Triton's own objects:
+  an object of the learner's runs their Python through an operator (``HOOK + x``), an index, a
+  property or an attribute set on it, with no call to see, and a ``tl.constexpr`` may hold a
+  function;
+- a ``@triton.constexpr_function`` of the learner's: plain Python that the interpreter runs as
+  the kernel runs (handed the block itself, or reaching a global the launcher filled).
 
-The @triton.jit functions a kernel calls are read the same way.
+"Triton's own" is by identity, with what Triton's modules held before the learner's statements
+ran (``remember_tritons_own``): a function of theirs that says its module is triton.language is
+not. Both processes read the kernel: the one that ran it (its globals as they were there) and the
+compile check's, so a global that is one thing where the kernel ran and another where it is
+compiled is read as each. The @triton.jit functions a kernel calls are read the same way.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import importlib
 import inspect
-import linecache
+import sys
+import textwrap
 import types
 
 # Builtins a kernel has no use for, each a way into objects or into running other code
@@ -33,42 +47,204 @@ REFLECTIVE = frozenset({
     "breakpoint", "input"})
 # How deep the @triton.jit functions a kernel calls are followed
 DEPTH = 8
+# Triton's modules a kernel reaches its language through, loaded before they are remembered
+TRITON_MODULES = ("triton", "triton.language", "triton.language.core",
+                  "triton.language.standard", "triton.language.math", "triton.language.extra",
+                  "triton.language.extra.libdevice", "triton.language.extra.cuda",
+                  "triton.language.extra.cuda.libdevice", "triton.runtime.jit",
+                  "triton.runtime.autotuner", "triton.runtime.interpreter")
+# The kinds of Triton's objects that hold a function Triton compiles (or interprets) as a kernel
+_KERNEL_KINDS = frozenset({"JITFunction", "InterpretedFunction", "Autotuner", "Heuristics"})
+
+# Triton's own objects by identity (and the code objects of its functions, with which its
+# interpreter makes the functions it puts into triton.language as it launches), kept before the
+# learner's statements run. Immutable, and rebound only by remember_tritons_own: the grader's
+# watch on its own modules sees any other change.
+_OWN_IDS: frozenset = frozenset()
+_OWN_CODE_IDS: frozenset = frozenset()
+_KEPT: tuple = ()  # the objects themselves, so that no id is reused
+_MISSING = object()
+_LOCAL = object()  # a name of the function's own: known only as it runs
 
 
-def past_the_language(kernel, jit_class) -> str:
-    """The first thing in ``kernel``'s source (a JITFunction) or in a @triton.jit function it
-    calls that is not Triton's language, said with its line ("x.handle at line 23"), or ""."""
+def remember_tritons_own() -> None:
+    """Keep what Triton's modules hold now: run before the learner's statements, it is what
+    "Triton's own" means afterwards."""
+    global _OWN_IDS, _OWN_CODE_IDS, _KEPT
+    for name in TRITON_MODULES:
+        with contextlib.suppress(Exception):  # a release without it
+            importlib.import_module(name)
+    kept, codes = [], []
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType) or \
+                not (name == "triton" or name.startswith("triton.")):
+            continue
+        kept.append(module)
+        for value in list(vars(module).values()):
+            kept.append(value)
+            if isinstance(value, type):  # a class's own: tl.tensor's methods, dtype's
+                with contextlib.suppress(Exception):
+                    kept += list(vars(value).values())
+    for value in kept:
+        codes += _codes_in(value)
+    _KEPT = tuple(kept) + tuple(codes)
+    _OWN_IDS = frozenset(id(value) for value in kept)
+    _OWN_CODE_IDS = frozenset(id(code) for code in codes)
+
+
+def _codes_in(value) -> list:
+    """The code objects a function (or a class's functions) runs, nested ones included."""
+    inner = getattr(value, "__func__", value)  # staticmethod, classmethod
+    code = getattr(inner, "__code__", None) if isinstance(inner, types.FunctionType) else None
+    if isinstance(value, property):
+        return [c for f in (value.fget, value.fset) if f is not None for c in _codes_in(f)]
+    found, todo = [], [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
+
+
+def tritons(value, depth: int = 0) -> bool:
+    """One of Triton's own objects: kept before the learner's statements ran, or a function its
+    interpreter made of them as it launched (its code Triton's, and all it holds Triton's)."""
+    if not _OWN_IDS:  # nothing remembered (a test calling in): by the module it names
+        module = value.__module__ if isinstance(value, (types.FunctionType, type)) else \
+            type(value).__module__
+        return isinstance(module, str) and module.split(".")[0] == "triton"
+    if id(value) in _OWN_IDS:
+        return True
+    if type(value) is types.FunctionType and id(value.__code__) in _OWN_CODE_IDS and depth < 3:
+        held = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values()]
+        for cell in value.__closure__ or ():
+            with contextlib.suppress(ValueError):  # an empty cell holds nothing
+                held.append(cell.cell_contents)
+        return all(_data(v) or tritons(v, depth + 1) or id(type(v)) in _OWN_IDS for v in held)
+    return False
+
+
+def _data(value, depth: int = 0) -> bool:
+    """Plain data a kernel may name: a number, a string, None, NumPy's scalar, a tuple or list
+    of those (or of Triton's dtypes), exactly those types (a subclass brings code)."""
+    kind = type(value)
+    if kind in (type(None), bool, int, float, str, complex):
+        return True
+    if kind.__module__ == "numpy" and any(c.__name__ == "generic" for c in kind.__mro__):
+        return True
+    if kind in (tuple, list) and depth < 4 and len(value) <= 4096:
+        return all(_data(v, depth + 1) or tritons(v) for v in value)
+    return False
+
+
+def _constexpr(value) -> bool:
+    kind = type(value)
+    return kind.__name__ == "constexpr" and tritons(kind)
+
+
+def kernel_function(value):
+    """The Python function a kernel object of Triton's (a @triton.jit function, an autotuned or
+    interpreted one) runs, or None for anything else."""
+    for depth in range(DEPTH):
+        if type(value) is types.FunctionType:
+            return value if depth else None  # a plain function is no kernel
+        kind = type(value)
+        if kind.__name__ not in _KERNEL_KINDS or not tritons(kind):
+            return None
+        value = vars(value).get("fn")
+    return None
+
+
+def _learners_constexpr_function(value) -> bool:
+    """A @triton.constexpr_function of the learner's: plain Python the compiler runs on
+    constants, and the interpreter on whatever the kernel hands it."""
+    kind = type(value)
+    return kind.__name__ == "ConstexprFunction" and tritons(kind) and not tritons(value)
+
+
+def _builtin(value) -> bool:
+    """One of Python's builtins a kernel may use (range, min, float), not a reflective one."""
+    if type(value) not in (types.BuiltinFunctionType, type):
+        return False
+    name = value.__name__
+    return getattr(builtins, name, None) is value and name not in REFLECTIVE
+
+
+def _not_the_language(value) -> str:
+    """Why a global a kernel names is not Triton's language ("" when it is)."""
+    if _learners_constexpr_function(value):
+        # whatever its arguments, its body can reach what the launcher left in a global (the
+        # input itself) and hand back a block of its own making where it runs interpreted
+        return "a @triton.constexpr_function of yours: plain Python, which the interpreter " \
+            "runs as the kernel runs; compute the constant in the launcher and pass it as a " \
+            "tl.constexpr argument"
+    if _data(value) or tritons(value) or _builtin(value) or \
+            type(value) is types.ModuleType or kernel_function(value) is not None:
+        return ""
+    if _constexpr(value):
+        inner = vars(value).get("value")
+        if _data(inner) or tritons(inner) or kernel_function(inner) is not None:
+            return ""
+        return f"a tl.constexpr holding {_kind(inner)}"
+    return _kind(value)
+
+
+def _kind(value) -> str:
+    if isinstance(value, types.FunctionType):
+        return f"the Python function {value.__qualname__}"
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"a {type(value).__qualname__} object"
+
+
+def past_the_language(kernel, jit_class=None) -> str:
+    """The first thing in ``kernel``'s source (a kernel object of Triton's, or its Python
+    function) or in a @triton.jit function it names that is not Triton's language, said with
+    its line ("x.handle at line 23"), or "". (``jit_class`` is no longer needed.)"""
     seen: set[int] = set()
-    todo = [(kernel, 0)]
+    todo = [(kernel_function(kernel) or kernel, 0)]
     while todo:
         function, depth = todo.pop()
-        if id(function) in seen or depth > DEPTH:
+        if id(function) in seen or depth > DEPTH or type(function) is not types.FunctionType:
             continue
         seen.add(id(function))
-        found, called = _read(function, jit_class)
+        try:
+            found, named = _read(function)
+        except Exception as exc:  # noqa: BLE001 - what resists reading is not vouched for
+            return f"a global the check could not read ({type(exc).__name__}) in " \
+                   f"{function.__qualname__}"
         if found:
             return found
-        todo += [(inner, depth + 1) for inner in called]
+        todo += [(inner, depth + 1) for inner in named]
     return ""
 
 
-def _read(function, jit_class) -> tuple[str, list]:
-    """(what reaches past the language in one JITFunction's body, or ""; the JITFunctions it
-    calls)."""
-    source = getattr(function, "src", None)
-    python = getattr(function, "fn", None)
-    if not isinstance(source, str) or python is None:
-        return "", []
+def _parsed(python):
+    """(the function's def node without its decorators, the line of its file the source
+    starts at), or (None, 0)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        lines, first = inspect.getsourcelines(python)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError, IndentationError):
+        return None, 0
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None, 0
+    node.decorator_list = []  # Triton's decorators run on the host, not in the kernel
+    return node, first
+
+
+def _read(python) -> tuple[str, list]:
+    """(what reaches past the language in one kernel function's body, or ""; the Python
+    functions of the kernels it names)."""
+    tree, first = _parsed(python)
+    if tree is None:
         return "", []
-    first = _first_line(python)
-    names = getattr(python, "__globals__", {})
+    names = python.__globals__
     # the function's own names (an argument called input or type is no builtin)
     own = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | \
         {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    called = []
+    named = []
     for node in ast.walk(tree):
         where = f" at line {first + getattr(node, 'lineno', 1) - 1}" if first else ""
         if isinstance(node, ast.Attribute) and (
@@ -79,36 +255,41 @@ def _read(function, jit_class) -> tuple[str, list]:
                 node.id not in own:
             return f"{node.id}{where}", []
         if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Name) and node.func.id not in names and \
-                    node.func.id not in own and not hasattr(builtins, node.func.id):
+            found = _call(node, names, own)
+            if found:
+                return f"{found}{where}", []
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            value = _resolve(node, names, own)
+            if value is _LOCAL:
+                continue
+            if value is _MISSING:
+                if isinstance(node, ast.Name) and hasattr(builtins, node.id):
+                    continue
                 # named, yet defined nowhere the compiler looked: made by a statement the
-                # compile check leaves out (a functools.partial, say), in a dropped branch
-                return f"a call to {node.func.id}, which the kernel's module does not " \
-                       f"define for the compiler{where}", []
-            if not isinstance(node.func, (ast.Name, ast.Attribute)):
-                # called through what an expression gives (a tuple's item, a call's result):
-                # Triton compiles calls of names only, so this runs in the interpreter alone
-                return f"a call through {_text(node.func)}, which is not Triton's{where}", []
-            target = _resolve(node.func, names)
-            inner = _unwrapped(target, jit_class)
-            if inner is not None:
-                called.append(inner)
-            elif _foreign(target):
-                return f"a call to {_text(node.func)}, which is not Triton's{where}", []
-    return "", called
+                # compile check leaves out, in a dropped branch
+                return f"{_text(node)}, which the kernel's module does not define for the " \
+                       f"compiler{where}", []
+            why = _not_the_language(value)
+            if why:
+                return f"{_text(node)} ({why}), which is not Triton's{where}", []
+            inner = kernel_function(value)
+            if inner is not None and inner is not python and not tritons(value):
+                named.append(inner)  # a kernel function of the learner's (Triton's are its own)
+    return "", named
 
 
-def _first_line(python) -> int:
-    """The line of the function's ``def`` (its source, as the JITFunction holds it, starts
-    there; the code's first line is its first decorator's)."""
-    code = getattr(python, "__code__", None)
-    if code is None:
-        return 0
-    lines = linecache.getlines(code.co_filename)
-    for number in range(code.co_firstlineno, min(len(lines), code.co_firstlineno + 50) + 1):
-        if lines[number - 1].lstrip().startswith(("def ", "async def ")):
-            return number
-    return code.co_firstlineno
+def _call(node: ast.Call, names: dict, own: set) -> str:
+    """What in a call reaches past the language, or ""."""
+    if not isinstance(node.func, (ast.Name, ast.Attribute)):
+        # called through what an expression gives (a tuple's item, a call's result): Triton
+        # compiles calls of names only, so this runs in the interpreter alone
+        return f"a call through {_text(node.func)}, which is not Triton's"
+    target = _resolve(node.func, names, own)
+    if target is _LOCAL or target is _MISSING:
+        return ""  # a method of a block (x.to), or said where the name is read
+    if kernel_function(target) is None and _foreign(target):
+        return f"a call to {_text(node.func)}, which is not Triton's"
+    return ""
 
 
 def _text(node) -> str:
@@ -118,30 +299,27 @@ def _text(node) -> str:
         return type(node).__name__
 
 
-def _resolve(node, names: dict):
-    """The object a call's target names (``helper``, ``module.helper``), or None."""
+def _resolve(node, names: dict, own: set):
+    """The object a name or an attribute chain on a global names (``helper``,
+    ``module.helper``, ``tl.float32.name``); _LOCAL where it starts at a name of the function's
+    own, _MISSING where nothing has it. Looked up without running anything of the learner's
+    (no property, no __getattr__)."""
     if isinstance(node, ast.Name):
-        return names.get(node.id)
+        if node.id in own:
+            return _LOCAL
+        return names.get(node.id, _MISSING) if node.id in names else \
+            getattr(builtins, node.id, _MISSING)
     if isinstance(node, ast.Attribute):
-        owner = _resolve(node.value, names)
-        if isinstance(owner, types.ModuleType):
-            return vars(owner).get(node.attr)
-        if owner is not None:  # a global object's attribute (a namespace of helpers)
-            try:
-                return inspect.getattr_static(owner, node.attr)
-            except AttributeError:
-                return None
-    return None
-
-
-def _unwrapped(target, jit_class):
-    """The JITFunction ``target`` is or wraps (autotune, heuristics), or None."""
-    for _ in range(DEPTH):
-        if target is None or isinstance(target, jit_class):
-            return target
-        target = getattr(target, "fn", None) if not isinstance(target, types.FunctionType) \
-            else None
-    return None
+        owner = _resolve(node.value, names, own)
+        if owner is _LOCAL or owner is _MISSING:
+            return owner
+        if issubclass(type(owner), types.ModuleType):
+            return vars(owner).get(node.attr, _MISSING)
+        try:
+            return inspect.getattr_static(owner, node.attr)
+        except AttributeError:
+            return _MISSING
+    return _LOCAL  # what an expression gives is known only as the kernel runs
 
 
 def _foreign(target) -> bool:
@@ -149,15 +327,7 @@ def _foreign(target) -> bool:
     learner's, NumPy's, math's), a functools.partial, an object with __call__. The GPU compiler
     cannot compile a call to one (only @triton.jit functions and Triton's own), so a kernel
     that compiled with one holds it in a branch the compiler drops."""
-    if target is None:
+    if _builtin(target) or tritons(target) or _constexpr(target) and tritons(
+            vars(target).get("value")):
         return False
-    # an object's own class says whose it is (a wrapper copies its function's __module__:
-    # Triton's constexpr_function is Triton's, whatever module the function was written in)
-    module = getattr(target, "__module__", None) if isinstance(
-        target, (types.FunctionType, types.BuiltinFunctionType, type)) else \
-        type(target).__module__
-    if not isinstance(module, str):
-        return True
-    if module == "builtins" and isinstance(target, (types.BuiltinFunctionType, type)):
-        return False  # min, max, range, len, print, int: the reflective ones are said above
-    return module.split(".")[0] != "triton"
+    return True

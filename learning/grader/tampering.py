@@ -27,7 +27,8 @@ import types
 WATCHED = ("learning.grader.calls", "learning.grader.lineage", "learning.grader.allocations",
            "learning.grader.summarise", "learning.grader.tensors", "learning.grader.channel",
            "learning.grader.worker", "learning.grader.borrowed", "learning.grader.tampering",
-           "learning.grader.program_order")
+           "learning.grader.program_order", "learning.grader.gpu_compile",
+           "learning.grader.kernel_source")
 # Triton's classes whose launch method the launch counter wraps, and that method
 LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
              ("triton.runtime.interpreter", "InterpretedFunction", "run"),
@@ -39,7 +40,8 @@ LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
 # identity, not by content
 STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._STORED_ARRAY",
                    "learning.grader.borrowed._FROZEN", "learning.grader.borrowed._KEEPERS",
-                   "learning.grader.borrowed._WRAPPED", "learning.grader.program_order._NOW"})
+                   "learning.grader.borrowed._WRAPPED", "learning.grader.program_order._NOW",
+                   "learning.grader.kernel_source._KEPT"})
 # Data compared by content as well: containers whose insides the learner's code could change
 _CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
 

@@ -17,7 +17,15 @@ import traceback
 import warnings
 from dataclasses import dataclass
 
-from learning.grader import borrowed, containment, program_order, registry, stuck, tampering
+from learning.grader import (
+    borrowed,
+    containment,
+    kernel_source,
+    program_order,
+    registry,
+    stuck,
+    tampering,
+)
 from learning.grader import mode as kernel_mode
 from learning.grader.calls import InputNotBuilt, LaunchCounter, call_case
 from learning.grader.channel import Channel
@@ -70,6 +78,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
         watch = borrowed.Watch(module_path, report=lambda name: channel.send("borrowed", [name]))
         watch.install()
         interpreting = _interprets(os.environ.get("TRITON_INTERPRET"))
+        if kernels.recorder is not None:
+            kernel_source.remember_tritons_own()  # before the learner's statements run
         if kernels.launches is not None:
             # Triton's interpreter too, where it runs the kernels: a module that replaced its
             # store (or any of its builder's operations) with numpy's answer would pass a

@@ -226,6 +226,8 @@ def _malformed_launch(launch) -> str:
             return f"a launch whose {name} is not pairs of a name and a value"
     if not all(_type_described(kind) for _, kind in launch.signature):
         return "a launch whose argument types are not strings or tuples of them"
+    if not isinstance(launch.past, str):
+        return "a launch whose reading of the kernel's source is not a string"
     if not isinstance(launch.line, int):
         return "a launch whose line is not a whole number"
     return ""
