@@ -236,6 +236,18 @@ def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(
     assert "; acc in program (0, 0), keys 16 to 24 differs at [0][0]" in said
 
 
+def test_a_program_the_grid_never_ran_is_said_to_be_missing_not_to_hold_a_value(tmp_path):
+    # one program short: the last row's program never ran, so no value of its steps exists
+    code = _replace(solution_text("rmsnorm"), "rmsnorm_kernel[(n_rows,)](",
+                    "rmsnorm_kernel[(max(n_rows - 1, 1),)](")
+    said = _steps(_graded(tmp_path, "rmsnorm", code, "triton"), "triton")
+    assert said, said
+    for step in said.values():
+        assert "holds from before" not in step, step
+        assert re.search(r"nothing of your code ran in the program of row (\d+), where the "
+                         r"reference sets \w+: your launch ran no such program$", step), step
+
+
 @loops_in_the_interpreter
 def test_a_kernel_running_maximum_never_updated_is_found_at_the_first_chunk(tmp_path):
     code = _replace(solution_text("online_softmax"), "        m = m_new\n", "")

@@ -234,7 +234,15 @@ def _first_difference(reference: Recording, learner: Recording, names: tuple[str
                 return ""
             if not verdict:
                 facts.update(matched=tuple(matched), differs=name)
-                return first_wrong(name, event.loops.get("program"), _not_set(
+                program = event.loops.get("program")
+                if place and program is not None and not any(
+                        e.loops.get("program") == program for e in learner.events):
+                    # no step of that program at all: it never ran, and what the name holds
+                    # is another program's
+                    return first_wrong(name, program, f"{_before(matched, place)}nothing of "
+                                       f"your code ran {place}, where the reference sets "
+                                       f"{name}: your launch ran no such program")
+                return first_wrong(name, program, _not_set(
                     name, place, current, event.value, matched, atol, rtol))
         held[name] = event.value
         if name not in matched:

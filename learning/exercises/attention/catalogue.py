@@ -167,6 +167,8 @@ PYTHON = (
         ("if not causal or j <= i\n", "if not causal or j < i\n"))),
     Version("the causal mask lets one key too many through", "python", "causal-off-by-one",
             _python(("if not causal or j <= i\n", "if not causal or j <= i + 1\n"))),
+    Version("the causal mask turned round", "python", "causal-reversed", _python(
+        ("if not causal or j <= i\n", "if not causal or j >= i\n"))),
     Version("the scale forgotten", "python", "scale", _python(
         ("scale = 1.0 / math.sqrt(len(q[0]))", "scale = 1.0"))),
     Version("the scale applied to the output", "python", "scale", _python(
@@ -238,6 +240,8 @@ TRITON = (
         ("CAUSAL=causal,", "CAUSAL=False,"))),
     Version("the causal mask hides the diagonal", "triton", "causal-off-by-one", _kernel(
         ("(cols[None, :] <= rows[:, None])", "(cols[None, :] < rows[:, None])"))),
+    Version("the causal mask turned round", "triton", "causal-reversed", _kernel(
+        ("(cols[None, :] <= rows[:, None])", "(cols[None, :] >= rows[:, None])"))),
     Version("the scale forgotten", "triton", "scale", _kernel(
         ("s = tl.dot(q, tl.trans(k)) * scale", "s = tl.dot(q, tl.trans(k))"))),
     Version("the scale applied to the output", "triton", "scale", _kernel(

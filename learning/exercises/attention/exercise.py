@@ -59,7 +59,8 @@ def reference(q, k, v, causal=False, block=None):
 def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
              pad_value=-math.inf, skip=False, order="forward", shift="running", guard=True,
              rescale_acc=True, rescale_sum=True, normalise="end", causal_shift=0,
-             scale_form="before", acc_dtype=None, raw_exp=False, causal_mask=True):
+             scale_form="before", acc_dtype=None, raw_exp=False, causal_mask=True,
+             causal_reversed=False):
     """Attention by blocks of ``block_n`` keys with a running (max, sum, accumulator), as the
     kernel computes it, with switches for the lesson's mistakes:
 
@@ -82,6 +83,8 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
     - ``raw_exp``: exp(score) in float32 with no maximum at all;
     - ``causal_mask``: hide the keys past the diagonal when ``causal`` (False: every key seen,
       the mask forgotten; causal with seq_q != seq_k is still refused).
+    - ``causal_reversed``: hide the keys before the diagonal instead (query i sees keys
+      j >= i + causal_shift: the comparison turned round).
     """
     np = _np()
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
@@ -98,7 +101,9 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
         values[..., :lk, :] = v
         rows, cols = np.arange(lq)[:, None], np.arange(width)[None, :]
         if causal and causal_mask:
-            hidden = (cols > rows + causal_shift) & (cols < lk)
+            hidden = (cols < rows + causal_shift) if causal_reversed else \
+                (cols > rows + causal_shift)
+            hidden = hidden & (cols < lk)
             scores = np.where(hidden, float(mask_value), scores)
         visited = np.ones((lq, n_blocks), dtype=bool)
         if causal and skip:
@@ -262,6 +267,8 @@ _NO_GUARD = ({"shift": "block", "guard": False}, {"order": "reverse", "guard": F
 _SCALES = ({"scale_form": "none"}, {"scale_form": "after"}, {"scale_form": "inverse"},
            {"scale_form": "d"})
 _OFF_BY_ONE = ({"causal_shift": -1}, {"causal_shift": 1})
+# query i sees keys j >= i, or j > i
+_REVERSED = ({"causal_reversed": True}, {"causal_reversed": True, "causal_shift": 1})
 _PER_BLOCK = ({"normalise": "block"}, {"normalise": "both"})
 
 
@@ -361,6 +368,12 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
                 "With CAUSAL, hide the keys past the diagonal, visible = visible & "
                 "(cols[None, :] <= rows[:, None]), and launch with CAUSAL=causal"),
             evidence({"causal_mask": False}), hint=hint(2, 3)),
+        Bug("causal-reversed", "the causal mask is turned round: query i must see the keys "
+            "at or before it (j <= i), but here it saw those at or after it. " + (
+                "Give key j the score -math.inf where causal and j > i" if python else
+                "Keep visible = visible & (cols[None, :] <= rows[:, None]): the key's column "
+                "at most the query's row"),
+            evidence(*_REVERSED), hint=hint(2, 3)),
         Bug("scale", "the scores are not softmax(q . k / sqrt(d)): multiply every score by "
             "1 / sqrt(d) (not 1 / d) before the maximum and the exponential (not the output "
             "after)",
@@ -434,7 +447,7 @@ PYTHON_CASES = (
          _seeded(1, 3, 1, 4, False, 4), catches=("scale",)),
     Case("causal first row", "causal, 5 queries and keys in blocks of 2: query 0 sees key 0 "
          "alone", _seeded(2, 5, 5, 4, True, 2),
-         catches=("causal-off-by-one", "masked-zero", "causal-ignored")),
+         catches=("causal-off-by-one", "masked-zero", "causal-ignored", "causal-reversed")),
     Case("a key block entirely hidden", "causal, 7 keys in blocks of 2: for queries 0 to 5 "
          "the last block holds only hidden keys (-inf scores)", _seeded(3, 7, 7, 4, True, 2),
          catches=("no-guard", "masked-zero", "causal-off-by-one", "causal-ignored")),
@@ -484,9 +497,11 @@ TRITON_BUGS = _bugs(python=False) + (
     Bug("missing-error", "causal attention with seq_q != seq_k is ambiguous (which keys does "
         "query i see?): raise ValueError when causal and q.shape[2] != k.shape[2]", hint=6),
     Bug("grid-too-small", "whole rows of the output were never written: no program stored "
-        "them. The grid is (triton.cdiv(seq_q, BLOCK_M), batch * heads), and each program "
-        "finds its batch and head from program_id(1): batch = pid // n_heads, head = pid % "
-        "n_heads", hint=1),
+        "them. Which query rows are stored is decided by the grid (triton.cdiv(seq_q, "
+        "BLOCK_M) programs on axis 0, batch * heads on axis 1, each program finding batch = "
+        "pid // n_heads and head = pid % n_heads), by each program's rows (pid_m * BLOCK_M + "
+        "tl.arange(0, BLOCK_M)) and by the store's row mask (rows < seq_q): one of them stops "
+        "short, or the store's offsets point elsewhere", hint=1),
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (query rows at or past seq_q in the load of q and the store, "
@@ -579,7 +594,7 @@ TRITON_CASES = (
          _heads(3, 1, 1, 20, 25, 16, False), catches=("out-of-bounds", "scale")),
     Case("causal first row", "causal, 8 queries and keys: query 0 sees key 0 alone, so its "
          "output is v[0]", _heads(4, 1, 1, 8, 8, 16, True),
-         catches=("causal-off-by-one", "masked-zero", "causal-ignored")),
+         catches=("causal-off-by-one", "masked-zero", "causal-ignored", "causal-reversed")),
     Case("a key block entirely hidden", "causal, 40 queries and keys: in blocks of 16 or 32, "
          "the first queries meet later key blocks whose keys are all hidden (-inf)",
          _heads(5, 1, 1, 40, 40, 16, True),

@@ -99,8 +99,10 @@ PYTHON_BUGS = (
     Bug("acc-reset", "only the last block of the K loop counts: the accumulator is reset (or "
         "assigned with =) inside the K loop. Set it to zeros once per tile, before the K loop, "
         "and add to it", same_as(_last_k_block_only), hint=3),
-    Bug("unpadded-edges", "a tile reaches past the edge of a or b (or C): pad it with 0, "
-        "a[i][k] if i < M and k < K else 0.0, and store only the elements inside C",
+    Bug("unpadded-edges", "an index ran past the edge of a, b or C, as unpadded tiles do "
+        "(they raise the same error on these inputs): read a tile padded with 0, a[i][k] if "
+        "i < M and k < K else 0.0, and store only the elements inside C (i0 + i < M and "
+        "j0 + j < N)",
         raises=raises_like(_python_unpadded), hint=2),
     Bug("wrong-length", "C = A @ B has one row for each row of a and one column for each "
         "column of b: len(a) rows of len(b[0]) values", hint=1),
@@ -317,8 +319,9 @@ def _matmul_of(a, b):
 
 
 TRITON_BUGS = (
-    Bug("whole-tiles-grid", "the grid counts only whole tiles (M // BLOCK_M): the edge tiles "
-        "never ran, so their elements were never written. Launch triton.cdiv(M, BLOCK_M) by "
+    Bug("whole-tiles-grid", "the edge tiles never ran, so their elements were never "
+        "written: C is what a grid of whole tiles only gives (M // BLOCK_M by N // BLOCK_N, "
+        "rounded down), one program short on an axis. Launch triton.cdiv(M, BLOCK_M) by "
         "triton.cdiv(N, BLOCK_N) programs and mask the edges", _per_tile_pair(_whole_tiles_only),
         hint=5, leaves_unwritten=True),
     Bug("grid-axes-swapped", "the grid's axes are swapped against the kernel's program ids: "
