@@ -138,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     if progress.note:
         console.print(f"note: {escape(progress.note)}", style="yellow", highlight=False)
     table = Table(title="Your progress", header_style="bold", show_edge=False)
+    # a file name is never split (attention_backward.py, at 80 columns): the lesson's title,
+    # which is words, wraps instead
+    longest = max([len(str(row["exercise"])) for row in table_rows] + [len("Exercise")])
     for column in ("#", "Lesson", "Exercise", "Part", "Grade"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold",
+                         min_width=longest if column == "Exercise" else None)
     # Without Triton, the kernel parts not checked yet say so instead of "not checked".
     elsewhere = set() if kernel_mode.triton_missing() is None else \
         {(f"{e.name}.py", p.name) for e in registry.all_exercises() for p in e.parts

@@ -56,7 +56,10 @@ def unfinished_parts(exercise: Exercise, progress: state.State,
                            "that check")
         elif grade.status != "passed":
             said = STATUS_WORDS.get(grade.status, grade.status.replace("-", " "))
-            missing.append(f"{part.name}: {said}, {grade.passed} of {grade.total} cases passed")
+            # a part not started ran no case: a count of its cases would be one the check,
+            # which leaves out those this machine cannot run, does not show
+            missing.append(f"{part.name}: {said}" if grade.status == "not-started" else
+                           f"{part.name}: {said}, {grade.passed} of {grade.total} cases passed")
     return missing
 
 

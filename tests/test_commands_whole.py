@@ -89,3 +89,12 @@ def test_a_columns_setting_no_line_fits_in_still_prints_at_80(columns, tmp_path)
                                                 PYTHONPATH=course_pythonpath()))
     assert done.returncode == 1 and "Python not started" in done.stdout
     assert max(len(line) for line in done.stdout.splitlines()) <= 80
+
+
+def test_progress_keeps_every_exercise_file_name_on_one_line_at_80_columns():
+    # attention_backward.py was split across two lines of the table
+    out = run_piped("learning.progress")
+    from learning.grader import registry
+
+    names = {f"{exercise.name}.py" for exercise in registry.all_exercises()}
+    assert names and all(name in out for name in names), out

@@ -1029,6 +1029,16 @@ def test_a_forged_grade_is_left_out_and_keeps_the_solution_closed(tmp_path, caps
     assert "not checked yet" in " ".join(capsys.readouterr().out.split())
 
 
+def test_a_part_not_started_is_said_so_without_a_count_of_its_cases(tmp_path, capsys):
+    # the check leaves out the cases this machine cannot run; a count here would not be its
+    write_module(tmp_path, "rmsnorm", stub_text("rmsnorm"))
+    assert check.main(["rmsnorm", "--root", str(tmp_path)]) == 1
+    capsys.readouterr()
+    assert solution.main(["rmsnorm", "--root", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "triton: not started" in out and "cases passed" not in out, out
+
+
 def test_a_grade_of_another_version_of_the_file_does_not_open_the_solution(tmp_path, capsys):
     write_module(tmp_path, "softmax", solution_text("softmax"))
     assert check.main(["softmax", "--root", str(tmp_path)]) == 0

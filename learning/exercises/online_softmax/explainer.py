@@ -53,15 +53,17 @@ def trace_table(row, block: int) -> Table:
     result = run(row, block)
     rows = []
     for step in result["steps"]:
-        where = "padding" if step["padding"] else str(step["column"])
+        where = "pad" if step["padding"] else str(step["column"])
         rows.append((str(step["chunk"]), str(step["lane"]), where, number(step["x"]),
                      number(step["m"]), number(step["m_new"]), number(step["ref"]),
                      fixed(step["scale"]), fixed(step["s_new"])))
-    columns = ("Chunk", "Lane", "Column", "x", "m before", "m after", "Measured from",
-               "exp(m before − from)", "s after")
-    caption = ("s after = s before × exp(m before − from) + exp(x − from). 'From' is the new "
-               "maximum, or 0 while a lane has seen only -inf (the guard): then both "
-               "exponentials are exp(-inf) = 0 instead of exp(NaN).")
+    # headers short enough that the table keeps its columns at 80 (a list of cells otherwise)
+    columns = ("Chunk", "Lane", "Col", "x", "m before", "m after", "from", "rescale",
+               "s after")
+    caption = ("rescale = exp(m before − from), and s after = s before × rescale + exp(x − "
+               "from). 'from' is the new maximum, or 0 while a lane has seen only -inf (the "
+               "guard): then both exponentials are exp(-inf) = 0 instead of exp(NaN). A column "
+               "of pad is padding past the row's end, loaded as -inf.")
     return Table(columns, tuple(rows), caption)
 
 
