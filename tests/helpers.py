@@ -69,6 +69,33 @@ def version_text(exercise: str, version) -> str:
 
 
 
+def triton_version() -> tuple[int, int]:
+    import triton
+
+    return tuple(int(x) for x in triton.__version__.split(".")[:2])
+
+
+def compiler_names_every_rejection() -> bool:
+    """Whether Triton's compiler raises, with the line, on an `if` on a block of values and on
+    a kernel that returns a value (3.4 on): 3.3's ends its process on an assertion of LLVM's
+    there, which the compile check says is Triton's crash."""
+    return triton_version() >= (3, 4)
+
+
+def pre_run_hooks() -> bool:
+    """Whether the installed Triton lets code hook a kernel's launch (add_pre_run_hook, 3.6 on):
+    routes built on one cannot run on older releases."""
+    from triton.runtime.jit import JITFunction
+
+    from learning.grader import mode
+
+    if mode.select().interpret:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        return hasattr(InterpretedFunction, "add_pre_run_hook")
+    return hasattr(JITFunction, "add_pre_run_hook")
+
+
 def dot_takes_m_and_n_below_16() -> bool:
     """Whether the installed Triton's tl.dot takes M and N below 16 on NVIDIA GPUs (3.5 on)."""
     import triton

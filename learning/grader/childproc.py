@@ -361,12 +361,21 @@ class CompileRun:
         ready_seen = []
         note = self._read(results, len(unique), ready_seen)
         if note and (ready_seen or note.startswith(_SIGNALLED)):
-            from learning.grader.gpu_compile import UNANSWERED, Compiled
+            from learning.grader.gpu_compile import (
+                COMPILER_CRASHED,
+                UNANSWERED,
+                Compiled,
+                compiler_crash,
+            )
 
+            # ended by a signal mid-compile, with the compiler's own failed assertion on
+            # record: Triton's crash, not the module's doing
+            crash = compiler_crash(self.cache_dir) if note.startswith(_SIGNALLED) else ""
+            said = COMPILER_CRASHED.format(_triton_version(), crash) if crash else \
+                UNANSWERED.format(note)
             answered = {c.key for c in results}
-            results += [Compiled(launch.kernel, "unvouched", UNANSWERED.format(note),
-                                 key=launch.key) for launch in unique
-                        if launch.key not in answered]
+            results += [Compiled(launch.kernel, "unvouched", said, key=launch.key)
+                        for launch in unique if launch.key not in answered]
             return ""
         return note
 
@@ -423,6 +432,15 @@ class CompileRun:
                     results.append(Compiled(event[1], "unvouched", event[2], key=event[3]))
                 elif event[0] == "finished":
                     return ""
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return str(triton.__version__)
+    except Exception:  # noqa: BLE001 - a Triton that cannot be imported here has no version
+        return "(unknown)"
 
 
 # The compile check's process runs the learner's statements with its event pipe open: what

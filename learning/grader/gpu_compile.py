@@ -551,7 +551,14 @@ def _from_compilation_error(exc, launch: Launch, learner_file: str) -> Compiled:
         line = start + relative - 1 if start else None
     if not message:
         text = str(exc)
-        message = text.split("^")[-1].strip() or text.strip().splitlines()[-1]
+        message = text.split("^")[-1].strip()
+    if not message and exc.__cause__ is not None:
+        # Triton 3.3 keeps the words in the error it wraps (its own text ends at the caret),
+        # where it has any: a bare assert of its own has none
+        message = str(exc.__cause__).strip() or f"{type(exc.__cause__).__name__} in Triton's " \
+            "compiler, with no words of its own"
+    if not message:
+        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
     # A nested error (a helper's) carries the helper's own error below the first line.
     message = _cut(message.splitlines()[-1] if message.count("\n") > 6 else message)
     return Compiled(launch.kernel, "rejected", message, line, _hint(message))
@@ -611,12 +618,22 @@ def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [cut: {len(text) - limit} more]"
 
 
+#: The start of the name of the file a compile's diagnostics go to, in the compile process's
+#: Triton cache folder: where the compiler ends the process (Triton 3.3 aborts on an assertion
+#: of LLVM's where later releases raise), the check's own process reads what it said there
+STDERR_PREFIX = "learning-compile-stderr-"
+
+
 class _captured_stderr:
-    """Redirect file descriptor 2 (where MLIR writes its diagnostics) to a temporary file."""
+    """Redirect file descriptor 2 (where MLIR writes its diagnostics) to a file, in the Triton
+    cache folder the check's process made for this one (so that it outlives a crash)."""
 
     def __enter__(self):
         sys.stderr.flush()
-        self._file = tempfile.TemporaryFile()
+        folder = os.environ.get("TRITON_CACHE_DIR")
+        self._file = tempfile.NamedTemporaryFile(prefix=STDERR_PREFIX, dir=folder,
+                                                 delete=False) \
+            if folder and os.path.isdir(folder) else tempfile.TemporaryFile()
         self._saved = os.dup(2)
         os.dup2(self._file.fileno(), 2)
         self._text = None
@@ -629,6 +646,10 @@ class _captured_stderr:
         self._file.seek(0)
         self._text = self._file.read().decode("utf-8", errors="replace")
         self._file.close()
+        name = getattr(self._file, "name", None)
+        if isinstance(name, str):
+            with contextlib.suppress(OSError):
+                os.unlink(name)
         return False
 
     def text(self) -> str:
@@ -759,6 +780,30 @@ CHANGED_CHECK = ("not compiled: your module changed the compile check's own code
 #: ... when its process ended, stalled or sent what is not an event once it was ready ({}: how)
 UNANSWERED = ("not compiled: the compile check could not vouch for it (your module's "
               "statements run in its process too, and your code can reach it): {}")
+#: ... when Triton's compiler ended its process mid-compile with a failed assertion of its own
+#: ({0}: Triton's version, {1}: the assertion it printed)
+COMPILER_CRASHED = ("not compiled: Triton {0}'s compiler crashed while compiling it ({1}) "
+                    "instead of saying what it refuses, so the check could not vouch for it; "
+                    "Triton 3.4 and later name the line and the reason for kernels {0}'s "
+                    "compiler crashes on")
+
+
+def compiler_crash(folder: str) -> str:
+    """The failed assertion a compile that ended its process left in ``folder`` (what
+    ``_captured_stderr`` kept there), or ""."""
+    import glob
+
+    for path in sorted(glob.glob(os.path.join(glob.escape(folder), STDERR_PREFIX + "*"))):
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(1 << 20).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            at = line.find("Assertion `")
+            if at >= 0 and "failed" in line:
+                return _cut(line[at:].strip(), 160)
+    return ""
 #: ... where the module, imported for the compiler, gave another kernel under the name of the
 #: one that ran (a decorator or an assignment that looks at which process it runs in, say)
 OTHER_CODE = ("not compiled: your module gave the compile check a kernel of this name with "

@@ -324,7 +324,9 @@ def _render_compile_check(console: Console, check: results.CompileCheck):
     status = Text("  ")
     status.append(f"{label:<7}", style=style)
     status.append(" ")
-    _say(console, f": the kernels compile for a GPU ({TARGET_LABEL}), not only in the "
+    # the GPUs it compiled for (LEARNING_COMPILE_TARGET may name others than the default)
+    targets = ", ".join(sorted({c.target for c in check.compiled if c.key})) or TARGET_LABEL
+    _say(console, f": the kernels compile for a GPU ({targets}), not only in the "
                   f"interpreter: {kernels}", label="GPU compile", style="bold", first=status,
          sep="")
     for compiled in rejected:
