@@ -520,6 +520,23 @@ def test_a_kernel_naming_data_globals_and_tritons_functions_is_vouched_for(tmp_p
     assert {c.status for c in part.compile_check.compiled} == {"ok"}, rendered(result)
 
 
+COMPILE_ROUTES = sorted(path.stem for path in (Path(__file__).parent / "compile_routes").glob(
+    "*.py"))
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+@pytest.mark.parametrize("route", COMPILE_ROUTES)
+def test_a_kernel_compiled_other_than_it_ran_is_not_vouched_for(tmp_path, route):
+    # (tests/compile_routes/README.md: each passed every case, the compiled kernel wrong)
+    text = (Path(__file__).parent / "compile_routes" / f"{route}.py").read_text(encoding="utf-8")
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "failed", rendered(result)
+    assert part.compile_check is not None and any(
+        c.status == "unvouched" for c in part.compile_check.rejected), rendered(result)
+
+
 # A constexpr argument the launcher gives: data, a dtype or a @triton.jit function reach the
 # compiler as they are; an object (or a number of a class of the module's own, whose operators
 # are its code) runs Python on the block in the interpreter and is no constant a compiler takes

@@ -29,6 +29,7 @@ import struct
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass, field
 
 from learning.grader import kernel_ops, kernel_source
@@ -150,6 +151,9 @@ class Launch:
     # what in the kernel's source reached past Triton's language where it ran, read with that
     # process's globals (learning.grader.kernel_source), or ""
     past: str = ""
+    # what the compiler is given of the kernel besides its arguments, as it was where the kernel
+    # ran (kernel_source.reads): the compile check's process must find the same
+    reads: tuple = ()
 
     @property
     def key(self) -> tuple:
@@ -202,11 +206,16 @@ class LaunchRecorder:
         recorder = self
 
         def run(self, *args, **kwargs):
+            launch = None
             try:
-                recorder.record(self.fn, args, kwargs)
+                launch = recorder.record(self.fn, args, kwargs)
             except Exception:  # recording is best effort and must never fail a launch
                 pass
-            return original_run(self, *args, **kwargs)
+            try:
+                return original_run(self, *args, **kwargs)
+            finally:
+                with contextlib.suppress(Exception):
+                    recorder.after(self, launch)
 
         function_class.run = run
         return True
@@ -235,14 +244,64 @@ class LaunchRecorder:
                     path=path)
             else:
                 launch = dataclasses.replace(launch, path=NO_FILE)
-        if launch is None or (launch.part, launch.key) in self.seen:
-            return
+        if launch is None:
+            return None
         if launch.path not in (DESCRIPTOR, NO_TYPES):
-            # read here too: a global can be one thing where the kernel runs and another where
-            # it is compiled (an object of the learner's here, None there)
-            launch = dataclasses.replace(launch, past=kernel_source.past_the_language(fn))
-        self.seen.add((launch.part, launch.key))
-        self.send(launch)
+            # read here, at every launch: a global can be one thing where the kernel runs and
+            # another where it is compiled (an object of the learner's here, None there), or
+            # another thing at the next launch
+            changed = kernel_source.tritons_classes_changed()
+            past = f"{', '.join(changed[:3])} of Triton's language, replaced by code of the " \
+                   "module's" if changed else kernel_source.past_the_language(fn)
+            launch = dataclasses.replace(launch, past=past, reads=kernel_source.reads(fn))
+        return self._send_once(launch)
+
+    def _send_once(self, launch: Launch) -> Launch:
+        if (launch.part, launch.key, launch.past, launch.reads) not in self.seen:
+            self.seen.add((launch.part, launch.key, launch.past, launch.reads))
+            self.send(launch)
+        return launch
+
+    def after(self, kernel, launch: Launch | None):
+        """Once a launch has run: what the kernel's globals hold must be what they held as it
+        started (a grid function of the learner's runs between the two), and the interpreter
+        must have run the kernel's own code (its cache of rewritten functions can be filled
+        with another)."""
+        if launch is None or launch.path in (DESCRIPTOR, NO_TYPES):
+            return
+        why = ""
+        now = dict(kernel_source.reads(kernel.fn))
+        differ = next((what for what, held in launch.reads if now.get(what) != held), None)
+        if differ is not None:
+            why = f"{differ.split(': ', 1)[-1]}, which changed while the kernel ran"
+        why = why or _rewritten_elsewhere(type(kernel)) or ", ".join(
+            kernel_source.tritons_classes_changed()[:3])
+        if why:
+            self._send_once(dataclasses.replace(launch, past=why))
+
+
+def _rewritten_elsewhere(function_class) -> str:
+    """Where the interpreter's cache of rewritten kernels (the Python each launch runs) holds
+    for a function something other than what Triton's rewriter makes of its source: the
+    kernel that ran is then not the one the compile check reads. "" where all agree."""
+    from triton.runtime import interpreter
+
+    cache = vars(function_class).get("rewritten_fn")
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if not isinstance(cache, dict) or rewriter is None:
+        return ""
+    for source, made in list(cache.items()):
+        if type(source) is not types.FunctionType:
+            continue
+        if type(made) is not types.FunctionType or made.__globals__ is not source.__globals__:
+            return f"what the interpreter ran for {source.__qualname__}, which is not its code"
+        try:
+            fresh = rewriter(source).rewrite_ast()
+        except Exception:  # noqa: BLE001 - Triton could not rewrite it again: not compared
+            continue
+        if fresh.__code__ != made.__code__:
+            return f"what the interpreter ran for {source.__qualname__}, which is not its code"
+    return ""
 
 
 #: The path of a launch whose kernel's source is in no file, and of one whose arguments the
@@ -702,6 +761,7 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     # (or Triton's compiler) with one that says "ok" gets no verdict from it
     send, compile_one, full_import = _sender(), compile_launch, _full_import
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
+    other_reads = _other_reads
     reaches, jit_class = _reaches_past_the_language, _HELD["JITFunction"]
     from learning.grader import tampering
 
@@ -737,6 +797,17 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
         if launch.past:  # read where the kernel ran, with that process's globals
             send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(launch.past),
                  launch.key)
+            continue
+        differs = other_reads(home, launch)
+        if differs and not full and home is module:
+            # a global made by a statement kernels_only leaves out: the whole module says
+            whole = full_import(module_path)
+            if not isinstance(whole, str):
+                module = home = whole
+                full = True
+                differs = other_reads(home, launch)
+        if differs:
+            send(channel, "unvouched", launch.kernel, OTHER_READS.format(*differs), launch.key)
             continue
         past = reaches(home, launch, jit_class)
         if past and not full and home is module:
@@ -813,6 +884,10 @@ PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's la
                      "the interpreter's own objects or plain Python ({}), which the GPU "
                      "compiler does not run as the interpreter does, so the check could not "
                      "vouch for what it computed")
+#: ... of a kernel that reads a global (or a helper's source) other than the process that ran it
+OTHER_READS = ("not compiled: {0} was {1} where the kernel ran and is {2} where the compile "
+               "check compiles it, so the compiled kernel is not the one that ran: what a kernel "
+               "reads must not depend on which process reads it")
 #: ... of a kernel given an argument of a type the compiler takes none of
 NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
                   "give the GPU compiler (a tensor of unsigned integers, a string, a tuple "
@@ -823,6 +898,22 @@ DESCRIPTOR_CHECK = ("not compiled: it takes a tensor descriptor, which the compi
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")
+
+
+def _other_reads(module, launch: Launch) -> tuple[str, str, str] | None:
+    """The first thing the kernel reads that this process finds other than the process that
+    ran it did (what, there, here), or None."""
+    fn = _jit_function(getattr(module, launch.kernel.rpartition(".")[2], None))
+    if fn is None or not launch.reads or launch.code and source_digest(fn.fn) != launch.code:
+        return None  # (another kernel under its name: compile_launch says so in its words)
+    ours = dict(kernel_source.reads(fn))
+    theirs = dict(launch.reads)
+    # a name both read, held as two things, says more than a helper one of them never reached
+    both = sorted(what for what in set(ours) & set(theirs) if ours[what] != theirs[what])
+    either = sorted(set(ours) ^ set(theirs))
+    for what in both + either:
+        return (what, theirs.get(what, "not read"), ours.get(what, "not read"))
+    return None
 
 
 def _reaches_past_the_language(module, launch: Launch, jit_class,
@@ -879,7 +970,8 @@ def chosen(launches: list) -> list:
     picked = {}
     for launch in launches:
         types = tuple((n, t) for n, t in launch.signature if t != "constexpr")
-        picked.setdefault((launch.kernel, types), launch)
+        # (a launch that read other globals, or was read as past the language, is its own)
+        picked.setdefault((launch.kernel, types, launch.past, launch.reads), launch)
     return list(picked.values())
 
 

@@ -62,6 +62,12 @@ _KERNEL_KINDS = frozenset({"JITFunction", "InterpretedFunction", "Autotuner", "H
 # watch on its own modules sees any other change.
 _OWN_IDS: frozenset = frozenset()
 _OWN_CODE_IDS: frozenset = frozenset()
+_OWN_GLOBALS_IDS: frozenset = frozenset()  # Triton's modules' namespaces
+# every name Triton's code reads an attribute by, and its classes' own: what an attribute of a
+# block (or of any object a kernel holds) can be called
+_OWN_ATTRIBUTES: frozenset = frozenset()
+# Triton's classes whose attributes a kernel's blocks and constants reach, as they were
+_CLASSES: tuple = ()
 _KEPT: tuple = ()  # the objects themselves, so that no id is reused
 _MISSING = object()
 _LOCAL = object()  # a name of the function's own: known only as it runs
@@ -70,26 +76,36 @@ _LOCAL = object()  # a name of the function's own: known only as it runs
 def remember_tritons_own() -> None:
     """Keep what Triton's modules hold now: run before the learner's statements, it is what
     "Triton's own" means afterwards."""
-    global _OWN_IDS, _OWN_CODE_IDS, _KEPT
+    global _OWN_IDS, _OWN_CODE_IDS, _OWN_GLOBALS_IDS, _OWN_ATTRIBUTES, _CLASSES, _KEPT
     for name in TRITON_MODULES:
         with contextlib.suppress(Exception):  # a release without it
             importlib.import_module(name)
-    kept, codes = [], []
+    kept, codes, namespaces, attributes, classes = [], [], [], set(), []
     for name, module in list(sys.modules.items()):
         if not isinstance(module, types.ModuleType) or \
                 not (name == "triton" or name.startswith("triton.")):
             continue
         kept.append(module)
+        namespaces.append(vars(module))
         for value in list(vars(module).values()):
             kept.append(value)
             if isinstance(value, type):  # a class's own: tl.tensor's methods, dtype's
                 with contextlib.suppress(Exception):
-                    kept += list(vars(value).values())
+                    own = dict(vars(value))
+                    kept += list(own.values())
+                    attributes.update(own)
+                    if value.__module__.startswith("triton.language"):
+                        classes.append((value, own))
     for value in kept:
         codes += _codes_in(value)
-    _KEPT = tuple(kept) + tuple(codes)
+    for code in codes:
+        attributes.update(code.co_names)
+    _KEPT = tuple(kept) + tuple(codes) + tuple(namespaces)
     _OWN_IDS = frozenset(id(value) for value in kept)
     _OWN_CODE_IDS = frozenset(id(code) for code in codes)
+    _OWN_GLOBALS_IDS = frozenset(id(namespace) for namespace in namespaces)
+    _OWN_ATTRIBUTES = frozenset(attributes)
+    _CLASSES = tuple(classes)
 
 
 def _codes_in(value) -> list:
@@ -115,7 +131,12 @@ def tritons(value, depth: int = 0) -> bool:
         return isinstance(module, str) and module.split(".")[0] == "triton"
     if id(value) in _OWN_IDS:
         return True
-    if type(value) is types.FunctionType and id(value.__code__) in _OWN_CODE_IDS and depth < 3:
+    if type(value) is property and depth < 3:  # one the interpreter puts on tl.tensor
+        return all(f is None or tritons(f, depth + 1) for f in (value.fget, value.fset,
+                                                                 value.fdel))
+    if type(value) is types.FunctionType and id(value.__code__) in _OWN_CODE_IDS and depth < 3 \
+            and id(value.__globals__) in _OWN_GLOBALS_IDS:
+        # (the globals too: Triton's code run with a namespace of the learner's is theirs)
         held = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values()]
         for cell in value.__closure__ or ():
             with contextlib.suppress(ValueError):  # an empty cell holds nothing
@@ -241,9 +262,10 @@ def _read(python) -> tuple[str, list]:
     if tree is None:
         return "", []
     names = python.__globals__
-    # the function's own names (an argument called input or type is no builtin)
-    own = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | \
-        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if names.get("__builtins__") not in (builtins, vars(builtins)):
+        # the interpreter runs the kernel with the module's builtins, the compiler with its own
+        return f"the __builtins__ of {python.__module__}, which are not Python's", []
+    own = _own_names(tree)
     named = []
     for node in ast.walk(tree):
         where = f" at line {first + getattr(node, 'lineno', 1) - 1}" if first else ""
@@ -261,6 +283,11 @@ def _read(python) -> tuple[str, list]:
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             value = _resolve(node, names, own)
             if value is _LOCAL:
+                if isinstance(node, ast.Attribute) and _OWN_ATTRIBUTES and \
+                        node.attr not in _OWN_ATTRIBUTES:
+                    # a method put on Triton's tensor class, say: Python on the block
+                    return f"{_text(node)} ({node.attr}: no object of Triton's has such an " \
+                           f"attribute){where}", []
                 continue
             if value is _MISSING:
                 if isinstance(node, ast.Name) and hasattr(builtins, node.id):
@@ -276,6 +303,100 @@ def _read(python) -> tuple[str, list]:
             if inner is not None and inner is not python and not tritons(value):
                 named.append(inner)  # a kernel function of the learner's (Triton's are its own)
     return "", named
+
+
+def _own_names(tree) -> set:
+    """The function's own names: its arguments and what it assigns (an argument called input
+    or type is no builtin)."""
+    return {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | \
+        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def reads(kernel) -> tuple:
+    """What the compiler is given of ``kernel`` besides its arguments, as text both processes
+    can compare: the source of the kernel and of each @triton.jit function of the learner's it
+    names, and what each global those name holds ((what, held), ... sorted). Where the kernel
+    ran and where it is compiled, the two must be the same: a global that is one thing in the
+    interpreter and another in the compile check (a constant that says which process it is, a
+    helper bound to another function) makes the compiled kernel another kernel."""
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+    todo = [(kernel_function(kernel) or kernel, 0)]
+    try:
+        while todo:
+            function, depth = todo.pop()
+            if id(function) in seen or depth > DEPTH or type(function) is not types.FunctionType:
+                continue
+            seen.add(id(function))
+            where = function.__qualname__
+            tree, _ = _parsed(function)
+            if tree is None:
+                found[f"{where}: its source"] = "unreadable"
+                continue
+            found[f"{where}: its source"] = _digest(ast.dump(tree))
+            names, own = function.__globals__, _own_names(tree)
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Name, ast.Attribute)) or \
+                        not isinstance(node.ctx, ast.Load):
+                    continue
+                value = _resolve(node, names, own)
+                if value is _LOCAL:
+                    continue
+                found[f"{where}: {_text(node)}"] = fingerprint(value)
+                inner = kernel_function(value)
+                if inner is not None and not tritons(value):
+                    todo.append((inner, depth + 1))
+    except Exception as exc:  # noqa: BLE001 - what resists reading differs from everything
+        found["(reading)"] = f"failed: {type(exc).__name__}"
+    return tuple(sorted(found.items()))
+
+
+def fingerprint(value) -> str:
+    """A global's value as plain text, the same in two processes where it is the same: data by
+    its repr, a kernel function by its name and source, Triton's objects by their names."""
+    if value is _MISSING:
+        return "nothing (not defined)"
+    if _data(value):
+        text = f"{type(value).__name__} {value!r}"
+        return text if len(text) <= 200 else f"{text[:200]}... ({_digest(text)})"
+    if _constexpr(value):
+        return f"tl.constexpr({fingerprint(vars(value).get('value'))})"
+    if type(value) is types.ModuleType:
+        return f"the module {value.__name__}"
+    inner = kernel_function(value)
+    if inner is not None:
+        tree, _ = _parsed(inner)
+        return f"the kernel function {inner.__module__}.{inner.__qualname__} (source " \
+               f"{_digest(ast.dump(tree)) if tree is not None else 'unreadable'})"
+    if tritons(value):
+        # a function the interpreter put in triton.language stands in for the one it wraps
+        wrapped = (getattr(value, "__kwdefaults__", None) or {}).get("member", value) \
+            if type(value) is types.FunctionType else value
+        name = getattr(wrapped, "__qualname__", None)
+        return f"Triton's {name if isinstance(name, str) else repr(wrapped)}"
+    if _builtin(value):
+        return f"Python's {value.__name__}"
+    return _kind(value)
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def tritons_classes_changed() -> list[str]:
+    """Attributes of Triton's language classes (tl.tensor's methods, say) that hold what is
+    not Triton's now: a method of the learner's on every block, run where the interpreter runs
+    the kernel and nowhere the compiler looks."""
+    changed = []
+    for kind, before in _CLASSES:
+        with contextlib.suppress(Exception):
+            for name, value in list(vars(kind).items()):
+                if before.get(name, _MISSING) is not value and not tritons(value) and \
+                        not _data(value):
+                    changed.append(f"{kind.__qualname__}.{name}")
+    return changed
 
 
 def _call(node: ast.Call, names: dict, own: set) -> str:

@@ -228,6 +228,10 @@ def _malformed_launch(launch) -> str:
         return "a launch whose argument types are not strings or tuples of them"
     if not isinstance(launch.past, str):
         return "a launch whose reading of the kernel's source is not a string"
+    if not isinstance(launch.reads, tuple) or not all(
+            type(pair) is tuple and len(pair) == 2 and all(isinstance(v, str) for v in pair)
+            for pair in launch.reads):
+        return "a launch whose reads are not pairs of strings"
     if not isinstance(launch.line, int):
         return "a launch whose line is not a whole number"
     return ""
