@@ -193,6 +193,7 @@ class LaunchRecorder:
         self.send = send  # called with each new Launch
         self.part = ""
         self.seen: set = set()
+        self.verified: dict = {}  # the interpreter's rewritten functions found to be their own
 
     def install(self) -> bool:
         try:
@@ -274,16 +275,18 @@ class LaunchRecorder:
         differ = next((what for what, held in launch.reads if now.get(what) != held), None)
         if differ is not None:
             why = f"{differ.split(': ', 1)[-1]}, which changed while the kernel ran"
-        why = why or _rewritten_elsewhere(type(kernel)) or ", ".join(
+        why = why or _rewritten_elsewhere(type(kernel), self.verified) or ", ".join(
             kernel_source.tritons_classes_changed()[:3])
         if why:
             self._send_once(dataclasses.replace(launch, past=why))
 
 
-def _rewritten_elsewhere(function_class) -> str:
+def _rewritten_elsewhere(function_class, verified: dict) -> str:
     """Where the interpreter's cache of rewritten kernels (the Python each launch runs) holds
     for a function something other than what Triton's rewriter makes of its source: the
-    kernel that ran is then not the one the compile check reads. "" where all agree."""
+    kernel that ran is then not the one the compile check reads. "" where all agree.
+    ``verified``: {id(function): (function, what it was found to run)}, each pair compared once
+    (a rewrite costs milliseconds, and launches are many)."""
     from triton.runtime import interpreter
 
     cache = vars(function_class).get("rewritten_fn")
@@ -295,12 +298,16 @@ def _rewritten_elsewhere(function_class) -> str:
             continue
         if type(made) is not types.FunctionType or made.__globals__ is not source.__globals__:
             return f"what the interpreter ran for {source.__qualname__}, which is not its code"
+        seen = verified.get(id(source))
+        if seen is not None and seen[0] is source and seen[1] is made:
+            continue
         try:
             fresh = rewriter(source).rewrite_ast()
         except Exception:  # noqa: BLE001 - Triton could not rewrite it again: not compared
             continue
         if fresh.__code__ != made.__code__:
             return f"what the interpreter ran for {source.__qualname__}, which is not its code"
+        verified[id(source)] = (source, made)
     return ""
 
 

@@ -240,9 +240,26 @@ def past_the_language(kernel, jit_class=None) -> str:
     return ""
 
 
+# Each function's parsed source, by its code object (a function redefined has another): read at
+# every launch, it is parsed once. What the learner's code could put here instead reads as
+# another source than the compile check's process finds, which it does not vouch for.
+_PARSED: dict = {}
+
+
 def _parsed(python):
     """(the function's def node without its decorators, the line of its file the source
     starts at), or (None, 0)."""
+    code = getattr(python, "__code__", None)
+    kept = _PARSED.get(id(code))
+    if kept is not None and kept[0] is code:
+        return kept[1], kept[2]
+    tree, first = _parse(python)
+    if code is not None and len(_PARSED) < 4096:
+        _PARSED[id(code)] = (code, tree, first)
+    return tree, first
+
+
+def _parse(python):
     try:
         lines, first = inspect.getsourcelines(python)
         tree = ast.parse(textwrap.dedent("".join(lines)))
@@ -333,22 +350,38 @@ def reads(kernel) -> tuple:
             if tree is None:
                 found[f"{where}: its source"] = "unreadable"
                 continue
-            found[f"{where}: its source"] = _digest(ast.dump(tree))
-            names, own = function.__globals__, _own_names(tree)
-            for node in ast.walk(tree):
-                if not isinstance(node, (ast.Name, ast.Attribute)) or \
-                        not isinstance(node.ctx, ast.Load):
-                    continue
+            source, own, loads = _shape(tree)
+            found[f"{where}: its source"] = source
+            names = function.__globals__
+            for text, node in loads:
                 value = _resolve(node, names, own)
                 if value is _LOCAL:
                     continue
-                found[f"{where}: {_text(node)}"] = fingerprint(value)
+                found[f"{where}: {text}"] = fingerprint(value)
                 inner = kernel_function(value)
                 if inner is not None and not tritons(value):
                     todo.append((inner, depth + 1))
     except Exception as exc:  # noqa: BLE001 - what resists reading differs from everything
         found["(reading)"] = f"failed: {type(exc).__name__}"
     return tuple(sorted(found.items()))
+
+
+def _shape(tree) -> tuple:
+    """(a digest of the parsed source, its own names, (text, node) of each name or attribute
+    it reads), worked out once per parsed function."""
+    kept = _SHAPES.get(id(tree))
+    if kept is not None and kept[0] is tree:
+        return kept[1]
+    loads = tuple((_text(node), node) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Name, ast.Attribute)) and
+                  isinstance(node.ctx, ast.Load))
+    shape = (_digest(ast.dump(tree)), _own_names(tree), loads)
+    if len(_SHAPES) < 4096:
+        _SHAPES[id(tree)] = (tree, shape)
+    return shape
+
+
+_SHAPES: dict = {}
 
 
 def fingerprint(value) -> str:
@@ -367,7 +400,7 @@ def fingerprint(value) -> str:
     if inner is not None:
         tree, _ = _parsed(inner)
         return f"the kernel function {inner.__module__}.{inner.__qualname__} (source " \
-               f"{_digest(ast.dump(tree)) if tree is not None else 'unreadable'})"
+               f"{_shape(tree)[0] if tree is not None else 'unreadable'})"
     if tritons(value):
         # a function the interpreter put in triton.language stands in for the one it wraps
         wrapped = (getattr(value, "__kwdefaults__", None) or {}).get("member", value) \

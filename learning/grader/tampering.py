@@ -41,7 +41,9 @@ LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
 STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._STORED_ARRAY",
                    "learning.grader.borrowed._FROZEN", "learning.grader.borrowed._KEEPERS",
                    "learning.grader.borrowed._WRAPPED", "learning.grader.program_order._NOW",
-                   "learning.grader.kernel_source._KEPT"})
+                   "learning.grader.kernel_source._KEPT",
+                   "learning.grader.kernel_source._PARSED",
+                   "learning.grader.kernel_source._SHAPES"})
 # Data compared by content as well: containers whose insides the learner's code could change
 _CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
 

@@ -88,7 +88,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                 interpreting), instances=(
                 ("the launch counter", kernels.launches, ("installed", "bypassed")),
                 *((("the launch recorder", kernels.recorder,
-                    ("learner_file", "folder", "send", "seen")),) if kernels.recorder else ()),
+                    ("learner_file", "folder", "send", "seen", "verified")),)
+                  if kernels.recorder else ()),
                 *_interpreter_builder(interpreting)))
         channel.send("importing")
         channel.drained()  # read before the learner's code could take it off the pipe
