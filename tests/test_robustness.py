@@ -576,6 +576,24 @@ def test_a_constexpr_argument_is_compiled_as_given_or_not_vouched_for(tmp_path, 
         rendered(result)
 
 
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_jit_function_of_a_helper_module_given_as_a_constexpr_is_compiled(tmp_path):
+    # found in the compile check's process by its module, not only at the kernel's top level
+    (tmp_path / "softmax_helpers.py").write_text(
+        "import triton\nimport triton.language as tl  # noqa: F401 (the interpreter looks)\n\n\n"
+        "@triton.jit\ndef unchanged(v):\n    return v\n", encoding="utf-8")
+    text = "import softmax_helpers as H\n" + solution_text("softmax")
+    text = text.replace("    BLOCK: tl.constexpr,",
+                        "    BLOCK: tl.constexpr,\n    OP: tl.constexpr,", 1)
+    text = text.replace("    x = x.to(tl.float32)\n", "    x = x.to(tl.float32)\n    x = OP(x)\n",
+                        1)
+    text = text.replace("BLOCK=block)", "BLOCK=block, OP=H.unchanged)", 1)
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "passed", rendered(result)
+
+
 # torch's answer handed to a kernel in disguise (doubled and shifted), which undoes it: no value
 # a kernel is given is the answer, and the kernel does run; but it computes no exponential
 DISGUISED_ANSWER = '''
@@ -772,20 +790,18 @@ def test_a_compile_check_that_cannot_vouch_for_the_kernels_passes_nothing(tmp_pa
 def test_a_compile_check_the_module_changed_says_so_and_passes_nothing(tmp_path):
     # statements of the module run in the compiling process: ones that replace the check's
     # compile function (or Triton's) with one that says "ok" get no verdict from it
-    # (an assignment: the compiling process runs the module's assignments, not its loops)
+    # (an assignment: the compiling process runs the module's assignments, not its loops; in
+    # that process alone: where the kernels run, a change to the grader's code fails the cases)
     patch = ("import sys as _sys\n"
              "_said = [setattr(m, 'compile_launch', lambda *a, m=m, **k: m.Compiled(a[1].kernel, "
              "'ok')) for m in [_sys.modules.get(n) for n in ('__main__', "
-             "'learning.grader.gpu_compile')] if hasattr(m, 'compile_launch')]\n")
+             "'learning.grader.gpu_compile')] if hasattr(m, 'compile_launch') and "
+             "'gpu_compile' in _sys.argv[0]]\n")
     text = solution_text("softmax").replace(*_IF_ON_A_BLOCK).replace(
         "@triton.jit", patch + "\n\n@triton.jit", 1)
     result, _ = grade(tmp_path, text, ["triton"])
     (part,) = result.parts
-    # (where the kernels ran, the same patch changed the grader's code that reads each launch:
-    # no case there is judged either)
-    assert part.passed == 0 and part.status == "failed", rendered(result)
-    assert all("learning.grader.gpu_compile.compile_launch" in c.verdict.summary
-               for c in part.cases if c.verdict.status == "failed"), rendered(result)
+    assert part.passed == part.graded and part.status == "failed", rendered(result)
     assert {c.status for c in part.compile_check.rejected} == {"unvouched"}
     shown = " ".join(rendered(result).split())
     assert "your module changed the compile check's own code " \

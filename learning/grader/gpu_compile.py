@@ -194,6 +194,11 @@ class LaunchRecorder:
         self.part = ""
         self.seen: set = set()
         self.verified: dict = {}  # the interpreter's rewritten functions found to be their own
+        # the grader's watch on its own code and the interpreter's (tampering.Snapshot), set by
+        # the worker once made: looked at as each launch starts and as its programs begin
+        self.untouched = None
+        # [kernel, its Launch, whether its programs have begun, what changed by then]
+        self.current: list | None = None
 
     def install(self) -> bool:
         try:
@@ -209,19 +214,25 @@ class LaunchRecorder:
         def run(self, *args, **kwargs):
             launch = None
             try:
-                launch = recorder.record(self.fn, args, kwargs)
+                launch = recorder.record(self.fn, args, kwargs, kernel=self)
             except Exception:  # recording is best effort and must never fail a launch
                 pass
+            recorder.current = [self, launch, False, ""]
             try:
                 return original_run(self, *args, **kwargs)
             finally:
                 with contextlib.suppress(Exception):
                     recorder.after(self, launch)
+                recorder.current = None
+
+        from learning.grader import sanitizer
+
+        sanitizer.observers.append(self)  # to look again as a launch's programs begin
 
         function_class.run = run
         return True
 
-    def record(self, fn, args, kwargs):
+    def record(self, fn, args, kwargs, kernel=None):
         """A launch of any kernel: one of the learner's file by its name, one kept in another
         file (a module of theirs beside it, a package, a file elsewhere) as "module.kernel"
         with its path, to be compiled from there, and one whose source is in no file (made with
@@ -251,9 +262,9 @@ class LaunchRecorder:
             # read here, at every launch: a global can be one thing where the kernel runs and
             # another where it is compiled (an object of the learner's here, None there), or
             # another thing at the next launch
-            changed = kernel_source.tritons_classes_changed()
-            past = f"{', '.join(changed[:3])} of Triton's language, replaced by code of the " \
-                   "module's" if changed else kernel_source.past_the_language(fn)
+            changed = self._changed(kernel)
+            past = f"{', '.join(changed[:3])}, changed by the time the kernel was launched" \
+                if changed else kernel_source.past_the_language(fn)
             launch = dataclasses.replace(launch, past=past, reads=kernel_source.reads(fn))
         return self._send_once(launch)
 
@@ -263,6 +274,40 @@ class LaunchRecorder:
             self.send(launch)
         return launch
 
+    def _changed(self, kernel) -> list[str]:
+        """What of Triton's, the interpreter's or the grader's own code is not as it was: its
+        language's classes and modules, the interpreter and what it computes with, and the
+        kernel objects' own attributes (an instance's cache of rewritten kernels)."""
+        changed = kernel_source.tritons_changed()
+        if self.untouched is not None:
+            changed += self.untouched.changes()
+        if kernel is not None:
+            changed += kernel_source.shadowed(kernel)
+        return changed
+
+    def launch(self, executor, args, names):
+        """(A sanitizer observer: a launch's arguments are ready; its grid comes next.)"""
+
+    def access(self, kind, builder, ptrs, mask):
+        """(A sanitizer observer.) The first load or store of a launch: its grid, its hooks
+        and its arguments' own code have all run, and what the kernel reads must still be what
+        it read as it was launched."""
+        current = self.current
+        if current is None or current[2]:
+            return
+        current[2] = True
+        kernel, launch = current[0], current[1]
+        if launch is None or launch.path in (DESCRIPTOR, NO_TYPES):
+            return
+        with contextlib.suppress(Exception):
+            now = dict(kernel_source.reads(kernel.fn))
+            differ = next((what for what, held in launch.reads if now.get(what) != held), None)
+            changed = self._changed(kernel)
+            current[3] = f"{differ.split(': ', 1)[-1]}, which changed as the kernel's " \
+                "programs began" if differ is not None else \
+                f"{', '.join(changed[:3])}, changed as the kernel's programs began" \
+                if changed else ""
+
     def after(self, kernel, launch: Launch | None):
         """Once a launch has run: what the kernel's globals hold must be what they held as it
         started (a grid function of the learner's runs between the two), and the interpreter
@@ -270,13 +315,18 @@ class LaunchRecorder:
         with another)."""
         if launch is None or launch.path in (DESCRIPTOR, NO_TYPES):
             return
-        why = ""
+        from learning.grader import sanitizer
+
+        why = "" if self in sanitizer.observers else \
+            "the grader's watch on the launch's programs, which was taken away"
+        if not why and self.current is not None and self.current[1] is launch:
+            why = self.current[3]
         now = dict(kernel_source.reads(kernel.fn))
         differ = next((what for what, held in launch.reads if now.get(what) != held), None)
-        if differ is not None:
+        if differ is not None and not why:
             why = f"{differ.split(': ', 1)[-1]}, which changed while the kernel ran"
         why = why or _rewritten_elsewhere(type(kernel), self.verified) or ", ".join(
-            kernel_source.tritons_classes_changed()[:3])
+            self._changed(kernel)[:3])
         if why:
             self._send_once(dataclasses.replace(launch, past=why))
 
@@ -299,16 +349,25 @@ def _rewritten_elsewhere(function_class, verified: dict) -> str:
         if type(made) is not types.FunctionType or made.__globals__ is not source.__globals__:
             return f"what the interpreter ran for {source.__qualname__}, which is not its code"
         seen = verified.get(id(source))
-        if seen is not None and seen[0] is source and seen[1] is made:
-            continue
-        try:
-            fresh = rewriter(source).rewrite_ast()
-        except Exception:  # noqa: BLE001 - Triton could not rewrite it again: not compared
-            continue
-        if fresh.__code__ != made.__code__:
-            return f"what the interpreter ran for {source.__qualname__}, which is not its code"
-        verified[id(source)] = (source, made)
+        if seen is None or seen[0] is not source or seen[1] is not made:
+            try:
+                fresh = rewriter(source).rewrite_ast()
+            except Exception:  # noqa: BLE001 - Triton could not rewrite it again: not compared
+                continue
+            if fresh.__code__ != made.__code__:
+                return f"what the interpreter ran for {source.__qualname__}, which is not its " \
+                    "code"
+            seen = verified[id(source)] = (source, made, _defaults(fresh))
+        if _defaults(made) != seen[2]:  # (its defaults can be set on it at any time)
+            return f"the default arguments of what the interpreter ran for " \
+                f"{source.__qualname__}, which are not its source's"
     return ""
+
+
+def _defaults(function) -> tuple:
+    return (tuple(kernel_source.fingerprint(v) for v in function.__defaults__ or ()),
+            tuple(sorted((k, kernel_source.fingerprint(v))
+                         for k, v in (function.__kwdefaults__ or {}).items())))
 
 
 #: The path of a launch whose kernel's source is in no file, and of one whose arguments the
@@ -410,7 +469,7 @@ def _plain_constant(value, depth: int = 0):
             return ("tuple", items)
     function = kernel_source.kernel_function(value)
     if function is not None:
-        return ("jit", function.__name__)
+        return ("jit", function.__name__, function.__module__)
     return ("repr", repr(value))
 
 
@@ -591,8 +650,10 @@ def _rebuild_constant(value, module=None):
         import triton.language as tl
 
         return tl.dtype(value[1])
-    if isinstance(value, tuple) and len(value) == 2 and value[0] == "jit":
+    if isinstance(value, tuple) and len(value) == 3 and value[0] == "jit":
         found = vars(module).get(value[1]) if module is not None else None
+        if kernel_source.kernel_function(found) is None:  # a module of theirs beside it
+            found = vars(sys.modules.get(value[2]) or types.ModuleType("-")).get(value[1])
         if kernel_source.kernel_function(found) is None:
             raise LookupError(value[1])
         return found

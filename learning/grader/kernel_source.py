@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import importlib
 import inspect
 import sys
@@ -68,6 +69,8 @@ _OWN_GLOBALS_IDS: frozenset = frozenset()  # Triton's modules' namespaces
 _OWN_ATTRIBUTES: frozenset = frozenset()
 # Triton's classes whose attributes a kernel's blocks and constants reach, as they were
 _CLASSES: tuple = ()
+# triton.language's modules and what they held (tl.sum's code reads its module's globals)
+_NAMESPACES: tuple = ()
 _KEPT: tuple = ()  # the objects themselves, so that no id is reused
 _MISSING = object()
 _LOCAL = object()  # a name of the function's own: known only as it runs
@@ -76,17 +79,20 @@ _LOCAL = object()  # a name of the function's own: known only as it runs
 def remember_tritons_own() -> None:
     """Keep what Triton's modules hold now: run before the learner's statements, it is what
     "Triton's own" means afterwards."""
-    global _OWN_IDS, _OWN_CODE_IDS, _OWN_GLOBALS_IDS, _OWN_ATTRIBUTES, _CLASSES, _KEPT
+    global _OWN_IDS, _OWN_CODE_IDS, _OWN_GLOBALS_IDS, _OWN_ATTRIBUTES, _CLASSES, _NAMESPACES
+    global _KEPT
     for name in TRITON_MODULES:
         with contextlib.suppress(Exception):  # a release without it
             importlib.import_module(name)
-    kept, codes, namespaces, attributes, classes = [], [], [], set(), []
+    kept, codes, namespaces, attributes, classes, language = [], [], [], set(), [], []
     for name, module in list(sys.modules.items()):
         if not isinstance(module, types.ModuleType) or \
                 not (name == "triton" or name.startswith("triton.")):
             continue
         kept.append(module)
         namespaces.append(vars(module))
+        if name.startswith("triton.language"):
+            language.append((module, types.MappingProxyType(dict(vars(module)))))
         for value in list(vars(module).values()):
             kept.append(value)
             if isinstance(value, type):  # a class's own: tl.tensor's methods, dtype's
@@ -95,7 +101,7 @@ def remember_tritons_own() -> None:
                     kept += list(own.values())
                     attributes.update(own)
                     if value.__module__.startswith("triton.language"):
-                        classes.append((value, own))
+                        classes.append((value, types.MappingProxyType(own)))
     for value in kept:
         codes += _codes_in(value)
     for code in codes:
@@ -106,6 +112,7 @@ def remember_tritons_own() -> None:
     _OWN_GLOBALS_IDS = frozenset(id(namespace) for namespace in namespaces)
     _OWN_ATTRIBUTES = frozenset(attributes)
     _CLASSES = tuple(classes)
+    _NAMESPACES = tuple(language)
 
 
 def _codes_in(value) -> list:
@@ -131,6 +138,9 @@ def tritons(value, depth: int = 0) -> bool:
         return isinstance(module, str) and module.split(".")[0] == "triton"
     if id(value) in _OWN_IDS:
         return True
+    if type(value) is functools.partial and depth < 3:  # tl.multiple_of, interpreted
+        return tritons(value.func, depth + 1) and all(
+            _data(v) or tritons(v, depth + 1) for v in (*value.args, *value.keywords.values()))
     if type(value) is property and depth < 3:  # one the interpreter puts on tl.tensor
         return all(f is None or tritons(f, depth + 1) for f in (value.fget, value.fset,
                                                                  value.fdel))
@@ -418,18 +428,54 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
-def tritons_classes_changed() -> list[str]:
-    """Attributes of Triton's language classes (tl.tensor's methods, say) that hold what is
-    not Triton's now: a method of the learner's on every block, run where the interpreter runs
-    the kernel and nowhere the compiler looks."""
+def tritons_changed() -> list[str]:
+    """What of triton.language holds what is not Triton's now: an attribute of its classes
+    (a method of the learner's on every block) or a global of its modules (Triton's own
+    tl.sum reads its module's core.reduce), run where the interpreter runs the kernel and
+    nowhere the compiler looks."""
     changed = []
-    for kind, before in _CLASSES:
+    for owner, before in (*_CLASSES, *_NAMESPACES):
         with contextlib.suppress(Exception):
-            for name, value in list(vars(kind).items()):
+            for name, value in list(vars(owner).items()):
+                # (the interpreter puts Python's print in tl.static_print as it launches)
                 if before.get(name, _MISSING) is not value and not tritons(value) and \
-                        not _data(value):
-                    changed.append(f"{kind.__qualname__}.{name}")
+                        not _data(value) and not _builtin(value):
+                    label = owner.__qualname__ if isinstance(owner, type) else owner.__name__
+                    changed.append(f"{label}.{name}")
     return changed
+
+
+def shadowed(kernel) -> list[str]:
+    """Attributes set on a kernel object (or a @triton.jit helper it names) over its class's
+    own (a cache of rewritten kernels, a rewrite method), and a rewriter that is not Triton's
+    rewriter of the kernel's own function: the interpreter would run what they give."""
+    found = []
+    objects, seen, todo = [], set(), [(kernel, 0)]
+    while todo:
+        thing, depth = todo.pop()
+        function = kernel_function(thing)
+        if function is None or id(thing) in seen or depth > DEPTH:
+            continue
+        seen.add(id(thing))
+        objects.append(thing)
+        tree, _ = _parsed(function)
+        if tree is None:
+            continue
+        _, own, loads = _shape(tree)
+        for _, node in loads:
+            value = _resolve(node, function.__globals__, own)
+            if value is not _LOCAL and kernel_function(value) is not None and not tritons(value):
+                todo.append((value, depth + 1))
+    for thing in objects:
+        kind, own = type(thing), vars(thing)
+        name = getattr(own.get("fn"), "__qualname__", kind.__name__)
+        found += [f"{name}.{attribute}" for attribute in list(own)
+                  if inspect.getattr_static(kind, attribute, _MISSING) is not _MISSING]
+        rewriter = own.get("rewriter")
+        if rewriter is not None and (not tritons(type(rewriter)) or
+                                     vars(rewriter).get("fn") is not own.get("fn")):
+            found.append(f"{name}.rewriter")
+    return found
 
 
 def _call(node: ast.Call, names: dict, own: set) -> str:

@@ -43,7 +43,11 @@ STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._ST
                    "learning.grader.borrowed._WRAPPED", "learning.grader.program_order._NOW",
                    "learning.grader.kernel_source._KEPT",
                    "learning.grader.kernel_source._PARSED",
-                   "learning.grader.kernel_source._SHAPES"})
+                   "learning.grader.kernel_source._SHAPES",
+                   # immutable, rebound only as Triton's objects are remembered: by identity
+                   *(f"learning.grader.kernel_source.{name}" for name in (
+                       "_OWN_IDS", "_OWN_CODE_IDS", "_OWN_GLOBALS_IDS", "_OWN_ATTRIBUTES",
+                       "_CLASSES", "_NAMESPACES"))})
 # Data compared by content as well: containers whose insides the learner's code could change
 _CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
 

@@ -91,6 +91,8 @@ def run(exercise_name: str, module_path: str, part_names: list[str], force_inter
                     ("learner_file", "folder", "send", "seen", "verified")),)
                   if kernels.recorder else ()),
                 *_interpreter_builder(interpreting)))
+            if kernels.recorder is not None:  # looked at as each launch starts, too
+                kernels.recorder.untouched = kernels.untouched
         channel.send("importing")
         channel.drained()  # read before the learner's code could take it off the pipe
         module, problem = import_learner_module(module_path)
