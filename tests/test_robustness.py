@@ -544,6 +544,7 @@ CONSTEXPR_ARGUMENTS = {
     "an object": ("_HOOK", False),
     "a number of the module's own class": ("_Sneaky(0)", False),
     "a @triton.jit function": ("_unchanged", True),
+    # (Triton 3.3 indexes no constexpr tuple in a kernel)
     "a tuple of numbers": ("(1, 2)", True),
 }
 
@@ -553,6 +554,8 @@ CONSTEXPR_ARGUMENTS = {
 @pytest.mark.parametrize("given", CONSTEXPR_ARGUMENTS)
 def test_a_constexpr_argument_is_compiled_as_given_or_not_vouched_for(tmp_path, given):
     value, honest = CONSTEXPR_ARGUMENTS[given]
+    if given == "a tuple of numbers" and triton_version() < (3, 4):
+        pytest.skip("Triton 3.3 indexes no constexpr tuple in a kernel")
     helpers = (_FILL + _HOOK + "class _Sneaky(int):\n    def __add__(self, block):\n"
                "        return _fill(block)\n\n\n"
                "@triton.jit\ndef _unchanged(v):\n    return v\n\n\n")

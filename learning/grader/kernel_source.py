@@ -437,6 +437,8 @@ def tritons_changed() -> list[str]:
     for owner, before in (*_CLASSES, *_NAMESPACES):
         with contextlib.suppress(Exception):
             for name, value in list(vars(owner).items()):
+                if not isinstance(owner, type) and name.startswith("__"):
+                    continue  # a module's own bookkeeping (__warningregistry__), no code's
                 # (the interpreter puts Python's print in tl.static_print as it launches)
                 if before.get(name, _MISSING) is not value and not tritons(value) and \
                         not _data(value) and not _builtin(value):
