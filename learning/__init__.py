@@ -68,7 +68,7 @@ keeps this list, the folder and the imports (no circles) in step.
             mode.py          where kernels run: compiled on a CUDA GPU, or in the interpreter
             interpreter_launch.py  one launch method for the interpreter on Triton 3.3 to 3.9
             gpu_compile.py   compile the interpreted kernels for a GPU target, without a GPU
-            kernel_source.py what in a kernel's source is not Triton's language (x.handle, ...)
+            kernel_source.py what a kernel's source names beyond Triton's language; what it reads
             kernel_ops.py    what a compiled kernel computes, by kind, read from its TTIR
             memory_map.py    record which program read and wrote which element
             map_view.py      draw memory maps, the learner's beside the reference's

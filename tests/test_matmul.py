@@ -1584,8 +1584,8 @@ def test_the_bench_skips_the_stub_with_a_note(monkeypatch):
 
 @pytest.mark.compile_check
 @pytest.mark.interpreter
-@pytest.mark.skipif(triton_version() < (3, 4), reason="Triton 3.3's compiler stops on it with a "
-                    "bare assertion, whose missing words no advice can be matched to")
+@pytest.mark.skipif(triton_version() < (3, 6), reason="the compiler before Triton 3.6 stops on "
+                    "it with a bare assertion, whose missing words no advice can be matched to")
 def test_a_float16_accumulator_given_to_tl_dot_is_blamed_on_the_compilers_words(tmp_path):
     # Triton's interpreter stores such a kernel's float32 products two bytes of four, over
     # what the output held: the cases then seem to follow the memory's old contents, which is
