@@ -581,6 +581,19 @@ def test_a_constexpr_argument_is_compiled_as_given_or_not_vouched_for(tmp_path, 
 
 @pytest.mark.compile_check
 @pytest.mark.interpreter
+def test_tritons_functions_the_interpreter_stands_in_for_are_vouched_for(tmp_path):
+    # as a launch runs, tl.multiple_of is the interpreter's functools.partial and
+    # tl.static_range its own range: Triton's still, not a global changed under the kernel
+    text = solution_text("softmax").replace(
+        "    x = x.to(tl.float32)\n", "    x = x.to(tl.float32)\n    for _ in tl.static_range(2):\n"
+        "        x = x + 0.0\n    x = tl.multiple_of(x, 1) if False else x\n", 1)
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "passed", rendered(result)
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
 def test_a_jit_function_of_a_helper_module_given_as_a_constexpr_is_compiled(tmp_path):
     # found in the compile check's process by its module, not only at the kernel's top level
     (tmp_path / "softmax_helpers.py").write_text(

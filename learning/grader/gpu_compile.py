@@ -274,12 +274,14 @@ class LaunchRecorder:
             self.send(launch)
         return launch
 
-    def _changed(self, kernel) -> list[str]:
+    def _changed(self, kernel, whole: bool = False) -> list[str]:
         """What of Triton's, the interpreter's or the grader's own code is not as it was: its
-        language's classes and modules, the interpreter and what it computes with, and the
-        kernel objects' own attributes (an instance's cache of rewritten kernels)."""
+        language's classes and modules, the kernel objects' own attributes (an instance's cache
+        of rewritten kernels), and with ``whole`` the interpreter and what it computes with and
+        the grader's code (milliseconds: looked at once a launch, as its programs begin, when
+        whatever ran before them has run and nothing of the learner's runs after)."""
         changed = kernel_source.tritons_changed()
-        if self.untouched is not None:
+        if whole and self.untouched is not None:
             changed += self.untouched.changes()
         if kernel is not None:
             changed += kernel_source.shadowed(kernel)
@@ -302,7 +304,7 @@ class LaunchRecorder:
         with contextlib.suppress(Exception):
             now = dict(kernel_source.reads(kernel.fn))
             differ = next((what for what, held in launch.reads if now.get(what) != held), None)
-            changed = self._changed(kernel)
+            changed = self._changed(kernel, whole=True)
             current[3] = f"{differ.split(': ', 1)[-1]}, which changed as the kernel's " \
                 "programs began" if differ is not None else \
                 f"{', '.join(changed[:3])}, changed as the kernel's programs began" \
@@ -325,8 +327,10 @@ class LaunchRecorder:
         differ = next((what for what, held in launch.reads if now.get(what) != held), None)
         if differ is not None and not why:
             why = f"{differ.split(': ', 1)[-1]}, which changed while the kernel ran"
+        # (where no load or store of its programs was seen, the whole look is taken here)
+        began = self.current is not None and self.current[1] is launch and self.current[2]
         why = why or _rewritten_elsewhere(type(kernel), self.verified) or ", ".join(
-            self._changed(kernel)[:3])
+            self._changed(kernel, whole=not began)[:3])
         if why:
             self._send_once(dataclasses.replace(launch, past=why))
 

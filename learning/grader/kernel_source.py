@@ -412,11 +412,10 @@ def fingerprint(value) -> str:
         return f"the kernel function {inner.__module__}.{inner.__qualname__} (source " \
                f"{_shape(tree)[0] if tree is not None else 'unreadable'})"
     if tritons(value):
-        # a function the interpreter put in triton.language stands in for the one it wraps
-        wrapped = (getattr(value, "__kwdefaults__", None) or {}).get("member", value) \
-            if type(value) is types.FunctionType else value
-        name = getattr(wrapped, "__qualname__", None)
-        return f"Triton's {name if isinstance(name, str) else repr(wrapped)}"
+        # one and the same for all of Triton's: as a launch runs (and on Triton 3.3 to 3.5,
+        # ever after the first) the interpreter's stand-ins hold triton.language's names
+        # (tl.multiple_of is a functools.partial then), and none of them is the learner's
+        return "Triton's own"
     if _builtin(value):
         return f"Python's {value.__name__}"
     return _kind(value)
