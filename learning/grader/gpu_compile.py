@@ -195,7 +195,8 @@ class LaunchRecorder:
         self.seen: set = set()
         self.verified: dict = {}  # the interpreter's rewritten functions found to be their own
         # the grader's watch on its own code and the interpreter's (tampering.Snapshot), set by
-        # the worker once made: looked at as each launch starts and as its programs begin
+        # the worker once made: looked at as each launch's programs begin (or, where none of
+        # their loads and stores was seen, once the launch has run)
         self.untouched = None
         # [kernel, its Launch, whether its programs have begun, what changed by then]
         self.current: list | None = None
@@ -339,8 +340,9 @@ def _rewritten_elsewhere(function_class, verified: dict) -> str:
     """Where the interpreter's cache of rewritten kernels (the Python each launch runs) holds
     for a function something other than what Triton's rewriter makes of its source: the
     kernel that ran is then not the one the compile check reads. "" where all agree.
-    ``verified``: {id(function): (function, what it was found to run)}, each pair compared once
-    (a rewrite costs milliseconds, and launches are many)."""
+    ``verified``: {id(function): (function, what it was found to run, that one's defaults)},
+    each pair rewritten again once (a rewrite costs milliseconds, and launches are many); the
+    defaults, which can be set on it at any time, are compared at every launch."""
     from triton.runtime import interpreter
 
     cache = vars(function_class).get("rewritten_fn")
