@@ -367,7 +367,13 @@ def reads(kernel) -> tuple:
                 value = _resolve(node, names, own)
                 if value is _LOCAL:
                     continue
-                found[f"{where}: {text}"] = fingerprint(value)
+                # what a module of Triton's holds is Triton's to say (the interpreter puts its
+                # stand-ins there as a launch runs, and the grader watches those modules);
+                # anything else of Triton's a kernel reads is named, so that one function of
+                # Triton's where the kernel ran and another where it is compiled differ
+                through = isinstance(node, ast.Attribute) and \
+                    _tritons_module(_resolve(node.value, names, own))
+                found[f"{where}: {text}"] = fingerprint(value, named=not through)
                 inner = kernel_function(value)
                 if inner is not None and not tritons(value):
                     todo.append((inner, depth + 1))
@@ -394,31 +400,83 @@ def _shape(tree) -> tuple:
 _SHAPES: dict = {}
 
 
-def fingerprint(value) -> str:
+def fingerprint(value, named: bool = True) -> str:
     """A global's value as plain text, the same in two processes where it is the same: data by
-    its repr, a kernel function by its name and source, Triton's objects by their names."""
+    its repr, a kernel function by its name and source, Triton's objects by their names (or,
+    not ``named``, as "Triton's own": read through a module of Triton's)."""
     if value is _MISSING:
         return "nothing (not defined)"
     if _data(value):
         text = f"{type(value).__name__} {value!r}"
         return text if len(text) <= 200 else f"{text[:200]}... ({_digest(text)})"
     if _constexpr(value):
-        return f"tl.constexpr({fingerprint(vars(value).get('value'))})"
+        return f"tl.constexpr({fingerprint(vars(value).get('value'), named)})"
     if type(value) is types.ModuleType:
-        return f"the module {value.__name__}"
+        # (a module of the learner's may call itself triton.language)
+        return f"Triton's module {value.__name__}" if _tritons_module(value) else \
+            f"the module {value.__name__}"
     inner = kernel_function(value)
     if inner is not None:
         tree, _ = _parsed(inner)
         return f"the kernel function {inner.__module__}.{inner.__qualname__} (source " \
                f"{_shape(tree)[0] if tree is not None else 'unreadable'})"
     if tritons(value):
-        # one and the same for all of Triton's: as a launch runs (and on Triton 3.3 to 3.5,
-        # ever after the first) the interpreter's stand-ins hold triton.language's names
-        # (tl.multiple_of is a functools.partial then), and none of them is the learner's
-        return "Triton's own"
+        # as a launch runs (and on Triton 3.3 to 3.5, ever after the first) the interpreter's
+        # stand-ins hold triton.language's names (tl.multiple_of is a functools.partial then):
+        # each is named as what it stands in for
+        return f"Triton's {_own_name(value)}" if named else "Triton's own"
     if _builtin(value):
         return f"Python's {value.__name__}"
     return _kind(value)
+
+
+def _tritons_module(value) -> bool:
+    """One of Triton's modules itself: named as Triton's and the module Python has under that
+    name (not a module of the learner's that calls itself triton.language)."""
+    if type(value) is not types.ModuleType:
+        return False
+    name = vars(value).get("__name__")
+    return isinstance(name, str) and (name == "triton" or name.startswith("triton.")) and \
+        sys.modules.get(name) is value
+
+
+def _own_name(value, depth: int = 0) -> str:
+    """The name of one of Triton's objects, the same in every process: a function or class by
+    its module and qualified name, a stand-in of the interpreter's by what it stands in for,
+    anything else by its type and (where it holds no address) its repr."""
+    if id(value) not in _OWN_IDS and depth < 3:  # made as a launch ran: what does it stand for?
+        original = _stands_for(value)
+        if original is _MISSING and type(value) is types.FunctionType:
+            # (Triton's stand-in for a builtin holds it as the default of its argument member)
+            original = (value.__kwdefaults__ or {}).get("member", _MISSING)
+        if original is not _MISSING:
+            return _own_name(original, depth + 1)
+    if type(value) is functools.partial and depth < 3:
+        held = [_own_name(v, depth + 1) if tritons(v) else fingerprint(v)
+                for v in (*value.args, *sorted(value.keywords.items()))]
+        return f"partial({_own_name(value.func, depth + 1)}, {', '.join(held)})"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if isinstance(module, str) and isinstance(name, str):
+            return f"{module}.{name}"
+    kind = type(value)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - Triton's object, said by its type alone
+        text = ""
+    if " at 0x" in text or len(text) > 200:
+        text = ""  # an address (or a long text) is the process's, not the object's
+    return f"{text} (a {kind.__qualname__})" if text else f"a {kind.__module__}.{kind.__qualname__}"
+
+
+def _stands_for(value):
+    """What triton.language held, before the learner's statements ran, under the name that
+    now holds ``value`` (one of the interpreter's stand-ins), or _MISSING."""
+    for module, original in _NAMESPACES:
+        for name, now in list(vars(module).items()):
+            if now is value and original.get(name, value) is not value:
+                return original[name]
+    return _MISSING
 
 
 def _digest(text: str) -> str:
