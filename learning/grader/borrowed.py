@@ -348,6 +348,13 @@ class Watch:
         def hook(event: str, args: tuple):
             if event == "sys._getframe" or getattr(looking, "on", False):
                 return
+            if event == "builtins.id" or event == "object.__getattr__" and args and \
+                    type(args[0]) is types.FunctionType:
+                # an id taken, a function's code or defaults read: nothing below acts on them
+                # (the hold on fork_exec is a generator), and the compile check's look at
+                # Triton's objects takes thousands at each launch; what was changed of the
+                # watch is still put back before the next event it acts on
+                return
             looking.on = True
             try:
                 if self._busy_at is not None and self._own_work(codes):

@@ -71,6 +71,9 @@ _OWN_ATTRIBUTES: frozenset = frozenset()
 _CLASSES: tuple = ()
 # triton.language's modules and what they held (tl.sum's code reads its module's globals)
 _NAMESPACES: tuple = ()
+# TRITON_MODULES themselves, by name: each name's module as it was (not one the learner's code
+# made and called by that name, or put in sys.modules)
+_MODULES: types.MappingProxyType = types.MappingProxyType({})
 _KEPT: tuple = ()  # the objects themselves, so that no id is reused
 _MISSING = object()
 _LOCAL = object()  # a name of the function's own: known only as it runs
@@ -80,7 +83,7 @@ def remember_tritons_own() -> None:
     """Keep what Triton's modules hold now: run before the learner's statements, it is what
     "Triton's own" means afterwards."""
     global _OWN_IDS, _OWN_CODE_IDS, _OWN_GLOBALS_IDS, _OWN_ATTRIBUTES, _CLASSES, _NAMESPACES
-    global _KEPT
+    global _KEPT, _MODULES
     for name in TRITON_MODULES:
         with contextlib.suppress(Exception):  # a release without it
             importlib.import_module(name)
@@ -113,6 +116,8 @@ def remember_tritons_own() -> None:
     _OWN_ATTRIBUTES = frozenset(attributes)
     _CLASSES = tuple(classes)
     _NAMESPACES = tuple(language)
+    _MODULES = types.MappingProxyType({name: sys.modules[name] for name in TRITON_MODULES
+                                       if isinstance(sys.modules.get(name), types.ModuleType)})
 
 
 def _codes_in(value) -> list:
@@ -431,13 +436,14 @@ def fingerprint(value, named: bool = True) -> str:
 
 
 def _tritons_module(value) -> bool:
-    """One of Triton's modules itself: named as Triton's and the module Python has under that
-    name (not a module of the learner's that calls itself triton.language)."""
+    """One of TRITON_MODULES itself, the module remembered under its name (not a module of the
+    learner's that calls itself triton.language; both processes remember the same ones)."""
     if type(value) is not types.ModuleType:
         return False
     name = vars(value).get("__name__")
-    return isinstance(name, str) and (name == "triton" or name.startswith("triton.")) and \
-        sys.modules.get(name) is value
+    if name not in TRITON_MODULES:
+        return False
+    return value is (_MODULES.get(name) if _MODULES else sys.modules.get(name))
 
 
 def _own_name(value, depth: int = 0) -> str:

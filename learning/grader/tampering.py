@@ -47,7 +47,7 @@ STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._ST
                    # immutable, rebound only as Triton's objects are remembered: by identity
                    *(f"learning.grader.kernel_source.{name}" for name in (
                        "_OWN_IDS", "_OWN_CODE_IDS", "_OWN_GLOBALS_IDS", "_OWN_ATTRIBUTES",
-                       "_CLASSES", "_NAMESPACES"))})
+                       "_CLASSES", "_NAMESPACES", "_MODULES"))})
 # Data compared by content as well: containers whose insides the learner's code could change
 _CONTAINERS = (dict, list, set, frozenset, tuple, types.MappingProxyType)
 
@@ -62,6 +62,14 @@ def _data(name: str, value):
                              else value)
     except Exception:  # noqa: BLE001 - a value that cannot be copied is compared by identity
         return None
+
+
+def _live(name: str, value):
+    """What ``_data`` would copy, as it is: compared with the copy kept (a read-only view as
+    the dictionary behind it)."""
+    if name in STATE or not isinstance(value, _CONTAINERS):
+        return None
+    return dict(value) if isinstance(value, types.MappingProxyType) else value
 
 
 def _code_of(value):
@@ -85,10 +93,12 @@ def _loaded(watched=WATCHED, families=()) -> list[str]:
     return [name for name in [*watched, *family] if sys.modules.get(name) is not None]
 
 
-def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
+def _parts(watched=WATCHED, families=(), copies: bool = True) -> dict[str, tuple]:
     """{name: (the object, its code, or a copy of its content)} of every function, class,
     method and piece of module data of the ``watched`` modules, and every function and class
-    of the modules of ``families`` ("triton": it and its submodules) loaded now."""
+    of the modules of ``families`` ("triton": it and its submodules) loaded now. Without
+    ``copies``, a container is given as itself: compared with the copy kept, it says the same,
+    without a deep copy of every table at every look."""
     found = {}
     for module_name in _loaded(watched, families):
         module = sys.modules.get(module_name)
@@ -101,7 +111,8 @@ def _parts(watched=WATCHED, families=()) -> dict[str, tuple]:
                 if module_name not in watched:  # a library's data: its caches change
                     continue
                 key = f"{module_name}.{name}"
-                found[key] = (value, _data(key, value))
+                found[key] = (value, _data(key, value) if copies else
+                              _live(key, value))
                 continue
             found[f"{module_name}.{name}"] = (value, _code_of(value))
             if isinstance(value, type) and value.__module__ == module_name:
@@ -213,7 +224,7 @@ class Snapshot:
         return changed
 
     def _code_and_data(self) -> list[str]:
-        now = _parts(self.watched, self.families)
+        now = _parts(self.watched, self.families, copies=False)
         changed = [name for name, (value, code) in self.kept.items()
                    if name not in now or now[name][0] is not value or
                    not _same(now[name][1], code)]
@@ -225,8 +236,11 @@ class Snapshot:
 
 
 def _same(now, kept) -> bool:
-    """A function's code is the same object; a container's copy holds the same content."""
-    if kept is None or isinstance(kept, types.CodeType):
+    """A function's code is the same object; a container's copy holds the same content
+    (kept None: compared by identity alone, which the caller does)."""
+    if kept is None:
+        return True
+    if isinstance(kept, types.CodeType):
         return now is kept
     try:
         return type(now) is type(kept) and bool(now == kept)
