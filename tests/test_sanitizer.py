@@ -167,3 +167,33 @@ def test_programs_run_in_the_order_the_check_asks_and_keep_their_index(interpret
     opposite = [program_order.chosen(program_order.OPPOSITE, i) for i in range(4)]
     assert alternate == [program_order.LAST_FIRST, program_order.FIRST_LAST] * 2
     assert all(a != o for a, o in zip(alternate, opposite))
+
+
+def test_floats_past_an_integers_range_convert_as_on_the_gpu(interpreter):
+    # NumPy leaves these undefined (x86 gives the most negative integer for 3e9); the GPU's
+    # cvt.rzi saturates and gives 0 for NaN, so a kernel would compute one thing interpreted
+    # and another compiled (a tl.where on the converted value, say)
+    import math
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def convert_kernel(signed_ptr, unsigned_ptr, wide_ptr, in_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + offsets)
+        tl.store(signed_ptr + offsets, x.to(tl.int32))
+        tl.store(unsigned_ptr + offsets, x.to(tl.uint32).to(tl.int64))
+        tl.store(wide_ptr + offsets, x.to(tl.int64))
+
+    values = [3.0e9, -3.0e9, math.nan, 2.7, -2.7, 1.0e20, -1.5, 0.0]
+    x = torch.tensor(values, dtype=torch.float32)
+    signed = torch.empty(8, dtype=torch.int32)
+    unsigned = torch.empty(8, dtype=torch.int64)
+    wide = torch.empty(8, dtype=torch.int64)
+    convert_kernel[(1,)](signed, unsigned, wide, x, BLOCK=8)
+    top, bottom = 2 ** 31 - 1, -(2 ** 31)
+    assert signed.tolist() == [top, bottom, 0, 2, -2, top, -1, 0]
+    assert unsigned.tolist() == [3_000_000_000, 0, 0, 2, 0, 2 ** 32 - 1, 0, 0]
+    assert wide.tolist() == [3_000_000_000, -3_000_000_000, 0, 2, -2, 2 ** 63 - 1, -1, 0]

@@ -367,6 +367,13 @@ def _rewritten_elsewhere(function_class, verified: dict) -> str:
         if _defaults(made) != seen[2]:  # (its defaults can be set on it at any time)
             return f"the default arguments of what the interpreter ran for " \
                 f"{source.__qualname__}, which are not its source's"
+        if seen[2] != _defaults(source):
+            # the interpreter runs the def again as it first launches it, so a default that
+            # names a global takes the global's value then; the compiler binds the value the
+            # def gave as the module was imported
+            return f"the default arguments of {source.__qualname__}, which the interpreter " \
+                "took from globals changed since its def ran, and the compiler takes as the " \
+                "def gave them"
     return ""
 
 
@@ -837,6 +844,7 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     has_kernel, helper_module, aims = _has_kernel, _helper_module, targets()
     other_reads = _other_reads
     reaches, jit_class = _reaches_past_the_language, _HELD["JITFunction"]
+    not_as_made = kernel_source.not_as_made
     from learning.grader import tampering
 
     untouched = tampering.Snapshot((__name__, kernel_source.__name__, kernel_ops.__name__),
@@ -895,6 +903,11 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
         if past:
             send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(past),
                  launch.key)
+            continue
+        kernel = _jit_function(getattr(home, launch.kernel.rpartition(".")[2], None))
+        other = not_as_made(kernel, jit_class) if kernel is not None else ""
+        if other:
+            send(channel, "unvouched", launch.kernel, NOT_AS_MADE.format(other), launch.key)
             continue
         for target in aims:
             compiled = compile_one(home, launch, where, target)
@@ -962,6 +975,11 @@ PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's la
 OTHER_READS = ("not compiled: {0} was {1} where the kernel ran and is {2} where the compile "
                "check compiles it, so the compiled kernel is not the one that ran: what a kernel "
                "reads must not depend on which process reads it")
+#: ... of a kernel object (or a helper's) that gives the compiler other than its function
+#: (kernel_source.not_as_made)
+NOT_AS_MADE = ("not compiled: a @triton.jit object would give the compiler {}, so the kernel "
+               "compiled would not be the one that ran: leave the objects @triton.jit makes as "
+               "it makes them")
 #: ... of a kernel given an argument of a type the compiler takes none of
 NO_TYPES_CHECK = ("not compiled: it was given an argument of a type the compile check cannot "
                   "give the GPU compiler (a tensor of unsigned integers, a string, a tuple "

@@ -26,7 +26,10 @@ compile check, which reads every kernel it compiles, says it cannot vouch for on
 ran (``remember_tritons_own``): a function of theirs that says its module is triton.language is
 not. Both processes read the kernel: the one that ran it (its globals as they were there) and the
 compile check's, so a global that is one thing where the kernel ran and another where it is
-compiled is read as each. The @triton.jit functions a kernel calls are read the same way.
+compiled is read as each. The @triton.jit functions a kernel calls are read the same way. And
+what is read must be what compiles: the compiler takes the source, globals and signature the
+@triton.jit object keeps, so in the compile check's process each must be its function's own
+(``not_as_made``).
 """
 
 from __future__ import annotations
@@ -367,6 +370,10 @@ def reads(kernel) -> tuple:
                 continue
             source, own, loads = _shape(tree)
             found[f"{where}: its source"] = source
+            # (the compiler binds a helper's arguments with its function's defaults)
+            found[f"{where}: its defaults"] = repr((
+                [fingerprint(v) for v in function.__defaults__ or ()],
+                sorted((k, fingerprint(v)) for k, v in (function.__kwdefaults__ or {}).items())))
             names = function.__globals__
             for text, node in loads:
                 value = _resolve(node, names, own)
@@ -515,6 +522,21 @@ def shadowed(kernel) -> list[str]:
     own (a cache of rewritten kernels, a rewrite method), and a rewriter that is not Triton's
     rewriter of the kernel's own function: the interpreter would run what they give."""
     found = []
+    for thing in _kernel_objects(kernel):
+        kind, own = type(thing), vars(thing)
+        name = getattr(own.get("fn"), "__qualname__", kind.__name__)
+        found += [f"{name}.{attribute}" for attribute in list(own)
+                  if inspect.getattr_static(kind, attribute, _MISSING) is not _MISSING]
+        rewriter = own.get("rewriter")
+        if rewriter is not None and (not tritons(type(rewriter)) or
+                                     vars(rewriter).get("fn") is not own.get("fn")):
+            found.append(f"{name}.rewriter")
+    return found
+
+
+def _kernel_objects(kernel) -> list:
+    """``kernel`` and the kernel objects of the learner's it names, at any depth (each
+    @triton.jit helper, and what wraps one)."""
     objects, seen, todo = [], set(), [(kernel, 0)]
     while todo:
         thing, depth = todo.pop()
@@ -531,16 +553,58 @@ def shadowed(kernel) -> list[str]:
             value = _resolve(node, function.__globals__, own)
             if value is not _LOCAL and kernel_function(value) is not None and not tritons(value):
                 todo.append((value, depth + 1))
-    for thing in objects:
-        kind, own = type(thing), vars(thing)
-        name = getattr(own.get("fn"), "__qualname__", kind.__name__)
-        found += [f"{name}.{attribute}" for attribute in list(own)
-                  if inspect.getattr_static(kind, attribute, _MISSING) is not _MISSING]
-        rewriter = own.get("rewriter")
-        if rewriter is not None and (not tritons(type(rewriter)) or
-                                     vars(rewriter).get("fn") is not own.get("fn")):
-            found.append(f"{name}.rewriter")
-    return found
+    return objects
+
+
+def not_as_made(kernel, jit_class) -> str:
+    """What of a @triton.jit object (``kernel`` or a helper it names) the compiler would take
+    other than its function gives, said in words, or "". The compiler parses the source the
+    object keeps (taken as it was decorated, and replaceable: ``_unsafe_update_src``), looks
+    names up in its own ``__globals__`` and binds arguments with the signature it keeps; the
+    check reads the function's source (through linecache, which the learner's code can
+    fill), globals and defaults. Where the two differ, what was read is not what compiles."""
+    for thing in _kernel_objects(kernel):
+        while thing is not None and not isinstance(thing, jit_class):
+            thing = vars(thing).get("fn") if hasattr(thing, "__dict__") else None
+        if thing is None:
+            continue
+        own = vars(thing)
+        function = own.get("fn")
+        if type(function) is not types.FunctionType:
+            continue
+        name = function.__qualname__
+        tree, _ = _parsed(function)
+        try:
+            # (Triton's own parse, as the compiler calls it; set on the object, it is said
+            # by ``shadowed``)
+            kept = inspect.getattr_static(jit_class, "parse")(thing).body[0]
+            kept.decorator_list = []
+        except Exception:  # noqa: BLE001 - a source the compiler cannot parse either
+            kept = None
+        if tree is None or kept is None or ast.dump(kept) != ast.dump(tree):
+            return f"the source kept for {name} (what the compiler parses), which is not " \
+                "the source of its function in its file"
+        if own.get("__globals__", function.__globals__) is not function.__globals__:
+            return f"globals for {name} (where the compiler looks its names up) other than " \
+                "its function's"
+        signature = own.get("signature")
+        params = own.get("params")
+        try:
+            made = _parameters(inspect.signature(function).parameters.values())
+            kept_signature = _parameters(signature.parameters.values())
+            kept_params = _parameters(vars(p).get("_param") for p in params) \
+                if params is not None else made
+        except Exception:  # noqa: BLE001 - a signature that cannot be read is no signature
+            return f"a signature for {name} that cannot be read"
+        if made != kept_signature or made != kept_params:
+            return f"parameters for {name} (what its arguments are bound with) other than " \
+                "its function's: their names, annotations or defaults"
+    return ""
+
+
+def _parameters(parameters) -> tuple:
+    return tuple((p.name, str(p.kind), fingerprint(p.annotation), fingerprint(p.default))
+                 for p in parameters)
 
 
 def _call(node: ast.Call, names: dict, own: set) -> str:

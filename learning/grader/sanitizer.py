@@ -225,6 +225,37 @@ def _enum_name(value) -> str:
     return str(getattr(value, "name", value)).rpartition(".")[2].upper()
 
 
+def _saturating(original, signed: bool, handle_class):
+    """A float-to-integer conversion as the GPU makes it (PTX ``cvt.rzi``): toward zero, a
+    value past the integer's range saturates to its end and NaN becomes 0. NumPy's, which the
+    interpreter uses, leaves those undefined (on x86, 3e9 to int32 gives -2147483648), so a
+    kernel could compute one thing interpreted and another on the GPU. 32- and 64-bit integers
+    only: narrower ones are converted through a wider type on the GPU, then cut."""
+    import numpy as np
+
+    def convert(self, src, dst_type):
+        data = getattr(src, "data", None)
+        scalar = getattr(dst_type, "scalar", dst_type)
+        bits = getattr(scalar, "primitive_bitwidth", 0)
+        if not isinstance(data, np.ndarray) or data.dtype.kind != "f" or bits not in (32, 64):
+            return original(self, src, dst_type)
+        with np.errstate(invalid="ignore"):
+            whole = np.trunc(data.astype(np.float64))
+            low, past = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if signed else \
+                (0.0, 2.0 ** bits)
+            inside = (whole >= low) & (whole < past)
+        if inside.all():
+            return original(self, src, dst_type)
+        kind = np.dtype(f"{'int' if signed else 'uint'}{bits}")
+        out = np.zeros(data.shape, dtype=kind)  # NaN: 0
+        out[inside] = whole[inside].astype(kind)
+        out[whole >= past] = np.iinfo(kind).max
+        out[whole < low] = np.iinfo(kind).min
+        return handle_class(out, scalar)
+
+    return convert
+
+
 def install() -> bool:
     """Wrap the interpreter's loads and stores; False if this Triton lacks the expected hooks."""
     global _installed
@@ -322,6 +353,10 @@ def install() -> bool:
 
     executor._init_args_hst = init_args_hst
     interpreter._implicit_cvt = implicit_cvt
+    for name, signed in (("create_fp_to_si", True), ("create_fp_to_ui", False)):
+        if hasattr(builder, name) and hasattr(interpreter, "TensorHandle"):
+            setattr(builder, name, _saturating(getattr(builder, name), signed,
+                                               interpreter.TensorHandle))
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     for name in ("create_load", "create_store"):
