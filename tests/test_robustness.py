@@ -529,6 +529,10 @@ COMPILE_ROUTES = sorted(path.stem for path in (Path(__file__).parent / "compile_
 @pytest.mark.parametrize("route", COMPILE_ROUTES)
 def test_a_kernel_compiled_other_than_it_ran_is_not_vouched_for(tmp_path, route):
     # (tests/compile_routes/README.md: each passed every case, the compiled kernel wrong)
+    if route == "globals_replaced_on_the_jit_object" and not hasattr(
+            __import__("triton.runtime.jit").runtime.jit.JITFunction, "get_capture_scope"):
+        pytest.skip("Triton before 3.5 looks a kernel's names up in its function's globals, "
+                    "which this route leaves alone")
     text = (Path(__file__).parent / "compile_routes" / f"{route}.py").read_text(encoding="utf-8")
     result = grade_text(tmp_path, "softmax", text, ["triton"])
     (part,) = result.parts

@@ -197,3 +197,51 @@ def test_floats_past_an_integers_range_convert_as_on_the_gpu(interpreter):
     assert signed.tolist() == [top, bottom, 0, 2, -2, top, -1, 0]
     assert unsigned.tolist() == [3_000_000_000, 0, 0, 2, 0, 2 ** 32 - 1, 0, 0]
     assert wide.tolist() == [3_000_000_000, -3_000_000_000, 0, 2, -2, 2 ** 63 - 1, -1, 0]
+
+
+def test_narrowing_float_conversions_round_and_saturate_as_on_the_gpu(interpreter):
+    # the interpreter's own bit shifting gives 256 for 1000 in float8e4nv (the GPU's satfinite
+    # conversion gives 448) and NaN for 1e6 in float16 toward zero (the GPU gives 65504)
+    import math
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def narrow_kernel(e4_ptr, e5_ptr, toward_zero_ptr, in_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + offsets)
+        tl.store(e4_ptr + offsets, x.to(tl.float8e4nv).to(tl.float32))
+        tl.store(e5_ptr + offsets, x.to(tl.float8e5).to(tl.float32))
+        tl.store(toward_zero_ptr + offsets,
+                 x.to(tl.float16, fp_downcast_rounding="rtz").to(tl.float32))
+
+    values = [1000.0, -1.0e6, 0.3, math.nan, 0.0, 2.5e-3, 65519.0, 1.0e-9]
+    x = torch.tensor(values, dtype=torch.float32)
+    e4, e5, toward_zero = (torch.empty(8) for _ in range(3))
+    narrow_kernel[(1,)](e4, e5, toward_zero, x, BLOCK=8)
+    saturated = [448.0, -448.0] + x[2:].to(torch.float8_e4m3fn).float().tolist()
+    assert e4[:3].tolist() == saturated[:3] and math.isnan(e4[3]), e4
+    assert e4[4:].tolist() == saturated[4:], e4
+    assert e5[:3].tolist() == [1024.0, -57344.0, 0.3125] and math.isnan(e5[3]), e5
+    assert toward_zero[:3].tolist() == [1000.0, -65504.0, 0.2998046875], toward_zero
+    assert math.isnan(toward_zero[3]) and toward_zero[6] == 65504.0, toward_zero
+
+
+def test_float8_codes_widen_as_torch_reads_them(interpreter):
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def widen_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(in_ptr + offsets).to(tl.float32))
+
+    codes = torch.arange(256, dtype=torch.uint8)
+    for kind in (torch.float8_e4m3fn, torch.float8_e5m2):
+        out = torch.empty(256)
+        widen_kernel[(1,)](out, codes.view(kind), BLOCK=256)
+        want = codes.view(kind).float()
+        assert torch.equal(out.nan_to_num(nan=7.5), want.nan_to_num(nan=7.5)), kind

@@ -256,6 +256,81 @@ def _saturating(original, signed: bool, handle_class):
     return convert
 
 
+# The float8 formats a GPU converts to with saturation (PTX cvt.rn.satfinite): Triton's name,
+# and the code of NaN (float8e4nv has no infinity; float8e5's all-ones exponent is inf or NaN)
+_FLOAT8 = {"fp8e4nv": 0x7F, "fp8e5": 0x7F}
+
+
+def _float8_values(name: str, mantissa: int, bias: int):
+    """The finite non-negative values of a float8 format, by code (0 up to the largest)."""
+    import numpy as np
+
+    values = []
+    for code in range(0x80):
+        exponent, fraction = code >> mantissa, code & ((1 << mantissa) - 1)
+        if name == "fp8e4nv" and code == 0x7F or name == "fp8e5" and exponent == 0x1F:
+            break
+        values.append(fraction * 2.0 ** (1 - bias - mantissa) if exponent == 0 else
+                      (1 + fraction / 2 ** mantissa) * 2.0 ** (exponent - bias))
+    return np.array(values)
+
+
+def _narrowing(original, handle_class):
+    """A float conversion to float16 or float8 as the GPU makes it, where the interpreter's own
+    (bits shifted by hand) does not: float16 rounded to nearest even or toward zero (past the
+    largest value toward zero is the largest, not NaN), float8 rounded to nearest even and
+    saturated at its largest finite value (PTX cvt.rn.satfinite: 1000 is 448 in float8e4nv,
+    not 256). Other conversions are the interpreter's."""
+    import numpy as np
+
+    def convert(self, src, dst_type, rounding_mode=None):
+        data = getattr(src, "data", None)
+        scalar = getattr(dst_type, "scalar", dst_type)
+        name = getattr(scalar, "name", "")
+        mode = getattr(rounding_mode, "name", None) or "RTNE"
+        source = getattr(getattr(src, "dtype", None), "scalar", None)
+        widths = {"fp16": np.float16, "fp32": np.float32, "fp64": np.float64}
+        if isinstance(data, np.ndarray) and data.dtype == np.uint8 and name in widths and \
+                getattr(source, "name", "") in _FLOAT8:
+            # float8 widened: NaN and (float8e5) infinity as such, which the interpreter's own
+            # reads as numbers (float8e4nv's NaN as 480)
+            values = _float8_values(source.name, source.fp_mantissa_width, source.exponent_bias)
+            magnitude = (data & 0x7F).astype(np.int64)
+            wide = values[np.minimum(magnitude, len(values) - 1)].copy()
+            wide[magnitude >= len(values)] = np.nan
+            if source.name == "fp8e5":
+                wide[magnitude == 0x7C] = np.inf
+            wide[data >= 0x80] *= -1
+            return handle_class(wide.astype(widths[name]), scalar)
+        if not isinstance(data, np.ndarray) or data.dtype not in (np.float16, np.float32,
+                                                                   np.float64):
+            return original(self, src, dst_type, rounding_mode)
+        x = data.astype(np.float64)
+        if name == "fp16" and mode in ("RTNE", "RTZ"):
+            with np.errstate(over="ignore"):
+                half = x.astype(np.float16)  # NumPy rounds to nearest even
+            if mode == "RTZ":
+                with np.errstate(invalid="ignore"):
+                    away = np.isfinite(x) & (np.abs(half.astype(np.float64)) > np.abs(x))
+                half[away] = np.nextafter(half[away], np.float16(0))
+            return handle_class(half, scalar)
+        if name not in _FLOAT8 or mode != "RTNE":
+            return original(self, src, dst_type, rounding_mode)
+        values = _float8_values(name, scalar.fp_mantissa_width, scalar.exponent_bias)
+        with np.errstate(invalid="ignore"):
+            size = np.minimum(np.abs(x), values[-1])  # saturated (infinity too)
+            above = np.clip(np.searchsorted(values, size), 0, len(values) - 1)
+            below = np.maximum(above - 1, 0)
+            to_above, to_below = values[above] - size, size - values[below]
+            up = (to_above < to_below) | (to_above == to_below) & (above % 2 == 0)
+        code = np.where(up, above, below).astype(np.uint8)
+        code[np.isnan(x)] = _FLOAT8[name]
+        code |= (np.signbit(x).astype(np.uint8) << 7)
+        return handle_class(code, scalar)
+
+    return convert
+
+
 def install() -> bool:
     """Wrap the interpreter's loads and stores; False if this Triton lacks the expected hooks."""
     global _installed
@@ -353,6 +428,8 @@ def install() -> bool:
 
     executor._init_args_hst = init_args_hst
     interpreter._implicit_cvt = implicit_cvt
+    if hasattr(builder, "create_fp_to_fp") and hasattr(interpreter, "TensorHandle"):
+        builder.create_fp_to_fp = _narrowing(builder.create_fp_to_fp, interpreter.TensorHandle)
     for name, signed in (("create_fp_to_si", True), ("create_fp_to_ui", False)):
         if hasattr(builder, name) and hasattr(interpreter, "TensorHandle"):
             setattr(builder, name, _saturating(getattr(builder, name), signed,
