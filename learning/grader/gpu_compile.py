@@ -151,6 +151,9 @@ class Launch:
     # what in the kernel's source reached past Triton's language where it ran, read with that
     # process's globals (learning.grader.kernel_source), or ""
     past: str = ""
+    # what the grader saw differ where the kernel ran from what the compiler is given (a global
+    # changed as it ran, the interpreter's rewrite of it, Triton's modules), or ""
+    ran_otherwise: str = ""
     # what the compiler is given of the kernel besides its arguments, as it was where the kernel
     # ran (kernel_source.reads): the compile check's process must find the same
     reads: tuple = ()
@@ -264,14 +267,16 @@ class LaunchRecorder:
             # another where it is compiled (an object of the learner's here, None there), or
             # another thing at the next launch
             changed = self._changed(kernel)
-            past = f"{', '.join(changed[:3])}, changed by the time the kernel was launched" \
-                if changed else kernel_source.past_the_language(fn)
-            launch = dataclasses.replace(launch, past=past, reads=kernel_source.reads(fn))
+            launch = dataclasses.replace(
+                launch, past="" if changed else kernel_source.past_the_language(fn),
+                ran_otherwise=f"{', '.join(changed[:3])}, changed by the time the kernel was "
+                "launched" if changed else "", reads=kernel_source.reads(fn))
         return self._send_once(launch)
 
     def _send_once(self, launch: Launch) -> Launch:
-        if (launch.part, launch.key, launch.past, launch.reads) not in self.seen:
-            self.seen.add((launch.part, launch.key, launch.past, launch.reads))
+        seen = (launch.part, launch.key, launch.past, launch.ran_otherwise, launch.reads)
+        if seen not in self.seen:
+            self.seen.add(seen)
             self.send(launch)
         return launch
 
@@ -333,7 +338,7 @@ class LaunchRecorder:
         why = why or _rewritten_elsewhere(type(kernel), self.verified) or ", ".join(
             self._changed(kernel, whole=not began)[:3])
         if why:
-            self._send_once(dataclasses.replace(launch, past=why))
+            self._send_once(dataclasses.replace(launch, ran_otherwise=why))
 
 
 def _rewritten_elsewhere(function_class, verified: dict) -> str:
@@ -876,6 +881,10 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             send(channel, "unvouched", launch.kernel, f"not compiled: {home}", launch.key)
             module = None if home is module else module
             continue
+        if launch.ran_otherwise:  # seen where the kernel ran
+            send(channel, "unvouched", launch.kernel, RAN_OTHERWISE.format(
+                launch.ran_otherwise), launch.key)
+            continue
         if launch.past:  # read where the kernel ran, with that process's globals
             send(channel, "unvouched", launch.kernel, PAST_THE_LANGUAGE.format(launch.past),
                  launch.key)
@@ -971,6 +980,10 @@ PAST_THE_LANGUAGE = ("not compiled: the kernel's source reaches past Triton's la
                      "the interpreter's own objects or plain Python ({}), which the GPU "
                      "compiler does not run as the interpreter does, so the check could not "
                      "vouch for what it computed")
+#: ... of a kernel the interpreter ran otherwise than the compiler is given it (what the
+#: grader saw change as it ran, or run in its stead)
+RAN_OTHERWISE = ("not compiled: the interpreter did not run the kernel the compiler is given "
+                 "({}), so the check could not vouch for what it computed")
 #: ... of a kernel that reads a global (or a helper's source) other than the process that ran it
 OTHER_READS = ("not compiled: {0} was {1} where the kernel ran and is {2} where the compile "
                "check compiles it, so the compiled kernel is not the one that ran: what a kernel "
@@ -1063,7 +1076,8 @@ def chosen(launches: list) -> list:
     for launch in launches:
         types = tuple((n, t) for n, t in launch.signature if t != "constexpr")
         # (a launch that read other globals, or was read as past the language, is its own)
-        picked.setdefault((launch.kernel, types, launch.past, launch.reads), launch)
+        picked.setdefault((launch.kernel, types, launch.past, launch.ran_otherwise,
+                           launch.reads), launch)
     return list(picked.values())
 
 
