@@ -245,3 +245,91 @@ def test_float8_codes_widen_as_torch_reads_them(interpreter):
         widen_kernel[(1,)](out, codes.view(kind), BLOCK=256)
         want = codes.view(kind).float()
         assert torch.equal(out.nan_to_num(nan=7.5), want.nan_to_num(nan=7.5)), kind
+
+
+def _rounding_probe():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "lab" / "probes" / "rounding_probe.py"
+    spec = importlib.util.spec_from_file_location("rounding_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
+
+
+def test_products_and_float32_dots_round_as_measured_on_the_gpu(interpreter):
+    # lab/results/rounding.json is what an H100 computed for each expression and dot: the
+    # grader's interpreter must round the same way (bfloat16 is left out: the interpreter
+    # mishandles its arithmetic, and bfloat16 is graded on a GPU only)
+    import json
+    from pathlib import Path
+
+    measured = json.loads((Path(__file__).resolve().parent.parent / "lab" / "results" /
+                           "rounding.json").read_text(encoding="utf-8"))
+    probe = _rounding_probe()
+    for here, there in zip(probe.dot_rows("cpu"), measured["dot"], strict=True):
+        assert here == there, (here, there)
+    rows = probe.product_rows("cpu")
+    gpu_rows = [row for row in measured["products"] if row["dtype"] != "bfloat16"]
+    assert len(rows) == len(gpu_rows) > 20
+    for here, there in zip(rows, gpu_rows, strict=True):
+        assert here == there, (here, there)
+    # the measurement tells the models apart: every dot and most products matched one model
+    assert all(row["matches"] != ["no model"] for row in gpu_rows)
+
+
+def test_a_fused_product_is_rounded_once():
+    import numpy as np
+
+    from learning.grader.gpu_arithmetic import fused_multiply_add
+
+    # (1 + 2**-12) squared is exactly halfway between two float32 values: what is added past
+    # float64's precision decides which way the sum rounds; nothing added: ties to even
+    t = np.float32(1 + 2 ** -12)
+    halfway = 1 + 2 ** -11 + 2 ** -24
+    for added, want in ((2.0 ** -60, halfway + 2 ** -24), (-(2.0 ** -60), halfway - 2 ** -24),
+                        (0.0, halfway - 2 ** -24)):
+        got = fused_multiply_add([t], [t], [np.float32(added)], np.float32)
+        assert got.dtype == np.float32 and float(got[0]) == want, (added, float(got[0]))
+    # rounded twice (the interpreter's own), the product alone loses what the fma keeps
+    t32 = np.float32(1 / 3)
+    assert fused_multiply_add([t32], [t32], [-(t32 * t32)], np.float32)[0] != 0.0
+    try:
+        from triton.runtime.interpreter import _interpreter
+        exact = _interpreter.fma_fp32
+    except (ImportError, AttributeError):
+        return  # Triton before 3.9 has no fma of its own to compare with
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(20_000).astype(np.float32) for _ in range(2))
+    c = (rng.standard_normal(20_000) * rng.choice([1e-8, 1.0, 1e8], 20_000)).astype(np.float32)
+    assert np.array_equal(fused_multiply_add(a, b, c, np.float32).view(np.uint32),
+                          exact(a, b, c).view(np.uint32))
+
+
+# A softmax kernel that stores the right answer only where products are rounded before the add
+# that takes them, or tl.dot keeps float32's every bit: what Triton's own interpreter does, and
+# no GPU. Each passed the check before the grader's interpreter rounded as the GPU does.
+ROUNDING_ROUTES = {
+    "a product fused into a subtraction": (
+        "    third = denominator * 0.0 + 0.3333333\n"
+        "    error = third * third - third * third\n"
+        "    output = tl.where(error == 0.0, numerator / denominator, numerator)\n"),
+    "tl.dot on float32 blocks": (
+        "    ones = tl.full((16, 16), 1.0, tl.float32)\n"
+        "    total = tl.sum(tl.sum(tl.dot(ones + 1e-6, ones), axis=1), axis=0)\n"
+        "    output = tl.where(total == 4096.0, numerator, numerator / denominator)\n"),
+}
+
+
+@pytest.mark.parametrize("route", ROUNDING_ROUTES)
+def test_a_kernel_that_chooses_by_the_gpus_rounding_is_graded_on_it(tmp_path, route):
+    from tests.helpers import grade_text, solution_text
+
+    text = solution_text("softmax")
+    line = "    output = numerator / denominator\n"
+    assert text.count(line) == 1
+    result = grade_text(tmp_path, "softmax", text.replace(line, ROUNDING_ROUTES[route]),
+                        ["triton"])
+    (part,) = result.parts
+    assert part.status == "failed" and part.passed < part.graded, (route, part)
