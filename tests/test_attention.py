@@ -258,6 +258,24 @@ def test_batch_and_head_swapped_fail_the_batch_x_heads_case(tmp_path):
     assert any(c.name == "batch x heads" and not c.gpu_only for c in case.cases)
 
 
+def test_a_causal_mask_on_the_wrong_axes_is_not_said_to_be_missing(tmp_path):
+    # cols[None, :] <= rows[None, :] hides the blocks past the diagonal whole and nothing
+    # inside the diagonal block: the numbers of a kernel with no mask that stops at the
+    # diagonal. The cause named says what the numbers show (keys past the diagonal were not
+    # hidden), never that the mask is missing, which this learner's is not
+    text = solution_text("attention")
+    right = "visible = visible & (cols[None, :] <= rows[:, None])"
+    assert text.count(right) == 1
+    part = _grade_triton(tmp_path, text.replace(right, right.replace("rows[:, None]",
+                                                                        "rows[None, :]")))
+    failing = [c for c in part.cases if c.verdict.status not in ("passed", "skipped")]
+    assert failing
+    named = {bug.key for c in failing for bug in c.verdict.causes}
+    assert named <= {"causal-ignored"}, named
+    said = " ".join(bug.cause for c in failing for bug in c.verdict.causes)
+    assert "missing" not in said and "keys past the diagonal" in said, said
+
+
 @pytest.mark.interpreter
 def test_the_memory_map_of_a_batch_head_swap_labels_rows_and_draws_every_wrong_one(tmp_path):
     """2 batches of 3 heads: program 1 writes (1, 0) where the reference's program 3 does, and

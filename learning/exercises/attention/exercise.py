@@ -361,12 +361,15 @@ def _bugs(python: bool) -> tuple[Bug, ...]:
             evidence(*_OFF_BY_ONE) if not python else any_of(evidence(*_OFF_BY_ONE[1:])),
             raises=raises_like(_refusal_safe(_python_off_by_one)) if python else None,
             hint=hint(2, 3)),
-        Bug("causal-ignored", "the causal mask is missing: with causal set, query i sees only "
-            "keys j <= i, but here keys past the diagonal took part (every key the loop "
-            "reached, as without causal). " + (
+        # (the replay hides no key; a mask built on the wrong axes, rows[None, :], hides
+        # whole blocks but none inside the diagonal one, and gives the same numbers)
+        Bug("causal-ignored", "keys past the diagonal took part: with causal set, query i "
+            "sees only keys j <= i, and here keys j > i were not hidden, as if there were no "
+            "causal mask. " + (
                 "Give key j the score -math.inf where causal and j > i" if python else
-                "With CAUSAL, hide the keys past the diagonal, visible = visible & "
-                "(cols[None, :] <= rows[:, None]), and launch with CAUSAL=causal"),
+                "With CAUSAL, the mask must compare each key's column with its own query's "
+                "row, visible = visible & (cols[None, :] <= rows[:, None]), and the kernel be "
+                "launched with CAUSAL=causal"),
             evidence({"causal_mask": False}), hint=hint(2, 3)),
         Bug("causal-reversed", "the causal mask is turned round: query i must see the keys "
             "at or before it (j <= i), but here it saw those at or after it. " + (

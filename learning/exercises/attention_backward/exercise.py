@@ -270,11 +270,13 @@ def _common_bugs(python: bool) -> tuple[Bug, ...]:
         Bug("grad-scale", "dQ or dK lacks the scale: the scores are q . k / sqrt(d), so the "
             "chain rule multiplies both dS K and dS^T Q by 1 / sqrt(d)",
             evidence(*_SCALES), hint=hint(3, 4)),
-        Bug("causal-ignored", "the causal mask is missing: with causal set, query i sees only "
-            "keys j <= i, so P (and with it dS) must be 0 for every key j > i. " + (
+        Bug("causal-ignored", "keys past the diagonal were not hidden, as if there were no "
+            "causal mask: with causal set, query i sees only keys j <= i, so P (and with it "
+            "dS) must be 0 for every key j > i. " + (
                 "Skip the pairs with j > i" if python else
-                "In both kernels, with CAUSAL, visible = visible & (cols[None, :] <= "
-                "rows[:, None]), and launch both with CAUSAL=causal"),
+                "In both kernels, with CAUSAL, the mask must compare each key's column with "
+                "its own query's row, visible = visible & (cols[None, :] <= rows[:, None]), "
+                "and both be launched with CAUSAL=causal"),
             evidence({"masked": ()}), hint=hint(2, 3)),
         Bug("causal-off-by-one", "the causal mask is off by one: query i sees keys j <= i, "
             "itself included, so only the keys j > i are hidden (hiding j >= i leaves row 0 "
