@@ -78,9 +78,22 @@ def test_a_k_loop_that_steps_two_blocks_is_found_where_the_second_block_is_skipp
     (said,) = _steps(_graded(tmp_path, "matmul", code)).values()
     assert said.startswith("c, acc, a_tile and b_tile match the reference's until then; "
                            "where the reference goes on to set a_tile in the tile at C[0][0], "
-                           "K block from 2, your code sets c first: its c differs at [0][0]")
+                           "K block from 2, your code sets c again first: its new c differs at "
+                           "[0][0]")
     # the reference's c there is the one it has not yet replaced, not the answer
     assert "where the reference still holds 0 (" in said and "expected" not in said, said
+
+
+def test_a_name_set_again_is_said_to_be_set_again_not_to_match_and_differ(tmp_path):
+    # float64 converted to float32 as everything else is: y as loaded matches the
+    # reference's, the y the conversion makes does not; the line says which y it means
+    code = _replace(solution_text("softmax_backward"), "    if y.dtype != tl.float64:\n",
+                    "    if True:\n")
+    said = _steps(_graded(tmp_path, "softmax_backward", code, part="triton"), part="triton")
+    assert said == {"float64": "y and dy match the reference's until then; where the reference "
+                               "goes on to set dot in the program of row 0, your code sets y "
+                               "again first: its new y differs at [0]: 0.0022153258, where the "
+                               "reference still holds 0.0022153259 (91 of 128 values differ)"}
 
 
 def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):

@@ -170,8 +170,12 @@ def _first_difference(reference: Recording, learner: Recording, names: tuple[str
                 where_ = f" {place}" if place else ""
                 # the reference's value of that step is the one it has not yet replaced, not
                 # the answer: "expected" would read as the answer
+                # a name that matched already and is set again (y = y.to(tl.float32)): its
+                # new value is the one that differs, not the one said to match
+                again, new = (" again", "new ") if other in matched else ("", "")
                 said = f"{_before(matched, place)}where the reference goes on to set " \
-                       f"{name}{where_}, your code sets {other} first: its {other} " \
+                       f"{name}{where_}, your code sets {other}{again} first: its {new}" \
+                       f"{other} " \
                        f"{_compared(now, before, atol, rtol, 'where the reference still holds')}"
                 if theirs[q].loops.get("program") == event.loops.get("program") and not (
                         _same_iteration(event, theirs[p]) and
