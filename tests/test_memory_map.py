@@ -419,6 +419,21 @@ def test_a_matmul_k_loop_past_k_draws_columns_past_the_last_of_every_row(interpr
     assert "589 read another element of a in its place, 19 addressed no element of a" in text
 
 
+def test_programs_numbered_across_launches_are_not_said_to_be_a_1d_grids_program_ids(
+        interpreter, tmp_path):
+    """softmax_backward's autograd part launches the forward kernel, then the backward one:
+    the backward's only program is drawn as 1, which is no tl.program_id(0) of its grid."""
+    text = solution_text("softmax_backward")
+    assert "ctx.save_for_backward(y)" in text
+    write_module(tmp_path, "softmax_backward",
+                 text.replace("ctx.save_for_backward(y)", "ctx.save_for_backward(x)"))
+    pair = map_run.record_map(registry.find("softmax_backward"),
+                              tmp_path / "softmax_backward.py", "autograd", "worked row")
+    text = " ".join(map_view.plain(pair, 80).split())
+    assert "1 = (0,)" in text and "in a 1-D grid, its tl.program_id(0)" not in text, text
+    assert "numbered in launch order (on from one launch to the next" in text, text
+
+
 def test_a_four_d_map_labels_rows_by_their_indices_and_leaves_out_only_right_rows(
         interpreter):
     # 3 batches of 3 heads: with batch and head swapped, program 3 copies (0, 1), not (1, 0).

@@ -612,8 +612,13 @@ def _key(memory_map: MemoryMap, drawn: set[str]) -> list[str]:
     if "placed address" in drawn:
         marks += (". Other lanes" if "placed index" in drawn else ". Lanes outside it are") + \
             " drawn where the next elements would be in memory"
+    # programs are numbered on through every launch of the call: only with one launch is a
+    # 1-D grid's number its tl.program_id(0)
+    several = any(len(m.launches) > 1 for m in sides)
+    order = "(on from one launch to the next: the lines below give each launch's programs and " \
+        "their tl.program_id)" if several else "(in a 1-D grid, its tl.program_id(0))"
     key = [f"Key: an element shows the program that touched it, numbered in launch order "
-           f"(in a 1-D grid, its tl.program_id(0)): 0-9{numbers}"
+           f"{order}: 0-9{numbers}"
            + (", and again from 0 after 61" if most >= len(SYMBOLS) else "")
            + f". '{NEVER}' never touched; '{SEVERAL}' stored more than once, or read by more "
            f"than one program{marks}. An atomic operation (tl.atomic_add, ...) counts as a "
