@@ -96,6 +96,23 @@ def test_a_name_set_again_is_said_to_be_set_again_not_to_match_and_differ(tmp_pa
                                "reference still holds 0.0022153259 (91 of 128 values differ)"}
 
 
+def test_the_autograd_parts_forward_kernel_is_walked_by_lesson_08s_names(tmp_path):
+    # a forward kernel padding with 0 is found at x; with a right forward pass and a wrong
+    # backward one, the line says the forward's steps all match, so the fault lies after them
+    base = solution_text("softmax_backward")
+    padded = _replace(base, 'mask=mask, other=-float("inf"))', "mask=mask, other=0.0)")
+    said = _steps(_graded(tmp_path, "softmax_backward", padded, part="autograd"),
+                  part="autograd")
+    assert said == {"worked row": "x in the program of row 0 is [1, 2, 3, 0], expected "
+                                  "[1, 2, 3, -inf]"}
+    wrong_backward = _replace(base, "dx = y * (dy - dot)", "dx = y * (dy + dot)")
+    said = _steps(_graded(tmp_path, "softmax_backward", wrong_backward, part="autograd"),
+                  part="autograd")
+    assert said == {"worked row": "every named step matches the reference's (x, maximum, "
+                                  "numerator, denominator and y): what differs comes after "
+                                  "the last of them"}
+
+
 def test_a_tile_of_b_read_one_row_late_is_found_at_its_first_step(tmp_path):
     code = _replace(solution_text("matmul"), "b_tile = [[b[kk][j] if kk < k and j < n else 0.0 "
                     "for j in range(j0, j0 + block)]\n                          for kk in "
@@ -184,7 +201,7 @@ def test_an_accumulator_divided_inside_the_loop_is_found_as_a_step_the_reference
     code = _replace(code, "out.append([a / l for a in acc])", "out.append(acc)")
     (said,) = _steps(_graded(tmp_path, "attention", code)).values()
     assert "; where the reference goes on to set scores for query row 0, keys 2 to 3, your " \
-           "code sets acc first: its acc is [" in said
+           "code sets acc again first: its new acc is [" in said
 
 
 def test_a_loop_written_step_by_step_compares_as_the_comprehension_does(tmp_path):
@@ -288,8 +305,8 @@ def test_a_kernel_k_loop_of_half_steps_is_found_at_the_step_the_reference_does_n
     (said,) = _steps(_graded(tmp_path, "matmul", code, "triton"), "triton").values()
     assert said.startswith("rows, cols, acc, ks, a and b match the reference's until then; "
                            "where the reference goes on to set c in program (0, 0), your code "
-                           "sets ks first: its ks differs at [0]: 16, where the reference "
-                           "still holds 0")
+                           "sets ks again first: its new ks differs at [0]: 16, where the "
+                           "reference still holds 0")
 
 
 def test_an_eps_left_unscaled_is_found_at_rms_after_three_steps_that_match(tmp_path):

@@ -494,6 +494,10 @@ def _in_row_program(loops: dict, args: tuple) -> str:
 # product, the gradient.
 TRITON_STEPS = Steps(("y", "dy", "dot", "dx"), _in_row_program,
                      function="softmax_backward_kernel")
+# The autograd part's forward kernel is lesson 08's softmax, under lesson 08's names: a wrong
+# forward pass (padding with 0, no maximum) is found there; a right one says the steps match
+FORWARD_STEPS = Steps(("x", "maximum", "numerator", "denominator", "y"), _in_row_program,
+                      function="softmax_forward_kernel")
 
 EXERCISE = Exercise(
     name="softmax_backward",
@@ -516,6 +520,6 @@ EXERCISE = Exercise(
              cases=AUTOGRAD_CASES, tolerance=FP32, bugs=AUTOGRAD_BUGS, returns="tensor",
              needs_kernels=True,
              kernel_ops=(("mul", "sum"),),
-             hints=AUTOGRAD_HINTS),
+             hints=AUTOGRAD_HINTS, steps=FORWARD_STEPS),
     ),
 )

@@ -82,8 +82,10 @@ def softmax_forward_kernel(
     x = tl.load(x_ptr + row * x_row_stride + offsets, mask=mask, other=-float("inf"))
     if x.dtype != tl.float64:
         x = x.to(tl.float32)
-    numerator = tl.exp(x - tl.max(x, axis=0))
-    y = numerator / tl.sum(numerator, axis=0)
+    maximum = tl.max(x, axis=0)
+    numerator = tl.exp(x - maximum)
+    denominator = tl.sum(numerator, axis=0)
+    y = numerator / denominator
     tl.store(y_ptr + row * y_row_stride + offsets, y, mask=mask)
 
 
