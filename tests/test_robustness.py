@@ -547,6 +547,69 @@ def test_a_kernel_compiled_other_than_it_ran_is_not_vouched_for(tmp_path, route)
         assert "reaches past" not in said, said
 
 
+# A module statement that, in the compile check's process, compiles an honest softmax_kernel
+# (kept in a file beside the module) and files it in Triton's cache under the key of the
+# module's own kernel, which the compiler rejects: Triton then finds that kernel compiled.
+# (Made by exec in an assignment: that process runs assignments and decorated functions only.)
+_PLANTED_IN_THE_CACHE = '''
+
+_PLANT = """
+def _plant(kernel):
+    import hashlib
+    import os
+    import shutil
+    import sys
+
+    folder = os.environ.get("TRITON_CACHE_DIR")
+    if os.environ.get("TRITON_INTERPRET") == "1" or not folder:
+        return 0
+    frame, launches = sys._getframe(1), None
+    while frame is not None and launches is None:
+        launches, frame = frame.f_locals.get("launches"), frame.f_back
+    import planted_softmax
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import get_cache_invalidating_env_vars, get_cache_key
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.cache import get_cache_manager
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    for launch in launches or ():
+        signature, constants = dict(launch.signature), dict(launch.constexprs)
+        good = triton.compile(ASTSource(planted_softmax.softmax_kernel, signature, constants),
+                              target=target, options=dict(launch.options))
+        source = ASTSource(kernel, signature, constants)
+        options = backend.parse_options(dict(dict(launch.options), **source.parse_options()))
+        key = get_cache_key(source, backend, options, env_vars=get_cache_invalidating_env_vars())
+        bad = get_cache_manager(hashlib.sha256(key.encode()).hexdigest()).cache_dir
+        os.makedirs(bad, exist_ok=True)
+        shutil.copy(os.path.join(get_cache_manager(good.hash).cache_dir,
+                                 "__grp__softmax_kernel.json"), bad)
+    return len(launches or ())
+"""
+_planted = exec(_PLANT) or _plant(softmax_kernel)
+'''
+
+
+@pytest.mark.compile_check
+@pytest.mark.interpreter
+def test_a_kernel_planted_in_tritons_cache_does_not_stand_for_the_one_that_ran(tmp_path):
+    honest = solution_text("softmax")
+    (tmp_path / "planted_softmax.py").write_text(honest, encoding="utf-8")
+    store = "    tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)\n"
+    assert honest.count(store) == 1
+    # an `if` on a block: the interpreter takes it as true, the GPU compiler refuses it
+    text = honest.replace(store, "    if mask:\n    " + store) + _PLANTED_IN_THE_CACHE
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    (part,) = result.parts
+    assert part.status == "failed", rendered(result)
+    assert not any(c.status == "ok" for c in part.compile_check.compiled), rendered(result)
+    assert any("Boolean value of Tensor" in c.message for c in part.compile_check.rejected) \
+        or triton_version() < (3, 4), rendered(result)
+
+
 # A constexpr argument the launcher gives: data, a dtype or a @triton.jit function reach the
 # compiler as they are; an object (or a number of a class of the module's own, whose operators
 # are its code) runs Python on the block in the interpreter and is no constant a compiler takes

@@ -609,7 +609,56 @@ def _hold():
     kernel_source.remember_tritons_own()
     _HELD.update(compile=triton.compile, GPUTarget=GPUTarget, ASTSource=ASTSource,
                  CompilationError=CompilationError, JITFunction=JITFunction,
-                 source_digest=source_digest, kinds_in=kernel_ops.kinds_in)
+                 source_digest=source_digest, kinds_in=kernel_ops.kinds_in,
+                 settings=_tritons_settings())
+
+
+def _tritons_settings() -> dict:
+    """Triton's settings as they are before the learner's statements run: the TRITON_*
+    environment and each group of triton.knobs (3.4 and later) with what was set on it."""
+    groups = []
+    try:
+        from triton import knobs
+
+        # by name: the check's own tables keep no object that compiling changes
+        groups = [(name, dict(vars(group))) for name, group in vars(knobs).items()
+                  if isinstance(group, knobs.base_knobs)]
+    except (ImportError, AttributeError):
+        pass
+    return {"env": {k: v for k, v in os.environ.items() if k.startswith("TRITON_")},
+            "groups": groups, "home": os.environ.get("TRITON_CACHE_DIR")}
+
+
+@contextlib.contextmanager
+def _as_held(settings: dict):
+    """Compile with Triton's settings as they were before the learner's statements ran, into
+    a cache folder made now and read by nothing: the statements ran in this process, and a
+    compiled kernel planted in the cache folder (or a folder of kernels to override with, a
+    hook on the compiler's stages) made a kernel the compiler rejects pass."""
+    import shutil
+
+    for key in [k for k in os.environ if k.startswith("TRITON_")]:
+        if key not in settings["env"]:
+            del os.environ[key]
+    os.environ.update(settings["env"])
+    home = settings["home"]
+    folder = tempfile.mkdtemp(prefix="compile-", dir=home if home and os.path.isdir(home)
+                              else None)
+    os.environ.update(TRITON_CACHE_DIR=folder, TRITON_ALWAYS_COMPILE="1",
+                      TRITON_KERNEL_OVERRIDE="0")
+    with contextlib.suppress(ImportError, AttributeError):
+        from triton import knobs
+
+        for name, kept in settings["groups"]:
+            vars(getattr(knobs, name)).clear()
+            vars(getattr(knobs, name)).update(kept)
+        knobs.cache.dir = folder
+        knobs.compilation.always_compile = True
+        knobs.compilation.override = False
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def compile_launch(module, launch: Launch, learner_file: str,
@@ -644,7 +693,8 @@ def compile_launch(module, launch: Launch, learner_file: str,
                         "module, so it could not vouch for it", key=launch.key)
     diagnostics = ""
     try:
-        with _captured_stderr() as captured:
+        with _captured_stderr(_HELD["settings"]["home"]) as captured, \
+                _as_held(_HELD["settings"]):
             source = ASTSource(fn, dict(launch.signature), constexprs)
             kernel = compile_(source, target=GPUTarget(*TARGETS[target]),
                               options=dict(launch.options))
@@ -773,9 +823,12 @@ class _captured_stderr:
     """Redirect file descriptor 2 (where MLIR writes its diagnostics) to a file, in the Triton
     cache folder the check's process made for this one (so that it outlives a crash)."""
 
+    def __init__(self, folder: str | None = None):
+        self._folder = folder  # as the check's process gave it, whatever the module set since
+
     def __enter__(self):
         sys.stderr.flush()
-        folder = os.environ.get("TRITON_CACHE_DIR")
+        folder = self._folder or os.environ.get("TRITON_CACHE_DIR")
         self._file = tempfile.NamedTemporaryFile(prefix=STDERR_PREFIX, dir=folder,
                                                  delete=False) \
             if folder and os.path.isdir(folder) else tempfile.TemporaryFile()
