@@ -64,6 +64,7 @@ keeps this list, the folder and the imports (no circles) in step.
             registry.py      every exercise, found by name
             allocations.py   new tensors filled with NaN, and guard bands around them on a GPU
             sanitizer.py     bounds checking for Triton's interpreter
+            gpu_arithmetic.py  the interpreter's arithmetic made the GPU's where they differ
             standin.py       a stand-in for triton where it cannot be installed (macOS)
             mode.py          where kernels run: compiled on a CUDA GPU, or in the interpreter
             interpreter_launch.py  one launch method for the interpreter on Triton 3.3 to 3.9

@@ -333,3 +333,111 @@ def test_a_kernel_that_chooses_by_the_gpus_rounding_is_graded_on_it(tmp_path, ro
                         ["triton"])
     (part,) = result.parts
     assert part.status == "failed" and part.passed < part.graded, (route, part)
+
+
+def test_float_remainder_narrow_conversions_and_ftz_functions_are_the_gpus(interpreter):
+    # as the PTX Triton writes for sm_90 computes them: % rounds its quotient (div.rn,
+    # cvt.rzi, fma.rn; the dividend where the divisor is infinite); int16 saturates and int8
+    # is int16's low byte (cvt.rzi.s16.f32); exp2, sqrt and rsqrt flush subnormals (.ftz)
+    import math
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def remainder_kernel(out_ptr, x_ptr, y_ptr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(out_ptr + i, tl.load(x_ptr + i) % tl.load(y_ptr + i))
+
+    x = torch.tensor([1e10, 7.5, -7.5, 5.0, 1.0, 0.0, 0.0, 0.0])
+    y = torch.tensor([3.0, 2.0, 2.0, math.inf, 0.0, 1.0, 1.0, 1.0])
+    out = torch.empty(8)
+    remainder_kernel[(1,)](out, x, y, BLOCK=8)
+    assert out[:4].tolist() == [256.0, 1.5, -1.5, 5.0] and math.isnan(out[4]), out
+
+    @triton.jit
+    def narrow_kernel(i16_ptr, i8_ptr, u16_ptr, u8_ptr, x_ptr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + i)
+        tl.store(i16_ptr + i, v.to(tl.int16))
+        tl.store(i8_ptr + i, v.to(tl.int8))
+        tl.store(u16_ptr + i, v.to(tl.uint16).to(tl.int32))
+        tl.store(u8_ptr + i, v.to(tl.uint8).to(tl.int32))
+
+    v = torch.tensor([70000.0, -70000.0, 1e5, 200.0, -3.7, math.nan, 5.9, -1e9])
+    i16, i8 = torch.empty(8, dtype=torch.int16), torch.empty(8, dtype=torch.int8)
+    u16, u8 = torch.empty(8, dtype=torch.int32), torch.empty(8, dtype=torch.int32)
+    narrow_kernel[(1,)](i16, i8, u16, u8, v, BLOCK=8)
+    assert i16.tolist() == [32767, -32768, 32767, 200, -3, 0, 5, -32768], i16
+    assert i8.tolist() == [-1, 0, -1, -56, -3, 0, 5, 0], i8
+    assert u16.tolist() == [65535, 0, 65535, 200, 0, 0, 5, 0], u16
+    assert u8.tolist() == [255, 0, 255, 200, 0, 0, 5, 0], u8
+
+    @triton.jit
+    def flushing_kernel(exp2_ptr, sqrt_ptr, rsqrt_ptr, x_ptr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + i)
+        tl.store(exp2_ptr + i, tl.exp2(v))
+        tl.store(sqrt_ptr + i, tl.sqrt(tl.abs(v)))
+        tl.store(rsqrt_ptr + i, tl.rsqrt(tl.abs(v)))
+
+    v = torch.tensor([-130.0, -100.0, 1e-40, 4.0])
+    exp2, sqrt, rsqrt = (torch.empty(4) for _ in range(3))
+    flushing_kernel[(1,)](exp2, sqrt, rsqrt, v, BLOCK=4)
+    assert exp2[0] == 0.0 and exp2[1] == 2.0 ** -100 and exp2[2] == 1.0, exp2
+    assert sqrt[2] == 0.0 and sqrt[3] == 2.0 and rsqrt[2] == math.inf, (sqrt, rsqrt)
+
+
+_REDUCTIONS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _minus(a, b):
+    return a - b
+
+
+@triton.jit
+def _plus(a, b):
+    return a + b
+
+
+@triton.jit
+def reduce_kernel(out_ptr, x_ptr, MINUS: tl.constexpr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    if MINUS:
+        tl.store(out_ptr, tl.reduce(x, 0, _minus))
+    else:
+        tl.store(out_ptr, tl.reduce(x, 0, _plus))
+"""
+
+
+def test_a_reduction_whose_result_depends_on_the_order_is_refused(interpreter, tmp_path):
+    # the GPU combines a block in a tree: a - b gives 2 - n left to right and 0 there
+    import importlib.util
+
+    import torch
+
+    from learning.grader.gpu_arithmetic import OrderDependentReduction
+
+    path = tmp_path / "reductions_of_mine.py"
+    path.write_text(_REDUCTIONS, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("reductions_of_mine", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = torch.zeros(1, dtype=torch.int32)
+    ones = torch.ones(8, dtype=torch.int32)
+    module.reduce_kernel[(1,)](out, ones, MINUS=False, BLOCK=8)
+    assert out.item() == 8
+    with pytest.raises(Exception, match="left to right and 0 combining it in pairs") as caught:
+        module.reduce_kernel[(1,)](out, ones, MINUS=True, BLOCK=8)
+    cause = caught.value
+    while cause is not None and not isinstance(cause, OrderDependentReduction):
+        cause = cause.__cause__
+    assert cause is not None, caught.value
+    floats = torch.rand(64) * 1000
+    sums = torch.zeros(1)
+    module.reduce_kernel[(1,)](sums, floats, MINUS=False, BLOCK=64)  # rounding apart, one sum
+    assert torch.allclose(sums, floats.sum().reshape(1), rtol=1e-5)

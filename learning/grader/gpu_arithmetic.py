@@ -1,4 +1,4 @@
-"""Two places where Triton's interpreter computes other numbers than the GPU, made the GPU's.
+"""Where Triton's interpreter computes other numbers than the GPU, made the GPU's.
 
 - **A product that feeds an add or a subtraction.** The GPU compiler fuses them into one
   ``fma``, which rounds once; the interpreter rounds the product, then the sum. Measured on an
@@ -12,9 +12,18 @@
   nearest (PTX ``cvt.rna.tf32.f32``), and adds three products. The interpreter multiplies the
   float32 values as they are.
 
+- **Float remainder, conversions to 8- and 16-bit integers, ``.ftz`` functions.** Read from
+  the PTX Triton writes for sm_90: ``%`` on floats rounds its quotient, a float converted to
+  int16 saturates (to int8: saturated to 16 bits, then cut), tl.exp2, tl.sqrt and tl.rsqrt
+  flush subnormals to zero (``sanitizer`` does the conversions).
+- **tl.reduce with a combine function of the kernel's own** is refused where its result
+  depends on the order of combining, which on the GPU is a tree, not the interpreter's left
+  to right.
+
 A kernel could otherwise choose by such a difference and store one answer interpreted and
 another on the GPU. The grader's interpreter computes these as the GPU does; other
-differences (the order a tensor core adds in) are not modelled. bfloat16, which the
+differences (the order a tensor core or tl.sum adds in, the last bits of an approximate
+exp2 or division) are not modelled. bfloat16, which the
 interpreter mishandles anyway, and float64 where this Triton has no exact ``fma`` of its own,
 keep the interpreter's arithmetic.
 """
@@ -202,10 +211,131 @@ def _tensor_float(original, handle_class):
     return create_dot
 
 
-def install(builder, handle_class) -> None:
+def _remainder(original, handle_class):
+    """Float ``%`` as the GPU compiler lowers it (PTX for sm_90: ``div.rn``, ``cvt.rzi``,
+    ``fma.rn``, and the dividend itself where the divisor is infinite): x - trunc(x / y) * y
+    with the quotient rounded to the type first, where NumPy's fmod is exact (1e10 % 3.0 is 1
+    there and 256 on the GPU)."""
+    import numpy as np
+
+    def create_frem(self, lhs, rhs):
+        kind = _fused_kind(lhs)
+        if kind not in ("f32", "f64") or _fused_kind(rhs) != kind:
+            return original(self, lhs, rhs)
+        dtype = lhs.data.dtype
+        x, y = np.broadcast_arrays(lhs.data, rhs.data)
+        with np.errstate(all="ignore"):
+            quotient = np.trunc(np.divide(x, y, dtype=dtype))
+            if kind == "f64":
+                rest = _fma64()(*(np.ascontiguousarray(v, dtype=np.float64)
+                                  for v in (-quotient, y, x)))
+            else:
+                rest = fused_multiply_add(-quotient, y, x, dtype)
+            rest = np.where(np.isinf(y), x, rest)
+        return handle_class(np.asarray(rest, dtype=dtype), lhs.dtype)
+
+    return create_frem
+
+
+def _flushed(data):
+    """float32 values with subnormals made zero of their sign, as a ``.ftz`` instruction
+    reads and writes them."""
+    import numpy as np
+
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(data) < tiny, np.copysign(np.float32(0), data),
+                        data).astype(np.float32)
+
+
+def _flushing(original, handle_class):
+    """A float32 function the GPU computes with a ``.ftz`` instruction (``ex2.approx.ftz``
+    for tl.exp2, ``sqrt.approx.ftz`` for tl.sqrt, ``rsqrt.approx.ftz`` for tl.rsqrt, in the
+    PTX for sm_90): a subnormal input is read as zero and a subnormal result written as zero
+    (tl.exp2(-130.0) is 0 there; tl.sqrt(1e-40) is 0, not 1e-20)."""
+    import numpy as np
+
+    def op(self, arg):
+        if getattr(getattr(arg, "data", None), "dtype", None) != np.float32:
+            return original(self, arg)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = original(self, handle_class(_flushed(arg.data), arg.dtype))
+        return handle_class(_flushed(out.data), out.dtype)
+
+    return op
+
+
+class OrderDependentReduction(ArithmeticError):
+    """A tl.reduce whose combine function gives another result in another order."""
+
+
+def _in_pairs(reduce_ops, inputs):
+    """The reduction of ``inputs`` (tl tensors) along the op's axis combined in pairs (0 with
+    1, 2 with 3, then those results likewise), not left to right."""
+    import numpy as np
+    import triton.language as tl
+
+    axis = reduce_ops.axis
+    datas = [x.handle.data for x in inputs]
+    if axis is None:
+        datas, axis = [d.reshape(-1) for d in datas], 0
+    level = [tuple(reduce_ops.to_tensor(np.take(d, i, axis=axis), x.dtype)
+                   for d, x in zip(datas, inputs)) for i in range(datas[0].shape[axis])]
+    while len(level) > 1:
+        paired = []
+        for i in range(0, len(level) - 1, 2):
+            out = reduce_ops.combine_fn.fn(*level[i], *level[i + 1])
+            paired.append(tuple(out) if isinstance(out, tuple) else (out,))
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    return [t.handle.data if isinstance(t, tl.core.tensor) else np.asarray(t)
+            for t in level[0]]
+
+
+def _ordered(original):
+    """``ReduceOps.generic_reduce`` (tl.reduce with a combine function of the kernel's own),
+    refused where combining in pairs gives another result than left to right: the GPU combines
+    a block in a tree of its own (each thread's elements, then across lanes and warps), so
+    ``a - b`` gives 2 - n interpreted and 0 compiled. Floats may differ by their rounding."""
+    import numpy as np
+
+    def generic_reduce(self, inputs):
+        result = original(self, inputs)
+        try:
+            other = _in_pairs(self, inputs)
+        except Exception:  # noqa: BLE001 - a combine the pairs cannot take: the fold stands
+            return result
+        for made, paired in zip(result, other):
+            got = np.asarray(made.handle.data).reshape(-1)
+            want = np.asarray(paired).reshape(-1)
+            if got.shape != want.shape:
+                continue
+            with np.errstate(all="ignore"):
+                same = np.isclose(got, want, rtol=1e-3, atol=1e-6, equal_nan=True) \
+                    if got.dtype.kind == "f" else got == want
+            if not np.all(same):
+                where = int(np.argmin(same))
+                raise OrderDependentReduction(
+                    f"tl.reduce's combine function gives {got[where].item()} combining the "
+                    f"block left to right and {want[where].item()} combining it in pairs: the GPU "
+                    "combines a block in a tree of its own, so a combine function must give "
+                    "one result in any order (associative and commutative, as + and max are)")
+        return result
+
+    return generic_reduce
+
+
+def install(builder, handle_class, interpreter=None) -> None:
     """Make the interpreter builder's (a class) arithmetic the GPU's, as described above."""
     if all(hasattr(builder, name) for name in
            ("create_fmul", "create_fadd", "create_fsub", "create_fneg")):
         _contracting(builder, handle_class)
     if hasattr(builder, "create_dot"):
         builder.create_dot = _tensor_float(builder.create_dot, handle_class)
+    if hasattr(builder, "create_frem"):
+        builder.create_frem = _remainder(builder.create_frem, handle_class)
+    for name in ("create_exp2", "create_sqrt", "create_rsqrt"):
+        if hasattr(builder, name):
+            setattr(builder, name, _flushing(getattr(builder, name), handle_class))
+    reduce_ops = getattr(interpreter, "ReduceOps", None)
+    if reduce_ops is not None and hasattr(reduce_ops, "generic_reduce"):
+        reduce_ops.generic_reduce = _ordered(reduce_ops.generic_reduce)

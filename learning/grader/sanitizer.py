@@ -231,28 +231,36 @@ def _saturating(original, signed: bool, handle_class):
     """A float-to-integer conversion as the GPU makes it (PTX ``cvt.rzi``): toward zero, a
     value past the integer's range saturates to its end and NaN becomes 0. NumPy's, which the
     interpreter uses, leaves those undefined (on x86, 3e9 to int32 gives -2147483648), so a
-    kernel could compute one thing interpreted and another on the GPU. 32- and 64-bit integers
-    only: narrower ones are converted through a wider type on the GPU, then cut."""
+    kernel could compute one thing interpreted and another on the GPU. An 8-bit integer is
+    converted to 16 bits (``cvt.rzi.s16.f32``, saturating there) and then cut to its low byte,
+    as the PTX for sm_90 does: 1e5 to int8 is -1."""
     import numpy as np
 
     def convert(self, src, dst_type):
         data = getattr(src, "data", None)
         scalar = getattr(dst_type, "scalar", dst_type)
         bits = getattr(scalar, "primitive_bitwidth", 0)
-        if not isinstance(data, np.ndarray) or data.dtype.kind != "f" or bits not in (32, 64):
+        if not isinstance(data, np.ndarray) or data.dtype.kind != "f" or \
+                bits not in (8, 16, 32, 64):
             return original(self, src, dst_type)
+        width = max(bits, 16)  # the integer the GPU converts to, saturating
         with np.errstate(invalid="ignore"):
             whole = np.trunc(data.astype(np.float64))
-            low, past = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if signed else \
-                (0.0, 2.0 ** bits)
-            inside = (whole >= low) & (whole < past)
-        if inside.all():
-            return original(self, src, dst_type)
-        kind = np.dtype(f"{'int' if signed else 'uint'}{bits}")
+
+            def within(n):
+                low, past = (-(2.0 ** (n - 1)), 2.0 ** (n - 1)) if signed else (0.0, 2.0 ** n)
+                return low, past, (whole >= low) & (whole < past)
+
+            if within(bits)[2].all():
+                return original(self, src, dst_type)
+            low, past, inside = within(width)
+        kind = np.dtype(f"{'int' if signed else 'uint'}{width}")
         out = np.zeros(data.shape, dtype=kind)  # NaN: 0
         out[inside] = whole[inside].astype(kind)
         out[whole >= past] = np.iinfo(kind).max
         out[whole < low] = np.iinfo(kind).min
+        if bits == 8:
+            out = out.astype(np.dtype(f"{'int' if signed else 'uint'}8"))  # the low byte
         return handle_class(out, scalar)
 
     return convert
@@ -437,7 +445,7 @@ def install() -> bool:
             setattr(builder, name, _saturating(getattr(builder, name), signed,
                                                interpreter.TensorHandle))
     if hasattr(interpreter, "TensorHandle"):
-        gpu_arithmetic.install(builder, interpreter.TensorHandle)
+        gpu_arithmetic.install(builder, interpreter.TensorHandle, interpreter)
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     for name in ("create_load", "create_store"):
