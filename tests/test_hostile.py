@@ -3054,6 +3054,35 @@ def test_a_module_that_replaces_the_compiler_is_still_compiled_by_it(tmp_path):
     assert part.status == "failed"
 
 
+# A softmax kernel that stores its row, then reads it back: at the lanes that stored it (one
+# thread each on the GPU), reversed (each lane reads another's store), or reversed after a
+# barrier. Only the second races: the interpreter runs a block's lanes in order, a GPU does not.
+_READ_BACK = {
+    "own lanes": ("offsets", False, "passed"),
+    "reversed": ("BLOCK - 1 - offsets", False, "failed"),
+    "reversed after a barrier": ("BLOCK - 1 - offsets", True, "passed"),
+}
+
+
+@pytest.mark.parametrize("how", _READ_BACK)
+def test_a_lane_reading_another_lanes_store_without_a_barrier_is_a_race(tmp_path, how):
+    where, barrier, status = _READ_BACK[how]
+    text = solution_text("softmax")
+    store = "    tl.store(output_ptr + row * output_row_stride + offsets, output, mask=mask)\n"
+    assert text.count(store) == 1
+    back = (store + ("    tl.debug_barrier()\n" if barrier else "") +
+            f"    back = tl.load(output_ptr + row * output_row_stride + ({where}),\n"
+            f"                   mask=({where}) < n_cols, other=0.0)\n"
+            "    tl.store(output_ptr + row * output_row_stride + offsets,\n"
+            "             output + 0.0 * tl.sum(back, axis=0), mask=mask)\n")
+    result = grade_text(tmp_path, "softmax", text.replace(store, back), ["triton"])
+    (part,) = result.parts
+    assert part.status == status, rendered(result)
+    if status == "failed":
+        named = {bug.key for c in part.cases for bug in c.verdict.causes}
+        assert named == {"lanes-share-memory"}, rendered(result)
+
+
 @pytest.mark.interpreter  # the order is the interpreter's; a GPU runs programs at once
 @pytest.mark.parametrize("how", ["class", "instance", "shadowed range", "state",
                                  "instance during the call", "state during the call",

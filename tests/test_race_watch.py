@@ -66,3 +66,49 @@ def test_a_read_after_the_readers_own_count_is_not_covered_by_that_count():
 def test_a_program_storing_where_only_it_read_is_no_race(reader):
     steps = [(reader, "load", ELEMENT), (reader, "store", ELEMENT)]
     assert _run(steps, programs=2) == []
+
+
+def _block(addresses, active=None):
+    data = np.array(addresses)
+    mask = np.ones(data.shape, dtype=bool) if active is None else np.array(active)
+    return SimpleNamespace(data=data), SimpleNamespace(data=mask)
+
+
+def _one_program(steps) -> list[str]:
+    """Feed ``steps`` (kind, addresses) of one program to a fresh watch; its races."""
+    watch = program_order.Watch()
+    watch.start(program_order.FIRST_LAST)
+    watch.launch(None, (), ())
+    builder = _builder(0, 1)
+    for kind, addresses in steps:
+        if kind == "barrier":
+            watch.barrier(builder)
+        else:
+            watch.access(kind, builder, *_block(addresses))
+    return watch.finish()
+
+
+def test_a_lane_reading_what_another_lane_of_its_program_stored_is_a_race():
+    # stored by lanes 0..3, read back reversed: lane 0 reads what lane 3 stored
+    (race,) = _one_program([("store", [8, 12, 16, 20]), ("load", [20, 16, 12, 8])])
+    assert race.startswith(program_order.LANE_RACE) and "lane 0 of 4" in race, race
+    # one address read by the whole block (a scalar load after a block's store)
+    assert _one_program([("store", [8, 12, 16, 20]), ("load", [8])])
+
+
+def test_a_lane_reading_back_its_own_store_or_after_a_barrier_is_no_race():
+    assert _one_program([("store", [8, 12, 16, 20]), ("load", [8, 12, 16, 20])]) == []
+    assert _one_program([("store", [8, 12, 16, 20]), ("barrier", None),
+                         ("load", [20, 16, 12, 8])]) == []
+
+
+def test_a_program_races_only_with_its_own_lanes_not_an_earlier_programs():
+    # program 1 reading what program 0 stored is the between-programs watch's to judge (a
+    # race there too), not a lane race of program 1's
+    watch = program_order.Watch()
+    watch.start(program_order.FIRST_LAST)
+    watch.launch(None, (), ())
+    watch.access("store", _builder(0, 2), *_block([8, 12]))
+    watch.access("load", _builder(1, 2), *_block([12, 8]))
+    (race,) = watch.finish()
+    assert not race.startswith(program_order.LANE_RACE), race

@@ -103,6 +103,12 @@ COMMON_BUGS = {
             "programs adding into one sum with a load and a store lose one of the additions). "
             "Give each program everything it needs to compute its own outputs, or hand values "
             "between programs through a second launch (or an atomic operation)"),
+        Bug("lanes-share-memory", "a lane of a program reads what another lane of the same "
+            "program stored, with no tl.debug_barrier() between: on a GPU a program's lanes "
+            "are threads that run at once, so the reading one may get there before the store "
+            "(the interpreter runs a block's lanes together, in order). Have each lane read "
+            "back only what it stored itself, or put tl.debug_barrier() between the store and "
+            "the load"),
         Bug("waits-for-another-program", "with each launch's programs run in one order (first "
             "to last, or last to first) this case never finished, and in the other it passes. "
             "So a program waits in a loop for another program of the same launch to store "
@@ -473,7 +479,12 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
                      "interpreter) computes the kernel's values: the result cannot be judged "
                      "as a kernel's")
     if part.needs_kernels and getattr(returned, "races", ()):
-        return _fail("programs-share-memory", f"{returned.races[0]}: run one after another "
+        from learning.grader.program_order import LANE_RACE
+
+        race = returned.races[0]
+        if race.startswith(LANE_RACE):
+            return _fail("lanes-share-memory", race)
+        return _fail("programs-share-memory", f"{race}: run one after another "
                      "here, the programs may have given the right values, but on a GPU they run "
                      "at once")
     if part.needs_kernels and returned.other_threads:

@@ -90,7 +90,16 @@ class Watch:
             "step": 0,  # every access is a step; the programs run one after another here
             "followed": True,  # False once the launch grew too large to follow
             "race": "",
+            # element -> (lane, lanes) of the running program's stores since its last
+            # tl.debug_barrier(): the lane of its block that stored it, of how many
+            "lanes": {}, "lanes_of": None,
         }
+
+    def barrier(self, builder):
+        """tl.debug_barrier(): a program's stores before it are seen by all its lanes after."""
+        launch = getattr(self._last, "launch", None)
+        if launch is not None:
+            launch["lanes"].clear()
 
     def finish(self) -> list[str]:
         """Close the thread's last launch; the races seen so far in the case."""
@@ -129,6 +138,9 @@ class Watch:
                 for other, at in past.items():
                     if received.get(other, -1) < at:
                         received[other] = at
+        if kind in ("load", "store") and self._lane_race(launch, program, kind, ptrs, mask,
+                                                         touched):
+            return
         # what this access may conflict with: a store or an atomic operation before a read; a
         # read or an atomic operation before a store; a read or a store before an atomic
         # operation (two stores are not judged, nor two atomic operations)
@@ -179,6 +191,39 @@ class Watch:
                 for element in touched:
                     published[element] = past
 
+    @staticmethod
+    def _lane_race(launch: dict, program: str, kind: str, ptrs, mask, touched) -> bool:
+        """Whether this load reads, at one lane, what another lane of the same program stored
+        with no barrier between (then said in ``launch["race"]``); a store is remembered by
+        lane. A lane reading back what it stored itself, from a block of as many lanes, is
+        the same thread on the GPU."""
+        lanes = launch["lanes"]
+        if launch["lanes_of"] != program:
+            lanes.clear()
+            launch["lanes_of"] = program
+        if kind == "load" and not lanes:
+            return False
+        positions = _lanes(ptrs, mask)
+        if positions is None:
+            return False
+        count, where = positions
+        if kind == "store":
+            if len(lanes) + len(touched) <= MAX_KEPT:
+                lanes.update(zip(touched, ((lane, count) for lane in where)))
+            return False
+        for element, lane in zip(touched, where):
+            stored = lanes.get(element)
+            if stored is not None and stored != (lane, count):
+                tensor = sanitizer.argument_of(element)
+                launch["race"] = (
+                    f"{LANE_RACE} of {program} read from {tensor} what another of its lanes "
+                    f"had stored (lane {lane} of {count} read what lane {stored[0]} of "
+                    f"{stored[1]} stored), with no tl.debug_barrier() between: the "
+                    "interpreter runs a block's lanes together, in order, but on a GPU they "
+                    "are threads that run at once")
+                return True
+        return False
+
     def _program(self, builder):
         """The running program's number in the launch (checking the order on the way), or
         None where the builder cannot say."""
@@ -219,6 +264,22 @@ def _elements(ptrs, mask) -> list[int] | None:
         return None
 
 
+def _lanes(ptrs, mask) -> tuple[int, list[int]] | None:
+    """The number of lanes of an access's block and the positions of its active ones (in the
+    order ``_elements`` gives their addresses), or None where it cannot be read."""
+    try:
+        import numpy as np
+
+        addresses = np.asarray(ptrs.data)
+        active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        return int(addresses.size), np.flatnonzero(active.reshape(-1)).tolist()
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+#: How a race between the lanes of one program begins (``learning.grader.compare`` says it
+#: as such, not as one between programs)
+LANE_RACE = "a lane"
 #: Races kept per case (the first is what the verdict says).
 MAX_RACES = 3
 #: Elements a launch's record of stores (or of loads) may hold: past it the launch is no

@@ -455,5 +455,15 @@ def install() -> bool:
         builder.create_atomic_rmw = atomic_rmw(builder.create_atomic_rmw)
     if hasattr(builder, "create_atomic_cas"):
         builder.create_atomic_cas = atomic_cas(builder.create_atomic_cas)
+    if hasattr(builder, "create_barrier"):
+        original_barrier = builder.create_barrier
+
+        def create_barrier(self, *args, **kwargs):
+            for observer in observers:
+                if hasattr(observer, "barrier"):
+                    observer.barrier(self)
+            return original_barrier(self, *args, **kwargs)
+
+        builder.create_barrier = create_barrier
     _installed = True
     return True
