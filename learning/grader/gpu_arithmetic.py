@@ -103,8 +103,11 @@ def _fma(handle_class, like, a, b, c, negate_product=False):
 
 def _contracting(builder, handle_class) -> None:
     """Products fused into the adds and subtractions they feed, as the GPU compiler does."""
-    mul, add, sub, neg = (getattr(builder, name) for name in
-                          ("create_fmul", "create_fadd", "create_fsub", "create_fneg"))
+    mul, add, sub = (getattr(builder, name) for name in
+                     ("create_fmul", "create_fadd", "create_fsub"))
+    # (Triton before 3.6 has no fneg: -x is 0 - x there, a subtraction like any other)
+    neg = getattr(builder, "create_fneg", None) or (
+        lambda self, value: handle_class(-value.data, value.dtype))
 
     def create_fmul(self, lhs, rhs):
         out = mul(self, lhs, rhs)
@@ -138,7 +141,8 @@ def _contracting(builder, handle_class) -> None:
         return sub(self, lhs, rhs)
 
     builder.create_fmul = create_fmul
-    builder.create_fneg = create_fneg
+    if hasattr(builder, "create_fneg"):
+        builder.create_fneg = create_fneg
     builder.create_fadd = create_fadd
     builder.create_fsub = create_fsub
     # a product reshaped, broadcast or made a block of one value is still the same product on
@@ -304,7 +308,8 @@ def _ordered(original):
             other = _in_pairs(self, inputs)
         except Exception:  # noqa: BLE001 - a combine the pairs cannot take: the fold stands
             return result
-        for made, paired in zip(result, other):
+        made_all = result if isinstance(result, (list, tuple)) else [result]  # (3.3: one)
+        for made, paired in zip(made_all, other):
             got = np.asarray(made.handle.data).reshape(-1)
             want = np.asarray(paired).reshape(-1)
             if got.shape != want.shape:
@@ -326,8 +331,7 @@ def _ordered(original):
 
 def install(builder, handle_class, interpreter=None) -> None:
     """Make the interpreter builder's (a class) arithmetic the GPU's, as described above."""
-    if all(hasattr(builder, name) for name in
-           ("create_fmul", "create_fadd", "create_fsub", "create_fneg")):
+    if all(hasattr(builder, name) for name in ("create_fmul", "create_fadd", "create_fsub")):
         _contracting(builder, handle_class)
     if hasattr(builder, "create_dot"):
         builder.create_dot = _tensor_float(builder.create_dot, handle_class)
