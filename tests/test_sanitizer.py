@@ -405,6 +405,26 @@ def _plus(a, b):
 
 
 @triton.jit
+def _first(a, b):
+    return a
+
+
+@triton.jit
+def first_kernel(out_ptr, x_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.reduce(tl.load(x_ptr + tl.arange(0, BLOCK)), 0, _first))
+
+
+@triton.jit
+def scan_kernel(out_ptr, x_ptr, MINUS: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + i)
+    if MINUS:
+        tl.store(out_ptr + i, tl.associative_scan(x, 0, _minus))
+    else:
+        tl.store(out_ptr + i, tl.associative_scan(x, 0, _plus))
+
+
+@triton.jit
 def reduce_kernel(out_ptr, x_ptr, MINUS: tl.constexpr, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, BLOCK))
     if MINUS:
@@ -441,3 +461,45 @@ def test_a_reduction_whose_result_depends_on_the_order_is_refused(interpreter, t
     sums = torch.zeros(1)
     module.reduce_kernel[(1,)](sums, floats, MINUS=False, BLOCK=64)  # rounding apart, one sum
     assert torch.allclose(sums, floats.sum().reshape(1), rtol=1e-5)
+    # associative but not commutative: the GPU's lanes do not meet in the block's order
+    with pytest.raises(Exception, match="combining it in pairs from its last element"):
+        module.first_kernel[(1,)](out, torch.arange(8, dtype=torch.int32), BLOCK=8)
+    # a scan: the GPU combines each element with the one 1, 2, 4, ... places before it
+    scanned = torch.zeros(8, dtype=torch.int32)
+    module.scan_kernel[(1,)](scanned, ones, MINUS=False, BLOCK=8)
+    assert scanned.tolist() == list(range(1, 9))
+    with pytest.raises(Exception, match="tl.associative_scan's combine function gives"):
+        module.scan_kernel[(1,)](scanned, ones, MINUS=True, BLOCK=8)
+
+
+def test_a_shared_factor_leaves_a_select_and_fusion_follows_the_launchs_option(interpreter):
+    # tl.where(c, x*y, x*z) + w: the compiler selects y or z, then fuses x * that into the add
+    # (selp, fma.rn in the PTX for sm_90); enable_fp_fusion=False fuses nothing
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+
+    from learning.grader.gpu_arithmetic import fused_multiply_add
+
+    @triton.jit
+    def select_kernel(out_ptr, plain_ptr, x_ptr, y_ptr, z_ptr, w_ptr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        x, y = tl.load(x_ptr + i), tl.load(y_ptr + i)
+        z, w = tl.load(z_ptr + i), tl.load(w_ptr + i)
+        tl.store(out_ptr + i, tl.where(i % 2 == 0, x * y, x * z) + w)
+        tl.store(plain_ptr + i, x * y + w)
+
+    g = torch.Generator().manual_seed(1)
+    x, y, z, w = (torch.randn(64, generator=g) for _ in range(4))
+    out, plain = torch.empty(64), torch.empty(64)
+    select_kernel[(1,)](out, plain, x, y, z, w, BLOCK=64)
+    even = np.arange(64) % 2 == 0
+    X, Y, Z, W = (t.numpy() for t in (x, y, z, w))
+    want = np.where(even, fused_multiply_add(X, Y, W, np.float32),
+                    fused_multiply_add(X, Z, W, np.float32))
+    assert np.array_equal(out.numpy(), want)
+    assert np.array_equal(plain.numpy(), fused_multiply_add(X, Y, W, np.float32))
+    select_kernel[(1,)](out, plain, x, y, z, w, BLOCK=64, enable_fp_fusion=False)
+    assert np.array_equal(plain.numpy(), (X * Y).astype(np.float32) + W)
+    assert not np.array_equal(plain.numpy(), fused_multiply_add(X, Y, W, np.float32))

@@ -16,9 +16,12 @@
   the PTX Triton writes for sm_90: ``%`` on floats rounds its quotient, a float converted to
   int16 saturates (to int8: saturated to 16 bits, then cut), tl.exp2, tl.sqrt and tl.rsqrt
   flush subnormals to zero (``sanitizer`` does the conversions).
-- **tl.reduce with a combine function of the kernel's own** is refused where its result
-  depends on the order of combining, which on the GPU is a tree, not the interpreter's left
-  to right.
+- **tl.reduce and tl.associative_scan with a combine function of the kernel's own** are
+  refused where the result depends on the order of combining, which on the GPU is a tree (a
+  scan: steps 1, 2, 4, ... lanes apart), not the interpreter's left to right.
+- A launch with ``enable_fp_fusion=False`` (or TRITON_DEFAULT_FP_FUSION=0) fuses nothing, as
+  the compiler then does not; ``tl.where(c, a*b, a*c)`` keeps its shared factor out, as the
+  compiler does, so the product is fused into an add that follows.
 
 A kernel could otherwise choose by such a difference and store one answer interpreted and
 another on the GPU. The grader's interpreter computes these as the GPU does; other
@@ -30,8 +33,42 @@ keep the interpreter's arithmetic.
 
 from __future__ import annotations
 
+import threading
+
 #: The attribute a product's handle carries: (the multiplied handles, or None once unknown)
 _MADE_OF = "_course_product_of"
+#: Whether the running launch fuses (its enable_fp_fusion, else TRITON_DEFAULT_FP_FUSION)
+_FUSION = threading.local()
+
+
+def _fusion_wanted(requested) -> bool:
+    """As Triton's compiler decides: TRITON_FORCE_DISABLE_FP_FUSION turns fusion off; else the
+    launch's enable_fp_fusion where given; else TRITON_DEFAULT_FP_FUSION, on unless set off."""
+    import os
+
+    def flag(name, default):
+        value = os.environ.get(name)
+        return default if value is None else value.strip().lower() in ("1", "true", "on", "yes")
+
+    if flag("TRITON_FORCE_DISABLE_FP_FUSION", False):
+        return False
+    if requested is not None:
+        return bool(requested)
+    return flag("TRITON_DEFAULT_FP_FUSION", True)
+
+
+def _fusing(original):
+    """``GridExecutor.__call__``: the launch's own enable_fp_fusion (which the interpreter
+    drops) decides whether its products are fused."""
+    def call(self, *args, **kwargs):
+        before = getattr(_FUSION, "on", True)
+        _FUSION.on = _fusion_wanted(kwargs.get("enable_fp_fusion"))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _FUSION.on = before
+
+    return call
 
 
 def fused_multiply_add(a, b, c, dtype):
@@ -111,7 +148,7 @@ def _contracting(builder, handle_class) -> None:
 
     def create_fmul(self, lhs, rhs):
         out = mul(self, lhs, rhs)
-        if _fused_kind(out):
+        if getattr(_FUSION, "on", True) and _fused_kind(out):
             setattr(out, _MADE_OF, (lhs, rhs))
         return out
 
@@ -140,6 +177,25 @@ def _contracting(builder, handle_class) -> None:
             return _fma(handle_class, lhs, *left, neg(self, rhs))
         return sub(self, lhs, rhs)
 
+    if hasattr(builder, "create_select"):
+        select = builder.create_select
+
+        def create_select(self, condition, lhs, rhs):
+            """tl.where(c, a*b, a*c): the compiler takes the shared factor out of the select,
+            a * where(c, b, c), and that product is fused into an add that follows
+            (``selp`` then ``fma.rn`` in the PTX for sm_90)."""
+            out = select(self, condition, lhs, rhs)
+            left, right = _product_of(lhs), _product_of(rhs)
+            if left is None or right is None or not _fused_kind(out):
+                return out
+            for i, j in ((0, 0), (1, 1), (0, 1), (1, 0)):
+                if left[i] is right[j]:
+                    chosen = select(self, condition, left[1 - i], right[1 - j])
+                    setattr(out, _MADE_OF, (left[i], chosen))
+                    break
+            return out
+
+        builder.create_select = create_select
     builder.create_fmul = create_fmul
     if hasattr(builder, "create_fneg"):
         builder.create_fneg = create_fneg
@@ -273,9 +329,10 @@ class OrderDependentReduction(ArithmeticError):
     """A tl.reduce whose combine function gives another result in another order."""
 
 
-def _in_pairs(reduce_ops, inputs):
+def _in_pairs(reduce_ops, inputs, backwards=False):
     """The reduction of ``inputs`` (tl tensors) along the op's axis combined in pairs (0 with
-    1, 2 with 3, then those results likewise), not left to right."""
+    1, 2 with 3, then those results likewise), not left to right; ``backwards``: the last
+    element first (a GPU's lanes meet in an order of their own, not the block's)."""
     import numpy as np
     import triton.language as tl
 
@@ -283,8 +340,10 @@ def _in_pairs(reduce_ops, inputs):
     datas = [x.handle.data for x in inputs]
     if axis is None:
         datas, axis = [d.reshape(-1) for d in datas], 0
+    order = range(datas[0].shape[axis])
     level = [tuple(reduce_ops.to_tensor(np.take(d, i, axis=axis), x.dtype)
-                   for d, x in zip(datas, inputs)) for i in range(datas[0].shape[axis])]
+                   for d, x in zip(datas, inputs)) for i in (reversed(order) if backwards
+                                                             else order)]
     while len(level) > 1:
         paired = []
         for i in range(0, len(level) - 1, 2):
@@ -297,36 +356,91 @@ def _in_pairs(reduce_ops, inputs):
 
 def _ordered(original):
     """``ReduceOps.generic_reduce`` (tl.reduce with a combine function of the kernel's own),
-    refused where combining in pairs gives another result than left to right: the GPU combines
-    a block in a tree of its own (each thread's elements, then across lanes and warps), so
-    ``a - b`` gives 2 - n interpreted and 0 compiled. Floats may differ by their rounding."""
-    import numpy as np
+    refused where combining in pairs, or in pairs from the last element, gives another result
+    than left to right: the GPU combines a block in a tree of its own (each thread's elements,
+    then across lanes and warps), so ``a - b`` gives 2 - n interpreted and 0 compiled, and a
+    combine that keeps the first of two equal maxima keeps another one there. Floats may differ
+    by their rounding."""
 
     def generic_reduce(self, inputs):
         result = original(self, inputs)
-        try:
-            other = _in_pairs(self, inputs)
-        except Exception:  # noqa: BLE001 - a combine the pairs cannot take: the fold stands
-            return result
         made_all = result if isinstance(result, (list, tuple)) else [result]  # (3.3: one)
-        for made, paired in zip(made_all, other):
-            got = np.asarray(made.handle.data).reshape(-1)
-            want = np.asarray(paired).reshape(-1)
-            if got.shape != want.shape:
-                continue
-            with np.errstate(all="ignore"):
-                same = np.isclose(got, want, rtol=1e-3, atol=1e-6, equal_nan=True) \
-                    if got.dtype.kind == "f" else got == want
-            if not np.all(same):
-                where = int(np.argmin(same))
-                raise OrderDependentReduction(
-                    f"tl.reduce's combine function gives {got[where].item()} combining the "
-                    f"block left to right and {want[where].item()} combining it in pairs: the GPU "
-                    "combines a block in a tree of its own, so a combine function must give "
-                    "one result in any order (associative and commutative, as + and max are)")
+        for backwards in (False, True):
+            try:
+                other = _in_pairs(self, inputs, backwards)
+            except Exception:  # noqa: BLE001 - a combine the pairs cannot take: the fold stands
+                return result
+            _same(made_all, other, "tl.reduce", "combining the block left to right",
+                  "combining it " + ("in pairs from its last element" if backwards
+                                     else "in pairs"))
         return result
 
     return generic_reduce
+
+
+def _same(made_all, other, what: str, ours: str, theirs: str) -> None:
+    """Raise OrderDependentReduction where ``other`` (arrays) differs from ``made_all`` (the
+    interpreter's tensors): exactly for integers, past rounding for floats."""
+    import numpy as np
+
+    for made, paired in zip(made_all, other):
+        got = np.asarray(made.handle.data).reshape(-1)
+        want = np.asarray(paired).reshape(-1)
+        if got.shape != want.shape:
+            continue
+        with np.errstate(all="ignore"):
+            same = np.isclose(got, want, rtol=1e-3, atol=1e-6, equal_nan=True) \
+                if got.dtype.kind == "f" else got == want
+        if not np.all(same):
+            where = int(np.argmin(same))
+            raise OrderDependentReduction(
+                f"{what}'s combine function gives {got[where].item()} {ours} and "
+                f"{want[where].item()} {theirs}: the GPU combines a block in an order of its "
+                "own, so a combine function must give one result in any order (associative "
+                "and commutative, as + and max are)")
+
+
+def _stepped_scan(scan_ops, inputs):
+    """The inclusive scan of ``inputs`` along the op's axis as a GPU's lanes make it: each
+    element combined with the one 1, then 2, 4, ... places before it (``shfl.sync.up``)."""
+    import numpy as np
+    import triton.language as tl
+
+    axis = scan_ops.axis
+    values = [np.moveaxis(np.asarray(x.handle.data), axis, 0) for x in inputs]
+    n, step = values[0].shape[0], 1
+    while step < n:
+        # whole blocks (a block's size is a power of two): the first ``step`` lanes combine
+        # wrapped-round values and keep what they had
+        earlier = tuple(scan_ops.to_tensor(np.ascontiguousarray(np.roll(v, step, axis=0)),
+                                           x.dtype) for v, x in zip(values, inputs))
+        later = tuple(scan_ops.to_tensor(np.ascontiguousarray(v), x.dtype)
+                      for v, x in zip(values, inputs))
+        out = scan_ops.combine_fn.fn(*earlier, *later)
+        out = tuple(out) if isinstance(out, tuple) else (out,)
+        values = [np.concatenate([v[:step], np.asarray(
+            o.handle.data if isinstance(o, tl.core.tensor) else o).reshape(v.shape)[step:]
+            .astype(v.dtype)]) for v, o in zip(values, out)]
+        step *= 2
+    return [np.moveaxis(v, 0, axis) for v in values]
+
+
+def _ordered_scan(original):
+    """``ScanOps.generic_scan`` (tl.associative_scan with a combine of the kernel's own),
+    refused where the GPU's way of scanning (each element with the one 1, 2, 4, ... places
+    before it) gives another result than the interpreter's left to right."""
+
+    def generic_scan(self, inputs):
+        result = original(self, inputs)
+        try:
+            other = _stepped_scan(self, inputs)
+        except Exception:  # noqa: BLE001 - a combine the steps cannot take: the scan stands
+            return result
+        _same(result, other, "tl.associative_scan", "scanning left to right",
+              "scanning as a GPU's lanes do, 1, 2, 4, ... places apart")
+        return result
+
+    return generic_scan
 
 
 def install(builder, handle_class, interpreter=None) -> None:
@@ -343,3 +457,9 @@ def install(builder, handle_class, interpreter=None) -> None:
     reduce_ops = getattr(interpreter, "ReduceOps", None)
     if reduce_ops is not None and hasattr(reduce_ops, "generic_reduce"):
         reduce_ops.generic_reduce = _ordered(reduce_ops.generic_reduce)
+    scan_ops = getattr(interpreter, "ScanOps", None)
+    if scan_ops is not None and hasattr(scan_ops, "generic_scan"):
+        scan_ops.generic_scan = _ordered_scan(scan_ops.generic_scan)
+    executor = getattr(interpreter, "GridExecutor", None)
+    if executor is not None and "__call__" in vars(executor):
+        executor.__call__ = _fusing(executor.__call__)
