@@ -16,6 +16,18 @@ def interpreter(mode):
     assert sanitizer.install(), "this Triton's interpreter no longer has the hooks it wraps"
 
 
+@pytest.fixture
+def gpu_like(interpreter):
+    """The GPU's arithmetic in this process's interpreter for one test (the grader's worker
+    has it throughout), put back afterwards: other tests' kernels compute as Triton's
+    interpreter does."""
+    from learning.grader import gpu_arithmetic
+
+    assert gpu_arithmetic.install_interpreter()
+    yield
+    gpu_arithmetic.uninstall_interpreter()
+
+
 def _kernels():
     import triton
     import triton.language as tl
@@ -258,7 +270,7 @@ def _rounding_probe():
     return probe
 
 
-def test_products_and_float32_dots_round_as_measured_on_the_gpu(interpreter):
+def test_products_and_float32_dots_round_as_measured_on_the_gpu(gpu_like):
     # lab/results/rounding.json is what an H100 computed for each expression and dot: the
     # grader's interpreter must round the same way (bfloat16 is left out: the interpreter
     # mishandles its arithmetic, and bfloat16 is graded on a GPU only)
@@ -335,7 +347,7 @@ def test_a_kernel_that_chooses_by_the_gpus_rounding_is_graded_on_it(tmp_path, ro
     assert part.status == "failed" and part.passed < part.graded, (route, part)
 
 
-def test_float_remainder_narrow_conversions_and_ftz_functions_are_the_gpus(interpreter):
+def test_float_remainder_narrow_conversions_and_ftz_functions_are_the_gpus(gpu_like):
     # as the PTX Triton writes for sm_90 computes them: % rounds its quotient (div.rn,
     # cvt.rzi, fma.rn; the dividend where the divisor is infinite); int16 saturates and int8
     # is int16's low byte (cvt.rzi.s16.f32); exp2, sqrt and rsqrt flush subnormals (.ftz)
@@ -434,7 +446,7 @@ def reduce_kernel(out_ptr, x_ptr, MINUS: tl.constexpr, BLOCK: tl.constexpr):
 """
 
 
-def test_a_reduction_whose_result_depends_on_the_order_is_refused(interpreter, tmp_path):
+def test_a_reduction_whose_result_depends_on_the_order_is_refused(gpu_like, tmp_path):
     # the GPU combines a block in a tree: a - b gives 2 - n left to right and 0 there
     import importlib.util
 
@@ -472,7 +484,7 @@ def test_a_reduction_whose_result_depends_on_the_order_is_refused(interpreter, t
         module.scan_kernel[(1,)](scanned, ones, MINUS=True, BLOCK=8)
 
 
-def test_a_shared_factor_leaves_a_select_and_fusion_follows_the_launchs_option(interpreter):
+def test_a_shared_factor_leaves_a_select_and_fusion_follows_the_launchs_option(gpu_like):
     # tl.where(c, x*y, x*z) + w: the compiler selects y or z, then fuses x * that into the add
     # (selp, fma.rn in the PTX for sm_90); enable_fp_fusion=False fuses nothing
     import numpy as np

@@ -463,3 +463,50 @@ def install(builder, handle_class, interpreter=None) -> None:
     executor = getattr(interpreter, "GridExecutor", None)
     if executor is not None and "__call__" in vars(executor):
         executor.__call__ = _fusing(executor.__call__)
+
+
+#: What ``install_interpreter`` replaced, to put back: (owner, name, what it held or _NONE)
+_REPLACED: list = []
+_NONE = object()
+_REPLACES = {
+    "InterpreterBuilder": ("create_fmul", "create_fadd", "create_fsub", "create_fneg",
+                           "create_select", "create_splat", "create_broadcast",
+                           "create_expand_dims", "create_reshape", "create_dot",
+                           "create_frem", "create_exp2", "create_sqrt", "create_rsqrt"),
+    "ReduceOps": ("generic_reduce",), "ScanOps": ("generic_scan",),
+    "GridExecutor": ("__call__",),
+}
+
+
+def install_interpreter() -> bool:
+    """Make Triton's interpreter compute as the GPU does (once per process: the grader's
+    worker and its recordings, before the learner's module is imported); False where this
+    Triton has no interpreter to change."""
+    if _REPLACED:
+        return True
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    handle_class = getattr(interpreter, "TensorHandle", None)
+    if builder is None or handle_class is None:
+        return False
+    for owner_name, names in _REPLACES.items():
+        owner = getattr(interpreter, owner_name, None)
+        if owner is not None:
+            _REPLACED.extend((owner, name, vars(owner).get(name, _NONE)) for name in names)
+    install(builder, handle_class, interpreter)
+    return True
+
+
+def uninstall_interpreter() -> None:
+    """Put back what ``install_interpreter`` replaced (the tests' own kernels, afterwards,
+    compute as Triton's interpreter does)."""
+    while _REPLACED:
+        owner, name, held = _REPLACED.pop()
+        if held is _NONE:
+            if name in vars(owner):
+                delattr(owner, name)
+        else:
+            setattr(owner, name, held)

@@ -19,7 +19,7 @@ def run_map(exercise_name: str, module_path: str, request: dict, channel: Channe
             memory_gib: float = 0.0, lock_down: LockDown | None = None) -> int:
     """``python -m learning.grader.worker --map``: the case in the interpreter, the reference's
     module first (so that nothing the learner's import does can change it), then the learner's."""
-    from learning.grader import memory_map, sanitizer
+    from learning.grader import gpu_arithmetic, memory_map, sanitizer
 
     selected = kernel_mode.select(True)
     channel.send("mode", True, selected.reason)
@@ -27,6 +27,7 @@ def run_map(exercise_name: str, module_path: str, request: dict, channel: Channe
         channel.send("environment", "this Triton's interpreter lacks the hooks a memory map "
                      "records through")
         return 0
+    gpu_arithmetic.install_interpreter()  # the values the check saw
     part = registry.find(exercise_name).part(request["part"])
     case = part.case(request["case"])
     args_spec = case.make_args()
@@ -74,9 +75,10 @@ def run_steps(exercise_name: str, module_path: str, request: dict, channel: Chan
     if part.needs_kernels or request.get("interpret"):
         selected = kernel_mode.select(True)
         channel.send("mode", True, selected.reason)
-        from learning.grader import sanitizer
+        from learning.grader import gpu_arithmetic, sanitizer
 
         sanitizer.install()  # a load out of bounds raises, as in the check, and ends the steps
+        gpu_arithmetic.install_interpreter()  # the values the check saw
     case = part.case(request["case"])
     traced = part.steps.function or part.function
     args_spec = case.make_args()

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import threading
 
-from learning.grader import gpu_arithmetic
-
 _state = threading.local()
 _installed = False
 # Told of every launch and memory access before it is checked (learning.grader.memory_map records
@@ -444,8 +442,6 @@ def install() -> bool:
         if hasattr(builder, name) and hasattr(interpreter, "TensorHandle"):
             setattr(builder, name, _saturating(getattr(builder, name), signed,
                                                interpreter.TensorHandle))
-    if hasattr(interpreter, "TensorHandle"):
-        gpu_arithmetic.install(builder, interpreter.TensorHandle, interpreter)
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     for name in ("create_load", "create_store"):

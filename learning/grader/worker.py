@@ -166,7 +166,7 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
         kernels.device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning.grader import gpu_compile, interpreter_launch, sanitizer
+            from learning.grader import gpu_arithmetic, gpu_compile, interpreter_launch, sanitizer
 
             # every launch through the one method the counter and recorder wrap (Triton 3.3
             # to 3.5 launch past it), before any kernel of the learner's is made
@@ -176,6 +176,8 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
 
             if not sanitizer.install():
                 reason += "; bounds checking is unavailable for this Triton version"
+            # the GPU's arithmetic where Triton's interpreter computes otherwise
+            gpu_arithmetic.install_interpreter()
             # before the tampering snapshot, which keeps the method this replaces
             if program_order.install(program_order.chosen(order, 0)):
                 kernels.order = order
