@@ -46,6 +46,18 @@ def compile_check_where_proven(request, monkeypatch):
         monkeypatch.setenv(gpu_compile.OFF_SWITCH, "0")
 
 
+@pytest.fixture(autouse=True)
+def interpreter_as_triton_made_it():
+    """A test that records steps or maps in this process installs the GPU's arithmetic into
+    its interpreter, as the grader's processes do; it is put back after the test, so that the
+    reference kernels' own tests, later in the same process, compute as Triton's interpreter
+    does (their float32 tolerances assume exact float32 dots)."""
+    yield
+    from learning.grader import gpu_arithmetic
+
+    gpu_arithmetic.uninstall_interpreter()
+
+
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker more than the machine has cores. A fifth of the quick run is
     spent waiting (on the bounded waits the robustness tests prove, and on the processes a
