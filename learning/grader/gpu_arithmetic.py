@@ -11,7 +11,6 @@
   ``"tf32x3"`` splits each input into a TensorFloat-32 part and the rest, each rounded to
   nearest (PTX ``cvt.rna.tf32.f32``), and adds three products. The interpreter multiplies the
   float32 values as they are.
-
 - **Float remainder, conversions to 8- and 16-bit integers, ``.ftz`` functions.** Read from
   the PTX Triton writes for sm_90: ``%`` on floats rounds its quotient, a float converted to
   int16 saturates (to int8: saturated to 16 bits, then cut), tl.exp2, tl.sqrt and tl.rsqrt
@@ -26,9 +25,10 @@
 A kernel could otherwise choose by such a difference and store one answer interpreted and
 another on the GPU. The grader's interpreter computes these as the GPU does; other
 differences (the order a tensor core or tl.sum adds in, the last bits of an approximate
-exp2 or division) are not modelled. bfloat16, which the
-interpreter mishandles anyway, and float64 where this Triton has no exact ``fma`` of its own,
-keep the interpreter's arithmetic.
+exp2 or division) are not modelled. bfloat16, which the interpreter mishandles anyway, and
+float64 where this Triton has no exact ``fma`` of its own keep the interpreter's arithmetic.
+Installed in the grader's own processes only (``install_interpreter``), before the learner's
+module is imported.
 """
 
 from __future__ import annotations
@@ -190,7 +190,10 @@ def _contracting(builder, handle_class) -> None:
                 return out
             for i, j in ((0, 0), (1, 1), (0, 1), (1, 0)):
                 if left[i] is right[j]:
-                    chosen = select(self, condition, left[1 - i], right[1 - j])
+                    try:
+                        chosen = select(self, condition, left[1 - i], right[1 - j])
+                    except Exception:  # noqa: BLE001 - factors the select cannot take
+                        return out
                     setattr(out, _MADE_OF, (left[i], chosen))
                     break
             return out
@@ -216,10 +219,13 @@ def _carrying(original):
         made = None if index is None else _product_of(args[index])
         if made is not None and _fused_kind(out):
             factors = []
-            for factor in made:
-                moved = list(args)
-                moved[index] = factor
-                factors.append(original(self, *moved))
+            try:
+                for factor in made:
+                    moved = list(args)
+                    moved[index] = factor
+                    factors.append(original(self, *moved))
+            except Exception:  # noqa: BLE001 - factors that do not take the shape: not fused
+                return out
             setattr(out, _MADE_OF, tuple(factors))
         return out
 
