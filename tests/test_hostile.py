@@ -3064,6 +3064,7 @@ _READ_BACK = {
 }
 
 
+@pytest.mark.interpreter  # the race watch follows the interpreter's loads and stores
 @pytest.mark.parametrize("how", _READ_BACK)
 def test_a_lane_reading_another_lanes_store_without_a_barrier_is_a_race(tmp_path, how):
     where, barrier, status = _READ_BACK[how]
