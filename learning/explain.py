@@ -131,11 +131,28 @@ def _print_table(console: Console, columns, rows, numeric: bool = True):
     console.print(_rich_table(columns, rows, widths, numeric))
 
 
+#: A table whose narrowed columns would fold a cell over more lines than this is printed as
+#: lists instead: a shape "4096 x 4096 x 4096" folded one word a line no longer reads as one.
+MAX_CELL_LINES = 4
+
+
+def _lines_needed(cell: str, width: int) -> int:
+    """Lines ``cell`` takes folded at word boundaries into ``width`` columns."""
+    lines, used = 1, 0
+    for word in cell.split():
+        if used and used + 1 + len(word) > width:
+            lines, used = lines + 1, len(word)
+        else:
+            used += len(word) + (1 if used else 0)
+    return lines
+
+
 def _column_widths(columns, rows, room: int) -> list[int] | None:
     """Each column's width: its longest cell, narrowed widest first until the table fits in
-    ``room`` but never below the column's longest word; None when even that does not fit.
-    Left to rich, a table too wide loses the same amount from every column, and a column left
-    narrower than its longest word is cropped: the end of a number silently goes."""
+    ``room`` but never below the column's longest word; None when even that does not fit, or
+    when it fits only by folding a cell over more than MAX_CELL_LINES lines. Left to rich, a
+    table too wide loses the same amount from every column, and a column left narrower than
+    its longest word is cropped: the end of a number silently goes."""
     cells = [[str(column), *(str(row[i]) for row in rows)] for i, column in enumerate(columns)]
     longest = [max(len(cell) for cell in column) for column in cells]
     shortest = [max(len(word) for cell in column for word in cell.split() or [""])
@@ -146,6 +163,9 @@ def _column_widths(columns, rows, room: int) -> list[int] | None:
         if not narrowable:
             return None
         widths[max(narrowable, key=lambda i: widths[i])] -= 1
+    if any(_lines_needed(cell, widths[i]) > MAX_CELL_LINES
+           for i, column in enumerate(cells) for cell in column):
+        return None
     return widths
 
 

@@ -167,6 +167,36 @@ def test_at_80_columns_no_number_or_word_is_split(topic):
         assert not re.search(r"\[-?\d+, *($|│)", line.rstrip()), line
 
 
+@pytest.mark.parametrize("topic", list(explainers.TOPICS))
+def test_at_80_columns_no_table_cell_is_folded_past_four_lines(topic):
+    """A cell folded one word a line ("4096", "x", "4096", ...) no longer reads as one value:
+    such a table is printed as lists. Counts, column by column, the lines a row's cells run
+    on past the row's first."""
+    done = subprocess.run([sys.executable, "-m", "learning.explain", topic], capture_output=True,
+                          text=True, cwd=COURSE_ROOT, timeout=60,
+                          env=dict(os.environ, COLUMNS="80", PYTHONPATH=course_pythonpath()))
+    assert done.returncode == 0, done.stderr
+    run = 0  # lines of the current table row so far
+    for line in done.stdout.splitlines():
+        if "│" not in line:
+            run = 0
+            continue
+        first_cell = line.split("│")[0].strip()
+        run = 1 if first_cell else run + 1
+        assert run <= 4, (topic, line)
+
+
+def test_a_table_that_would_fold_a_cell_past_four_lines_becomes_lists():
+    from learning import explain
+
+    columns = ("shape", "configuration")
+    rows = [("4096 x 4096 x 4096", "128x256x64 group 8, 8 warps, 4 stages, tensor descriptors")]
+    assert explain._column_widths(columns, rows, 200) is not None  # room: one line each
+    assert explain._column_widths(columns, rows, 24) is None  # one word a line: lists
+    assert explain._lines_needed("4096 x 4096 x 4096", 4) == 5
+    assert explain._lines_needed("4096 x 4096 x 4096", 18) == 1
+
+
 def _page_words(page) -> Counter:
     """Every word a page holds, each as often as it holds it."""
     texts = [page.title]
