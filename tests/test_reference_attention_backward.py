@@ -431,12 +431,12 @@ def test_gpu_autotuned_backward_at_the_target_size(causal):
 # python -m learning.bench attention --backward
 
 
-def test_without_a_gpu_the_backward_bench_says_so_and_exits_0(capsys, mode):
+def test_without_a_gpu_the_backward_bench_says_so_and_exits_1(capsys, mode):
     from learning import bench
 
     if not mode.interpret:
         pytest.skip("a GPU is present: the bench would time")
-    assert bench.main(["attention", "--backward", "--seqs", "4096"]) == 0
+    assert bench.main(["attention", "--backward", "--seqs", "4096"]) == 1
     assert "need a CUDA GPU" in " ".join(capsys.readouterr().out.split())
 
 

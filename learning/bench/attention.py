@@ -20,7 +20,7 @@ operations (q k^T and p @ v) divided by the time, halved for causal attention, a
 FlashAttention's benchmarks count. The kernel torch ran is named from a profile of one call.
 Afterwards each of torch's SDPA backends and each row of the reference's tuning table is timed
 on its own at seq 4096, d = 128 in bfloat16. Timings need a CUDA GPU; without one the command
-says where the committed measurements are and exits 0.
+says where the committed measurements are and exits 1 (nothing was timed).
 """
 
 from __future__ import annotations

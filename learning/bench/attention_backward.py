@@ -21,7 +21,7 @@ the reference's ratio to SDPA's default. The kernels SDPA's default ran are name
 of one backward call. Afterwards (unless ``--no-extras``) each row of the reference's two tables
 is timed on its own at seq 4096, d = 128 in bfloat16, through
 ``reference_attention.attention_backward`` directly, as is the autotuned launcher. Timings need
-a CUDA GPU; without one the command says so and exits 0.
+a CUDA GPU; without one the command says so and exits 1 (nothing was timed).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ products of at most 16 rows (a decode step) the bytes moved over the device time
 given as a share of a device-to-device copy's speed measured in the same run. Afterwards each
 row of the reference's tuning table (``reference_matmul.CONFIGS``) can be timed on its own at
 one size. Timings need a CUDA GPU; without one the command says where the committed
-measurements are and exits 0.
+measurements are and exits 1 (nothing was timed).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ The implementations, in order: yours (the function in the module at the course r
 with a note while it raises NotImplementedError or gives a wrong answer), the course's
 reference (``triton_kernels``), torch's own kernel, and the eager decomposition (one torch
 operation per step, each a kernel of its own). Timings need a CUDA GPU; without one the
-command says so and exits 0.
+command says so and exits 1 (nothing was timed).
 """
 
 from __future__ import annotations
@@ -519,8 +519,8 @@ def plot(result: dict, path: str) -> str:
 
 def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: str):
     """What every bench command does first: parse its arguments (one line and status 2 for a
-    bad one), refuse to time in the interpreter (status 0, with where the measured figures
-    are), print the run's machine and versions. Returns (console, options, env, command), or
+    bad one), refuse to time in the interpreter (status 1: nothing was timed; with where the
+    measured figures are), print the run's machine and versions. Returns (console, options, env, command), or
     the exit status when there is nothing to time."""
     console = make_console()
     try:
@@ -538,7 +538,7 @@ def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: s
                       f"{mode.describe()}. The interpreter's times say nothing about a GPU; "
                       f"check correctness with python -m learning.check{check_hint} instead. "
                       f"{results_note}", highlight=False)
-        return 0
+        return 1  # nothing was timed: a script that asked for timings must not read success
     env = environment()
     command = " ".join(["python -m learning.bench", topic, *argv]).replace("  ", " ").strip()
     console.print(f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}")
