@@ -74,6 +74,11 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # programmatic dependent launch (Triton 3.4 and later; Hopper GPUs and later)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
 __all__ = ["CONFIGS", "INTERPRETER_CONFIG", "INTERPRETER_SKINNY", "MAX_OFFSET", "SKINNY_CONFIGS",
            "SKINNY_M", "TileConfig", "chosen_config", "forget_choices", "matmul"]
 
@@ -92,6 +97,10 @@ PAD_MIN_MACS = 2**28
 #: The copy kernel's tile (rows x columns of the operand) and warps (``_pad_rows``).
 PAD_TILE = (16, 256)
 PAD_WARPS = 4
+#: Launch the product early where the GPU and Triton can (programmatic dependent launch,
+#: ``_after_the_kernel_before``): its programs are placed on the multiprocessors as the kernel
+#: before ends, and wait there for that kernel's writes, instead of being launched after it.
+EARLY_LAUNCH = True
 #: The copy's tile where the product's own launch copies (``_matmul_copied``): one program
 #: per multiprocessor copies many tiles, one after another, so each is larger.
 COPY_INSIDE_TILE = (64, 256)
@@ -249,6 +258,18 @@ def _tile(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.
 
 
 @triton.jit
+def _after_the_kernel_before(EARLY: tl.constexpr):
+    """Where the launch was early (``EARLY``: programmatic dependent launch, ``_Plan``), wait
+    until the kernel before this one on the stream has finished and its writes are seen, then
+    let the kernel after this one launch. Called before any load: the inputs may be that
+    kernel's outputs. The next kernel's programs can then be placed on the multiprocessors as
+    this one's leave, instead of after a whole kernel boundary."""
+    if EARLY:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+@triton.jit
 def _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED: tl.constexpr,
                 VEC: tl.constexpr):
     """Store a tile of C, masked to M x N. Where C's rows start on 16-byte boundaries
@@ -339,6 +360,7 @@ def _matmul(
     ALIGNED: tl.constexpr,  # A and B row-major, their rows and b_cols multiples of VEC
     VEC: tl.constexpr,  # elements in 16 bytes: 8 in 16-bit, 4 in float32
     C_ALIGNED: tl.constexpr,  # N a multiple of VEC: C's rows start on 16-byte boundaries
+    EARLY: tl.constexpr,  # launched early: wait for the kernel before (_after_the_kernel_before)
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B, or with SPLIT_K > 1 the
     part of it that one share of K contributes.
@@ -348,6 +370,7 @@ def _matmul(
     multiple of BLOCK_K and every program's share of K non-empty. Any strides; ALIGNED only
     where the launcher checked what it claims.
     """
+    _after_the_kernel_before(EARLY)
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
@@ -416,7 +439,7 @@ def _matmul_tma(
     M, N, K, k_split,  # as in _matmul
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
-    VEC: tl.constexpr, C_ALIGNED: tl.constexpr,  # as in _matmul
+    VEC: tl.constexpr, C_ALIGNED: tl.constexpr, EARLY: tl.constexpr,  # as in _matmul
 ):
     """``_matmul`` with its tiles of A and B moved by tensor descriptors. The launcher makes
     one per operand on the host, with the operand's own shape and strides: a load names the
@@ -428,6 +451,7 @@ def _matmul_tma(
     Preconditions as ``_matmul``, and A and B row-major with rows that start on 16-byte
     boundaries (``_Plan`` copies them where they do not).
     """
+    _after_the_kernel_before(EARLY)
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if SPLIT_K == 1:
         k_start = 0
@@ -458,10 +482,11 @@ def _matmul_persistent(
     GROUP_M: tl.constexpr,
     TMA: tl.constexpr,  # a and b are tensor descriptors
     EVEN_K: tl.constexpr, K_RUNS: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
-    C_ALIGNED: tl.constexpr,  # as in _matmul
+    C_ALIGNED: tl.constexpr, EARLY: tl.constexpr,  # as in _matmul
 ):
     """One program per multiprocessor, each computing tile after tile of C (``_tiles_in_turn``).
     Preconditions as ``_matmul`` (or ``_matmul_tma``), with no split of K."""
+    _after_the_kernel_before(EARLY)
     _tiles_in_turn(c_ptr, a, b, stride_cm, stride_cn, stride_am, stride_ak, stride_bk,
                    stride_bn, M, N, K, b_cols, programs, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
                    TMA, EVEN_K, K_RUNS, ALIGNED, VEC, C_ALIGNED)
@@ -909,6 +934,13 @@ def _descriptor_class():
     return TensorDescriptor
 
 
+def _early_launch_available(device: torch.device) -> bool:
+    """Whether a launch on ``device`` can be early (programmatic dependent launch): a Triton
+    with ``gdc_wait`` (3.4 and later) and a GPU of compute capability 9.0 or later."""
+    return (gdc_wait is not None and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] >= 9)
+
+
 def _descriptors_fit(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``_matmul_tma`` can run this product: a Triton with host-side tensor
     descriptors, a GPU with TMA (compute capability 9.0 or later; any in the interpreter),
@@ -975,7 +1007,7 @@ class _Plan:
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig, *,
                  copies: bool | None = None, aligned: bool | None = None,
-                 k_runs: bool | None = None):
+                 k_runs: bool | None = None, early: bool | None = None):
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
@@ -1002,6 +1034,12 @@ class _Plan:
                                              "num_stages": config.num_stages}
         if config.cluster > 1 and not _interpreted():
             options["num_ctas"] = config.cluster
+        # The product's launch made early where the GPU and Triton can (EARLY_LAUNCH); not
+        # the cooperative launch of the copies in the same launch (_matmul_copied)
+        self.early = early is not False and EARLY_LAUNCH and not config.copy_inside and \
+            _early_launch_available(a.device)
+        if self.early:
+            options["launch_pdl"] = True
         c_strides = (n, 1)  # C is contiguous
         tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
         self.tiles = grid[0]
@@ -1033,17 +1071,17 @@ class _Plan:
             programs = min(self.tiles, _programs(a.device))
             self.matmul = _Launch(_matmul_persistent, (programs, 1, 1), (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, programs, *tiles[:4],
-                config.tma, k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0),
-                options, a.device, described)
+                config.tma, k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0,
+                self.early), options, a.device, described)
         elif config.tma:
             self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                      vec, n % vec == 0), options, a.device,
-                                  described)
+                                                      vec, n % vec == 0, self.early), options,
+                                  a.device, described)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
-                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0), options,
-                a.device)
+                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0, self.early),
+                options, a.device)
 
     def _copy_launch(self, a: torch.Tensor, b: torch.Tensor, vec: int):
         """The launch of ``_pad_rows`` that copies the operands this plan copies, both in one

@@ -1071,14 +1071,21 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import reference_matmul as rm
 
-def compile_(m, n, k, row, aligned, k_runs=None, wide=None):
+def order(ptx):
+    # where the early launch's wait and signal fall, against the first read of an operand
+    first = [ptx.find(op) for op in ("cp.async", "ld.global") if op in ptx]
+    return {"wait": ptx.find("griddepcontrol.wait"),
+            "signal": ptx.find("griddepcontrol.launch_dependents"),
+            "first_read": min(first) if first else -1}
+
+def compile_(m, n, k, row, aligned, k_runs=None, wide=None, early=False):
     # wide: the rows' width of A's and B's aligned copies (the plan's copies), else k and n
     ints = dict(stride_cm=n, stride_cn=1, stride_am=wide or k, stride_ak=1,
                 stride_bk=wide or n, stride_bn=1, M=m, N=n, K=k, b_cols=wide or n, k_split=k)
     constants = dict(BLOCK_M=row.block_m, BLOCK_N=row.block_n, BLOCK_K=row.block_k,
                      GROUP_M=row.group_m, SPLIT_K=1, EVEN_K=k % row.block_k == 0,
                      K_RUNS=k % 8 == 0 if k_runs is None else k_runs,
-                     ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0)
+                     ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0, EARLY=early)
     signature, attrs = {}, {}
     for i, name in enumerate(rm._matmul.arg_names):
         if i < 5:  # C, A, B, and C again for the workspace and counters no program reads
@@ -1099,16 +1106,17 @@ def compile_(m, n, k, row, aligned, k_runs=None, wide=None):
             "scalar_loads": len(re.findall(r"ld[.]global[.:\\w]*[.]b16 ", ptx)),
             "loads": len(re.findall(r"ld[.]global", ptx)),
             "stores16": len(re.findall(r"st[.]global[.:\\w]*[.]v4[.]b32 ", ptx)),
-            "scalar_stores": len(re.findall(r"st[.]global[.:\\w]*[.]b16 ", ptx))}
+            "scalar_stores": len(re.findall(r"st[.]global[.:\\w]*[.]b16 ", ptx)),
+            **order(ptx)}
 
-def compile_tma(row):
+def compile_tma(row, early=False):
     signature = {"c_ptr": "*bf16", "a_tiles": f"tensordesc<bf16[{row.block_m}, {row.block_k}]>",
                  "b_tiles": f"tensordesc<bf16[{row.block_k}, {row.block_n}]>",
                  "partial_ptr": "*bf16", "arrivals_ptr": "*bf16", "stride_cm": "i32",
                  "stride_cn": "constexpr", "M": "i32", "N": "i32", "K": "i32", "k_split": "i32"}
     constants = dict(stride_cn=1, BLOCK_M=row.block_m, BLOCK_N=row.block_n,
                      BLOCK_K=row.block_k, GROUP_M=row.group_m, SPLIT_K=1, VEC=8,
-                     C_ALIGNED=True)
+                     C_ALIGNED=True, EARLY=early)
     signature.update({name: "constexpr" for name in constants if name not in signature})
     compiled = triton.compile(ASTSource(rm._matmul_tma, signature, constants,
                                         {(0,): [["tt.divisibility", 16]]}),
@@ -1116,12 +1124,15 @@ def compile_tma(row):
                               options=dict(num_warps=row.num_warps, num_stages=row.num_stages))
     ptx = compiled.asm["ptx"]
     return {"tma_copies": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d", ptx)),
-            "loads": len(re.findall(r"ld[.]global", ptx))}
+            "loads": len(re.findall(r"ld[.]global", ptx)), **order(ptx)}
 
 row = rm.TileConfig(64, 64, 64, 8, 4, 3)
-tma = {"tma": compile_tma(rm.TileConfig(128, 128, 64, 8, 4, 4, tma=True))} \
+tma_row = rm.TileConfig(128, 128, 64, 8, 4, 4, tma=True)
+tma = {"tma": compile_tma(tma_row), "tma early": compile_tma(tma_row, early=True)} \
     if rm._descriptor_class() else {}
-print(json.dumps({**tma, "1000 promised": compile_(1000, 1000, 1000, row, True),
+early = {"4096 early": compile_(4096, 4096, 4096, row, True, early=True)} \
+    if rm.gdc_wait is not None else {}
+print(json.dumps({**tma, **early, "1000 promised": compile_(1000, 1000, 1000, row, True),
                   "1000 not promised": compile_(1000, 1000, 1000, row, False),
                   "4096": compile_(4096, 4096, 4096, row, True),
                   "1000 promised, K masked exactly": compile_(1000, 1000, 1000, row, True,
@@ -1167,6 +1178,16 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     assert found["4096 x 4096 x 4064"]["loads"] == 0
     if "tma" in found:  # tensor descriptors: TMA copies, and no load by the threads at all
         assert found["tma"]["tma_copies"] > 0 and found["tma"]["loads"] == 0, found["tma"]
+    # An early launch (programmatic dependent launch) waits for the kernel before it ahead of
+    # any read of A or B, which that kernel may have written, then lets the next one launch;
+    # a launch that is not early has neither instruction.
+    for name in ("4096 early", "tma early"):
+        if name in found:
+            at = found[name]
+            assert 0 <= at["wait"] < at["signal"] < at["first_read"], (name, at)
+    for name in ("4096", "tma"):
+        if name in found:
+            assert found[name]["wait"] == found[name]["signal"] == -1, (name, found[name])
 
 
 # The issue's products: square ones, one past a tile (4097), one not a multiple of 16 (1000),
@@ -1473,7 +1494,7 @@ def test_at_80_columns_no_number_or_word_is_split():
 def test_without_a_gpu_bench_matmul_says_where_the_figures_are(capsys, mode):
     if not mode.interpret:
         pytest.skip("a GPU is present: the bench would time")
-    assert bench.main(["matmul"]) == 0
+    assert bench.main(["matmul"]) == 1  # nothing timed
     out = " ".join(capsys.readouterr().out.split())
     assert "need a CUDA GPU" in out and "python -m learning.check matmul" in out
     assert "lab/results/matmul.json" in out
