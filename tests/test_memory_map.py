@@ -349,6 +349,11 @@ def test_the_drawing_puts_lanes_outside_where_the_tensor_would_go_on(interpreter
     # why it stopped: a store with no mask (what a compiled run's own verdict cannot see)
     assert "Your kernel stopped in program 2 (OutOfBoundsAccess: the store has no mask, and " \
            "its lanes run on from inside the tensor past its end);" in " ".join(text.split())
+    # the check's run of a case may go last to first and name another program: the map says
+    # in which order it ran, so that the two program numbers do not read as a contradiction
+    assert "with the programs first to last" in " ".join(text.split())
+    assert "Here the programs ran first to last; the check's own run of the case may have " \
+           "met another program out of bounds first." in " ".join(text.split())
 
 
 def test_a_tile_past_the_last_column_reads_the_next_rows_start_not_a_row_past_the_end(

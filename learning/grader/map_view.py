@@ -471,8 +471,9 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
         why = memory_map.note if learner is None else nothing_to_map(learner)
         say(f"No memory map of case '{memory_map.case}': {why or 'nothing was recorded'}.", 2)
         return out
-    say(f"Memory map of case '{memory_map.case}', run again in Triton's interpreter: your "
-        f"kernel on the left, the reference kernel on the right, on the same input.", 2)
+    say(f"Memory map of case '{memory_map.case}', run again in Triton's interpreter with the "
+        f"programs first to last: your kernel on the left, the reference kernel on the right, "
+        f"on the same input.", 2)
     if reference is None:
         say(f"The reference could not be recorded ({memory_map.note}); your kernel's map "
             "is drawn alone.", INDENT)
@@ -483,8 +484,11 @@ def lines(memory_map: MemoryMap, width: int = 80) -> list[Text]:
         if case_map is not None and case_map.stopped:
             last = case_map.accesses[-1].program if case_map.accesses else None
             where = f" in program {last}" if last is not None else ""
-            refused = ", the refused one included" if case_map.stopped.startswith(
-                "OutOfBoundsAccess") else ""
+            # the check's own run may have gone last to first (program_order) and stopped at
+            # another program: say which this one is, so the two numbers do not contradict
+            refused = ", the refused one included. Here the programs ran first to last; the " \
+                "check's own run of the case may have met another program out of bounds " \
+                "first" if case_map.stopped.startswith("OutOfBoundsAccess") else ""
             # an access with no mask: that, instead of the lane counts the map shows
             unmasked = maps.unmasked_clause(case_map.stopped)
             stopped = f"{case_map.stopped.split(':')[0]}: {unmasked}" if unmasked else \
