@@ -53,7 +53,10 @@ fast:
    the product is large enough for the copy to pay; or, in the rows marked "copies in the
    same launch", by the product's own launch (``_matmul_copied``): each program copies its
    share, waits until every program has (``_all_arrived``), then computes its tiles, so that
-   a call costs the host one launch, as torch.matmul's does.
+   a call costs the host one launch, as torch.matmul's does. Where the GPU and Triton allow
+   (``EARLY_LAUNCH``), the product is launched early (programmatic dependent launch): its
+   programs are placed as the kernel before it ends, and wait, before reading anything, until
+   that kernel's writes are seen (``_after_the_kernel_before``).
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs

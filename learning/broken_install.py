@@ -1,5 +1,8 @@
 """A library the commands need that cannot be imported: one line that says which, and the fix.
 
+The course's own modules too: a file of the course removed by hand (or a folder renamed) is
+named as such, with how to put it back.
+
 A check that finds an installed library's file changed while the learner's code ran sets that
 file aside (learning.grader.integrity), so the next command that imports the library fails to.
 So does a half-finished ``pip install``. Either way the learner should read which package to
@@ -27,6 +30,10 @@ def install():
             print("learning: stopped (Ctrl-C)", file=sys.stderr)
             sys.stderr.flush()
             os._exit(130)  # the shell's code for an interrupt, as every command's Ctrl-C
+        if isinstance(error, ImportError) and course_module(error):
+            print(course_message(error), file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(EXIT_STATUS)
         package = broken_package(error, traceback) if isinstance(error, ImportError) else None
         if package is None:
             previous(kind, error, traceback)
@@ -36,6 +43,27 @@ def install():
         os._exit(EXIT_STATUS)  # an excepthook cannot set the status any other way
 
     sys.excepthook = hook
+
+
+# The course's own modules outside learning/, beside the learner's exercise modules
+COURSE_TOP_LEVEL = ("triton_kernels", "reference_matmul", "reference_attention", "lab")
+
+
+def course_module(error: ImportError) -> str | None:
+    """The course's own module that could not be imported (a file of the course removed or
+    renamed by hand), or None for any other import."""
+    name = getattr(error, "name", None) or ""
+    if name.startswith("learning.") or name.split(".")[0] in COURSE_TOP_LEVEL:
+        return name
+    return None
+
+
+def course_message(error: ImportError) -> str:
+    name = course_module(error)
+    path = name.replace(".", "/")
+    return (f"learning: the course's own module {name} cannot be imported ({path}.py or the "
+            f"folder {path}/ is missing or damaged), so nothing was done: git status shows "
+            "what changed, and git checkout -- learning puts the course's files back")
 
 
 def message(package: str, error: ImportError) -> str:

@@ -337,6 +337,7 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys, m
     assert "no known mistake gives this output; what differs:" in text
     assert "each row is the reference's row times its own number" in text
     assert "likely cause" not in text
+    assert "exactly what a known mistake gives" not in text  # no replay gives this output
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     compile_lines = [i for i, line in enumerate(lines) if "GPU compile" in line]
@@ -347,6 +348,23 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys, m
         assert follow.startswith(" " * 10) or "cases passed" in follow  # wrapped under its case
         # the count says the compile check is a check of its own, not one of its cases
         assert "cases passed; the GPU compile check passed" in text
+
+
+def test_a_mistake_that_agrees_with_a_known_one_on_a_case_is_told_so_not_named(tmp_path):
+    # range(0, k - 1, block) drops the last K block only where K % block is 1: on the worked
+    # example (K 3, tiles of 2) it gives exactly what the catalogued K loop stopping at the last
+    # whole block gives, but the learner passed a case that mistake fails
+    code = _replace(solution_text("matmul"), "for k0 in range(0, k, block):",
+                    "for k0 in range(0, k - 1, block):")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["python"]), "python")
+    worked = cases["worked example"]
+    assert worked.status == "failed" and not worked.causes
+    said = " ".join(worked.observations)
+    assert "exactly what a known mistake gives (the K loop stops at the last whole block" in said
+    assert "but your code passed case '" in said and "which that mistake fails" in said
+    named = [line for line in worked.observations if "known mistake" in line]
+    passed = re.search(r"passed case '([^']+)'", named[0]).group(1)
+    assert cases[passed].passed  # the case it names is one the learner did pass
 
 
 def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):

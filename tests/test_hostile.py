@@ -1786,6 +1786,49 @@ _os.rename({str(root)!r}, {str(tmp_path / "elsewhere")!r})
     assert run_check(root, folder).returncode == 1
 
 
+@pytest.mark.parametrize("how", ["removed", "renamed", "made a link"])
+def test_a_course_subfolder_the_module_removes_is_made_again_and_told(tmp_path, how):
+    # Files are put back where they were; with their folder gone they had nowhere to go, and
+    # every later command of the course failed on an import
+    root = course_copy(tmp_path)
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    target = root / "learning" / "exercises" / "softmax"
+    attack = {
+        "removed": f"_shutil.rmtree({str(target)!r})",
+        "renamed": f"_os.rename({str(target)!r}, {str(target) + '_old'!r})",
+        "made a link": f"_shutil.copytree({str(target)!r}, {str(tmp_path / 'evil')!r}); "
+                       f"_shutil.rmtree({str(target)!r}); "
+                       f"_os.symlink({str(tmp_path / 'evil')!r}, {str(target)!r})",
+    }[how]
+    write_module(folder, "elementwise", solution_text("elementwise") + f"""
+
+import os as _os
+import shutil as _shutil
+{attack}
+""")
+    def check(name):
+        environment = dict(os.environ, PYTHONPATH=str(root), COLUMNS="400", LEARNING_WARM="0",
+                           LEARNING_FORKSERVER="0")
+        return subprocess.run([sys.executable, "-m", "learning.check", name, "--part", "python",
+                               "--root", str(folder)], cwd=root, env=environment,
+                              capture_output=True, text=True, timeout=300)
+
+    done = check("elementwise")
+    text = " ".join(done.stdout.split())
+    assert target.is_dir() and not target.is_symlink(), done.stdout + done.stderr
+    assert "learning/exercises/softmax" in text and "were made again" in text, text
+    assert not (root / "learning" / "exercises" / "softmax_old").exists()
+    # the course works after it: the untouched stub of another exercise is not started
+    write_module(folder, "softmax", (root / "learning" / "exercises" / "softmax" / "stub.py")
+                 .read_text(encoding="utf-8"))
+    done = check("softmax")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    assert "not started" in done.stdout, done.stdout + done.stderr
+    write_module(folder, "elementwise", solution_text("elementwise"))
+    assert check("elementwise").returncode == 0
+
+
 @pytest.fixture
 def cold_worker_library(tmp_path, monkeypatch) -> Path:
     """A library of the test's own standing in for installed code (torch, triton) that only

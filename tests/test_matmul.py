@@ -1321,6 +1321,30 @@ def test_a_profilers_launch_hook_sees_every_remembered_launch(fresh_plans):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 1000), (8, 4096), (4096, 512)])
+def test_a_product_launched_early_reads_the_whole_product_before_it(fresh_plans, shape):
+    # Each product reads the one before it, launched just before on the same stream: launched
+    # early, a program that read before that product's last store would see stale or partial
+    # rows. B permutes columns, so every product is exact and the fiftieth is A with its
+    # columns permuted fifty times over; one stale element anywhere shows.
+    m, n = shape
+    a = torch.randn(m, n, device="cuda").half()
+    order = torch.randperm(n, device="cuda")
+    b = torch.zeros(n, n, device="cuda").half()
+    b[order, torch.arange(n, device="cuda")] = 1  # (a @ b)[:, j] = a[:, order[j]]
+    x = a
+    for _ in range(50):
+        x = rm.matmul(x, b)
+    plan = rm._PLANS[rm._key(a, b)]
+    want = a
+    for _ in range(50):
+        want = want[:, order]
+    assert torch.equal(x, want), (shape, plan.config.label, plan.early)
+    if rm._early_launch_available(a.device):
+        assert plan.early  # the chain above ran launched early
+
+
+@pytest.mark.gpu
 def test_every_skinny_row_is_right_on_the_decode_shape():
     a = torch.randn(8, 4096, device="cuda").bfloat16()
     b = torch.randn(4096, 4096, device="cuda").bfloat16()

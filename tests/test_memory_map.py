@@ -647,6 +647,35 @@ NOTHING_TO_LOCATE = {
 }
 
 
+def test_a_case_that_stopped_in_the_check_and_not_when_mapped_is_not_described_by_the_map(
+        interpreter, tmp_path, capsys, monkeypatch):
+    # code that raises on its first call ever (a mark left in a file says it was made): the
+    # check's first case is an error, the map's run of it ends normally, and touches memory as
+    # the reference does; to say "what differs is what it stored" would describe a run that
+    # is not the graded one
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    mark = tmp_path / "called-once"
+    write_module(tmp_path, "softmax", solution_text("softmax") + f"""
+
+_softmax_triton = softmax_triton
+
+
+def softmax_triton(x):
+    import os
+    if not os.path.exists({str(mark)!r}):
+        open({str(mark)!r}, "w").close()
+        raise RuntimeError("the first call")
+    return _softmax_triton(x)
+""")
+    assert check.main(["softmax", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "RuntimeError" in out
+    assert "what differs is what it stored" not in out
+    assert "run again to record it, your code ran to its end, where in the check it stopped" \
+        in out, out
+
+
 # the quick run wraps the NameError's sentence (said nowhere else); the sentence for values
 # off everywhere is exhaustive here, and quick in test_json_says_what_was_seen_where_no_map_is_drawn
 @pytest.mark.parametrize("mistake", [

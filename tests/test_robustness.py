@@ -1855,6 +1855,30 @@ def test_a_library_not_installed_for_this_python_is_said_so_not_damaged(tmp_path
     assert "damaged" not in line and "activate its virtual environment" in line
 
 
+@pytest.mark.parametrize("command", ["check", "progress"])
+def test_a_course_file_removed_by_hand_is_named_in_one_line(tmp_path, command):
+    # the exercises are listed before the course's files are compared with their digests: a
+    # file of another exercise moved away by hand stopped every command in a traceback
+    import shutil
+
+    root = tmp_path / "course"
+    shutil.copytree(COURSE_ROOT / "learning", root / "learning",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "learning" / "exercises" / "softmax" / "exercise.py").unlink()
+    env = _environment()
+    env["PYTHONPATH"] = str(root)
+    argv = [sys.executable, "-m", f"learning.{command}",
+            *(["elementwise"] if command == "check" else []), "--root", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(root),
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "the course's own module learning.exercises.softmax.exercise cannot be " \
+           "imported (learning/exercises/softmax/exercise.py" in line, line
+    assert line.endswith("git checkout -- learning puts the course's files back")
+
+
 def test_ctrl_c_while_a_command_is_still_importing_ends_in_one_line():
     # before the command's own handling of Ctrl-C is in place (its imports take a moment)
     done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['-m']; "

@@ -21,3 +21,7 @@ timeout 280 python -m learning.bench matmul --sizes "$SIZES" --dtypes fp16,bf16 
 echo "## bench: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/bench-matmul.log"
 tail -n 40 "$OUT/bench-matmul.log"
 tail -n 30 "$OUT/matmul_early.txt"
+start=$SECONDS
+timeout 150 python -m pytest -q tests/test_matmul.py -k "launched_early or every_skinny_row" \
+    > "$OUT/pytest-gpu-matmul-early-chain.log" 2>&1
+echo "## early-chain tests: exit $? after $((SECONDS - start)) s; $(tail -n 1 "$OUT/pytest-gpu-matmul-early-chain.log")"

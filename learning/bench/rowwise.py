@@ -520,8 +520,8 @@ def plot(result: dict, path: str) -> str:
 def opening(argv: list[str], parse, topic: str, check_hint: str, results_note: str):
     """What every bench command does first: parse its arguments (one line and status 2 for a
     bad one), refuse to time in the interpreter (status 1: nothing was timed; with where the
-    measured figures are), print the run's machine and versions. Returns (console, options, env, command), or
-    the exit status when there is nothing to time."""
+    measured figures are), print the run's machine and versions. Returns (console, options,
+    env, command), or the exit status when there is nothing to time."""
     console = make_console()
     try:
         options = parse(argv)

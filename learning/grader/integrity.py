@@ -141,6 +141,7 @@ class Repairs:
     compiled: list[str] = field(default_factory=list)  # installed code's caches, set aside
     beside: nearby.Changes = field(default_factory=nearby.Changes)  # learning.grader.nearby
     moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
+    folders: list[str] = field(default_factory=list)  # course folders gone or replaced, remade
     warm: list[str] = field(default_factory=list)  # the warm process's folder, put back
     # the learner's other exercise modules and reset's backups that changed: said, left as
     # they are (an edit in the learner's editor at that moment is theirs to keep)
@@ -152,6 +153,9 @@ class Repairs:
         parts = []
         if self.moved:
             parts.append(f"{_listed(self.moved)} was renamed and was put back")
+        if self.folders:
+            parts.append(f"the course's folder(s) {_listed(self.folders)} were removed or "
+                         "replaced, and were made again")
         if self.restored:
             parts.append(f"the course's own files changed ({_listed(self.restored)}) and were "
                          "put back as they were")
@@ -238,6 +242,9 @@ class Guard:
                     self._keep(Path(folder) / name)
         self.nearby = nearby.Snapshot(root, learner_folder)
         self.watched = self._watched_folders()
+        # the folders the course's kept files are in, parents before children
+        self.course_folders = sorted({parent for path in self.kept for parent in path.parents
+                                      if root in parent.parents})
         self.entries = {folder: nearby.entries(folder) for folder in self.watched}
         self.caches = _caches(root / "learning")
         # the folders themselves: renamed, every path above would lead nowhere
@@ -278,6 +285,17 @@ class Guard:
             moved = _put_folder_back(folder, identity)
             if moved:
                 repairs.moved.append(moved)
+        # A course folder removed, or made a link or a file, is made a folder again (anything
+        # in its place set aside), parents first: the files below are then written back into
+        # it, where an import finds them, not into nothing or through a link
+        for folder in self.course_folders:
+            if not os.path.islink(folder) and os.path.isdir(folder):
+                continue
+            with contextlib.suppress(OSError):
+                if os.path.lexists(folder):
+                    _move_away(folder, aside, repairs)
+                os.mkdir(folder)
+                repairs.folders.append(_shown(folder, self.root))
         for path, (data, mode) in self.kept.items():
             try:
                 same = _read(path) == data

@@ -50,6 +50,7 @@ def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun
             continue
         part_result.cases = []
         passed: list[Expected] = []  # the cases the learner's code passed
+        names: dict[int, str] = {}  # id of a passed case's Expected: the case's name
         failed: list[WrongOutput] = []  # those it got wrong, with numbers, no bug explains
         missed: list[Expected] = []  # every case it failed or raised in
         explained: list[Explained] = []  # wrong numbers a bug explains
@@ -63,6 +64,7 @@ def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun
                 missed.append(expected)
             if verdict.passed:
                 passed.append(expected)
+                names[id(expected)] = case.name
             elif part.returns != "exact" and verdict.status == "failed" \
                     and verdict.mismatch_count and not verdict.causes:
                 # A wrong output no known bug explains: a named bug must not predict another.
@@ -70,7 +72,7 @@ def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun
             elif part.returns != "exact" and verdict.status == "failed" \
                     and verdict.mismatch_count:
                 explained.append(Explained(verdict, WrongOutput(outcome.values, *expected)))
-        _drop_contradicted(part_result, passed, failed, missed)
+        _drop_contradicted(part_result, passed, failed, missed, names)
         _unwritten_or_added_onto(part_result)
         if not failed and all(c.verdict.status in ("passed", "skipped", "not-run") or
                               any(c.verdict is e.verdict for e in explained)
@@ -96,12 +98,17 @@ def _unwritten_or_added_onto(part_result: PartResult) -> None:
 
 
 def _drop_contradicted(part_result: PartResult, passed: list[Expected],
-                       failed: list[WrongOutput], missed: list[Expected]):
+                       failed: list[WrongOutput], missed: list[Expected],
+                       names: dict[int, str] | None = None):
     """A bug whose replay matched one case is not the learner's if their other cases rule it
     out: their code passed a case the bug would have failed, or returned another wrong output
     than the bug gives. Two mistakes can raise the same error, or agree on one row. A bug
     named on weak evidence alone (an exception's type, an output with no finite value) must also
-    explain every failure: it is dropped if the learner failed a case the bug passes."""
+    explain every failure: it is dropped if the learner failed a case the bug passes.
+
+    A wrong output left with no cause that a bug's replay did give exactly says so among what
+    was observed, with the case that rules the bug out (``names``: a passed case's name by the
+    id of its Expected): the learner's mistake is not that one, but gives its output here."""
     verdicts = [c.verdict for c in part_result.cases if c.verdict.causes]
     named = {bug.key: bug for v in verdicts for bug in v.causes}
     weak_only = {key for key in named if all(key in v.weak for v in verdicts
@@ -109,7 +116,34 @@ def _drop_contradicted(part_result: PartResult, passed: list[Expected],
     wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)
              or key in weak_only and any(replays.predicts_pass(bug, *case) for case in missed)}
     for verdict in verdicts:
+        dropped = [b for b in verdict.causes if b.key in wrong and b.key not in weak_only
+                   and _replays_a_formula(b.detect)]
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
+        if dropped and not verdict.causes and verdict.status == "failed":
+            verdict.observations = (*(_ruled_out(bug, passed, names or {})
+                                      for bug in dropped), *verdict.observations)
+
+
+def _replays_a_formula(detect) -> bool:
+    """Whether a bug's evidence is the output of a wrong formula run again (``same_as`` or
+    forms of it), not a look of the output (rounded to a few places, say: an output whose
+    inputs have six decimals has six decimals too, whatever the mistake)."""
+    if isinstance(detect, replays.any_of):
+        return bool(detect.detects) and all(_replays_a_formula(d) for d in detect.detects)
+    return isinstance(detect, replays.same_as)
+
+
+def _ruled_out(bug, passed: list[Expected], names: dict[int, str]) -> str:
+    """What a bug whose replay gives this case's output exactly, ruled out by other cases, is
+    said to be: an observation, not a cause."""
+    mistake = bug.cause.split(":")[0].split(". ")[0]
+    predict = getattr(bug.detect, "predicts_failure", None)
+    failing = [names[id(case)] for case in passed
+               if id(case) in names and predict is not None and predict(*case)]
+    why = (f"your code passed case '{failing[0]}', which that mistake fails" if failing else
+           "your code gives another wrong output than that mistake on another case")
+    return (f"this output is exactly what a known mistake gives ({mistake}), but {why}: "
+            f"yours is another mistake that agrees with it here")
 
 
 def _keep_the_one_explanation(explained: list[Explained]) -> None:

@@ -47,12 +47,29 @@ def map_for_check(result: CheckResult, wanted: bool | str, case_seconds: float |
         # pass for a comparison), only what their code did instead.
         memory_map = maps.MemoryMap(result.exercise.name, part, case,
                                     note=maps.nothing_to_map(memory_map.learner))
+    elif not asked and memory_map.learner is not None and not memory_map.learner.stopped \
+            and _stopped_in_the_check(result, part, case):
+        # The check's run of the case stopped (an error, a crash) and this one ran to its end:
+        # code that behaves differently from run to run. A map of this run, or a sentence
+        # about it, would describe a run that is not the graded one.
+        memory_map = maps.MemoryMap(result.exercise.name, part, case, note=(
+            "run again to record it, your code ran to its end, where in the check it stopped: "
+            "a map of that other run would not show what went wrong in this one"))
     elif not asked and (observed := maps.nothing_to_show(memory_map)):
         # A picture that cannot show where things went wrong costs a screen: a sentence says
         # what was seen instead (--map CASE still draws it).
         memory_map = maps.MemoryMap(result.exercise.name, part, case, note=observed)
     memory_map.asked = asked
     return memory_map
+
+
+def _stopped_in_the_check(result: CheckResult, part: str, case: str) -> bool:
+    """Whether the case's verdict in the check is an error or a crash (the code stopped)."""
+    for part_result in result.parts:
+        for case_result in part_result.cases if part_result.part.name == part else ():
+            if case_result.name == case:
+                return case_result.verdict.status in ("error", "crashed")
+    return False
 
 
 def _unmasked_seen(result: CheckResult, part: str, case: str, stopped: str,

@@ -48,8 +48,10 @@ MAPPED_STATUSES = ("failed", "error", "crashed")
 # Failures whose returned tensor is not what the kernels stored (the input itself, torch's
 # result, values passed through): a map of "the output" would draw another tensor than the one
 # the kernels wrote, and tell the learner their kernel stored nothing. Not drawn unasked.
+# So are those where the code ended the program itself: no kernel's output to draw.
 NOT_THE_KERNELS_OUTPUT = ("aliases-input", "computed-by-torch", "passed-through",
-                          "not-from-kernels", "written-by-torch", "changed-after-kernel")
+                          "not-from-kernels", "written-by-torch", "changed-after-kernel",
+                          "exited")
 # Lanes outside a tensor kept per map and kind; the count beyond is kept too.
 MAX_OUTSIDE = 4096
 LEARNER, REFERENCE = "learner", "reference"

@@ -225,6 +225,8 @@ TRITON = (
          '            s = tl.where(visible, s, -float("inf"))',
          '                s = tl.where(cols[None, :] <= rows[:, None], s, 0.0)\n'
          '            s = tl.where(visible, s, -float("inf"))'))),
+    Version("the key tail left unmasked, the causal mask kept", "triton", "masked-zero",
+            _kernel(("visible = cols[None, :] < seq_k", "visible = cols[None, :] >= 0"))),
     Version("the accumulator not rescaled", "triton", "acc-not-rescaled", _kernel(
         ("acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot("))),
     Version("the sum not rescaled", "triton", "sum-not-rescaled", _kernel(

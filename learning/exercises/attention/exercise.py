@@ -60,7 +60,7 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
              pad_value=-math.inf, skip=False, order="forward", shift="running", guard=True,
              rescale_acc=True, rescale_sum=True, normalise="end", causal_shift=0,
              scale_form="before", acc_dtype=None, raw_exp=False, causal_mask=True,
-             causal_reversed=False):
+             causal_reversed=False, causal_hides_pad=False):
     """Attention by blocks of ``block_n`` keys with a running (max, sum, accumulator), as the
     kernel computes it, with switches for the lesson's mistakes:
 
@@ -85,6 +85,9 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
       the mask forgotten; causal with seq_q != seq_k is still refused).
     - ``causal_reversed``: hide the keys before the diagonal instead (query i sees keys
       j >= i + causal_shift: the comparison turned round).
+    - ``causal_hides_pad``: the causal mask also covers the padding past seq_k (a kernel whose
+      only mask is the causal one: the padding past the diagonal gets ``mask_value``, the
+      rest keeps ``pad_value``).
     """
     np = _np()
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
@@ -103,7 +106,8 @@ def simulate(q, k, v, causal, block_n, block_m=1, *, mask_value=-math.inf,
         if causal and causal_mask:
             hidden = (cols < rows + causal_shift) if causal_reversed else \
                 (cols > rows + causal_shift)
-            hidden = hidden & (cols < lk)
+            if not causal_hides_pad:
+                hidden = hidden & (cols < lk)
             scores = np.where(hidden, float(mask_value), scores)
         visited = np.ones((lq, n_blocks), dtype=bool)
         if causal and skip:
@@ -261,8 +265,10 @@ def _python_replay(*switch_sets):
     return any_of(*(run(switches, skip) for switches in switch_sets for skip in (False, True)))
 
 
+# hidden scores 0: every one, the causal ones only, the key tail only (with the causal mask
+# on its own columns, or over the tail as well: the key-tail mask forgotten, the causal kept)
 _ZERO_MASKS = ({"mask_value": 0.0, "pad_value": 0.0}, {"mask_value": 0.0},
-               {"pad_value": 0.0})
+               {"pad_value": 0.0}, {"pad_value": 0.0, "causal_hides_pad": True})
 _NO_GUARD = ({"shift": "block", "guard": False}, {"order": "reverse", "guard": False})
 _SCALES = ({"scale_form": "none"}, {"scale_form": "after"}, {"scale_form": "inverse"},
            {"scale_form": "d"})

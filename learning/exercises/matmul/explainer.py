@@ -38,6 +38,7 @@ ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
 STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
 STRIDE_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_stride.json"
 STRIDE_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_stride_triton39.json"
+EARLY_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_early_h100.json"
 ONE_LAUNCH = COURSE_ROOT / "lab" / "results" / "matmul_one_launch.json"
 ONE_LAUNCH_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_triton39.json"
 ONE_LAUNCH_H100 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_h100_2026-12-06.json"
@@ -764,6 +765,43 @@ def strides(_numbers=None, path: Path = STRIDE_PROBE):
                  "it. " + _env_said(data))
 
 
+def early(_numbers=None, path: Path = EARLY_PROBE):
+    """lab/probes/matmul_early_probe.py: each product launched early (programmatic dependent
+    launch) and not, back to back and after a small torch kernel that does not launch the next
+    early, beside torch.matmul timed the same two ways."""
+    if not path.exists():
+        return _not_committed(path, "python lab/probes/matmul_early_probe.py")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    grouped: dict = {}
+    for r in data["rows"]:
+        grouped.setdefault((tuple(r["shape"]), r["dtype"]), {}).setdefault(r["run"], []).append(r)
+    rows, rounds = [], 0
+    for (shape, dtype), by_run in grouped.items():
+        torch_runs = by_run["torch.matmul"]
+        mid = {key: _median([r[key] for r in torch_runs]) for key in ("alone_us", "after_torch_us")}
+        for run in ("reference, early", "reference, not early"):
+            runs = by_run.get(run, [])
+            if not runs:
+                continue
+            rounds = len(runs)
+            alone = [r["alone_us"] for r in runs]
+            after = [r["after_torch_us"] for r in runs]
+            rows.append((" x ".join(str(x) for x in shape), dtype, run.removeprefix("reference, "),
+                         f"{_median(alone):.2f} ({min(alone):.2f} to {max(alone):.2f})",
+                         f"{mid['alone_us'] / _median(alone):.2f}",
+                         f"{_median(after):.2f} ({min(after):.2f} to {max(after):.2f})",
+                         f"{mid['after_torch_us'] / _median(after):.2f}"))
+    return Table(("M x N x K", "dtype", "launched", "back to back, GPU us", "torch over it",
+                  "after a torch kernel, GPU us", "torch over it"), tuple(rows),
+                 f"Medians of {rounds} rounds (lowest to highest), GPU time as the bench "
+                 "measures it (a CUDA graph of calls over copies too large for L2). Back to "
+                 "back: the calls alone, as the bench times them. After a torch kernel: each "
+                 "call after a small torch kernel "
+                 "(one float added to), that kernel's own time taken off; torch.matmul timed "
+                 "the same way in each column. The row the reference chose for each product "
+                 "is timed both ways. " + _env_said(data))
+
+
 def strides_triton39(_numbers=None):
     """``strides`` for the run with Triton 3.9."""
     return strides(path=STRIDE_PROBE_TRITON39)
@@ -1073,6 +1111,7 @@ BLOCKS = {
     "rows": rows_tried,
     "floor": stream_floor,
     "strides": strides,
+    "early": early,
     "strides_triton39": strides_triton39,
     "one_launch": one_launch,
     "one_launch_triton39": one_launch_triton39,
