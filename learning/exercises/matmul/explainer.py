@@ -39,6 +39,10 @@ STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
 STRIDE_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_stride.json"
 STRIDE_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_stride_triton39.json"
 EARLY_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_early_h100.json"
+RESULTS_H100_EARLY = COURSE_ROOT / "lab" / "results" / "matmul_h100_early_run2_2026-12-07.json"
+RESULTS_H100_EARLY_TRITON39 = COURSE_ROOT / "lab" / "results" / \
+    "matmul_h100_early_triton39_2026-12-07.json"
+EARLY_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_early_h100_triton39.json"
 ONE_LAUNCH = COURSE_ROOT / "lab" / "results" / "matmul_one_launch.json"
 ONE_LAUNCH_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_triton39.json"
 ONE_LAUNCH_H100 = COURSE_ROOT / "lab" / "results" / "matmul_one_launch_h100_2026-12-06.json"
@@ -574,6 +578,16 @@ def shapes_triton39(_numbers=None):
     return shapes(path=RESULTS_TRITON39)
 
 
+def shapes_h100_early(_numbers=None):
+    """``shapes`` for the H100 runs of the product launched early, Triton 3.6."""
+    return shapes(path=RESULTS_H100_EARLY)
+
+
+def shapes_h100_early_triton39(_numbers=None):
+    """``shapes`` for the H100 run of the product launched early, Triton 3.9."""
+    return shapes(path=RESULTS_H100_EARLY_TRITON39)
+
+
 def host(_numbers=None, path: Path = HOST_PROBE):
     """lab/probes/matmul_host_probe.py: where the host's time per call goes, piece by piece."""
     if not path.exists():
@@ -800,6 +814,11 @@ def early(_numbers=None, path: Path = EARLY_PROBE):
                  "(one float added to), that kernel's own time taken off; torch.matmul timed "
                  "the same way in each column. The row the reference chose for each product "
                  "is timed both ways. " + _env_said(data))
+
+
+def early_triton39(_numbers=None):
+    """``early`` for the run with Triton 3.9."""
+    return early(path=EARLY_PROBE_TRITON39)
 
 
 def strides_triton39(_numbers=None):
@@ -1105,6 +1124,8 @@ BLOCKS = {
     "launch": launch,
     "shapes": shapes,
     "shapes_triton39": shapes_triton39,
+    "shapes_h100_early": shapes_h100_early,
+    "shapes_h100_early_triton39": shapes_h100_early_triton39,
     "host": host,
     "edges": edges,
     "edges_triton39": edges_triton39,
@@ -1112,6 +1133,7 @@ BLOCKS = {
     "floor": stream_floor,
     "strides": strides,
     "early": early,
+    "early_triton39": early_triton39,
     "strides_triton39": strides_triton39,
     "one_launch": one_launch,
     "one_launch_triton39": one_launch_triton39,
