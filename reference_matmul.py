@@ -53,10 +53,11 @@ fast:
    the product is large enough for the copy to pay; or, in the rows marked "copies in the
    same launch", by the product's own launch (``_matmul_copied``): each program copies its
    share, waits until every program has (``_all_arrived``), then computes its tiles, so that
-   a call costs the host one launch, as torch.matmul's does. Where the GPU and Triton allow
-   (``EARLY_LAUNCH``), the product is launched early (programmatic dependent launch): its
-   programs are placed as the kernel before it ends, and wait, before reading anything, until
-   that kernel's writes are seen (``_after_the_kernel_before``).
+   a call costs the host one launch, as torch.matmul's does. A small product
+   (``EARLY_MAX_MACS``), where the GPU and Triton allow (``EARLY_LAUNCH``), is launched early
+   (programmatic dependent launch): its programs are placed as the kernel before it ends, and
+   wait, before reading anything, until that kernel's writes are seen
+   (``_after_the_kernel_before``).
 
 Inputs are float32, float16 or bfloat16 (both of one dtype), of any strides; C has their
 dtype and is contiguous. The sum is float32, rounded once to C's dtype. On NVIDIA GPUs
@@ -104,6 +105,12 @@ PAD_WARPS = 4
 #: ``_after_the_kernel_before``): its programs are placed on the multiprocessors as the kernel
 #: before ends, and wait there for that kernel's writes, instead of being launched after it.
 EARLY_LAUNCH = True
+#: ... for products of at most this many multiply-adds. The gap an early launch closes is a
+#: fraction of a microsecond: a share of the call for a product of a few microseconds, noise
+#: for a large one, where at 4096 cubed in float16 the early launch measured slower in each of
+#: three H100 runs (lab/results/matmul_early_h100*.json). 1000 and 1024 cubed and a decoding
+#: step are under it; 2048 cubed is not.
+EARLY_MAX_MACS = 2**31
 #: The copy's tile where the product's own launch copies (``_matmul_copied``): one program
 #: per multiprocessor copies many tiles, one after another, so each is larger.
 COPY_INSIDE_TILE = (64, 256)
@@ -1006,7 +1013,10 @@ class _Plan:
     operands to copy for alignment, the grid, the kernel's arguments past its pointers, and
     the launches. ``copies``, ``aligned`` and ``k_runs`` left None follow the layout; False
     turns the copies, the alignment promises or A's K mask by runs (``_in_k``) off
-    (lab/probes/matmul_edges_probe.py measures what each buys)."""
+    (lab/probes/matmul_edges_probe.py measures what each buys). ``early`` left None follows
+    ``EARLY_LAUNCH`` and ``EARLY_MAX_MACS``; True launches early whatever the size, False the
+    usual way; either only where the GPU and Triton allow it (lab/probes/matmul_early_probe.py
+    measures both ways)."""
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig, *,
                  copies: bool | None = None, aligned: bool | None = None,
@@ -1037,10 +1047,11 @@ class _Plan:
                                              "num_stages": config.num_stages}
         if config.cluster > 1 and not _interpreted():
             options["num_ctas"] = config.cluster
-        # The product's launch made early where the GPU and Triton can (EARLY_LAUNCH); not
-        # the cooperative launch of the copies in the same launch (_matmul_copied)
-        self.early = early is not False and EARLY_LAUNCH and not config.copy_inside and \
-            _early_launch_available(a.device)
+        # The product's launch made early where the GPU and Triton can (EARLY_LAUNCH) and the
+        # product is small (EARLY_MAX_MACS), or where asked (early=True); never the cooperative
+        # launch of the copies in the same launch (_matmul_copied)
+        self.early = (early or (early is None and EARLY_LAUNCH and m * n * k <= EARLY_MAX_MACS)) \
+            and not config.copy_inside and _early_launch_available(a.device)
         if self.early:
             options["launch_pdl"] = True
         c_strides = (n, 1)  # C is contiguous

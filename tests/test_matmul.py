@@ -1144,6 +1144,26 @@ print(json.dumps({**tma, **early, "1000 promised": compile_(1000, 1000, 1000, ro
 """
 
 
+def test_only_small_products_launch_early_unless_asked(monkeypatch):
+    # the GPU's part (Hopper, a Triton with gdc_wait) stood in for: what is decided here is
+    # which products launch early, by their multiply-adds, and what early= and EARLY_LAUNCH do
+    monkeypatch.setattr(rm, "_early_launch_available", lambda device: True)
+    row = rm.INTERPRETER_CONFIG
+
+    def early(m, n, k, **given):
+        a, b = torch.empty(m, k), torch.empty(k, n)
+        return rm._Plan(a, b, row, **given).early
+
+    assert early(1000, 1000, 1000) and early(8, 4096, 4096) and early(1024, 1024, 1024)
+    assert not early(2048, 2048, 2048) and not early(4096, 4096, 512)
+    assert 2048**3 > rm.EARLY_MAX_MACS >= 1024**3
+    assert early(2048, 2048, 2048, early=True) and not early(1000, 1000, 1000, early=False)
+    monkeypatch.setattr(rm, "EARLY_LAUNCH", False)
+    assert not early(1000, 1000, 1000) and early(1000, 1000, 1000, early=True)
+    monkeypatch.setattr(rm, "_early_launch_available", lambda device: False)
+    assert not early(1000, 1000, 1000, early=True)  # where the GPU or Triton cannot, never
+
+
 def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     import json
     import os

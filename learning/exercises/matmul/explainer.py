@@ -38,7 +38,7 @@ ROWS_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_rows.json"
 STREAM_FLOOR = COURSE_ROOT / "lab" / "results" / "matmul_stream_floor.json"
 STRIDE_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_stride.json"
 STRIDE_PROBE_TRITON39 = COURSE_ROOT / "lab" / "results" / "matmul_stride_triton39.json"
-EARLY_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_early_h100.json"
+EARLY_PROBE = COURSE_ROOT / "lab" / "results" / "matmul_early_h100_run2.json"
 RESULTS_H100_EARLY = COURSE_ROOT / "lab" / "results" / "matmul_h100_early_run2_2026-12-07.json"
 RESULTS_H100_EARLY_TRITON39 = COURSE_ROOT / "lab" / "results" / \
     "matmul_h100_early_triton39_2026-12-07.json"
