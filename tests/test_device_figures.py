@@ -106,11 +106,12 @@ def test_the_row_a_t4_keeps_for_float32_compiles_within_its_shared_memory(table)
         from triton.compiler import ASTSource
         import reference_matmul as rm
         fn = rm._matmul
-        types = ["*fp32"] * 4 + ["*i32"] + ["i32"] * 11 + ["constexpr"] * 9
+        types = ["*fp32"] * 4 + ["*i32"] + ["i32"] * 11
+        types += ["constexpr"] * (len(fn.arg_names) - len(types))
         source = ASTSource(fn, dict(zip(fn.arg_names, types)), dict(
             BLOCK_M={row.block_m}, BLOCK_N={row.block_n}, BLOCK_K={row.block_k},
-            GROUP_M={row.group_m}, SPLIT_K=1, EVEN_K=False, ALIGNED=False, VEC=4,
-            C_ALIGNED=False))
+            GROUP_M={row.group_m}, SPLIT_K=1, EVEN_K=False, K_RUNS=False, ALIGNED=False,
+            VEC=4, C_ALIGNED=False, EARLY=False))
         kernel = triton.compile(source, target=GPUTarget("cuda", 75, 32),
                                 options=dict(num_warps={row.num_warps},
                                              num_stages={row.num_stages}))
