@@ -51,11 +51,19 @@ COURSE_TOP_LEVEL = ("triton_kernels", "reference_matmul", "reference_attention",
 
 def course_module(error: ImportError) -> str | None:
     """The course's own module that could not be imported (a file of the course removed or
-    renamed by hand), or None for any other import."""
+    renamed by hand), or None for any other import: only a module whose file, or whose
+    package's files, the course's list of its files (``course_files.sha256``) names."""
     name = getattr(error, "name", None) or ""
-    if name.startswith("learning.") or name.split(".")[0] in COURSE_TOP_LEVEL:
-        return name
-    return None
+    if not (name.startswith("learning.") or name.split(".")[0] in COURSE_TOP_LEVEL):
+        return None
+    path = name.replace(".", "/")
+    listed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "course_files.sha256")
+    try:
+        with open(listed, encoding="utf-8") as lines:
+            names = [line.partition("  ")[2].strip() for line in lines]
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name if any(n == f"{path}.py" or n.startswith(f"{path}/") for n in names) else None
 
 
 def course_message(error: ImportError) -> str:

@@ -1879,6 +1879,22 @@ def test_a_course_file_removed_by_hand_is_named_in_one_line(tmp_path, command):
     assert line.endswith("git checkout -- learning puts the course's files back")
 
 
+def test_only_a_module_the_course_lists_is_called_the_courses_own():
+    # an import of a name under learning. that the course never had (a learner's typo in code
+    # a command imports) is not said to be a course file gone missing
+    from learning import broken_install
+
+    def named(name):
+        error = ImportError(f"No module named {name!r}")
+        error.name = name
+        return broken_install.course_module(error)
+
+    assert named("learning.exercises.softmax.exercise") == "learning.exercises.softmax.exercise"
+    assert named("learning.grader") == "learning.grader"  # a package: its files are listed
+    assert named("triton_kernels") == "triton_kernels"
+    assert named("learning.no_such_module") is None and named("numpy") is None
+
+
 def test_ctrl_c_while_a_command_is_still_importing_ends_in_one_line():
     # before the command's own handling of Ctrl-C is in place (its imports take a moment)
     done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['-m']; "
