@@ -367,6 +367,32 @@ def test_a_mistake_that_agrees_with_a_known_one_on_a_case_is_told_so_not_named(t
     assert cases[passed].passed  # the case it names is one the learner did pass
 
 
+def test_a_ruled_out_mistake_names_the_passed_case_its_replay_or_its_error_fails():
+    from learning.grader import judging
+    from learning.grader.replays import Expected
+
+    class Fails:  # predicts a failure on every case
+        def predicts_failure(self, *case):
+            return True
+
+    class Passes:
+        def predicts_failure(self, *case):
+            return False
+
+    passed = Expected((), np.zeros(2), 1e-12, 1e-9)
+    names = {id(passed): "no edge anywhere"}
+
+    def said(detect, raises):
+        bug = type("B", (), {"cause": "the K loop stops early: fix it", "detect": detect,
+                             "raises": raises})()
+        return judging._ruled_out(bug, [passed], names)
+
+    for detect, raises in ((Fails(), None), (Passes(), Fails())):  # by its replay, its error
+        assert "passed case 'no edge anywhere', which that mistake fails" in said(detect, raises)
+        assert "(the K loop stops early)" in said(detect, raises)
+    assert "wrong in different ways" in said(Passes(), None)  # ruled out by another output
+
+
 def test_a_failure_points_at_the_hint_the_command_then_shows(tmp_path, capsys):
     from learning import check
 

@@ -137,11 +137,13 @@ def _ruled_out(bug, passed: list[Expected], names: dict[int, str]) -> str:
     """What a bug whose replay gives this case's output exactly, ruled out by other cases, is
     said to be: an observation, not a cause."""
     mistake = bug.cause.split(":")[0].split(". ")[0]
-    predict = getattr(bug.detect, "predicts_failure", None)
+    predicts = [p for p in (getattr(check, "predicts_failure", None)
+                            for check in (bug.detect, bug.raises)) if p is not None]
     failing = [names[id(case)] for case in passed
-               if id(case) in names and predict is not None and predict(*case)]
+               if id(case) in names and any(p(*case) for p in predicts)]
+    # contradicted() rules a bug out either way: a passed case it fails, or another output
     why = (f"your code passed case '{failing[0]}', which that mistake fails" if failing else
-           "your code gives another wrong output than that mistake on another case")
+           "on another case your code and that mistake are wrong in different ways")
     return (f"this output is exactly what a known mistake gives ({mistake}), but {why}: "
             f"yours is another mistake that agrees with it here")
 
