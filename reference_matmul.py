@@ -1306,14 +1306,89 @@ TIE = 1.05
 HOST_GAIN = 0.85
 
 
+#: Rounds in which the host's time per call of the rows tied on the GPU is measured in turns
+#: (``_host_in_turns``).
+HOST_ROUNDS = 5
+
+#: The copies of a product's inputs an early plan is timed over (``_back_to_back_ms``): at
+#: least twice the L2 cache together, at most this many; and the calls in its graph, at least
+#: (the first waits for the kernel before it, which the rest do not).
+MAX_INPUT_COPIES, GRAPH_CALLS = 16, 10
+
+
+def _inputs_beyond_l2(a: torch.Tensor, b: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+    """(a, b) and as many copies as it takes for all of them together to be twice the L2
+    cache: calls that go round them find each pair evicted, as a model's next layer would."""
+    l2 = getattr(torch.cuda.get_device_properties(a.device), "L2_cache_size", 0) or 64 << 20
+    one = a.numel() * a.element_size() + b.numel() * b.element_size()
+    copies = min(MAX_INPUT_COPIES, max(1, -(-2 * l2 // one)))
+    return [(a, b)] + [(_copy_of(a), _copy_of(b)) for _ in range(copies - 1)]
+
+
+def _copy_of(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with ``t``'s strides, which the plan's arguments were worked out from
+    (a clone of a view with gaps between its rows would be made contiguous); ``t`` itself
+    where its elements overlap (stride 0), which no copy can keep."""
+    copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    try:
+        return copy.copy_(t)
+    except RuntimeError:  # more than one element at one address
+        return t
+
+
+def _back_to_back_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> float:
+    """The GPU's milliseconds per call of ``plan``, its calls back to back over copies of
+    the inputs (``_inputs_beyond_l2``), recorded into one CUDA graph and the graph replayed,
+    as ``python -m learning.bench matmul`` times them. An early plan is timed so because the
+    early launch acts only between calls: timed one call at a time after the L2 is cleared,
+    its programs wait for the clearing kernel's end like any other kernel's. So timed, the
+    choices of two H100 runs for the decoding step in bfloat16 took rows that the bench then
+    measured 8 % apart (lab/results/matmul_h100_early*_2026-12-07.json)."""
+    inputs = _inputs_beyond_l2(a, b)
+    inputs *= -(-GRAPH_CALLS // len(inputs))  # whole rounds over the copies
+    stream = torch.cuda.Stream(a.device)
+    stream.wait_stream(torch.cuda.current_stream(a.device))
+    with torch.cuda.stream(stream):  # compiled and launched once before the capture
+        plan(a, b)
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for x, y in inputs:
+            plan(x, y)
+    ms = _time_ms(graph.replay) / len(inputs)
+    del graph  # its memory (the calls' outputs) back to the allocator
+    return ms
+
+
 def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    """The GPU's time for one call of this plan, and the host's time to make one call."""
-    device = _time_ms(lambda: plan(a, b))
+    """The GPU's time for one call of this plan (for an early plan, back to back:
+    ``_back_to_back_ms``), and the host's time to make one call."""
+    device = _back_to_back_ms(plan, a, b) if plan.early else _time_ms(lambda: plan(a, b))
     # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
     # as plain in a few calls, and its first call should not wait for many
-    calls = max(5, min(50, int(2.0 / max(device, 1e-3))))
-    host = _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)), calls)
-    return device, host
+    return device, _call_ms(plan, a, b, device)
+
+
+def _call_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor, device_ms: float) -> float:
+    """The host's milliseconds per call of ``plan`` (``_host_ms``), as ``matmul`` calls it."""
+    # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
+    # as plain in a few calls, and its first call should not wait for many
+    calls = max(5, min(50, int(2.0 / max(device_ms, 1e-3))))
+    return _host_ms(lambda: (_PLANS.get(_key(a, b)), _launch(plan, a, b)), calls)
+
+
+def _host_in_turns(device_ms: dict, a: torch.Tensor, b: torch.Tensor) -> dict:
+    """The host's milliseconds per call of each plan in ``device_ms`` (plan: the GPU's ms for
+    it), measured in turns: ``HOST_ROUNDS`` rounds, each timing every plan once, and the
+    median round kept. The host's speed drifts (clocks, other programs) over many calls:
+    measured one row after another, rows that launch alike came out up to twice apart in one
+    H100 run (lab/results/matmul_choice_early_h100_2026-12-07.json); in turns, a drift lands
+    on each row alike."""
+    took = {plan: [] for plan in device_ms}
+    for _ in range(HOST_ROUNDS):
+        for plan, ms in device_ms.items():
+            took[plan].append(_call_ms(plan, a, b, ms))
+    return {plan: sorted(t)[len(t) // 2] for plan, t in took.items()}
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
@@ -1322,7 +1397,8 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     launches per call (the copies made in the product's own launch, not a launch of their
     own: a launch costs the host microseconds on every call, which no timing's noise can
     hide or fake), and of those the fastest, or the one cheapest to launch where its call
-    costs the host less than ``HOST_GAIN`` times that fastest's. A row
+    costs the host less than ``HOST_GAIN`` times that fastest's (the tied rows' calls timed
+    again, in turns: ``_host_in_turns``). A row
     that fails on this GPU (too much shared memory, a compiler's refusal) is skipped, and the
     chosen plan says which in ``skipped``; if every row fails, the first error is raised."""
     plans = [_Plan(a, b, row) for row in _candidates(a, b)]
@@ -1341,8 +1417,10 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> _Plan:
     fewest = min(plan.launches for plan in tied)
     tied = [plan for plan in tied if plan.launches == fewest]
     fastest = min(tied, key=lambda plan: times[plan][0])
-    cheapest = min(tied, key=lambda plan: times[plan][1])
-    best = cheapest if times[cheapest][1] < times[fastest][1] * HOST_GAIN else fastest
+    host = _host_in_turns({plan: times[plan][0] for plan in tied}, a, b) \
+        if len(tied) > 1 else {fastest: times[fastest][1]}
+    cheapest = min(tied, key=lambda plan: host[plan])
+    best = cheapest if host[cheapest] < host[fastest] * HOST_GAIN else fastest
     best.skipped = {row.label: f"{type(e).__name__}: {str(e)[:200]}" for row, e in skipped.items()}
     return best
 

@@ -747,6 +747,33 @@ def test_the_fastest_kernel_wins_and_a_tie_goes_to_the_cheaper_launch(device, fr
     assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[0]
 
 
+def test_a_drift_of_the_hosts_speed_does_not_pick_the_row(device, fresh_plans, monkeypatch):
+    # Two rows tied on the GPU whose calls cost the host the same, but the host ran fast while
+    # the second row's calls were first timed (the first of its figures below): the tied rows
+    # are timed again in turns, the drift lands in one round of HOST_ROUNDS, and the faster
+    # kernel wins. A host cost that is really lower, in every round, still wins the tie.
+    rows = (rm.TileConfig(32, 32, 32, 4, 4, 1), rm.TileConfig(16, 64, 32, 2, 4, 1))
+    gpu = {rows[0]: 0.0100, rows[1]: 0.0102}
+    timed_as(monkeypatch, rows, gpu, {})
+    ran = []
+    monkeypatch.setattr(rm._Plan, "__call__", lambda plan, a, b, real=rm._Plan.__call__:
+                        (ran.append(plan.config), real(plan, a, b))[1])
+
+    def host_ms(fn, calls):  # each row's next figure; the last one over and over
+        fn()
+        figures = host[ran[-1]]
+        return figures.pop(0) if len(figures) > 1 else figures[0]
+
+    monkeypatch.setattr(rm, "_host_ms", host_ms)
+    a = integers((40, 50), torch.float16, device, 8)
+    b = integers((50, 30), torch.float16, device, 9)
+    host = {rows[0]: [0.015], rows[1]: [0.005, 0.005, 0.015]}  # fast in the first pass, once
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[0]
+    host = {rows[0]: [0.015], rows[1]: [0.005]}  # cheaper in every round
+    rm.forget_choices()
+    assert exact(a, b, rm.matmul(a, b)) and rm.chosen_config(a, b) == rows[1]
+
+
 def test_a_tie_goes_to_the_row_that_makes_fewer_launches(device, fresh_plans, monkeypatch):
     # rows 2 bytes off 16, copied: by a launch of their own (the first two rows) or in the
     # product's launch (the third); within TIE on the GPU, one launch wins, though its kernel
@@ -1164,6 +1191,20 @@ def test_only_small_products_launch_early_unless_asked(monkeypatch):
     assert not early(1000, 1000, 1000, early=True)  # where the GPU or Triton cannot, never
 
 
+def test_the_copies_an_early_plan_is_timed_over_keep_the_inputs_strides():
+    # the plan's arguments hold the strides of the inputs it was made for: a copy of a view
+    # with gaps between rows made contiguous would be read with the gaps, past its end
+    wide = torch.randn(6, 10)
+    view = wide[:, :7]
+    copy = rm._copy_of(view)
+    assert copy.stride() == view.stride() and torch.equal(copy, view)
+    assert copy.data_ptr() != view.data_ptr()
+    transposed = torch.randn(7, 6).t()
+    assert rm._copy_of(transposed).stride() == transposed.stride()
+    repeated = torch.randn(1, 7).expand(6, 7)  # one row at six places: no copy can keep that
+    assert rm._copy_of(repeated) is repeated
+
+
 def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     import json
     import os
@@ -1362,6 +1403,37 @@ def test_a_product_launched_early_reads_the_whole_product_before_it(fresh_plans,
     assert torch.equal(x, want), (shape, plan.config.label, plan.early)
     if rm._early_launch_available(a.device):
         assert plan.early  # the chain above ran launched early
+
+
+@pytest.mark.gpu
+def test_an_early_product_is_chosen_on_back_to_back_calls_over_evicted_inputs(fresh_plans,
+                                                                              monkeypatch):
+    # The decoding step launches early where the GPU can: the choice times each row as the
+    # bench does, calls back to back over copies of the inputs twice the L2 cache together
+    # (16 at most), and the chosen plan is still right, with its split's workspace made
+    # outside the graph it was timed in (a workspace made in a capture holds no zeros).
+    a = torch.randn(8, 4096, device="cuda").bfloat16()
+    b = torch.randn(4096, 4096, device="cuda").bfloat16()
+    timed, copies = [], []
+    real_inputs = rm._inputs_beyond_l2
+    monkeypatch.setattr(rm, "_back_to_back_ms",
+                        lambda plan, x, y, real=rm._back_to_back_ms: timed.append(plan.config)
+                        or real(plan, x, y))
+    monkeypatch.setattr(rm, "_inputs_beyond_l2",
+                        lambda x, y: copies.append(real_inputs(x, y)) or copies[-1])
+    first = rm.matmul(a, b)
+    plan = rm._PLANS[rm._key(a, b)]
+    if not plan.early:
+        pytest.skip("this GPU or Triton cannot launch early (Hopper and Triton 3.4 or later)")
+    assert set(timed) == set(rm._candidates(a, b))  # every row timed back to back
+    l2 = torch.cuda.get_device_properties(a.device).L2_cache_size
+    bytes_per_pair = (a.numel() + b.numel()) * a.element_size()
+    assert all(len(pairs) == min(rm.MAX_INPUT_COPIES, -(-2 * l2 // bytes_per_pair))
+               for pairs in copies)
+    assert all(y.data_ptr() != b.data_ptr() for _, y in copies[0][1:])
+    for _ in range(3):
+        assert close_on_sampled_rows(a, b, first, 1.6e-2)
+        first = rm.matmul(a, b)
 
 
 @pytest.mark.gpu

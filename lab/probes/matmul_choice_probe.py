@@ -4,14 +4,17 @@ way of timing the rows would choose.
     PYTHONPATH=. python lab/probes/matmul_choice_probe.py --json lab/results/matmul_choice.json
 
 For each product and dtype, every row the reference's first call times (``_candidates``) is
-measured three ways: as the choice times it today (one call at a time between CUDA events,
-``reference_matmul._time_ms``), as the same calls replayed back to back from a CUDA graph on the
+measured four ways: as the choice times it (``reference_matmul._times_ms``: a plan launched
+early back to back over copies of the inputs, any other one call at a time), one call at a time
+between CUDA events (``reference_matmul._time_ms``, how every row was timed before early
+plans were timed back to back), as the same calls replayed back to back from a CUDA graph on the
 same inputs, and as ``python -m learning.bench matmul`` times it (a graph over copies of the
 inputs too large together for L2; median of --rounds); and the host's time per call as the
 choice measures it. Then each rule's pick (the fastest on the GPU, and of the rows within the
-tie of it the one cheapest to launch) with the bench's figures for it beside torch.matmul's: the
-rule the reference uses today, and the same rule on the graph's times, with today's tie and a
-wider one. On an H200 with Triton 3.6 today's rule picked, at 1024 and 2048 cubed, rows the
+tie of it the one cheapest to launch) with the bench's figures for it beside torch.matmul's:
+the row ``reference_matmul._choose`` picks when run again (its own timings; the host's
+timed again in turns for the tied rows), the rule on the choice's first timings, on the
+events', on the bench's own, and on the graph's times with today's tie and a wider one. On an H200 with Triton 3.6 today's rule picked, at 1024 and 2048 cubed, rows the
 bench measured at 0.88-0.89 of torch.matmul (lab/results/matmul.json, 2026-12-05); at 1024 cubed
 in bf16 the row it picked timed 9 % slower, in the same probe run, than the fastest row there
 (lab/results/matmul_rows.json).
@@ -74,9 +77,10 @@ def main() -> None:
             for row in rm._candidates(a, b):
                 try:
                     plan = rm._Plan(a, b, row)
-                    event, host = rm._times_ms(plan, a, b)  # what the choice measures
+                    choice, host = rm._times_ms(plan, a, b)  # what the choice measures
                     measured[row.label] = {
-                        "event_ms": event, "host_ms": host, "graph_ms": graph_ms(plan, a, b),
+                        "event_ms": rm._time_ms(lambda: plan(a, b)), "choice_ms": choice,
+                        "early": plan.early, "host_ms": host, "graph_ms": graph_ms(plan, a, b),
                         "bench_us": bench._median([bench.device_us(plan, inputs, quick=False)
                                                    for _ in range(options.rounds)]),
                         "call_us": bench.call_us(plan, a, b, quick=False)}
@@ -86,7 +90,10 @@ def main() -> None:
             torch_us = bench._median([bench.device_us(torch.matmul, inputs, quick=False)
                                       for _ in range(options.rounds)])
             torch_call = bench.call_us(torch.matmul, a, b, quick=False)
-            rules = {f"today: events, tie {rm.TIE:.2f}": pick(measured, "event_ms", rm.TIE)}
+            rules = {"matmul's own choice": rm._choose(a, b).config.label,
+                     f"choice, tie {rm.TIE:.2f}": pick(measured, "choice_ms", rm.TIE),
+                     f"events, tie {rm.TIE:.2f}": pick(measured, "event_ms", rm.TIE),
+                     f"bench, tie {rm.TIE:.2f}": pick(measured, "bench_us", rm.TIE)}
             for tie in TIES:
                 rules[f"graph, tie {tie:.2f}"] = pick(measured, "graph_ms", tie)
             report.append({"dtype": dtype, "M": m, "N": n, "K": k, "torch_us": torch_us,

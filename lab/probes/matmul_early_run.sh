@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The early launch measured on one GPU in one call: the probe that times each product with
-# and without it, then the bench over issue 36's products (the figures lab/RESULTS.md reads).
+# and without it, the bench over issue 36's products (the figures lab/RESULTS.md reads), how
+# the choice's timing of the early products' rows agrees with the bench's, and the GPU tests
+# of the early launch.
 #
 #     OUT=/some/folder bash lab/probes/matmul_early_run.sh
 set -u
@@ -22,6 +24,11 @@ echo "## bench: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/bench-matmu
 tail -n 40 "$OUT/bench-matmul.log"
 tail -n 30 "$OUT/matmul_early.txt"
 start=$SECONDS
-timeout 150 python -m pytest -q tests/test_matmul.py -k "launched_early or every_skinny_row" \
+timeout 200 python lab/probes/matmul_choice_probe.py --sizes 8x4096x4096,1000,1024 \
+    --json "$OUT/matmul_choice_early.json" > "$OUT/matmul_choice_early.txt" 2>&1
+echo "## choice probe: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/matmul_choice_early.txt"
+tail -n 24 "$OUT/matmul_choice_early.txt"
+start=$SECONDS
+timeout 150 python -m pytest -q tests/test_matmul.py -k "launched_early or every_skinny_row or early_product_is_chosen" \
     > "$OUT/pytest-gpu-matmul-early-chain.log" 2>&1
 echo "## early-chain tests: exit $? after $((SECONDS - start)) s; $(tail -n 1 "$OUT/pytest-gpu-matmul-early-chain.log")"
