@@ -14,9 +14,10 @@ choice measures it. Then each rule's pick (the fastest on the GPU, and of the ro
 tie of it the one cheapest to launch) with the bench's figures for it beside torch.matmul's:
 the row ``reference_matmul._choose`` picks when run again (its own timings; the host's
 timed again in turns for the tied rows), the rule on the choice's first timings, on the
-events', on the bench's own, and on the graph's times with today's tie and a wider one. On an H200 with Triton 3.6 today's rule picked, at 1024 and 2048 cubed, rows the
-bench measured at 0.88-0.89 of torch.matmul (lab/results/matmul.json, 2026-12-05); at 1024 cubed
-in bf16 the row it picked timed 9 % slower, in the same probe run, than the fastest row there
+events', on the bench's own, and on the graph's times with today's tie and a wider one. On an
+H200 with Triton 3.6 the rule of 2026-12-05 picked, at 1024 and 2048 cubed, rows the bench measured
+at 0.88-0.89 of torch.matmul (lab/results/matmul.json, 2026-12-05); at 1024 cubed in bf16 the row
+it picked timed 9 % slower, in the same probe run, than the fastest row there
 (lab/results/matmul_rows.json).
 """
 
@@ -79,7 +80,8 @@ def main() -> None:
                     plan = rm._Plan(a, b, row)
                     choice, host = rm._times_ms(plan, a, b)  # what the choice measures
                     measured[row.label] = {
-                        "event_ms": rm._time_ms(lambda: plan(a, b)), "choice_ms": choice,
+                        "event_ms": rm._time_ms(lambda p=plan, x=a, y=b: p(x, y)),
+                        "choice_ms": choice,
                         "early": plan.early, "host_ms": host, "graph_ms": graph_ms(plan, a, b),
                         "bench_us": bench._median([bench.device_us(plan, inputs, quick=False)
                                                    for _ in range(options.rounds)]),
