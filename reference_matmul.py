@@ -1345,7 +1345,7 @@ def _back_to_back_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> float:
     choices of two H100 runs for the decoding step in bfloat16 took rows that the bench then
     measured 8 % apart (lab/results/matmul_h100_early*_2026-12-07.json)."""
     inputs = _inputs_beyond_l2(a, b)
-    inputs *= -(-GRAPH_CALLS // len(inputs))  # whole rounds over the copies
+    inputs = inputs * -(-GRAPH_CALLS // len(inputs))  # whole rounds over the copies
     stream = torch.cuda.Stream(a.device)
     stream.wait_stream(torch.cuda.current_stream(a.device))
     with torch.cuda.stream(stream):  # compiled and launched once before the capture
