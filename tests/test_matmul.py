@@ -1643,7 +1643,13 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
         return [function(a, b) for a, b in inputs] and 2000.0
 
     monkeypatch.setattr(bench_matmul, "device_us", fake_device_us)
-    monkeypatch.setattr(bench_matmul, "call_us", lambda function, a, b, quick, us: 10.0)
+    turns = []
+
+    def fake_call_us(function, a, b, quick, us, share):  # the host drifts: the 2nd turn slow
+        turns.append((function, share))
+        return 50.0 if len(turns) in (4, 5, 6) else 10.0
+
+    monkeypatch.setattr(bench_matmul, "call_us", fake_call_us)
     monkeypatch.setattr(rowwise, "median_ms", lambda fn, quick=False: (fn(), 2.0)[1])
     assert bench_matmul.try_small(solution.matmul_triton) == ""
     # an L2 cache of 20 KB: two pairs of 70 x 40 and 40 x 50 half floats (9600 bytes) are
@@ -1654,6 +1660,11 @@ def test_the_bench_checks_then_times_each_implementation(monkeypatch):
     assert timed == [5, 5, 5] and all(r["input_copies"] == 5 for r in rows)
     assert all(r["correct"] and r["tflops"] == 2 * 70 * 50 * 40 / 2e-3 / 1e12 for r in rows)
     assert all(r["device_us"] == 2000.0 and r["call_us"] == 10.0 for r in rows)
+    # the three implementations' calls taken in turns, each turn a share of the calls, and a
+    # turn when the host ran slow lands on each alike and is outvoted
+    assert len(turns) == 3 * bench_matmul.CALL_TURNS and len({f for f, _ in turns[:3]}) == 3
+    assert [f for f, _ in turns] == [f for f, _ in turns[:3]] * bench_matmul.CALL_TURNS
+    assert all(share == bench_matmul.CALL_TURNS for _, share in turns)
     assert "copy_fraction" not in rows[1]  # 70 rows: judged by FLOPs, not bytes
     assert rows[1]["config"] == rm.INTERPRETER_CONFIG.label
     assert "| fp16 | 70 x 50 x 40 |" in "\n".join(bench_matmul.table_lines(rows))

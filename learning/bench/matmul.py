@@ -16,7 +16,9 @@ own order of summation passes), and only then times it, two ways:
   cleared before each); the median replay over the number of calls. No host work is in it.
 - call time: the host's wall time per call of the Python function, called back to back in
   eager mode with nothing waiting for the GPU; the clock stops before the one synchronize at
-  the end. It is the price of the call itself, whatever the kernel.
+  the end. It is the price of the call itself, whatever the kernel. The implementations are
+  timed in turns (a share of the calls each, ``CALL_TURNS`` times over, the median turn kept),
+  so that a drift of the host's speed does not land on one of them only.
 
 The first call of a product is the check, which is also when the reference chooses its tiles;
 neither timing includes it. ``--rounds R`` repeats the whole sweep; tables show medians over
@@ -62,6 +64,7 @@ SKINNY_M = 16  # products of at most this many rows are judged by bytes, not FLO
 # ceiling), and the reference's call time over torch.matmul's (at most 1.5).
 DEVICE_GOAL, SKINNY_DEVICE_GOAL, COPY_GOAL, CALL_GOAL = 0.9, 1.0, 0.75, 1.5
 GRAPH_CALLS = 10  # calls per CUDA graph at least (more where more input copies are needed)
+CALL_TURNS = 5  # the implementations' call times are taken in this many turns each
 MAX_COPIES = 16
 TIMING = {
     "device": "GPU time per call: the calls recorded back to back into one CUDA graph, cycling "
@@ -69,7 +72,8 @@ TIMING = {
               "under triton.testing.do_bench (CUDA events, L2 cleared before each replay); "
               "median replay / calls",
     "call": "host wall time per call of the Python function, called back to back in eager "
-            "mode; the clock stops before the one synchronize at the end",
+            "mode; the clock stops before the one synchronize at the end; the implementations "
+            f"timed in turns, {CALL_TURNS} each, the median turn kept",
 }
 
 
@@ -227,13 +231,13 @@ def device_us(function, inputs: list[tuple], quick: bool) -> float:
     return ms * 1e3 / len(calls)
 
 
-def call_us(function, a, b, quick: bool, device_us: float = 0.0) -> float:
+def call_us(function, a, b, quick: bool, device_us: float = 0.0, share: int = 1) -> float:
     """The host's microseconds per call (TIMING["call"]): 200 calls (50 with --quick), fewer
     where the GPU needs more than 20 ms for them (the host's figure is the same; only the wait
-    at the end grows), 20 at least."""
+    at the end grows), 20 at least; a ``share`` of that where the calls are timed in turns."""
     import torch
 
-    calls = max(20, min(50 if quick else 200, int(20_000 / max(device_us, 1.0))))
+    calls = max(20, min(50 if quick else 200, int(20_000 / max(device_us, 1.0))) // share)
     function(a, b)
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -273,8 +277,7 @@ def measure_size(m: int, n: int, k: int, dname: str, quick: bool, learner, say,
                            device_timing="events",
                            note=f"no CUDA graph ({type(exc).__name__}): device time from "
                                 "events around each call, host time included")
-            row.update(call_us=call_us(function, a, b, quick, row["device_us"]),
-                       input_copies=len(inputs))
+            row["input_copies"] = len(inputs)
             row.update(ms=row["device_us"] / 1e3, tflops=tflops(m, n, k, row["device_us"] / 1e3),
                        gbps=product_bytes(m, n, k, dname) / row["device_us"] / 1e3)
             if ceiling_gbps and m <= SKINNY_M:
@@ -284,9 +287,24 @@ def measure_size(m: int, n: int, k: int, dname: str, quick: bool, learner, say,
                 row["config"] = chosen.label if chosen else "-"
         else:
             row.setdefault("note", f"wrong (relative error {error:.3g}): not timed")
-        rows.append(row)
+        rows.append((row, function))
+    time_calls_in_turns([(row, f) for row, f in rows if row["correct"]], a, b, quick)
+    for row, _ in rows:
         say(row)
-    return rows
+    return [row for row, _ in rows]
+
+
+def time_calls_in_turns(timed: list[tuple[dict, object]], a, b, quick: bool) -> None:
+    """Each row's call_us (TIMING["call"]): the implementations' calls timed in turns, a
+    share of the calls each, CALL_TURNS times over, and the median turn kept. The host's speed
+    drifts (clocks, other programs) over a run: timed one implementation after the other, a
+    drift lands on one of them, and the ratio of the two calls moves with it."""
+    took = {id(row): [] for row, _ in timed}
+    for _ in range(CALL_TURNS):
+        for row, function in timed:
+            took[id(row)].append(call_us(function, a, b, quick, row["device_us"], CALL_TURNS))
+    for row, _ in timed:
+        row["call_us"] = _median(took[id(row)])
 
 
 def _median_ms(fn, quick: bool) -> float:
