@@ -37,12 +37,14 @@ fast:
    adds the others' (``_finish_tile``), in the same launch.
 4. ``matmul(a, b)``: checks its arguments (with the numbers and the fix in every message) and
    launches. The first call for a product (its shapes, strides, dtype, device and the
-   alignment of its pointers) times the table's rows, as ``triton.autotune`` would, and
-   remembers the best in a ``_Plan``, with the kernel that Triton compiled for it: of the
+   alignment of its pointers) times the table's rows, as ``triton.autotune`` would (a product
+   launched early, below, in calls back to back, as the bench times it: ``_back_to_back_ms``),
+   and remembers the best in a ``_Plan``, with the kernel that Triton compiled for it: of the
    rows within 5 % of the fastest on the GPU (``TIE``), those that launch fewest kernels per
    call, and of them the one whose call costs the host least, where it costs clearly less
-   than the fastest's (``HOST_GAIN``; a small product's kernel can end before the next call
-   is launched, and then the launch is what a program waits for). Every later call for that
+   than the fastest's (``HOST_GAIN``, the tied rows' calls timed in turns; a small product's
+   kernel can end before the next call is launched, and then the launch is what a program
+   waits for). Every later call for that
    product skips the checks, the choice and Triton's own launch path (which binds,
    specializes and looks the kernel up again on every call): it launches the compiled kernel
    directly (``_direct_launcher``), and where the kernel takes tensor descriptors, encodes each
