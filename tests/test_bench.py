@@ -239,6 +239,17 @@ def test_lesson_facts_sections_say_how_to_measure_until_the_json_is_committed(mo
         assert text.startswith("Not measured yet") and "lab/probes/lesson_facts.py" in text, name
 
 
+def test_a_fact_measured_before_its_script_moved_says_where_the_script_is_now():
+    from learning.explainers import facts
+
+    env = {"device": "NVIDIA H200", "mode": "compiled", "torch": "2.11", "triton": "3.6",
+           "date": "2026-12-01"}
+    old = facts.provenance({"env": env, "command": "bench/lesson_facts.py"})
+    assert "by `bench/lesson_facts.py` (the script is now `lab/probes/lesson_facts.py`)" in old
+    new = facts.provenance({"env": env, "command": "lab/probes/lesson_facts.py --out x.json"})
+    assert new.endswith("by `lab/probes/lesson_facts.py --out x.json`.")
+
+
 @pytest.mark.exhaustive  # a lab probe run whole
 @pytest.mark.interpreter
 def test_lesson_facts_runs_in_the_interpreter_and_its_json_renders(monkeypatch, tmp_path):

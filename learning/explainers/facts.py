@@ -19,7 +19,8 @@ from learning.explainers.page import Table, Text
 
 RESULTS = COURSE_ROOT / "lab" / "results" / "lesson_facts.json"
 GPU_RESULTS = COURSE_ROOT / "lab" / "results" / "softmax.json"  # the GPU the course measured
-COMMAND = "PYTHONPATH=. python lab/probes/lesson_facts.py --out lab/results/lesson_facts.json"
+SCRIPT = "lab/probes/lesson_facts.py"
+COMMAND = f"PYTHONPATH=. python {SCRIPT} --out lab/results/lesson_facts.json"
 
 
 def load(path: Path | None = None) -> dict | None:
@@ -41,8 +42,11 @@ def provenance(data: dict) -> str:
     where = env["device"] if env.get("mode") == "compiled" else \
         f"{env['device']} (not a GPU: these are not a GPU's figures)"
     cuda = f", CUDA {env['cuda']}" if env.get("cuda") else ""
+    command = data["command"]
+    # a run recorded before the script moved names it where it was then
+    moved = "" if SCRIPT in command else f" (the script is now `{SCRIPT}`)"
     return (f"Measured on the {where}, torch {env['torch']}, triton {env['triton']}{cuda}, "
-            f"{env['date']}, by `{data['command']}`.")
+            f"{env['date']}, by `{command}`{moved}.")
 
 
 def _ulp(value: float) -> str:
