@@ -142,3 +142,36 @@ def test_a_kernel_given_a_tuple_is_still_rejected_for_what_the_gpu_cannot_run(tm
     check = result.parts[0].compile_check
     assert check.compiled and {c.status for c in check.compiled} == {"rejected"}, check.compiled
     assert result.parts[0].status == "failed"
+
+
+@pytest.mark.interpreter
+def test_a_launch_keyword_triton_does_not_take_is_named_not_blamed_on_a_type(tmp_path):
+    # The interpreter ignores a keyword that is neither a parameter nor an option of Triton's
+    # launch (num_warp for num_warps); a GPU's launch refuses it. The compile check names it
+    # and the option it may have meant, where it used to say an argument had no GPU type.
+    text = solution_text("softmax").replace("BLOCK=block)", "BLOCK=block, num_warp=4)")
+    assert "num_warp=4" in text
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    check = result.parts[0].compile_check
+    assert check.compiled and {c.status for c in check.compiled} == {"refused"}, check.compiled
+    said = check.compiled[0].message
+    assert "num_warp=4" in said and "did you mean num_warps?" in said, said
+    assert "KeyError" in said and "type" not in said, said
+    assert result.parts[0].status == "failed"
+    from rich.console import Console
+
+    from learning.grader import report
+
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    shown = console.export_text()
+    assert "(a GPU's launch would refuse it)" in shown and "compiler rejected" not in shown
+    # options Triton does take (launch_pdl where this Triton has it, which the interpreter
+    # ignores too) are no mistake: the kernel compiles
+    pdl = ", launch_pdl=False" if "launch_pdl" in gpu_compile.launch_option_names() else ""
+    text = solution_text("softmax").replace("BLOCK=block)",
+                                            f"BLOCK=block, num_warps=4, num_stages=2{pdl})")
+    result = grade_text(tmp_path, "softmax", text, ["triton"])
+    check = result.parts[0].compile_check
+    assert check.compiled and {c.status for c in check.compiled} == {"ok"}, check.compiled
+    assert result.ok

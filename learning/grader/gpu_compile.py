@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import pickle
@@ -168,9 +169,10 @@ class Compiled:
     """What the GPU compiler said about one launch."""
 
     kernel: str
-    # "ok", "rejected" (the learner's code), "unvouched" (the learner's code changed the check's
-    # own, or a kernel that ran could not be given to the compiler: nothing it says stands) or
-    # "not-checked" (our side)
+    # "ok", "rejected" (the learner's code), "refused" (the learner's launch, which Triton's
+    # launch on a GPU would refuse before compiling), "unvouched" (the learner's code changed
+    # the check's own, or a kernel that ran could not be given to the compiler: nothing it says
+    # stands) or "not-checked" (our side)
     status: str
     message: str = ""
     line: int | None = None  # the line of the learner's file the compiler pointed at
@@ -262,7 +264,7 @@ class LaunchRecorder:
                 launch = dataclasses.replace(launch, path=NO_FILE)
         if launch is None:
             return None
-        if launch.path not in (DESCRIPTOR, NO_TYPES):
+        if launch.path not in NOT_COMPILED:
             # read here, at every launch: a global can be one thing where the kernel runs and
             # another where it is compiled (an object of the learner's here, None there), or
             # another thing at the next launch
@@ -305,7 +307,7 @@ class LaunchRecorder:
             return
         current[2] = True
         kernel, launch = current[0], current[1]
-        if launch is None or launch.path in (DESCRIPTOR, NO_TYPES):
+        if launch is None or launch.path in NOT_COMPILED:
             return
         with contextlib.suppress(Exception):
             now = dict(kernel_source.reads(kernel.fn))
@@ -321,7 +323,7 @@ class LaunchRecorder:
         started (a grid function of the learner's runs between the two), and the interpreter
         must have run the kernel's own code (its cache of rewritten functions can be filled
         with another)."""
-        if launch is None or launch.path in (DESCRIPTOR, NO_TYPES):
+        if launch is None or launch.path in NOT_COMPILED:
             return
         from learning.grader import sanitizer
 
@@ -393,6 +395,30 @@ def _defaults(function) -> tuple:
 NO_FILE = "<no file>"
 NO_TYPES = "<no types>"
 DESCRIPTOR = "<a tensor descriptor>"
+#: ... and of one given keywords that are neither its parameters nor options of Triton's launch
+#: (in ``options``: (name, what was given)), which a GPU's launch refuses
+UNKNOWN_KEYWORDS = "<unknown keywords>"
+NOT_COMPILED = (DESCRIPTOR, NO_TYPES, UNKNOWN_KEYWORDS)  # launches no compiler is given
+
+
+@functools.cache
+def launch_option_names() -> frozenset | None:
+    """The keywords Triton's launch takes besides the kernel's parameters: its own (grid,
+    warmup) and the NVIDIA backend's options (num_warps, num_stages, launch_pdl, ...); None
+    where that backend cannot be read, and then no keyword is called unknown."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        return frozenset(f.name for f in dataclasses.fields(CUDAOptions)) | {"grid", "warmup"}
+    except Exception:  # noqa: BLE001 - another backend's Triton, or a changed module
+        return None
+
+
+def _given(value) -> str:
+    """What a keyword was given, for a message: a plain value as written, else its type."""
+    if type(value) in (int, float, bool, str) or value is None:
+        return _cut(repr(value), 40)
+    return f"a {type(value).__name__}"
 
 
 def _module_name(path: str, folder: str) -> str:
@@ -407,10 +433,16 @@ def _module_name(path: str, folder: str) -> str:
 def describe_launch(part: str, fn, args, kwargs) -> Launch | None:
     """The Launch for ``fn(*args, **kwargs)``, or None when an argument has no GPU type."""
     kwargs = dict(kwargs)  # the launch's own arguments stay as they were
-    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
-    for name in ("grid", "warmup", "num_ctas", "maxnreg", "enable_fp_fusion"):
-        kwargs.pop(name, None)
     parameters = inspect.signature(fn).parameters
+    known = launch_option_names()
+    unknown = [k for k in kwargs if known is not None and k not in known and k not in parameters]
+    if unknown:  # the interpreter ignores them; a GPU's launch raises KeyError
+        return Launch(part, fn.__name__, (), (), tuple((k, _given(kwargs[k])) for k in unknown),
+                      line=_definition_line(fn), path=UNKNOWN_KEYWORDS)
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    for name in known or ("grid", "warmup", "num_ctas", "maxnreg", "enable_fp_fusion"):
+        if name not in parameters:
+            kwargs.pop(name, None)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
@@ -919,6 +951,10 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
             send(channel, "compiled", Compiled(launch.kernel, "not-checked", DESCRIPTOR_CHECK,
                                                key=launch.key))
             continue
+        if launch.path == UNKNOWN_KEYWORDS:
+            send(channel, "compiled", Compiled(launch.kernel, "refused", unknown_keywords(
+                launch), key=launch.key))
+            continue
         if launch.path in (NO_FILE, NO_TYPES):
             send(channel, "unvouched", launch.kernel,
                  NO_FILE_CHECK if launch.path == NO_FILE else NO_TYPES_CHECK, launch.key)
@@ -1056,6 +1092,24 @@ DESCRIPTOR_CHECK = ("not compiled: it takes a tensor descriptor, which the compi
 #: ... and of a kernel whose source is in no file
 NO_FILE_CHECK = ("not compiled: it ran, but its source is in no file (made with exec, say), "
                  "so the GPU compiler could not be given it; define it in a module")
+
+
+def unknown_keywords(launch: Launch) -> str:
+    """What a launch given keywords Triton's launch does not take is told (UNKNOWN_KEYWORDS)."""
+    import difflib
+
+    said = ", ".join(f"{name}={given}" for name, given in launch.options)
+    names = [name for name, _ in launch.options]
+    meant = [difflib.get_close_matches(name, sorted(launch_option_names() or ()), 1)
+             for name in names]
+    guess = "; ".join(f"did you mean {m[0]}?" for m in meant if m)
+    plural = len(names) > 1
+    return (f"the launch passes {said}, which {'are' if plural else 'is'} "
+            f"neither {'parameters' if plural else 'a parameter'} of {launch.kernel} nor "
+            f"{'options' if plural else 'an option'} of Triton's launch"
+            f"{f' ({guess})' if guess else ''}: the interpreter ignores "
+            f"{'them' if plural else 'it'}, but on a GPU Triton refuses the launch (KeyError: "
+            f"Keyword argument {names[0]} was specified but unrecognised)")
 
 
 def _other_reads(module, launch: Launch) -> tuple[str, str, str] | None:

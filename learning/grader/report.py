@@ -331,7 +331,7 @@ def _render_compile_check(console: Console, check: results.CompileCheck):
          sep="")
     for compiled in rejected:
         where = f", line {compiled.line}" if compiled.line else ""
-        if compiled.status == "unvouched":
+        if compiled.status in ("unvouched", "refused"):
             _say(console, f"{compiled.kernel}: {compiled.message}")
             continue
         _say(console, f"the compiler rejected {compiled.kernel}{where}: {compiled.message}")
@@ -363,9 +363,10 @@ def _render_summary(console: Console, result: results.CheckResult, state: State 
             grades.append(f"{name} not run")
         else:
             check = part_result.compile_check
-            rejected = "" if not (check and check.rejected) else \
-                " (the GPU compile check could not vouch for it)" if all(
-                    c.status == "unvouched" for c in check.rejected) else \
+            statuses = {c.status for c in check.rejected} if check else set()
+            rejected = "" if not statuses else \
+                " (the GPU compile check could not vouch for it)" if statuses == {"unvouched"} \
+                else " (a GPU's launch would refuse it)" if statuses == {"refused"} else \
                 " (rejected by the GPU compiler)"
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = ("yellow" if result.borrowed else "green") if result.ok else "red"

@@ -54,7 +54,7 @@ class CompileCheck:
         compile check the learner's code changed counts as one."""
         unique = {}
         for c in self.compiled:
-            if c.status in ("rejected", "unvouched"):
+            if c.status in ("rejected", "refused", "unvouched"):
                 unique.setdefault((c.kernel, c.line) if c.line else (c.kernel, c.message), c)
         return list(unique.values())
 
