@@ -367,6 +367,49 @@ def test_a_mistake_that_agrees_with_a_known_one_on_a_case_is_told_so_not_named(t
     assert cases[passed].passed  # the case it names is one the learner did pass
 
 
+def test_a_mistake_of_several_forms_is_named_only_where_one_form_gives_every_output():
+    # Two tile sizes of one mistake, as the K loop's replays try them: the first case's output
+    # is what the tile of 2 gives, the second's what the tile of 4 gives. Code with that mistake
+    # has one tile size, so no one program gives both: the mistake is not the learner's.
+    from learning.grader.declarations import Bug
+    from learning.grader.replays import WrongOutput, any_of, no_one_form, same_as
+
+    def k_short(tile):  # the sum of the first whole tiles of x only
+        return same_as(lambda x, t=tile: np.array([x[:len(x) // t * t].sum()]))
+
+    bug = Bug("k-short", "the K loop stops at the last whole block: fix it",
+              any_of(k_short(2), k_short(4)))
+
+    def case(x):
+        x = np.array(x, dtype=float)
+        return x, np.array([x.sum()])
+
+    five, six, seven = case([1, 2, 3, 4, 5]), case([1, 2, 3, 4, 5, 6]), case(range(1, 8))
+    # seven values: a tile of 2 keeps six of them (21), a tile of 4 four (10); six values: a
+    # tile of 4 keeps four (10), a tile of 2 all (right); five: either keeps four (10)
+    by_two = WrongOutput(np.array([21.0]), (seven[0],), seven[1], 1e-9, 1e-9)
+    by_four = WrongOutput(np.array([10.0]), (six[0],), six[1], 1e-9, 1e-9)
+    by_either = WrongOutput(np.array([10.0]), (five[0],), five[1], 1e-9, 1e-9)
+    assert bug.detect(*by_two[:3]) and bug.detect(*by_four[:3])  # each alone is explained
+    assert no_one_form(bug, [by_two, by_four])  # ... by different tile sizes
+    assert not no_one_form(bug, [by_two, by_either])  # one tile of 2 gives both
+    assert not no_one_form(bug, [by_four])  # a single output is no evidence against it
+
+
+def test_a_k_loop_one_step_short_is_not_named_the_k_tail_by_other_tile_sizes(tmp_path):
+    # range(0, K - BLOCK_K, BLOCK_K) with tiles of 32 always drops the last step: at K = 32 its
+    # output is what dropping the partial step gives with tiles of 64, at K = 45 what it gives
+    # with tiles of 32. No one tile size gives both, so that mistake is not named for it.
+    code = _replace(solution_text("matmul"), "    for k0 in range(0, K, BLOCK_K):",
+                    "    for k0 in range(0, K - BLOCK_K, BLOCK_K):")
+    cases = _cases(grade_text(tmp_path, "matmul", code, ["triton"]), "triton")
+    failed = [c for c in cases.values() if c.status == "failed"]
+    assert len(failed) > 2
+    assert not any(b.key == "k-loop-short" for c in failed for b in c.causes)
+    assert any("no one form of it gives your outputs in every case" in " ".join(c.observations)
+               for c in failed)
+
+
 def test_a_ruled_out_mistake_names_the_passed_case_its_replay_or_its_error_fails():
     from learning.grader import judging
     from learning.grader.replays import Expected

@@ -72,7 +72,7 @@ def collect(run: WorkerRun, parts: list[PartResult], reruns: dict[CaseKey, Rerun
             elif part.returns != "exact" and verdict.status == "failed" \
                     and verdict.mismatch_count:
                 explained.append(Explained(verdict, WrongOutput(outcome.values, *expected)))
-        _drop_contradicted(part_result, passed, failed, missed, names)
+        _drop_contradicted(part_result, passed, failed, missed, names, explained)
         _unwritten_or_added_onto(part_result)
         if not failed and all(c.verdict.status in ("passed", "skipped", "not-run") or
                               any(c.verdict is e.verdict for e in explained)
@@ -99,7 +99,8 @@ def _unwritten_or_added_onto(part_result: PartResult) -> None:
 
 def _drop_contradicted(part_result: PartResult, passed: list[Expected],
                        failed: list[WrongOutput], missed: list[Expected],
-                       names: dict[int, str] | None = None):
+                       names: dict[int, str] | None = None,
+                       explained: list[Explained] = ()):
     """A bug whose replay matched one case is not the learner's if their other cases rule it
     out: their code passed a case the bug would have failed, or returned another wrong output
     than the bug gives. Two mistakes can raise the same error, or agree on one row. A bug
@@ -115,12 +116,16 @@ def _drop_contradicted(part_result: PartResult, passed: list[Expected],
                                              if key in {b.key for b in v.causes})}
     wrong = {key for key, bug in named.items() if replays.contradicted(bug, passed, failed)
              or key in weak_only and any(replays.predicts_pass(bug, *case) for case in missed)}
+    # a mistake of several forms (one per tile size) matched case by case by different forms
+    split = {key for key, bug in named.items() if key not in wrong and replays.no_one_form(
+        bug, [e.output for e in explained if any(b.key == key for b in e.verdict.causes)])}
+    wrong |= split
     for verdict in verdicts:
         dropped = [b for b in verdict.causes if b.key in wrong and b.key not in weak_only
                    and _replays_a_formula(b.detect)]
         verdict.causes = tuple(b for b in verdict.causes if b.key not in wrong)
         if dropped and not verdict.causes and verdict.status == "failed":
-            verdict.observations = (*(_ruled_out(bug, passed, names or {})
+            verdict.observations = (*(_ruled_out(bug, passed, names or {}, bug.key in split)
                                       for bug in dropped), *verdict.observations)
 
 
@@ -133,10 +138,15 @@ def _replays_a_formula(detect) -> bool:
     return isinstance(detect, replays.same_as)
 
 
-def _ruled_out(bug, passed: list[Expected], names: dict[int, str]) -> str:
+def _ruled_out(bug, passed: list[Expected], names: dict[int, str], split: bool = False) -> str:
     """What a bug whose replay gives this case's output exactly, ruled out by other cases, is
-    said to be: an observation, not a cause."""
+    said to be: an observation, not a cause. ``split``: ruled out because no one of its forms
+    gives every output it matched (``replays.no_one_form``)."""
     mistake = bug.cause.split(":")[0].split(". ")[0]
+    if split:
+        return (f"this output is exactly what a known mistake gives ({mistake}) in one of its "
+                "forms (at one tile size, say), but no one form of it gives your outputs in "
+                "every case: yours is another mistake that agrees with it here")
     predicts = [p for p in (getattr(check, "predicts_failure", None)
                             for check in (bug.detect, bug.raises)) if p is not None]
     failing = [names[id(case)] for case in passed

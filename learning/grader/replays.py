@@ -220,6 +220,34 @@ def contradicted(bug: Bug, passed: list[Expected], failed: list[WrongOutput] = (
 
 
 
+def forms(detect) -> list:
+    """The single programs a ``Bug.detect`` stands for: each form of an ``any_of`` (nested ones
+    opened), or the detect itself."""
+    if isinstance(detect, any_of):
+        return [leaf for d in detect.detects for leaf in forms(d)]
+    return [detect]
+
+
+def no_one_form(bug: Bug, named: list[WrongOutput]) -> bool:
+    """Whether no single form of a mistake with several (an ``any_of``: one per tile size,
+    say) gives every wrong output the mistake is named for, where each alone has one that
+    does. A K loop that always stops one step short gives, with tiles of 32, what stopping at
+    the last whole block gives with tiles of 64 where K is 32, and with tiles of 32 where K is
+    45: a program that made that mistake gives the one or the other. Only the named outputs
+    are weighed: a launcher may pick its tiles by the inputs' shape, so a form that fits them
+    may still fail a case the learner passed at another tile size."""
+    candidates = forms(bug.detect)
+    if len(candidates) < 2 or len(named) < 2:
+        return False
+    for form in candidates:
+        explains = getattr(form, "explains", None)
+        if explains is None:
+            return False  # a form that cannot be replayed case by case: nothing to weigh
+        if all(explains(*case) is True for case in named):
+            return False
+    return True
+
+
 def _rows_read(reference: Callable, tensors: tuple[int, ...], row_start) -> Callable:
     """``reference`` computed on the rows a kernel reads in the arguments at ``tensors``: row r
     starting at element ``row_start(args)(r, cols, row_stride)`` of its storage, then read one
