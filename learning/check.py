@@ -280,9 +280,11 @@ def _record(root: Path, result: CheckResult,
         progress.imported(name)
     source = "" if result.graded_source is None else state.source_digest(result.graded_source)
     for part_result in result.parts:
-        # a pass the course's own reference code may have computed is not the learner's
-        if part_result.status == "not-run" or (result.borrowed and
-                                               part_result.status == "passed"):
+        # a pass the course's own reference code may have computed is not the learner's; a
+        # file changed as it was checked was read more than once (a kernel's source is read
+        # from the file again when it is first launched), so no one text earned its grades
+        if part_result.status == "not-run" or result.module_changed or (
+                result.borrowed and part_result.status == "passed"):
             continue
         progress.record(result.exercise.name, part_result.part.name, part_result.status,
                         part_result.passed, part_result.graded, source)

@@ -50,7 +50,9 @@ def render(console: Console, result: results.CheckResult, state: State | None = 
     if result.module_changed:
         console.print(f"\n[yellow]Note:[/yellow] {exercise.filename} was "
                       f"{result.module_changed} while it was checked (by your code or another "
-                      "program): the grades above are of the text read at the start",
+                      "program): the grades above are not recorded, since the check reads the "
+                      "file more than once (a kernel's source is read again when it is first "
+                      "launched) and may have graded two texts; check it again",
                       highlight=False)
     if result.borrowed:
         console.print(f"\n[yellow]Note:[/yellow] {escape(borrowed_line(result.borrowed))}",

@@ -120,8 +120,9 @@ class CheckResult:
     # Modules of the course's reference code (its solutions, its reference kernels) that the
     # learner's code loaded: cases it passed may have been computed by them.
     borrowed: list[str] = field(default_factory=list)
-    # How the learner's file changed while it was checked ("" when it did not): the grades are
-    # of the text read at the start, which is then no longer what the file holds.
+    # How the learner's file changed while it was checked ("" when it did not): the grades may
+    # be of two texts (a kernel's source is read from the file when first launched), and are
+    # not recorded.
     module_changed: str = ""
     # The learner's file as it was read at the start: what the grades are of.
     graded_source: bytes | None = None
