@@ -2403,6 +2403,26 @@ def test_the_launch_counter_patched_by_the_module_does_not_pass_torchs_answer(tm
     assert keys == {"grader-changed"}, keys
 
 
+def test_torchs_comparisons_patched_do_not_make_or_hide_a_changed_input(tmp_path):
+    # The grader's code in the learner's process compares each argument before and after the
+    # call with torch.equal: set to answer False, an input left alone looked changed (and the
+    # verdict blamed the learner's code for changing it); set to answer True, a kernel that
+    # zeroes its input would look as if it left it alone. Either way the check says its own
+    # code was changed, and passes nothing.
+    right = solution_text("softmax")
+    for answer in ("False", "True"):
+        text = right + f"\ntorch.equal = lambda *a, **k: {answer}\n"
+        if answer == "True":  # ... and the input is wiped after the answer is computed
+            head, last, tail = text.rpartition("    return output\n")  # softmax_triton's
+            text = head + "    x.zero_()\n" + last + tail
+            assert "    x.zero_()\n    return output\n" in text
+        result = grade_text(tmp_path, "softmax", text, ["triton"])
+        triton = result.parts[0]
+        keys = {bug.key for case in triton.cases for bug in case.verdict.causes}
+        assert triton.passed == 0 and keys == {"grader-changed"}, (answer, keys)
+        assert "torch.equal" in rendered(result)
+
+
 TORCH_THROUGH_A_COPY_KERNEL = """
 import gc, sys
 import torch

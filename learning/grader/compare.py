@@ -438,6 +438,17 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     verdict = shape_check[part.returns](returned, want, expect)
     if verdict is not None:
         return verdict
+    # first: changed, nothing the grader's code in that process found can be believed, an
+    # input changed by the call included
+    if part.needs_kernels and returned.grader_changed:
+        changed = returned.grader_changed
+        return _fail("grader-changed", f"the grader's own code in the process that ran yours "
+                     f"had changed by the end of the call ({', '.join(changed[:3])}"
+                     f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
+                     "it compares the inputs before and after the call, counts the kernel "
+                     "launches, notes what torch computed or (in the "
+                     "interpreter) computes the kernel's values: the result cannot be judged "
+                     "as a kernel's")
     if returned.input_mutated:
         return _fail("mutated-input", _mutated(part, returned))
     if getattr(returned, "changed_before_launch", ()):
@@ -470,14 +481,6 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
     if part.needs_kernels and returned.reused_by_next_call:
         return _fail("output-reused", f"{returned.reused_by_next_call}: a caller keeping this "
                      "result sees it change")
-    if part.needs_kernels and returned.grader_changed:
-        changed = returned.grader_changed
-        return _fail("grader-changed", f"the grader's own code in the process that ran yours "
-                     f"had changed by the end of the call ({', '.join(changed[:3])}"
-                     f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
-                     "it counts the kernel launches, notes what torch computed or (in the "
-                     "interpreter) computes the kernel's values: the result cannot be judged "
-                     "as a kernel's")
     if part.needs_kernels and getattr(returned, "races", ()):
         from learning.grader.program_order import LANE_RACE
 
@@ -740,6 +743,15 @@ def _judge_exact(returned: Returned, want, part: Part | None = None) -> Verdict:
     """Parts whose answer is plain data (a word, a count, a tuple): equal or not."""
     if returned.type_name == "NoneType" and want is not None:
         return _fail("returned-none", "returned None")
+    if part.needs_kernels and returned.grader_changed:
+        changed = returned.grader_changed
+        return _fail("grader-changed", f"the grader's own code in the process that ran yours "
+                     f"had changed by the end of the call ({', '.join(changed[:3])}"
+                     f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
+                     "it compares the inputs before and after the call, counts the kernel "
+                     "launches, notes what torch computed or (in the "
+                     "interpreter) computes the kernel's values: the result cannot be judged "
+                     "as a kernel's")
     if returned.input_mutated:
         return _fail("mutated-input", _mutated(part, returned))
     got = returned.raw if returned.raw is not None else returned.note

@@ -36,6 +36,13 @@ LAUNCHERS = (("triton.runtime.jit", "JITFunction", "run"),
              ("triton.compiler.compiler", "CompiledKernel", "__getitem__"))
 
 
+# torch's functions that the grader's code in the learner's process compares the arguments
+# with, before and after the call (learning.grader.summarise): set to answer False, they made
+# an input that was left alone look changed; True, they would hide one that was changed
+TORCH_USED = (("torch", None, "equal"), ("torch", "Tensor", "nan_to_num"),
+              ("torch", "Tensor", "clone"), ("torch", "Tensor", "__eq__"))
+
+
 # Module data that changes as the grader runs (what was said, what is held): compared by
 # identity, not by content
 STATE = frozenset({"learning.grader.lineage._SAID", "learning.grader.tensors._STORED_ARRAY",
@@ -118,11 +125,13 @@ def _parts(watched=WATCHED, families=(), copies: bool = True) -> dict[str, tuple
             if isinstance(value, type) and value.__module__ == module_name:
                 for attribute, inner in list(vars(value).items()):
                     found[f"{module_name}.{name}.{attribute}"] = (inner, _code_of(inner))
-    for module_name, class_name, method in LAUNCHERS:
-        launcher = getattr(sys.modules.get(module_name), class_name, None)
-        run = getattr(launcher, method, None) if launcher is not None else None
+    for module_name, class_name, method in (*LAUNCHERS, *TORCH_USED):
+        module = sys.modules.get(module_name)
+        owner = module if class_name is None else getattr(module, class_name, None)
+        run = getattr(owner, method, None) if owner is not None else None
         if run is not None:
-            found[f"{module_name}.{class_name}.{method}"] = (run, _code_of(run))
+            name = ".".join(n for n in (module_name, class_name, method) if n)
+            found[name] = (run, _code_of(run))
     return found
 
 
