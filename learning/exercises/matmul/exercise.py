@@ -99,10 +99,10 @@ PYTHON_BUGS = (
     Bug("acc-reset", "only the last block of the K loop counts: the accumulator is reset (or "
         "assigned with =) inside the K loop. Set it to zeros once per tile, before the K loop, "
         "and add to it", same_as(_last_k_block_only), hint=3),
-    Bug("unpadded-edges", "an index ran past the edge of a, b or C, as unpadded tiles do "
-        "(they raise the same error on these inputs): read a tile padded with 0, a[i][k] if "
-        "i < M and k < K else 0.0, and store only the elements inside C (i0 + i < M and "
-        "j0 + j < N)",
+    Bug("unpadded-edges", "an index ran past the edge of a, b or C (the line above says "
+        "which): a tile read past the edge of a or b, or stored past the edge of C, raises "
+        "this error on these inputs. Read a tile padded with 0, a[i][k] if i < M and k < K "
+        "else 0.0, and store only the elements inside C (i0 + i < M and j0 + j < N)",
         raises=raises_like(_python_unpadded), hint=2),
     Bug("wrong-length", "C = A @ B has one row for each row of a and one column for each "
         "column of b: len(a) rows of len(b[0]) values", hint=1),
