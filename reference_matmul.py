@@ -1366,8 +1366,6 @@ def _times_ms(plan: _Plan, a: torch.Tensor, b: torch.Tensor) -> tuple[float, flo
     """The GPU's time for one call of this plan (for an early plan, back to back:
     ``_back_to_back_ms``), and the host's time to make one call."""
     device = _back_to_back_ms(plan, a, b) if plan.early else _time_ms(lambda: plan(a, b))
-    # about 2 ms of the GPU's work, 5 calls at least: a long product's host time per call is
-    # as plain in a few calls, and its first call should not wait for many
     return device, _call_ms(plan, a, b, device)
 
 
