@@ -366,10 +366,9 @@ def _render_summary(console: Console, result: results.CheckResult, state: State 
         else:
             check = part_result.compile_check
             statuses = {c.status for c in check.rejected} if check else set()
-            rejected = "" if not statuses else \
-                " (the GPU compile check could not vouch for it)" if statuses == {"unvouched"} \
-                else " (a GPU's launch would refuse it)" if statuses == {"refused"} else \
-                " (rejected by the GPU compiler)"
+            rejected = "" if not statuses else " (rejected by the GPU compiler)" \
+                if "rejected" in statuses else " (a GPU's launch would refuse it)" \
+                if "refused" in statuses else " (the GPU compile check could not vouch for it)"
             grades.append(f"{name} {part_result.passed}/{part_result.graded}{rejected}")
     style = ("yellow" if result.borrowed else "green") if result.ok else "red"
     console.print(f"\n[bold {style}]Grade:[/bold {style}] {' · '.join(grades)}", highlight=False)
