@@ -743,15 +743,6 @@ def _judge_exact(returned: Returned, want, part: Part | None = None) -> Verdict:
     """Parts whose answer is plain data (a word, a count, a tuple): equal or not."""
     if returned.type_name == "NoneType" and want is not None:
         return _fail("returned-none", "returned None")
-    if part.needs_kernels and returned.grader_changed:
-        changed = returned.grader_changed
-        return _fail("grader-changed", f"the grader's own code in the process that ran yours "
-                     f"had changed by the end of the call ({', '.join(changed[:3])}"
-                     f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}), and "
-                     "it compares the inputs before and after the call, counts the kernel "
-                     "launches, notes what torch computed or (in the "
-                     "interpreter) computes the kernel's values: the result cannot be judged "
-                     "as a kernel's")
     if returned.input_mutated:
         return _fail("mutated-input", _mutated(part, returned))
     got = returned.raw if returned.raw is not None else returned.note
