@@ -350,6 +350,39 @@ def test_a_wrong_output_no_replay_explains_says_what_differs(tmp_path, capsys, m
         assert "cases passed; the GPU compile check passed" in text
 
 
+def test_bfloat16_arithmetic_in_the_interpreter_is_said_and_names_no_cause(tmp_path, mode):
+    if not mode.interpret:
+        pytest.skip("compiled, bfloat16 arithmetic is the GPU's and right")
+    from rich.console import Console
+
+    from learning.grader import report
+
+    # a bfloat16 accumulator: the interpreter adds its raw bits
+    code = _replace(solution_text("matmul"),
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.bfloat16)")
+    code = _replace(code, "acc += tl.dot(a, b)", "acc += tl.dot(a, b).to(tl.bfloat16)")
+    result = grade_text(tmp_path, "matmul", code, ["triton"])
+    failed = [v for v in _cases(result).values() if v.status == "failed"]
+    assert len(failed) >= 2
+    assert all(v.interpreter_fault and not v.causes and not v.observations for v in failed)
+    console = Console(width=80, record=True, color_system=None)
+    report.render(console, result)
+    text = console.export_text()
+    assert text.count("keeps a bfloat16 value as its 16 raw bits") == 1  # in full once
+    assert text.count("in the interpreter:") == len(failed)
+    assert "likely cause" not in text and "no known mistake" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+    # rounded through bfloat16 by conversions alone, which the interpreter gets right: the
+    # failures are the kernel's, told as any other
+    code = _replace(solution_text("matmul"), "c = acc.to(c_ptr.dtype.element_ty)",
+                    "c = acc.to(tl.bfloat16).to(c_ptr.dtype.element_ty)")
+    result = grade_text(tmp_path, "matmul", code, ["triton"])
+    failed = [v for v in _cases(result).values() if v.status == "failed"]
+    assert failed and not any(v.interpreter_fault for v in failed)
+
+
 def test_a_mistake_that_agrees_with_a_known_one_on_a_case_is_told_so_not_named(tmp_path):
     # range(0, k - 1, block) drops the last K block only where K % block is 1: on the worked
     # example (K 3, tiles of 2) it gives exactly what the catalogued K loop stopping at the last

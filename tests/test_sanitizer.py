@@ -515,3 +515,41 @@ def test_a_shared_factor_leaves_a_select_and_fusion_follows_the_launchs_option(g
     select_kernel[(1,)](out, plain, x, y, z, w, BLOCK=64, enable_fp_fusion=False)
     assert np.array_equal(plain.numpy(), (X * Y).astype(np.float32) + W)
     assert not np.array_equal(plain.numpy(), fused_multiply_add(X, Y, W, np.float32))
+
+
+def test_arithmetic_on_bfloat16_is_counted_and_moving_its_bits_is_not(gpu_like):
+    import torch
+    import triton
+    import triton.language as tl
+
+    from learning.grader.gpu_arithmetic import bfloat16_operations
+
+    @triton.jit
+    def bfloat16_kernel(out_ptr, x_ptr, OP: tl.constexpr):
+        offsets = tl.arange(0, 16)
+        x = tl.load(x_ptr + offsets)  # bfloat16
+        if OP == "add":
+            y = (x + x).to(tl.float32)
+        elif OP == "sum":
+            y = tl.zeros((16,), tl.float32) + tl.sum(x, axis=0).to(tl.float32)
+        elif OP == "dot":
+            square = tl.reshape(x, (4, 4))
+            y = tl.reshape(tl.dot(square, square, out_dtype=tl.float32), (16,))
+        elif OP == "where":  # bits moved and converted: the interpreter is right
+            y = tl.where(offsets < 8, x, x.to(tl.float32).to(tl.bfloat16)).to(tl.float32)
+        else:  # the arithmetic in float32
+            y = x.to(tl.float32) * 2.0
+        tl.store(out_ptr + offsets, y)
+
+    x = (torch.arange(16, dtype=torch.float32) - 8).to(torch.bfloat16)
+    out = torch.empty(16, dtype=torch.float32)
+    for op, counted in (("add", True), ("sum", True), ("dot", True), ("where", False),
+                        ("float32", False)):
+        before = bfloat16_operations()
+        bfloat16_kernel[(1,)](out, x, OP=op)
+        assert (bfloat16_operations() > before) is counted, op
+    # what the count warns of: the interpreter's bfloat16 arithmetic is wrong
+    bfloat16_kernel[(1,)](out, x, OP="add")
+    assert not torch.equal(out, 2 * x.float())
+    bfloat16_kernel[(1,)](out, x, OP="float32")
+    assert torch.equal(out, 2 * x.float())

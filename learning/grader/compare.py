@@ -229,6 +229,9 @@ class Verdict:
     # the first of the lesson's named steps whose value differs from the reference's, in
     # words (learning.grader.first_step); "" when it was not recorded or cannot be said
     first_step: str = ""
+    # why the values cannot be read for a cause, where the interpreter computed them wrongly
+    # (bfloat16 arithmetic, done on raw bits); "" otherwise
+    interpreter_fault: str = ""
     expected: str = ""
     got: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)

@@ -27,6 +27,13 @@ another on the GPU. The grader's interpreter computes these as the GPU does; oth
 differences (the order a tensor core or tl.sum adds in, the last bits of an approximate
 exp2 or division) are not modelled. bfloat16, which the interpreter mishandles anyway, and
 float64 where this Triton has no exact ``fma`` of its own keep the interpreter's arithmetic.
+
+**bfloat16 arithmetic is counted, not mended.** The interpreter keeps a bfloat16 value as its
+16 raw bits in a NumPy ``uint16`` array, and its arithmetic (``+``, ``*``, ``-x``, ``tl.exp``,
+``tl.dot``, ``tl.sum``, ``tl.max``, comparisons) works on those bits as whole numbers;
+conversions (``.to``), loads, stores and ``tl.where`` move the bits and are right. Each
+operation on a bfloat16 operand is counted (``bfloat16_operations``), so that the grader can
+say a wrong output came from the interpreter's arithmetic, not name a mistake from it.
 Installed in the grader's own processes only (``install_interpreter``), before the learner's
 module is imported.
 """
@@ -449,6 +456,52 @@ def _ordered_scan(original):
     return generic_scan
 
 
+#: Operations this process's interpreter did on bfloat16 operands (see the module's text)
+_BFLOAT16 = {"operations": 0}
+
+
+def bfloat16_operations() -> int:
+    """How many arithmetic operations on bfloat16 values the interpreter has done so far."""
+    return _BFLOAT16["operations"]
+
+
+def _is_bfloat16(value) -> bool:
+    """Whether ``value`` (an interpreter handle, or a tensor holding one) is bfloat16."""
+    handle = getattr(value, "handle", value)
+    return getattr(getattr(handle, "dtype", None), "name", "") == "bf16"
+
+
+def _counting_bfloat16(original, moves_bits=()):
+    """``original`` (a builder method or a reduction's ``apply``), counting the calls given a
+    bfloat16 operand; a call whose NumPy function is in ``moves_bits`` (``np.where``) only
+    moves the bits and is not counted."""
+
+    def counted(self, *args, **kwargs):
+        if not any(op is fn for op in args for fn in moves_bits):
+            operands = [v for a in args for v in (a if isinstance(a, tuple) else (a,))]
+            if any(_is_bfloat16(v) for v in operands):
+                _BFLOAT16["operations"] += 1
+        return original(self, *args, **kwargs)
+
+    return counted
+
+
+def _count_bfloat16(builder, interpreter) -> None:
+    """Count the operations whose bfloat16 operands the interpreter computes on as bits."""
+    import numpy as np
+
+    for name in ("binary_op", "unary_op", "create_fma", "create_dot", "create_rsqrt",
+                 "create_erf"):
+        if hasattr(builder, name):
+            setattr(builder, name, _counting_bfloat16(getattr(builder, name)))
+    if hasattr(builder, "ternary_op"):  # tl.where's select moves bits; a clamp computes
+        builder.ternary_op = _counting_bfloat16(builder.ternary_op, moves_bits=(np.where,))
+    for owner_name in ("ReduceOps", "ScanOps"):  # tl.sum, tl.max, tl.cumsum: NumPy on bits
+        owner = getattr(interpreter, owner_name, None)
+        if owner is not None and hasattr(owner, "apply"):
+            owner.apply = _counting_bfloat16(owner.apply)
+
+
 def install(builder, handle_class, interpreter=None) -> None:
     """Make the interpreter builder's (a class) arithmetic the GPU's, as described above."""
     if all(hasattr(builder, name) for name in ("create_fmul", "create_fadd", "create_fsub")):
@@ -469,6 +522,7 @@ def install(builder, handle_class, interpreter=None) -> None:
     executor = getattr(interpreter, "GridExecutor", None)
     if executor is not None and "__call__" in vars(executor):
         executor.__call__ = _fusing(executor.__call__)
+    _count_bfloat16(builder, interpreter)
 
 
 #: What ``install_interpreter`` replaced, to put back: (owner, name, what it held or _NONE)
@@ -478,8 +532,9 @@ _REPLACES = {
     "InterpreterBuilder": ("create_fmul", "create_fadd", "create_fsub", "create_fneg",
                            "create_select", "create_splat", "create_broadcast",
                            "create_expand_dims", "create_reshape", "create_dot",
-                           "create_frem", "create_exp2", "create_sqrt", "create_rsqrt"),
-    "ReduceOps": ("generic_reduce",), "ScanOps": ("generic_scan",),
+                           "create_frem", "create_exp2", "create_sqrt", "create_rsqrt",
+                           "binary_op", "unary_op", "ternary_op", "create_fma", "create_erf"),
+    "ReduceOps": ("generic_reduce", "apply"), "ScanOps": ("generic_scan", "apply"),
     "GridExecutor": ("__call__",),
 }
 

@@ -228,12 +228,33 @@ def _verdict(run: WorkerRun, part: Part, case: Case, outcome,
         expect["device"] = "cpu" if heard.mode is None or heard.mode.interpret else "cuda"
     if isinstance(outcome, Returned) or hasattr(outcome, "not_started"):
         verdict = compare.judge(part, case, outcome, args, want, expect)
+        if getattr(outcome, "bfloat16_arithmetic", False) is True:
+            _told_as_bfloat16_bits(verdict)
         rerun = reruns.get(CaseKey(part.name, case.name))
         if rerun is not None:
             verdict = _with_rerun(part, case, verdict, rerun, args, want, expect)
         tolerance = case.tolerance or part.tolerance
         return verdict, Expected(args, want, tolerance.atol, tolerance.rtol)
     return compare.Verdict("error", f"unexpected outcome {outcome!r}"), None
+
+
+BFLOAT16_BITS = (
+    "your kernels did arithmetic on bfloat16 values, and Triton's interpreter, which ran them "
+    "here, gets that wrong: it keeps a bfloat16 value as its 16 raw bits and adds, multiplies, "
+    "exponentiates, sums and compares those bits as whole numbers (tl.dot included; .to() "
+    "conversions, loads and stores are right). The values above are the interpreter's, not "
+    "what your kernels compute on a GPU, so no cause is read from them. Convert to float32 "
+    "after tl.load (x.to(tl.float32)) and back at the store to be graded on this machine: a "
+    "float32 accumulator is what a GPU kernel wants anyway")
+
+
+def _told_as_bfloat16_bits(verdict: compare.Verdict) -> None:
+    """A wrong output of kernels that computed on bfloat16 in the interpreter: the values are
+    the interpreter's bit arithmetic, so they name no cause and are not described as one."""
+    if verdict.status != "failed" or not verdict.mismatch_count:
+        return  # passed, or failed for what the call did, not for its numbers
+    verdict.interpreter_fault = BFLOAT16_BITS
+    verdict.causes, verdict.weak, verdict.observations = (), (), ()
 
 
 def _with_rerun(part: Part, case: Case, verdict: compare.Verdict, rerun: Rerun, args, want,

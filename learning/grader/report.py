@@ -127,9 +127,13 @@ def _render_part(console: Console, exercise: Exercise, part_result: results.Part
         _part_line(console, f"[red]{escape(visible(part_result.problem.message))}[/red]")
         return
     seen_errors: dict[tuple[str, str], str] = {}
+    faults_said: dict[str, str] = {}  # an interpreter's fault, said in full: in which case
     for case_result in part_result.cases:
+        fault = case_result.verdict.interpreter_fault
         _render_case(console, case_result, _hint_pointer(exercise, part, case_result, state),
-                     _repeat_of(case_result, seen_errors))
+                     _repeat_of(case_result, seen_errors), faults_said.get(fault, ""))
+        if fault:
+            faults_said.setdefault(fault, case_result.name)
         if memory_map is not None and (memory_map.part, memory_map.case) == \
                 (part.name, case_result.name):
             from learning.grader import map_view
@@ -254,7 +258,7 @@ def case_line(purpose: str) -> str:
 
 
 def _render_case(console: Console, case_result: results.CaseResult, hint: str = "",
-                 repeat_of: str = ""):
+                 repeat_of: str = "", fault_said_at: str = ""):
     verdict = case_result.verdict
     label, style = STATUS_STYLE[verdict.status]
     status = Text("  ")
@@ -292,6 +296,11 @@ def _render_case(console: Console, case_result: results.CaseResult, hint: str = 
              CASE_INDENT + 2)
     if verdict.meaning:
         _say(console, verdict.meaning, label="what this error means:", style="yellow")
+    if verdict.interpreter_fault:
+        # said in full once; after, its first clause and where the rest is
+        fault = verdict.interpreter_fault if not fault_said_at else \
+            f"{verdict.interpreter_fault.split(':')[0]} (as case '{fault_said_at}' above says)"
+        _say(console, fault, label="in the interpreter:", style="yellow")
     if len(verdict.causes) == 1:
         _say(console, verdict.causes[0].cause, label="likely cause:", style="yellow")
     elif verdict.causes:
@@ -515,6 +524,7 @@ def _case_json(case_result: results.CaseResult) -> dict:
         "where": verdict.where or None,
         "observations": list(verdict.observations),
         "first_step": verdict.first_step or None,
+        "interpreter_fault": verdict.interpreter_fault or None,
         "expected": verdict.expected,
         "got": verdict.got,
         "mismatches": [{"index": list(m.index), "expected": _number(m.want),

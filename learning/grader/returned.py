@@ -79,6 +79,9 @@ class Returned:
     # stored (or stored where another read) with no atomic operation to order the two
     # (learning.grader.program_order.Watch)
     races: tuple[str, ...] = ()
+    # kernel parts, in the interpreter: the call's kernels did arithmetic on bfloat16 values,
+    # which the interpreter computes on their raw bits (learning.grader.gpu_arithmetic)
+    bfloat16_arithmetic: bool = False
     # kernel parts: a call made again with the same inputs, for evidence, returned having
     # launched no kernel (a result kept from the first call, handed back)
     repeat_launched_nothing: bool = False

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from learning.grader import (
     borrowed,
     containment,
+    gpu_arithmetic,
     kernel_source,
     program_order,
     registry,
@@ -166,7 +167,7 @@ def _kernels(parts: list, force_interpret: bool, module_path: str, channel: Chan
         kernels.device = mode.device
         reason = mode.reason
         if mode.interpret:
-            from learning.grader import gpu_arithmetic, gpu_compile, interpreter_launch, sanitizer
+            from learning.grader import gpu_compile, interpreter_launch, sanitizer
 
             # every launch through the one method the counter and recorder wrap (Triton 3.3
             # to 3.5 launch past it), before any kernel of the learner's is made
@@ -253,6 +254,7 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 channel.send("done", part.name, case.name, Skipped(lacking))
                 continue
             order = _set_order(kernels.order, index) if part.needs_kernels else ""
+            bfloat16_before = gpu_arithmetic.bfloat16_operations()
             channel.send("start", part.name, case.name)
             try:
                 outcome = call_case(function, case, inputs[(part.name, case.name)],
@@ -281,6 +283,8 @@ def _run_cases(module, module_path: str, parts: list, inputs: dict, kernels: _Ke
                 if order and program_order.WATCH.broken:  # ... or put back during the call
                     outcome.grader_changed += ("the order of a launch's programs, put back "
                                                "during the call (learning.grader.program_order)",)
+            if part.needs_kernels and isinstance(outcome, Returned):
+                outcome.bfloat16_arithmetic = gpu_arithmetic.bfloat16_operations() > bfloat16_before
             channel.send("done", part.name, case.name, outcome)
             if isinstance(outcome, Raised) and outcome.gpu_lost:
                 # Nothing more can run on this GPU context; later parts get a fresh process.

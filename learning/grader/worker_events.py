@@ -136,6 +136,7 @@ _OUTCOME_FIELDS = {
                  "repeat_launched_nothing": (bool,), "hooks_left": _TEXT,
                  "pointer_unseen": _TEXT, "evidence_raised": (bool,),
                  "beyond_stores": (int,), "inputs_unread": (bool,),
+                 "bfloat16_arithmetic": (bool,),
                  "seconds": (int, float)},
     "Raised": {"exc_type": _TEXT, "message": _TEXT, "traceback": _TEXT,
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
