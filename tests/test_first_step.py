@@ -266,6 +266,28 @@ def test_a_kernel_accumulator_not_rescaled_is_found_at_the_second_block_of_keys(
     assert "; acc in program (0, 0), keys 16 to 24 differs at [0][0]" in said
 
 
+@loops_in_the_interpreter
+def test_masked_scores_kept_under_another_name_are_not_the_first_wrong_step(tmp_path):
+    # s keeps the raw scores, the masked ones go into a name of the learner's own, and v is
+    # read with k's stride: the step that goes wrong is acc, not s
+    code = _replace(solution_text("attention"),
+                    's = tl.where(visible, s, -float("inf"))',
+                    'masked = tl.where(visible, s, -float("inf"))')
+    code = _replace(code, "m_new = tl.maximum(m, tl.max(s, axis=1))",
+                    "m_new = tl.maximum(m, tl.max(masked, axis=1))")
+    code = _replace(code, "p = tl.exp(s - ref[:, None])", "p = tl.exp(masked - ref[:, None])")
+    wrong = _replace(code, "cols[:, None] * stride_vn", "cols[:, None] * stride_kn")
+    steps = _steps(_graded(tmp_path, "attention", wrong, "triton"), "triton")
+    assert steps and all("; acc in program" in said and "s in program" not in said
+                         and "your s holds a value of your own" in said
+                         for said in steps.values()), steps
+    # the same mask left out of p: s's difference reaches p, and s is where it went wrong
+    wrong = _replace(code, "p = tl.exp(masked - ref[:, None])", "p = tl.exp(s - ref[:, None])")
+    steps = _steps(_graded(tmp_path, "attention", wrong, "triton"), "triton")
+    assert steps and all("; s in program" in said and "of your own" not in said
+                         for said in steps.values()), steps
+
+
 def test_a_program_the_grid_never_ran_is_said_to_be_missing_not_to_hold_a_value(tmp_path):
     # one program short: the last row's program never ran, so no value of its steps exists
     code = _replace(solution_text("rmsnorm"), "rmsnorm_kernel[(n_rows,)](",

@@ -114,6 +114,11 @@ class Steps:
     # ({name: value}): the same quantity in other units (RMSNorm's rms of the row itself, not
     # of the row over its largest magnitude). A learner's step that holds it matches.
     also_right: dict[str, Callable[[dict], Any]] = field(default_factory=dict, compare=False)
+    # The later steps the reference computes from a step ({name: (names, ...)}): a learner's
+    # step that differs while every one of these, next in the same place, matches holds a
+    # value of the learner's own under that name (the raw scores kept in s, the masked ones
+    # in another variable), not the first wrong step.
+    feeds: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

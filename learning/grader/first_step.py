@@ -56,7 +56,7 @@ def merged(events: list[Event]) -> list[Event]:
 def first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
                      where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
                      rtol: float, facts: dict | None = None,
-                     also_right: dict | None = None) -> str:
+                     also_right: dict | None = None, feeds: dict | None = None) -> str:
     """One or two sentences on the first named step whose value differs ("" when nothing can
     honestly be said: no name in common, a recording cut or missing, the two out of step).
     Where something is said, ``facts`` (when given) receives it as data: "matched", the steps
@@ -64,14 +64,22 @@ def first_difference(reference: Recording, learner: Recording, names: tuple[str,
     ``also_right`` ({name: function of the reference's values so far}) gives a step another
     value that matches too (``Steps.also_right``). A step that is the reference's times
     log2(e) matches as well: scores kept in base 2, for exp2, as lessons 08 and 13 show, and
-    the sentence says which steps were taken so."""
+    the sentence says which steps were taken so. ``feeds`` ({name: later names}) lets a step
+    that differs pass as the learner's own value where the steps the reference computes from
+    it match (``Steps.feeds``), said too."""
     base_two: list[str] = []
+    own: dict[str, tuple[str, ...]] = {}  # steps of the learner's own: the steps that matched
     said = _first_difference(reference, learner, names, where, args, atol, rtol, facts,
-                             also_right, base_two)
+                             also_right, base_two, feeds or {}, own)
     if said and base_two:
         are = "is" if len(base_two) == 1 else "are"
         said += (f" ({_joined(base_two)} {are} the reference's times log2(e) = 1.4427, in "
                  "base 2 for exp2: taken as right)")
+    if said and own:
+        for name, fed in own.items():
+            said += (f" ({name} differs from the reference's, but {_joined(list(fed))}, "
+                     f"which the lesson computes from {name}, match: your {name} holds a value "
+                     "of your own)")
     return said
 
 
@@ -97,7 +105,7 @@ def _finite_somewhere(values) -> bool:
 def _first_difference(reference: Recording, learner: Recording, names: tuple[str, ...],
                       where: Callable[[dict, tuple], str] | None, args: tuple, atol: float,
                       rtol: float, facts: dict | None, also_right: dict | None,
-                      base_two: list[str]) -> str:
+                      base_two: list[str], feeds: dict, own: dict) -> str:
     facts = {} if facts is None else facts
     if reference is None or learner is None or reference.problem or learner.problem:
         return ""
@@ -214,6 +222,12 @@ def _first_difference(reference: Recording, learner: Recording, names: tuple[str
             if verdict is None or verdict is False and "program" in event.loops \
                     and _array(got).shape != _array(event.value).shape:
                 return ""  # a kernel's blocks of another shape: another tiling, not a step
+            if not verdict and _fed_steps_agree(
+                    feeds.get(name, ()), event, ours[i + 1:], theirs, positions, taken, atol,
+                    rtol):
+                own[name] = tuple(feeds[name])
+                held[name] = event.value
+                continue
             if not verdict:
                 facts.update(matched=tuple(matched), differs=name)
                 return first_wrong(name, event.loops.get("program"), _differs(
@@ -304,6 +318,25 @@ def _within(inner: Event, outer: Event) -> bool:
     """``inner`` ran in ``outer``'s iteration: every loop of ``outer`` at the same value (and
     perhaps in loops of its own, nested deeper: the tile's K loop inside the tile)."""
     return all(inner.loops.get(name, NOT_SET) == value for name, value in outer.loops.items())
+
+
+def _fed_steps_agree(fed: tuple[str, ...], event: Event, after: list[Event], theirs: list[Event],
+                     positions: dict, taken: dict, atol: float, rtol: float) -> bool:
+    """Whether every step in ``fed`` (those the reference computes from ``event``'s) is next
+    set, by the reference and by the learner, in ``event``'s place, to values that agree."""
+    if not fed:
+        return False
+    for name in fed:
+        ours = next((e for e in after if e.name == name), None)
+        found = positions.get(name, [])
+        k = taken.get(name, 0)
+        if ours is None or k >= len(found) or not _same_iteration(ours, event):
+            return False
+        theirs_ = theirs[found[k]]
+        if not _same_iteration(ours, theirs_) or \
+                _agree(theirs_.value, ours.value, atol, rtol) is not True:
+            return False
+    return True
 
 
 def _same_iteration(ours: Event, theirs: Event) -> bool:

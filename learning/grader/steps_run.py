@@ -75,7 +75,7 @@ def first_step_for(result: CheckResult, part_result: PartResult, source: bytes |
     try:
         failed.verdict.first_step = first_step.first_difference(
             ours, theirs, steps.names, steps.where, args, tolerance.atol, tolerance.rtol, found,
-            steps.also_right)
+            steps.also_right, steps.feeds)
     except Exception:  # noqa: BLE001 - an extra: the verdict stands without it
         failed.verdict.first_step, found = "", {}
     if found:

@@ -723,7 +723,8 @@ def _in_key_block(loops: dict, args: tuple) -> str:
 
 
 # The running m, l and acc of each query row, and each step of their update by a block of keys.
-PYTHON_STEPS = Steps(("m", "l", "acc", "scores", "m_new", "ref", "alpha", "p"), _in_key_block)
+PYTHON_STEPS = Steps(("m", "l", "acc", "scores", "m_new", "ref", "alpha", "p"), _in_key_block,
+                     feeds={"scores": ("m_new", "p")})
 
 def _in_program(loops: dict, args: tuple) -> str:
     """Where the reference kernel was: "in program (1, 0), keys 16 to 24"."""
@@ -741,7 +742,9 @@ def _in_program(loops: dict, args: tuple) -> str:
 # The kernel's query rows and q block, running m, l and acc, and each step of their update by
 # a block of keys (its columns first: a block of other keys is told apart before its values).
 TRITON_STEPS = Steps(("rows", "q", "m", "l", "acc", "cols", "s", "m_new", "ref", "alpha", "p",
-                      "out"), _in_program, function="attention_kernel")
+                      "out"), _in_program, function="attention_kernel",
+                     # the masked scores may be kept under another name than the raw ones
+                     feeds={"s": ("m_new", "p")})
 
 EXERCISE = Exercise(
     name="attention",

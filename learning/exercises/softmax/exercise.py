@@ -355,7 +355,9 @@ def _in_row_program(loops: dict, args: tuple) -> str:
 
 # The same steps in lesson 08's kernel, one program per row (x: the row as loaded, in FP32).
 TRITON_STEPS = Steps(("x", "maximum", "numerator", "denominator", "output"), _in_row_program,
-                     function="softmax_kernel")
+                     function="softmax_kernel",
+                     # x loaded with 0 past the row, the mask put on later steps instead
+                     feeds={"x": ("maximum", "numerator")})
 
 EXERCISE = Exercise(
     name="softmax",
