@@ -847,3 +847,37 @@ def test_a_case_whose_output_is_not_the_kernels_is_not_mapped_unasked():
     assert maps.first_failing(result_with("aliases-input")) is None
     assert maps.first_failing(result_with("computed-by-torch")) is None
     assert maps.first_failing(result_with("out-of-bounds")) == ("triton", case.name)
+
+
+def test_a_call_that_raised_in_its_second_kernel_is_not_mapped_against_another_tensor(
+        interpreter, tmp_path, capsys, monkeypatch):
+    # the dQ kernel (the second) raises as it is traced; the first stored dK and dV, each a
+    # third of the reference's stacked output: no tensor of the learner's is that output
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    text = solution_text("attention_backward")
+    sums = "delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), axis=1)"
+    assert text.count(sums) == 2
+    first, second = text.rsplit(sums, 1)
+    write_module(tmp_path, "attention_backward",
+                 first + sums.replace("axis=1", "dim=1") + second)
+    assert check.main(["attention_backward", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "TypeError" in out
+    assert "your code stopped on its TypeError before it returned an output" in out, out
+    assert "its shapes differ" not in out and "Memory map of case" not in out
+
+
+@pytest.mark.parametrize("returned", ["out[:1].expand(2 ** 40)", "out.to_sparse()"])
+def test_an_output_no_map_can_hold_is_left_out_of_the_map_not_a_failure_of_the_grader(
+        interpreter, tmp_path, capsys, monkeypatch, returned):
+    # an expanded view of 2**40 elements asked the map for terabytes, a sparse tensor has no
+    # storage to read: the map run died with the grader's own error
+    monkeypatch.setenv("COLUMNS", "80")
+    text = solution_text("elementwise")
+    before, after = text.rsplit("    return out\n", 1)  # the launcher's, the last
+    write_module(tmp_path, "elementwise", before + f"    return {returned}\n" + after)
+    assert check.main(["elementwise", "--root", str(tmp_path), "--part", "triton"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL" in out
+    assert "grader's own code failed" not in out and "Traceback" not in out, out

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from learning.grader import forkserver, stopped, warm
 from learning.grader import memory_map as maps
+from learning.grader.childproc import GRADER_FAILED_STATUS
 from learning.grader.results import CheckResult
 from learning.grader.worker_run import Settings, WorkerRun
 
@@ -124,6 +125,11 @@ def record_map(exercise, module_path: Path, part: str, case: str,
                               f"{heard.import_problem.message}"
         elif heard.missing:
             memory_map.note = next(iter(heard.missing.values())).message
+        elif run.ended.returncode == GRADER_FAILED_STATUS:
+            # no output is shown with a map: the error's own last line, to report
+            memory_map.note = "the grader's own code failed while recording it (" + \
+                (_last_line(run.output) or "no message") + "), which says nothing about " \
+                "your code: please report it with this line"
         else:
             memory_map.note = f"the run that records it stopped: " \
                               f"{stopped.failure_verdict(run).summary}"
@@ -131,3 +137,9 @@ def record_map(exercise, module_path: Path, part: str, case: str,
         problem = (heard.maps.get(maps.REFERENCE) or {}).get("problem", "")
         memory_map.note = f"the reference could not be recorded{': ' + problem if problem else ''}"
     return memory_map
+
+
+def _last_line(output: str) -> str:
+    """The last line of a process's output that is not blank, cut to 200 characters."""
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""

@@ -70,15 +70,37 @@ def _geometry(tensor, label: str, role: str) -> dict:
             "storage": (start, start + storage.nbytes())}
 
 
-def _tensors_in(value):
-    """The tensors in an argument or a returned value (tuples and lists looked into)."""
+# The most elements a tensor may have to be mapped: its element table is built whole (a view
+# expanded to 2**40 elements, with a stride of 0, would ask for terabytes)
+MAPPABLE_ELEMENTS = 2 ** 22
+
+
+def _tensors_in(value, seen: frozenset = frozenset()):
+    """The tensors in an argument or a returned value (tuples and lists looked into, each
+    once: a list that holds itself ends), those a map can show: strided, of a size one can
+    draw, with memory behind them (not sparse, nested or meta tensors)."""
     if isinstance(value, (tuple, list)):
+        if id(value) in seen:
+            return
         for item in value:
-            yield from _tensors_in(item)
+            yield from _tensors_in(item, seen | {id(value)})
     elif hasattr(value, "untyped_storage") and hasattr(value, "stride"):
-        yield value
+        if _mappable(value):
+            yield value
     elif hasattr(value, "base") and hasattr(value.base, "untyped_storage"):
-        yield value.base  # a tensor descriptor
+        if _mappable(value.base):
+            yield value.base  # a tensor descriptor
+
+
+def _mappable(tensor) -> bool:
+    try:
+        import torch
+
+        return (tensor.layout == torch.strided and not tensor.is_nested
+                and not tensor.is_meta and tensor.numel() <= MAPPABLE_ELEMENTS
+                and tensor.untyped_storage() is not None)
+    except Exception:  # noqa: BLE001 - a tensor whose memory cannot be read is not mapped
+        return False
 
 
 class Recorder:
@@ -633,6 +655,18 @@ def nothing_to_show(memory_map: MemoryMap) -> str:
                 differ.append((label, kind))
     touched = {(label, kind) for label, kind in differ
                if label in mine and learner.touches(label, kind)}
+    theirs = {t.label for t in reference.tensors}
+    if learner.stopped and "output" in mine and "output" in theirs:
+        # a call that raised returned nothing: its "output" is the first tensor its kernels
+        # stored to, a guess (_name_unreturned_output); of another shape than the reference's
+        # output it is some other tensor, and nothing lines up with the reference's map
+        yours, ours = (" x ".join(str(n) for n in m.tensor("output").shape)
+                       for m in (learner, reference))
+        if yours != ours:
+            raised = first_clause(learner.stopped).split(":")[0]
+            return (f"your code stopped on its {raised} before it returned an output, and the "
+                    f"first tensor its kernels stored to ({yours}) is not the shape of the "
+                    f"reference's output ({ours}): the two maps would not line up")
     if learner.stopped and all(_within(learner, reference, label, kind)
                                for label, kind in touched):
         raised = first_clause(learner.stopped).split(":")[0]
