@@ -92,9 +92,29 @@ keeps this list, the folder and the imports (no circles) in step.
 import os
 import sys
 
-# Run as a command (python -m learning.NAME: argv[0] is "-m" while the package is imported), a
-# library of the course's that cannot be imported is named in one line, not a traceback.
+
+def _folder_off_the_path():
+    """Run as a command, Python put the folder it was started in (the learner's, where their
+    exercise modules are) first on the path, ahead of the standard library and every installed
+    package: a file or folder there named copy, numpy, triton or org (which copy and pickle try
+    to import) would run inside the grader's own processes instead of the module it shadows.
+    Nothing of the course needs that folder on the path where the course is installed; where it
+    is not, the folder goes last, behind everything it could shadow."""
+    import importlib.util
+
+    first = sys.path[0] if sys.path else None
+    if first is None or os.path.realpath(first or ".") != os.path.realpath(os.getcwd()):
+        return
+    del sys.path[0]
+    if importlib.util.find_spec("triton_kernels") is None:  # not installed: run from a clone
+        sys.path.append(first)
+
+
+# Run as a command (python -m learning.NAME: argv[0] is "-m" while the package is imported): the
+# folder it was started in off the path, and a library of the course's that cannot be imported
+# named in one line, not a traceback.
 if sys.argv[:1] == ["-m"]:
+    _folder_off_the_path()
     from learning import broken_install as _broken_install
 
     _broken_install.install()

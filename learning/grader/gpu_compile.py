@@ -34,6 +34,7 @@ import types
 from dataclasses import dataclass, field
 
 from learning.grader import kernel_ops, kernel_source
+from learning.grader.loading import append_path
 
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
 TARGET_LABEL = "sm_90"
@@ -918,7 +919,9 @@ def run(module_path: str, channel, grader_pid: int = 0) -> int:
     module = None
     if why is None:
         _speed_up_cache_key()
-        sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+        # last on the path, as where the kernels ran (loading.prepare_import): no file beside
+        # the learner's module shadows what this process imports later
+        append_path(os.path.dirname(os.path.abspath(module_path)))
         if containment.available():  # what follows runs the learner's statements
             containment.lock_down(containment.grader_processes(grader_pid))
     _pin_compiled_mode()  # before the learner's statements: one that sets TRITON_INTERPRET

@@ -416,14 +416,18 @@ def _mode(path: Path) -> int | None:
 
 def _importable(path: Path, folder: Path) -> bool:
     """Whether a new entry could be run by a later Python process: a module or a package, or
-    (in site-packages) a .pth file or a start-up module."""
+    (in site-packages) a .pth file or a start-up module. Any folder whose name is a module's
+    is a package to ``import``, with or without an ``__init__.py`` (a namespace package, or
+    one whose ``__init__.pyc`` alone runs): ``org/python/core/``, which copy and pickle try to
+    import, runs whatever it holds."""
     name = path.name
     if name.startswith(".course-state") or name == "__pycache__":
         return False
     if name.endswith((".py", ".pyc", ".pyw", ".so", ".pth")) or name in START_UP:
         return True
-    return (path / "__init__.py").exists() if path.is_dir() and not path.is_symlink() else \
-        path.is_symlink()
+    if path.is_symlink():
+        return True
+    return path.is_dir() and name.isidentifier()
 
 
 def _caches(folder: Path) -> dict[str, tuple]:

@@ -118,11 +118,20 @@ class LockDown:
         self.channel.drained()
 
 
+def append_path(folder: str) -> None:
+    """``folder`` last on the path, taken from anywhere before (one place, behind the rest)."""
+    while folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.append(folder)
+
+
 def prepare_import(module_path: str, memory_gib: float, lock_down: LockDown | None, device: str):
     """Everything before the learner's import: the module's folder (the course's top level)
-    first on the path, the libraries it imports warmed, then the lock-down, or, without one (a
-    test's direct call), the memory cap alone."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(module_path)))
+    last on the path, the libraries it imports warmed, then the lock-down, or, without one (a
+    test's direct call), the memory cap alone. Last: the learner's module can import a file of
+    theirs beside it, and no file there shadows a module of Python's or an installed one that
+    the grader's code in this process imports later (copy, numpy, triton)."""
+    append_path(os.path.dirname(os.path.abspath(module_path)))
     warm_up(module_path)
     if lock_down is not None:
         lock_down(memory_gib, device)
