@@ -4217,3 +4217,111 @@ def test_a_scratch_buffer_kept_for_another_width_fails(tmp_path):
     result = grade_text(tmp_path, "softmax", text, ["triton"])
     failed = [c.name for c in result.parts[0].cases if c.verdict.status == "failed"]
     assert failed == ["narrower rows next"], rendered(result)
+
+
+PLANTED = '''
+import os as _os
+import sys as _sys
+with open({marker!r}, "a") as _f:
+    _f.write(" ".join(_sys.argv[:2]) + "\\n")
+'''
+
+
+@pytest.mark.parametrize("planted", ["a namespace package", "a scratch file"])
+def test_a_file_in_the_learners_folder_never_runs_in_the_grader_s_own_process(tmp_path, planted):
+    # Python puts the folder a command starts in first on the path: copy and pickle try
+    # `from org.python.core import PyStringMap`, and a folder org/python/core/ (no __init__.py)
+    # written there by the module, or a careless scratch copy.py, ran in the check's own
+    # process, where a payload can make every later verdict a pass
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    marker = tmp_path / "ran.txt"
+    payload = PLANTED.format(marker=str(marker))
+    if planted == "a namespace package":
+        write_module(folder, "elementwise", solution_text("elementwise") + f"""
+import os as _os
+_core = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "org", "python", "core")
+_os.makedirs(_core, exist_ok=True)
+with open(_os.path.join(_core, "PyStringMap.py"), "w") as _f:
+    _f.write({payload!r})
+""")
+    else:
+        (folder / "copy.py").write_text(payload + "from_scratch = True\n", encoding="utf-8")
+        write_module(folder, "elementwise", solution_text("elementwise"))
+
+    def check(name):
+        environment = dict(os.environ, PYTHONPATH=course_pythonpath(), COLUMNS="400",
+                           LEARNING_WARM="0", LEARNING_FORKSERVER="0")
+        return subprocess.run([sys.executable, "-m", "learning.check", name, "--part", "python",
+                               "--root", str(folder)], cwd=folder, env=environment,
+                              capture_output=True, text=True, timeout=300)
+
+    done = check("elementwise")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, \
+        done.stdout + done.stderr
+    ran = marker.read_text(encoding="utf-8") if marker.exists() else ""
+    # no process of the grader's ran it: the check's own never, nor the worker's own imports
+    assert "learning/check.py" not in ran and "learning.check" not in ran, ran
+    if planted == "a namespace package":
+        assert not (folder / "org").exists(), "a folder a later import runs is left in place"
+    # and the verdicts after it are the learner's: a wrong module fails, a stub is not started
+    write_module(folder, "elementwise", solution_text("elementwise").replace(
+        "max(", "min(", 1))
+    assert check("elementwise").returncode == 1
+    write_module(folder, "rmsnorm", (COURSE_ROOT / "learning" / "exercises" / "rmsnorm" /
+                                     "stub.py").read_text(encoding="utf-8"))
+    done = check("rmsnorm")
+    assert done.returncode == 1 and "not started" in done.stdout, done.stdout + done.stderr
+    ran = marker.read_text(encoding="utf-8") if marker.exists() else ""
+    assert "learning/check.py" not in ran and "learning.check" not in ran, ran
+
+
+@pytest.mark.parametrize("python_writes", [True, False])
+def test_a_result_in_a_buffer_too_large_to_copy_is_still_compared_with_what_the_kernel_left(
+        tmp_path, python_writes):
+    # the kernel stores a constant into a 300 MiB buffer, and plain Python then writes the
+    # answer into the view it returns: memories over 256 MiB were not kept after a launch,
+    # so the change went unseen and the part passed
+    text = solution_text("elementwise")
+    text = text.replace('''    out = torch.empty_like(x)
+    n = x.numel()
+    BLOCK = 1024
+    grid = (triton.cdiv(n, BLOCK),)
+    add_relu_kernel[grid](out, x, y, n, BLOCK=BLOCK)
+    return out''', '''    n = x.numel()
+    big = torch.empty(300 * 2**20 // x.element_size(), dtype=x.dtype)
+    add_relu_kernel[(triton.cdiv(max(n, 1), 1024),)](big, x, y, n, BLOCK=1024)
+    PYTHON_WRITES
+    return big[:n]''')
+    assert "PYTHON_WRITES" in text
+    if python_writes:
+        text = text.replace("    out = tl.maximum(x + y, 0.0)\n",
+                            "    out = tl.maximum(x + y, 0.0) * 0.0 + 7.0\n")
+        assert "* 0.0 + 7.0" in text
+        text = text.replace("PYTHON_WRITES", "big[:n] = torch.tensor([max(a + b, 0.0) for a, b "
+                            "in zip(x.tolist(), y.tolist())], dtype=x.dtype)")
+    else:  # the kernel's own answer, in a large buffer: right
+        text = text.replace("PYTHON_WRITES", "pass")
+    result = grade_text(tmp_path, "elementwise", text, ["triton"])
+    verdicts = [c.verdict for c in result.parts[0].cases if c.verdict.status != "skipped"]
+    if python_writes:
+        assert verdicts and all(not v.passed for v in verdicts)
+        assert all("changed after the last kernel launch" in v.summary for v in verdicts)
+    else:
+        assert verdicts and all(v.passed for v in verdicts), [v.summary for v in verdicts]
+
+
+def test_a_list_that_holds_itself_is_told_at_once_not_read_until_a_time_limit(tmp_path):
+    text = solution_text("elementwise")
+    marker = "def add_relu_python"
+    start = text.index(marker)
+    end = text.index("\n    return ", start)
+    line_end = text.index("\n", end + 1)
+    returned = text[end + len("\n    return "):line_end]
+    text = text[:end] + f"\n    held = list({returned})\n    held.append(held)\n    return held" \
+        + text[line_end:]
+    result = grade_text(tmp_path, "elementwise", text, ["python"])
+    verdicts = [c.verdict for c in result.parts[0].cases]
+    assert all(v.status == "failed" for v in verdicts), [v.status for v in verdicts]
+    assert all("nest more than" in v.summary and "holds itself" in v.summary for v in verdicts)
+    assert sum(v.seconds for v in verdicts) < 10

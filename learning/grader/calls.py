@@ -59,9 +59,13 @@ _THREAD_FRAMES = sys._current_frames
 _THIS_THREAD = threading.get_ident
 
 
-# A tensor argument whose memory is larger than this is not copied after a launch (its output is
-# then not compared with what the kernel left): no case's output comes near it.
+# A tensor argument whose memory is larger than this is not copied after a launch: no case's
+# output comes near it. Up to LARGEST_DIGESTED_BYTES its bytes are hashed instead, in chunks of
+# DIGEST_CHUNK (``_chunk_digests``), so that a result in a view of a buffer that large is still
+# compared with what the last launch left there; past it, the output is not compared.
 LARGEST_KEPT_BYTES = 256 * 2**20
+LARGEST_DIGESTED_BYTES = 4 * 2**30
+DIGEST_CHUNK = 2**20
 # The most the copies of tensors given to launches (_note_fed) hold in one call: a launcher that
 # feeds torch's results to kernel after kernel must not run out of memory because of the check
 FED_BYTES = 256 * 2**20
@@ -78,6 +82,9 @@ class LaunchCounter:
         self.installed = False
         # storage address: (the storage, a copy of it as the last launch given it left it)
         self.left: dict[int, tuple] = {}
+        # {address: (storage, its chunks' digests)}: what a launch left in a memory too large
+        # to copy, hashed (``_chunk_digests``)
+        self.left_digests: dict[int, tuple] = {}
         # what launches of earlier calls left in small memories: address -> a copy of the
         # bytes (``_left_by_kernels``), the latest last
         self.kernels_left: dict[int, object] = {}
@@ -601,7 +608,10 @@ class LaunchCounter:
             with contextlib.suppress(Exception):  # a tensor that cannot be read is not kept
                 storage = argument.untyped_storage()
                 self.given[storage.data_ptr()] = storage
-                if storage.nbytes() <= LARGEST_KEPT_BYTES:
+                if LARGEST_KEPT_BYTES < storage.nbytes() <= LARGEST_DIGESTED_BYTES:
+                    self.left.pop(storage.data_ptr(), None)
+                    self.left_digests[storage.data_ptr()] = (storage, _chunk_digests(storage))
+                elif storage.nbytes() <= LARGEST_KEPT_BYTES:
                     # the storage itself is held too: freed, its address could be reused by a
                     # tensor no kernel was given
                     self.left[storage.data_ptr()] = (storage, storage.clone())
@@ -614,7 +624,7 @@ class LaunchCounter:
         count, self.count = self.count, 0
         self._remember_left()
         self.first_seen = {}
-        self.left, self.given, self.fed = {}, {}, []
+        self.left, self.given, self.fed, self.left_digests = {}, {}, [], {}
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
         self.fed_from, self.outside_size, self.outside_views = set(), 0, {}
@@ -698,6 +708,11 @@ class LaunchCounter:
             try:
                 tensor = plain_tensor(tensor).detach()
                 kept = self.left.get(tensor.untyped_storage().data_ptr())
+                digested = self.left_digests.get(tensor.untyped_storage().data_ptr())
+                if kept is None and digested is not None:
+                    if _chunks_changed(tensor, digested[1]):
+                        changed.append(position)
+                    continue
                 if kept is None:
                     # a copy of a launch's memory (out.clone()): that memory as the launch
                     # left it, or torch's answer written over it before the copy was taken
@@ -725,6 +740,31 @@ class LaunchCounter:
             if kept is not None and not _same_storage(kept[0], kept[1]):
                 return True
         return False
+
+
+def _chunk_digests(storage) -> list[bytes]:
+    """A digest of every DIGEST_CHUNK bytes of ``storage`` (copied to the host first, where it
+    is a GPU's): what a launch left in a memory too large to keep a copy of."""
+    import hashlib
+
+    import torch
+
+    data = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+    data = data.cpu().numpy()
+    return [hashlib.blake2b(data[start:start + DIGEST_CHUNK], digest_size=16).digest()
+            for start in range(0, len(data), DIGEST_CHUNK)]
+
+
+def _chunks_changed(tensor, digests: list[bytes]) -> bool:
+    """Whether any chunk of its memory that ``tensor`` (a view) lies in holds other bytes now
+    than when ``digests`` were taken."""
+    size = tensor.element_size()
+    first = tensor.storage_offset() * size
+    span = sum((n - 1) * abs(step) for n, step in zip(tensor.shape, tensor.stride()) if n > 0)
+    last = first + span * size + size if tensor.numel() else first
+    now = _chunk_digests(tensor.untyped_storage())
+    return any(now[i] != digests[i] for i in range(first // DIGEST_CHUNK,
+                                                     min(len(now), -(-last // DIGEST_CHUNK))))
 
 
 # How close a result must be to a tensor a kernel was given for the kernel to have possibly

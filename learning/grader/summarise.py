@@ -20,6 +20,9 @@ from learning.grader.returned import Returned
 # million elements), so that an output far larger than any case asks for cannot make the
 # grader copy gigabytes (tests/test_hostile.py checks the margin against every case)
 MAX_VALUES = 1 << 25
+# The deepest a returned list may nest to be read: outputs nest 2 deep (rows of values); 32
+# leaves room for any honest structure, and ends a list that holds itself at once
+MAX_NESTING = 32
 
 
 def _is_number(value) -> bool:
@@ -232,12 +235,15 @@ def _nested_numbers(items: list):
         return _plain_float(item)
 
     odd: set[str] = set()
-    count, stack = 0, [items]
+    count, stack = 0, [(items, 1)]
     while stack:  # counted before anything is copied, a whole list of numbers at a time
-        sequence = stack.pop()
+        sequence, depth = stack.pop()
+        if depth > MAX_NESTING:  # a list that holds itself nests without end
+            return None, f"its lists nest more than {MAX_NESTING} deep (a list that holds " \
+                         "itself, or a list inside it, does that): no case's output nests so"
         kinds = set(map(type, sequence))
         if any(issubclass(kind, (list, tuple)) for kind in kinds):
-            inner = [_items(v) for v in sequence if isinstance(v, (list, tuple))]
+            inner = [(_items(v), depth + 1) for v in sequence if isinstance(v, (list, tuple))]
             count += len(sequence) - len(inner)
             stack.extend(inner)
         else:
