@@ -302,6 +302,14 @@ def _hint_level(text: str) -> int:
     return level
 
 
+def _source_digest(path: Path) -> str:
+    """The digest grades record of the module at ``path`` ("" where it cannot be read)."""
+    try:
+        return state.source_digest(state.read_small_file(path, 1 << 24) or b"")
+    except (OSError, state.NotData):
+        return ""
+
+
 def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
@@ -315,14 +323,21 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
     candidates = [exercise.part(name) for name in parts] if parts else \
         [p for p in exercise.parts if not p.needs_kernels or kernel_mode.triton_missing() is None]
     here = "" if parts or len(candidates) == len(exercise.parts) else " that runs here"
-    unfinished = [p for p in candidates if (g := progress.grade(exercise.name, p.name)) is None
-                  or g.status != "passed"]
+    digest = _source_digest(root / exercise.filename)
+
+    def passes(part) -> bool:
+        """Its last grade a pass, of the file as it is now (a pass recorded of another text,
+        before the file was restored to the stub, say, is not this file's)."""
+        grade = progress.grade(exercise.name, part.name)
+        return grade is not None and grade.status == "passed" and (
+            not grade.source or not digest or grade.source == digest)
+
+    unfinished = [p for p in candidates if not passes(p)]
     part = (unfinished or candidates)[0]
     if not unfinished and not wanted:  # nothing left to be stuck on: no hint repeated
         runnable = [p for p in exercise.parts
                     if not p.needs_kernels or kernel_mode.triton_missing() is None]
-        every = all((g := progress.grade(exercise.name, p.name)) is not None
-                    and g.status == "passed" for p in runnable)
+        every = all(passes(p) for p in runnable)
         which = f"Every part of {exercise.name}{here} passes" if every or not parts else \
             f"The {' and '.join(p.name for p in candidates)} " \
             f"{'part' if len(candidates) == 1 else 'parts'} of {exercise.name} " \

@@ -10,6 +10,7 @@ import pytest
 
 from learning.grader import errors, observe, stuck
 from tests.helpers import (
+    COURSE_ROOT,
     compiler_names_every_rejection,
     failing_bugs,
     grade_text,
@@ -497,6 +498,14 @@ def test_a_hint_is_not_repeated_once_the_exercise_passes(tmp_path, capsys):
     assert "Every part of traffic passes" in capsys.readouterr().out
     assert check.main(["traffic", "--root", str(tmp_path), "--hint", "2"]) == 0
     assert "Hint 2 of 4" in capsys.readouterr().out
+    # the file put back to the stub by hand (git checkout): the pass recorded is another
+    # text's, and the stuck learner gets the next hint, not "passes"
+    stub = (COURSE_ROOT / "learning" / "exercises" / "traffic" / "stub.py").read_text(
+        encoding="utf-8")
+    write_module(tmp_path, "traffic", stub)
+    assert check.main(["traffic", "--root", str(tmp_path), "--hint"]) == 0
+    out = capsys.readouterr().out
+    assert "Every part of traffic passes" not in out and "Hint 3 of 4" in out, out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -978,6 +987,10 @@ def test_a_mismatch_is_printed_with_the_digits_that_tell_the_two_apart():
     assert decimals > DECIMALS
     assert format_value(want[0], decimals) != format_value(got[0], decimals)
     assert decimals_to_tell_apart([0.25, 0.5], [0.26, 0.5]) == DECIMALS  # nine show it already
+    # values that pass, off in their 17th digit, beside one far off: nine decimals, not 17
+    want, got = [0.37190676288028823, 0.28399540974126003], [0.37190676288028829, -0.1238]
+    assert decimals_to_tell_apart(want, got) > DECIMALS + 5
+    assert decimals_to_tell_apart(want, got, wrong=[False, True]) == DECIMALS
 
 
 def test_a_tail_missing_from_some_rows_only_is_not_blamed_on_the_block():

@@ -87,6 +87,7 @@ def test_endless_loop_inside_a_kernel_times_out_and_the_rest_is_not_run(tmp_path
     assert first.status == "timed-out"
     assert first.summary.startswith("did not finish within 2 s in case triton/width 3")
     assert not first.causes
+    assert first.seconds == 2  # what it ran for, in --json too: not a case never run
     assert set(statuses(part)[1:]) <= {"not-run", "skipped"}
     assert "not run" in part.cases[1].verdict.summary
     assert not result.ok and seconds < KERNEL_PART_SECONDS

@@ -910,7 +910,8 @@ def _judge_values(part: Part, case: Case, returned: Returned, args: tuple, want)
     if pieces:
         observations = (observe.by_piece(~good, pieces), *observations)
     # as many decimals as it takes for the differing values shown to print differently
-    decimals = decimals_to_tell_apart(want, got) if got.shape == want.shape else DECIMALS
+    decimals = decimals_to_tell_apart(want, got, wrong=~good) if got.shape == want.shape \
+        else DECIMALS
     return Verdict("failed", summary, causes=causes, observations=observations,
                    weak=tuple(b.key for b in causes) if no_finite else (),
                    got=format_values(got, decimals=decimals), mismatches=mismatches,

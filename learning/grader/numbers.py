@@ -37,10 +37,12 @@ def format_values(values, limit: int = 8, decimals: int = DECIMALS) -> str:
     return f"[{shown}{more}]"
 
 
-def decimals_to_tell_apart(want, got, limit: int = 64) -> int:
+def decimals_to_tell_apart(want, got, limit: int = 64, wrong=None) -> int:
     """The decimals that print every differing pair among the first ``limit`` of ``want`` and
     ``got`` as two different numbers (DECIMALS at least, 17 at most): a mismatch shown as the
-    same digits on both sides tells the reader nothing."""
+    same digits on both sides tells the reader nothing. ``wrong`` (a mask of their shape), where
+    given, keeps to the pairs outside the tolerance: values that pass, off in their last bits,
+    would otherwise print every value to 17 digits and send the reader after rounding."""
     import numpy as np
 
     want = np.asarray(want, dtype=np.float64).ravel()
@@ -48,7 +50,10 @@ def decimals_to_tell_apart(want, got, limit: int = 64) -> int:
     if want.shape != got.shape:
         return DECIMALS
     needed = DECIMALS
-    differing = np.flatnonzero((want != got) & np.isfinite(want) & np.isfinite(got))[:limit]
+    differs = (want != got) & np.isfinite(want) & np.isfinite(got)
+    if wrong is not None and np.shape(wrong) != () and np.size(wrong) == want.size:
+        differs &= np.asarray(wrong, dtype=bool).ravel()
+    differing = np.flatnonzero(differs)[:limit]
     for i in differing:
         w, g = float(want[i]), float(got[i])
         while needed < 17 and format_value(w, needed) == format_value(g, needed):

@@ -105,7 +105,8 @@ def failure_verdict(run: WorkerRun) -> compare.Verdict:
             if ended.stuck_at else ""
         return compare.Verdict(
             "timed-out", f"did not finish within {limit:g} s in case {name} "
-            f"(the reference takes well under a second){stopped}{USUAL_REASON}{usual}")
+            f"(the reference takes well under a second){stopped}{USUAL_REASON}{usual}",
+            seconds=float(limit))  # it ran at least that long: not the 0 of a case never run
     if ended.status_lost:
         return compare.Verdict(
             "crashed", f"the process stopped answering in case {name}, and the warm "

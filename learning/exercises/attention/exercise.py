@@ -517,7 +517,7 @@ TRITON_BUGS = _bugs(python=False) + (
         "keys at or past seq_k in the loads of k and v); an offset for a head that does not "
         "exist (batch = pid // n_heads and head = pid % n_heads, on a grid of cdiv(seq_q, "
         "BLOCK_M) x batch * heads); or an address built with another tensor's strides, or "
-        "into an output allocated with another shape", hint=3),
+        "into an output allocated with another shape"),  # one of several: no one hint
     Bug("wrong-dtype", "the output must have q's dtype: accumulate in float32, then store "
         "out.to(out_ptr.dtype.element_ty) into torch.empty(..., dtype=q.dtype)", hint=6),
 )

@@ -245,7 +245,9 @@ def guard_table(numbers=None) -> Table:
         rows.append((_keys(start, len(s)), " ".join(_short(x, 2) for x in s), _short(own, 2),
                      " ".join(number(x) if math.isnan(x) else f"{x:.6f}" for x in without),
                      " ".join(f"{x:.6f}" for x in with_guard)))
-    caption = ("Query 0 under the causal mask sees key 0 only. A kernel that measures each "
+    caption = (f"Query 0 under the causal mask sees key 0 only (its score here is "
+               f"{_short(scores[0], 2)}, not the worked example's: any finite score gives the "
+               "same NaNs). A kernel that measures each "
                "block from the block's own maximum (and then rescales the block's sums to the "
                "running maximum) computes exp((-inf) − (-inf)) = exp(NaN) in every later "
                "block: one NaN makes the whole row NaN. With the guard a block whose maximum "

@@ -80,6 +80,22 @@ def _do(numbers) -> list[list[float]]:
     return [list(numbers[:2]), list(numbers[2:])]
 
 
+def inputs_table(numbers=None) -> Table:
+    """The worked example's q, k, v and dO (``numbers``: dO, as --input gives it)."""
+    q, k, v, do = worked()
+    if numbers:
+        do = [list(numbers[i:i + len(q[0])]) for i in range(0, len(numbers), len(q[0]))]
+
+    def listed(rows) -> str:
+        return "; ".join("[" + ", ".join(f"{x:g}" for x in row) + "]" for row in rows)
+
+    rows = tuple((name, f"{len(m)} x {len(m[0])}", listed(m))
+                 for name, m in (("q", q), ("k", k), ("v", v), ("dO", do)))
+    return Table(("tensor", "shape", "rows"), rows,
+                 "One head: a row per query (q, dO) or per key (k, v); every table below is "
+                 "computed from these.")
+
+
 def forward_table(numbers=None) -> Table:
     """S, P and L for the worked q and k, one row per query."""
     f = forward(*worked()[:3])
@@ -240,6 +256,7 @@ def target(_numbers=None, path: Path = SPEED):
 # Blocks a lesson can embed by name, each taking the marker's numbers as dO (none: the worked
 # one). See learning.computed.
 BLOCKS = {
+    "inputs": lambda numbers: inputs_table(numbers or None),
     "forward": lambda numbers: forward_table(numbers or None),
     "delta": lambda numbers: delta_table(numbers or None),
     "dp": lambda numbers: gradients_tables(numbers or None)[0],

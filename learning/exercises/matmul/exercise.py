@@ -366,14 +366,14 @@ TRITON_BUGS = (
         "a.stride(1) elements apart, not 1. Pass a.stride(1) and b.stride(1) and use them",
         any_of(*(same_as(columns_next_to_each_other(_matmul_of, tensors), **_REPLAY)
                  for tensors in ((0,), (1,), (0, 1)))), hint=2),
+    # one of several causes, each another hint's: no one hint is pointed at
     Bug("out-of-bounds", "a load or store reached outside the tensors; which part of the "
         "address was wrong, the check cannot tell. It comes from one of: a lane that should "
         "be masked and was not (rows at or past M and columns at or past N in the loads of a "
         "and b and the store of C, and in each step of the K loop the k at or past K); an "
         "offset for a tile that does not exist (a grid of cdiv(M, BLOCK_M) x cdiv(N, "
         "BLOCK_N) programs); or an address built with the wrong strides (a row stride where "
-        "the column stride belongs), or into a C allocated with another shape than (M, N)",
-        hint=3),
+        "the column stride belongs), or into a C allocated with another shape than (M, N)"),
     Bug("unwritten", "some elements of C were never written: no program stored them. Look at "
         "the grid (triton.cdiv(M, BLOCK_M) by triton.cdiv(N, BLOCK_N) programs), at which tile "
         "each program takes, and at the store's offsets and mask", hint=5),
