@@ -4325,3 +4325,34 @@ def test_a_list_that_holds_itself_is_told_at_once_not_read_until_a_time_limit(tm
     assert all(v.status == "failed" for v in verdicts), [v.status for v in verdicts]
     assert all("nest more than" in v.summary and "holds itself" in v.summary for v in verdicts)
     assert sum(v.seconds for v in verdicts) < 10
+
+
+@pytest.mark.parametrize("where, replaced", [
+    ("import", "builtins.len = lambda o: 3"),
+    ("import", "builtins.__build_class__ = None"),
+    ("call", "builtins.isinstance = lambda *a: True"),
+])
+def test_a_builtin_the_learners_code_replaces_is_put_back_and_fails_the_case(
+        tmp_path, where, replaced):
+    # replaced at import, len made the grader unable to read what its own process sent, and
+    # __build_class__ ended the worker as if the grader's code had failed: the learner's code
+    # was not named
+    text = solution_text("elementwise")
+    if where == "import":
+        text += f"\nimport builtins\n{replaced}\n"
+    else:
+        start = text.index("def add_relu_python(")
+        body = text.index('"""', text.index('"""', start) + 3) + 3
+        text = text[:body] + f"\n    import builtins\n    {replaced}" + text[body:]
+    result = grade_text(tmp_path, "elementwise", text, ["python"])
+    verdicts = [c.verdict for c in result.parts[0].cases]
+    name = replaced.split(" =")[0]
+    # said with the first case (an import's, once; a call's, every time), so the part fails
+    assert not result.ok and not verdicts[0].passed
+    assert name in verdicts[0].summary and verdicts[0].bug.key == "hook-left", \
+        verdicts[0].summary
+    if where == "call":
+        assert not any(v.passed for v in verdicts)
+    assert all("grader's own code failed" not in v.summary for v in verdicts)
+    right = grade_text(tmp_path, "elementwise", solution_text("elementwise"), ["python"])
+    assert right.ok

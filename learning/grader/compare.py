@@ -135,9 +135,11 @@ COMMON_BUGS = {
             "values with): a kernel part is judged by what that code counts and computes, so "
             "the result cannot be. Leave those modules alone"),
         Bug("hook-left", "your code set a profile or trace hook (sys.setprofile, sys.settrace, "
-            "sys.monitoring) or a garbage collector's callback and left it set as it "
-            "returned: such a hook runs inside the grader's own code after yours, and can "
-            "change what it reports. The grader put it back; remove it from your code"),
+            "sys.monitoring) or a garbage collector's callback, or replaced one of Python's "
+            "builtins (builtins.len = ...), and left it so as it returned (or as the module "
+            "was imported): such a hook or builtin runs inside the grader's own code after "
+            "yours, and can change what it reports. The grader put it back; remove it from "
+            "your code"),
         Bug("result-kept", "called again with the same inputs, your function returned "
             "without a kernel launch the grader could count, which is what a result kept "
             "from an earlier call and handed back does: a kernel part grades what its "
@@ -472,8 +474,8 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
         return _fail("aliases-input", "the output shares memory with the input")
     if getattr(returned, "hooks_left", ""):
         return _fail("hook-left", f"when your code returned, {returned.hooks_left} held a hook "
-                     "it had set, which the grader's own code would have run through: the "
-                     "result cannot be judged")
+                     "or a replacement it had set, which the grader's own code would have run "
+                     "through: the result cannot be judged")
     if part.needs_kernels and getattr(returned, "pointer_unseen", ""):
         return _fail("pointer-unseen", f"a kernel launch was given a {returned.pointer_unseen} "
                      "as a pointer: no torch tensor, and no memory the grader could find")
