@@ -4356,3 +4356,63 @@ def test_a_builtin_the_learners_code_replaces_is_put_back_and_fails_the_case(
     assert all("grader's own code failed" not in v.summary for v in verdicts)
     right = grade_text(tmp_path, "elementwise", solution_text("elementwise"), ["python"])
     assert right.ok
+
+
+GUARD_WATCH = '''
+import atexit, sys
+from learning.grader import integrity
+first = []
+made = integrity.Guard.__init__
+def watched(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    if not first:
+        first.append(set(sys.modules))
+integrity.Guard.__init__ = watched
+atexit.register(lambda: print("IMPORTED AFTER THE GUARD:",
+                              sorted(set(sys.modules) - first[0]) if first else "no guard"))
+from learning import check
+sys.exit(check.main(sys.argv[1:]))
+'''
+
+
+@pytest.mark.parametrize("module, arguments", [
+    ("wrong", ()), ("wrong", ("--json",)), ("stub", ()), ("right", ("--part", "python"))])
+def test_the_check_process_imports_nothing_after_its_guard_is_taken(tmp_path, module,
+                                                                     arguments):
+    # a module the judging process first imports after the learner's code ran runs its file,
+    # or a compiled cache of it, as that code left it: a cache written for rich.padding
+    # (imported to draw the result) made every later verdict a pass
+    text = {"wrong": solution_text("softmax").replace("denominator = sum(numerator)",
+                                                      "denominator = sum(numerator) + 1.0"),
+            "stub": (COURSE_ROOT / "learning" / "exercises" / "softmax" / "stub.py").read_text(
+                encoding="utf-8"),
+            "right": solution_text("softmax")}[module]
+    write_module(tmp_path, "softmax", text)
+    script = tmp_path / "watch_imports.py"
+    script.write_text(GUARD_WATCH, encoding="utf-8")
+    environment = dict(os.environ, PYTHONPATH=course_pythonpath(), COLUMNS="80")
+    done = subprocess.run([sys.executable, str(script), "softmax", "--root", str(tmp_path),
+                           *arguments], cwd=tmp_path, env=environment, capture_output=True,
+                          text=True, timeout=600)
+    said = [line for line in done.stdout.splitlines() + done.stderr.splitlines()
+            if line.startswith("IMPORTED AFTER THE GUARD:")]
+    assert said == ["IMPORTED AFTER THE GUARD: []"], done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_module_added_to_the_standard_librarys_folder_is_set_aside(tmp_path):
+    # sitecustomize.py in the standard library's folder runs at every Python's start, and a
+    # module there is found before site-packages: the folder is watched like site-packages
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    if not os.access(stdlib, os.W_OK):
+        pytest.skip(f"{stdlib} cannot be written here, by a learner's code either")
+    planted = stdlib / "course_test_planted.py"
+    assert not planted.exists()
+    text = solution_text("elementwise") + f"\nopen({str(planted)!r}, 'w').write('X = 1')\n"
+    try:
+        grade_text(tmp_path, "elementwise", text, ["python"])
+        assert not planted.exists(), "a module written into the standard library was left"
+    finally:
+        with contextlib.suppress(OSError):
+            planted.unlink()

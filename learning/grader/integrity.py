@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,15 +225,24 @@ class Guard:
         prefixes = installed.installed_prefixes()
         installed.load_lazy_modules()
         own = installed.loaded_files()
+        packages = installed.package_files()
         # every file of those packages too: what this process imports of them later runs them
         self.installed = installed.stamps(
-            own | installed.package_files() | installed.worker_package_files() |
+            own | packages | installed.worker_package_files() |
             {f for f in module_files if installed.is_installed(f, prefixes)})
-        # and the compiled caches this process's next start would run instead of its files
-        # (not the warm process's thousand: stamping those too doubled the cost of every run):
-        # changed, or made where there was none, they are set aside (Python compiles them again)
+        # and the compiled caches this process would run instead of its files, at its next
+        # start or at an import after the learner's code ran (of a module of a package it has
+        # loaded: a cache written for rich.padding ran in the judging process), not the warm
+        # process's thousand (stamping those too doubled the cost of every run): changed, or
+        # made where there was none, they are set aside (Python compiles them again)
         self.compiled = {path: installed.stamps([path]).get(path)
-                         for path in installed.compiled_caches(own)}
+                         for path in installed.compiled_caches(own | packages)}
+        # the folders those packages are in, and every folder on this process's path (the
+        # standard library's, where a new sitecustomize.py runs at every start): a module
+        # added there could be imported in the place of one not loaded yet
+        self.package_folders = {Path(os.path.dirname(f)) for f in packages} | {
+            Path(p) for p in sys.path if p and os.path.isdir(p) and
+            installed.is_installed(p, prefixes)}
         self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)
@@ -274,6 +284,7 @@ class Guard:
         folders.update(p for p in (self.root / "learning").rglob("*")
                        if p.is_dir() and p.name != "__pycache__")
         folders.update(Path(p) for p in installed.site_folders())
+        folders.update(self.package_folders)
         return sorted(folders)
 
     def repair(self, aside: Path) -> Repairs:
@@ -316,7 +327,8 @@ class Guard:
         for folder, before in self.entries.items():
             for name in sorted(nearby.entries(folder) - before):
                 inside = folder == course or course in folder.parents
-                if (inside and name != "__pycache__") or _importable(folder / name, folder):
+                if (inside and name != "__pycache__") or _importable(folder / name, folder) or \
+                        str(folder / name) in sys.path:  # a zip Python looks in (python311.zip)
                     _move_away(folder / name, aside, repairs)
         now = installed.stamps(self.installed)
         for path, stamp in self.installed.items():
