@@ -1084,7 +1084,12 @@ def test_patching_math_numpy_torch_builtins_or_the_grader_does_not_change_the_ex
     worked = part.cases[0].verdict
     assert worked.status == "failed"
     assert worked.expected == WORKED
-    assert worked.got == "[1.000000000, 1.000000000, 1.000000000]"  # what the patches give
+    # the builtins it replaced (max, sum) are put back before any case, and said
+    assert worked.bug.key == "hook-left" and "builtins.max" in worked.summary
+    # math.exp stays patched (a module's own attribute): the outputs it gives are wrong (but
+    # where every value of a row is equal), judged against the expected values
+    later = [c.verdict for c in part.cases[1:] if c.verdict.status == "failed"]
+    assert later and all(v.expected != v.got for v in later)
     assert part.status == "failed" and not result.ok
     assert seconds < PYTHON_PART_SECONDS
 

@@ -34,7 +34,7 @@ import types
 from dataclasses import dataclass, field
 
 from learning.grader import kernel_ops, kernel_source
-from learning.grader.loading import append_path
+from learning.grader.learner_code import append_path
 
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
 TARGET_LABEL = "sm_90"

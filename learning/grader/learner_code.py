@@ -18,6 +18,15 @@ import traceback
 
 from learning.grader.returned import ImportProblem
 
+
+def append_path(folder: str) -> None:
+    """``folder`` (the learner's) last on the path, taken from anywhere before: their module
+    can import a file of theirs beside it, and no file there shadows a module of Python's or
+    an installed one that the grader's code imports after it (copy, numpy, triton)."""
+    while folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.append(folder)
+
 MAX_MESSAGE = 2000
 MAX_MESSAGE_LINES = 30
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 
 from learning.grader import containment, installed
 from learning.grader.channel import Channel
+from learning.grader.learner_code import append_path
 
 # Libraries a learner's module usually imports: loaded before the clock on the learner's import
 # starts, so that its limit measures their code, not torch's start-up on a slow machine.
@@ -116,13 +116,6 @@ class LockDown:
         self.channel.send("installed", installed.installed_stamps())
         # and read by the grader before the learner's code can open this pipe for reading
         self.channel.drained()
-
-
-def append_path(folder: str) -> None:
-    """``folder`` last on the path, taken from anywhere before (one place, behind the rest)."""
-    while folder in sys.path:
-        sys.path.remove(folder)
-    sys.path.append(folder)
 
 
 def prepare_import(module_path: str, memory_gib: float, lock_down: LockDown | None, device: str):
