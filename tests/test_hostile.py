@@ -4291,7 +4291,7 @@ def test_a_result_in_a_buffer_too_large_to_copy_is_still_compared_with_what_the_
     grid = (triton.cdiv(n, BLOCK),)
     add_relu_kernel[grid](out, x, y, n, BLOCK=BLOCK)
     return out''', '''    n = x.numel()
-    big = torch.empty(300 * 2**20 // x.element_size(), dtype=x.dtype)
+    big = torch.empty(300 * 2**20 // x.element_size(), dtype=x.dtype, device=x.device)
     add_relu_kernel[(triton.cdiv(max(n, 1), 1024),)](big, x, y, n, BLOCK=1024)
     PYTHON_WRITES
     return big[:n]''')
