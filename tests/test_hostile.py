@@ -4418,3 +4418,28 @@ def test_a_module_added_to_the_standard_librarys_folder_is_set_aside(tmp_path):
     finally:
         with contextlib.suppress(OSError):
             planted.unlink()
+
+
+def test_a_result_in_a_memory_too_large_even_to_hash_fails_as_uncompared():
+    # past calls.LARGEST_DIGESTED_BYTES (a GPU has no memory cap to stop it) what a launch left
+    # is not kept at all: a result there is failed as uncompared, not passed unseen
+    import numpy as np
+    import torch
+
+    from learning.grader import calls, compare
+    from learning.grader.returned import Returned
+
+    counter = calls.LaunchCounter()
+    big = torch.zeros(64)
+    counter.too_large.add(big.untyped_storage().data_ptr())
+    assert counter.changed_since_launch(big[:10]) == ()
+    assert counter.uncompared == [0]
+    part = registry.find("elementwise").part("triton")
+    case = part.cases[0]
+    returned = Returned("Tensor", values=np.zeros(10), shape=(10,), strides=(1,),
+                        dtype="float32", device="cpu", uncompared=(0,), kernel_launches=1)
+    verdict = compare._judge_structure(part, returned, np.zeros(10),
+                                       {"dtype": "float32", "device": "cpu",
+                                        "filename": "elementwise.py"})
+    assert verdict is not None and verdict.bug.key == "output-uncompared", verdict
+    assert case.name

@@ -85,6 +85,10 @@ class LaunchCounter:
         # {address: (storage, its chunks' digests)}: what a launch left in a memory too large
         # to copy, hashed (``_chunk_digests``)
         self.left_digests: dict[int, tuple] = {}
+        # the addresses of memories a launch was given too large even to hash (past
+        # LARGEST_DIGESTED_BYTES): a result in one cannot be compared with what a launch left
+        self.too_large: set[int] = set()
+        self.uncompared: list[int] = []  # the returned tensors (by position) in one of them
         # what launches of earlier calls left in small memories: address -> a copy of the
         # bytes (``_left_by_kernels``), the latest last
         self.kernels_left: dict[int, object] = {}
@@ -608,7 +612,9 @@ class LaunchCounter:
             with contextlib.suppress(Exception):  # a tensor that cannot be read is not kept
                 storage = argument.untyped_storage()
                 self.given[storage.data_ptr()] = storage
-                if LARGEST_KEPT_BYTES < storage.nbytes() <= LARGEST_DIGESTED_BYTES:
+                if storage.nbytes() > LARGEST_DIGESTED_BYTES:
+                    self.too_large.add(storage.data_ptr())
+                elif LARGEST_KEPT_BYTES < storage.nbytes() <= LARGEST_DIGESTED_BYTES:
                     self.left.pop(storage.data_ptr(), None)
                     self.left_digests[storage.data_ptr()] = (storage, _chunk_digests(storage))
                 elif storage.nbytes() <= LARGEST_KEPT_BYTES:
@@ -625,6 +631,7 @@ class LaunchCounter:
         self._remember_left()
         self.first_seen = {}
         self.left, self.given, self.fed, self.left_digests = {}, {}, [], {}
+        self.too_large = set()
         self.other_threads = 0
         self.left_made, self.unseen_between, self.hooked = {}, False, ""
         self.fed_from, self.outside_size, self.outside_views = set(), 0, {}
@@ -702,6 +709,7 @@ class LaunchCounter:
         returned = [result] if is_tensor(result) else \
             list(result) if type(result) in (list, tuple) else []
         changed = []
+        self.uncompared = []
         for position, tensor in enumerate(returned):
             if not is_tensor(tensor):
                 continue
@@ -712,6 +720,9 @@ class LaunchCounter:
                 if kept is None and digested is not None:
                     if _chunks_changed(tensor, digested[1]):
                         changed.append(position)
+                    continue
+                if kept is None and tensor.untyped_storage().data_ptr() in self.too_large:
+                    self.uncompared.append(position)
                     continue
                 if kept is None:
                     # a copy of a launch's memory (out.clone()): that memory as the launch
@@ -1409,6 +1420,7 @@ def call_case(function, case: Case, args_spec: tuple, device: str, uses_tensors:
         returned.changed_before_launch = tuple(sorted(launches.changed_inputs))
         launches.originals = []  # the evidence runs below make other inputs
         returned.changed_after_launch = launches.changed_since_launch(result)
+        returned.uncompared = tuple(launches.uncompared)
         outside = False
         written = ""  # torch wrote into a memory a launch was given
         wrapped = ""  # torch.tensor (say) wrapped plain values: whose, the evidence run says

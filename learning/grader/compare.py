@@ -61,6 +61,9 @@ COMMON_BUGS = {
             "the next call adds to. Work on a copy: x.detach().clone().requires_grad_()"),
         Bug("aliases-input", "the function returned its input (or a view of it): allocate a "
             "new output"),
+        Bug("output-uncompared", "the output is a view of a memory far larger than any case "
+            "needs (gigabytes), which the check cannot keep to compare: allocate the output "
+            "with its own size (torch.empty_like(x))"),
         Bug("output-reused", "the function hands out the same output memory call after "
             "call (a buffer kept between calls, say): the next call overwrites the tensor the "
             "caller was given. Allocate each call's output afresh (torch.empty_like(x)); the "
@@ -537,6 +540,11 @@ def _judge_structure(part: Part, returned: Returned, want, expect: dict) -> Verd
             f"the returned tensor(s) at position {which}"
         return _fail("changed-after-kernel", f"{where} changed after the last kernel launch "
                      "that was given its memory: its values are not what the kernel stored")
+    if part.needs_kernels and getattr(returned, "uncompared", ()):
+        return _fail("output-uncompared", "the returned tensor lies in a memory a kernel "
+                     "launch was given that is too large for the check to compare with what "
+                     "the kernel left there (calls.LARGEST_DIGESTED_BYTES): what the kernel "
+                     "stored cannot be told from what other code wrote after it")
     if part.needs_kernels and returned.answer_fed == "outside torch":
         return _fail("answer-fed", "values made outside torch during the call (by numpy, "
                      "plain Python or a tensor subclass's own __torch_function__), as many as "

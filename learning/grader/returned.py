@@ -82,6 +82,9 @@ class Returned:
     # kernel parts, in the interpreter: the call's kernels did arithmetic on bfloat16 values,
     # which the interpreter computes on their raw bits (learning.grader.gpu_arithmetic)
     bfloat16_arithmetic: bool = False
+    # kernel parts: the returned tensors (by position) in a memory too large for the check to
+    # compare with what the last launch left there (calls.LARGEST_DIGESTED_BYTES)
+    uncompared: tuple[int, ...] = ()
     # kernel parts: a call made again with the same inputs, for evidence, returned having
     # launched no kernel (a result kept from the first call, handed back)
     repeat_launched_nothing: bool = False

@@ -142,7 +142,7 @@ _OUTCOME_FIELDS = {
                "not_started": (bool,), "gpu_lost": (bool,), "seconds": (int, float)},
     "Skipped": {"reason": _TEXT},
 }
-_WHOLE_NUMBERS = ("shape", "strides", "changed_args", "changed_after_launch",
+_WHOLE_NUMBERS = ("shape", "strides", "changed_args", "changed_after_launch", "uncompared",
                   "changed_before_launch")
 
 
