@@ -4443,3 +4443,18 @@ def test_a_result_in_a_memory_too_large_even_to_hash_fails_as_uncompared():
                                         "filename": "elementwise.py"})
     assert verdict is not None and verdict.bug.key == "output-uncompared", verdict
     assert case.name
+
+
+def test_a_zip_made_where_the_path_names_one_is_set_aside(tmp_path, monkeypatch):
+    # python311.zip is on every process's path, ahead of the standard library, and usually
+    # absent: one made there would be imported from by the next check's processes
+    zip_path = tmp_path / "site" / "python3xx.zip"
+    zip_path.parent.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(zip_path)])
+    monkeypatch.setattr(installed, "is_installed", lambda path, prefixes=None: True)
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    guard = integrity.Guard(learner)
+    zip_path.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
+    guard.repair(tmp_path / "aside")
+    assert not zip_path.exists()

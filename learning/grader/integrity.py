@@ -242,7 +242,11 @@ class Guard:
         # added there could be imported in the place of one not loaded yet
         self.package_folders = {Path(os.path.dirname(f)) for f in packages} | {
             Path(p) for p in sys.path if p and os.path.isdir(p) and
-            installed.is_installed(p, prefixes)}
+            installed.is_installed(p, prefixes)} | {
+            # and where a zip on the path would be made (python311.zip, ahead of the standard
+            # library, which the next process would import from)
+            Path(p).parent for p in sys.path if p.endswith(".zip") and not os.path.exists(p)
+            and os.path.isdir(os.path.dirname(p)) and installed.is_installed(p, prefixes)}
         self.kept: dict[Path, tuple[bytes, int]] = {}  # file: its bytes and permissions
         for name in [*course_files(root), f"learning/{MANIFEST.name}"]:
             self._keep(root / name)
