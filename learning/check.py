@@ -302,14 +302,6 @@ def _hint_level(text: str) -> int:
     return level
 
 
-def _source_digest(path: Path) -> str:
-    """The digest grades record of the module at ``path`` ("" where it cannot be read)."""
-    try:
-        return state.source_digest(state.read_small_file(path, 1 << 24) or b"")
-    except (OSError, state.NotData):
-        return ""
-
-
 def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
               progress: state.State, wanted: int = 0, as_json: bool = False) -> int:
     """Print the next hint of the first part not yet passed (or of the part asked for), or
@@ -323,7 +315,7 @@ def show_hint(console, exercise: Exercise, parts: list[str] | None, root: Path,
     candidates = [exercise.part(name) for name in parts] if parts else \
         [p for p in exercise.parts if not p.needs_kernels or kernel_mode.triton_missing() is None]
     here = "" if parts or len(candidates) == len(exercise.parts) else " that runs here"
-    digest = _source_digest(root / exercise.filename)
+    digest = state.file_digest(root / exercise.filename)
 
     def passes(part) -> bool:
         """Its last grade a pass, of the file as it is now (a pass recorded of another text,

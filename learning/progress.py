@@ -57,7 +57,7 @@ def rows(progress: state.State, root: Path | None = None) -> list[dict]:
                 "checked_at": grade.checked_at}
             if grade is not None and grade.source and root is not None:
                 if exercise.name not in digests:
-                    digests[exercise.name] = _digest(Path(root) / exercise.filename)
+                    digests[exercise.name] = state.file_digest(Path(root) / exercise.filename)
                 # false: the file was edited (or replaced) after this grade was recorded
                 grades[part]["of_current_file"] = grade.source == digests[exercise.name]
         result.append({"lesson": lesson.number, "title": lesson.title,
@@ -69,13 +69,6 @@ def rows(progress: state.State, root: Path | None = None) -> list[dict]:
                        "does_not_import": (progress.does_not_import(lesson.exercise) or None)
                        if graded else None})
     return result
-
-
-def _digest(path: Path) -> str:
-    try:
-        return state.source_digest(state.read_small_file(path, 1 << 24) or b"")
-    except (OSError, state.NotData):
-        return ""
 
 
 def next_step(progress: state.State) -> str:
