@@ -1491,3 +1491,18 @@ def test_one_out_of_bounds_line_is_said_in_full_once_whatever_program_made_it(tm
     text = console.export_text()
     assert text.count("Traceback") == 1, text
     assert text.count("the same error as case") == len(raised) - 1
+
+
+def test_a_cause_of_several_kinds_points_at_no_one_hint(tmp_path, capsys):
+    # B's strides swapped: a load out of bounds, whose cause is one of a missing mask, a tile
+    # that does not exist or a wrong stride; it pointed at the masks hint, sending a learner
+    # whose masks were right to read it
+    from learning import check
+
+    code = _replace(solution_text("matmul"), "ks[:, None] * stride_bk + cols[None, :] * stride_bn",
+                    "ks[:, None] * stride_bn + cols[None, :] * stride_bk")
+    write_module(tmp_path, "matmul", code)
+    check.main(["matmul", "--root", str(tmp_path), "--part", "triton"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "outside the tensors" in out, out
+    assert "helps with this" not in out, out
