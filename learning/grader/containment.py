@@ -14,7 +14,11 @@ processes (the guard, the warm process, the check) or their groups, no stop sign
 but the caller itself (a thread of the check, which kill() also takes, would stop it), no
 process may be traced or have its memory read, no limit raised, no Unix socket made (so none
 can impersonate the warm process or ask the desktop's service manager to start a process
-outside the check), no io_uring set up, and no keystrokes pushed into a terminal. Where the
+outside the check), no io_uring set up, no keystrokes pushed into a terminal, and no
+scheduling changed but the caller's own: no scheduling policy set at all (a real-time one
+would starve the grader on the same core), and no niceness, I/O priority or set of cores
+given to another process, a process group or a user's processes (a warm process's would be
+every later worker's, a shell's every later check's). Where the
 filter cannot be had (another architecture, a kernel without seccomp), the guard still ends
 every process it adopted; the grader's waits are bounded either way.
 """
@@ -265,13 +269,17 @@ _SYSCALLS = {
         pidfd_open=434, pidfd_send_signal=424, pidfd_getfd=438, ptrace=101,
         process_vm_readv=310, process_vm_writev=311, setrlimit=160, prlimit64=302, socket=41,
         ioctl=16, fcntl=72,
-        io_uring_setup=425, io_uring_enter=426, io_uring_register=427)),
+        io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
+        setpriority=141, ioprio_set=251, sched_setaffinity=203, sched_setparam=142,
+        sched_setscheduler=144, sched_setattr=314)),
     "aarch64": (0xC00000B7, dict(
         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240,
         pidfd_open=434, pidfd_send_signal=424, pidfd_getfd=438, ptrace=117,
         process_vm_readv=270, process_vm_writev=271, setrlimit=164, prlimit64=261, socket=198,
         ioctl=29, fcntl=25,
-        io_uring_setup=425, io_uring_enter=426, io_uring_register=427)),
+        io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
+        setpriority=140, ioprio_set=30, sched_setaffinity=122, sched_setparam=118,
+        sched_setscheduler=119, sched_setattr=274)),
 }
 _X32_BIT = 0x40000000  # x86-64's x32 numbering: another door to the same calls
 AF_UNIX = 1
@@ -285,7 +293,12 @@ _FCNTLS = {"F_SETOWN": 8, "F_SETOWN_EX": 15}  # signals for I/O, sent to a proce
 # (io_uring makes sockets and opens files without the calls the filter sees)
 _REFUSED = ("tkill", "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv",
             "process_vm_writev", "setrlimit", "io_uring_setup", "io_uring_enter",
-            "io_uring_register")
+            "io_uring_register", "sched_setparam", "sched_setscheduler", "sched_setattr")
+# Scheduling calls refused unless they name the caller itself (0, or its own id), and, where
+# their first argument says whom (``_WHOM``), one process: a group or a user reaches the
+# grader's processes too. setpriority: PRIO_PROCESS is 0; ioprio_set: IOPRIO_WHO_PROCESS 1.
+_WHOM = {"setpriority": 0, "ioprio_set": 1}
+_SCHEDULING = ("setpriority", "ioprio_set", "sched_setaffinity")
 # Calls refused when their first argument names a protected process
 _BY_TARGET = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 
@@ -338,6 +351,14 @@ def filter_program(protected: set[int], groups: set[int] = frozenset()
     # prlimit64(pid, resource, new, old): reading a limit passes NULL as new
     handlers["prlimit64"] = [(_LD_W_ABS, _arg(2)), (_JEQ, 0, None, "DENY"),
                              (_LD_W_ABS, _arg(2, high=True)), (_JEQ, 0, "ALLOW", "DENY")]
+    # the scheduling calls: the process named is their first argument, or their second after
+    # whom it names
+    for name in _SCHEDULING:
+        whom = [(_LD_W_ABS, _arg(0)), (_JEQ, _WHOM[name], None, "DENY")] \
+            if name in _WHOM else []
+        named = _arg(1 if name in _WHOM else 0)
+        handlers[name] = whom + [(_LD_W_ABS, named), (_JEQ, 0, "ALLOW", None),
+                                 (_JEQ, own, "ALLOW", "DENY")]
     handlers["socket"] = [(_LD_W_ABS, _arg(0)), (_JEQ, AF_UNIX, "DENY", None), ("ret", "ALLOW")]
     handlers["ioctl"] = [(_LD_W_ABS, _arg(1))] + \
         [(_JEQ, value, "DENY", None) for value in _IOCTLS.values()] + [("ret", "ALLOW")]
