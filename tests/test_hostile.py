@@ -173,6 +173,52 @@ def test_the_learners_code_cannot_stop_or_kill_the_grader(tmp_path, warm_on):
     later_checks_are_honest(tmp_path)
 
 
+SCHEDULES_THE_GRADER = '''
+
+import os as _os
+
+_parent = _os.getppid()
+_user = _os.getuid()
+# each call asks for what is already so: were it let through, nothing would change
+_calls = {
+    "the parent's niceness": lambda: _os.setpriority(
+        _os.PRIO_PROCESS, _parent, _os.getpriority(_os.PRIO_PROCESS, _parent)),
+    "the group's niceness": lambda: _os.setpriority(
+        _os.PRIO_PGRP, 0, _os.getpriority(_os.PRIO_PGRP, 0)),
+    "the user's niceness": lambda: _os.setpriority(
+        _os.PRIO_USER, _user, _os.getpriority(_os.PRIO_USER, _user)),
+    "the parent's cores": lambda: _os.sched_setaffinity(_parent, _os.sched_getaffinity(_parent)),
+    "the parent's policy": lambda: _os.sched_setscheduler(
+        _parent, _os.sched_getscheduler(_parent), _os.sched_param(0)),
+    "its own policy": lambda: _os.sched_setscheduler(
+        0, _os.sched_getscheduler(0), _os.sched_param(0)),
+}
+_refused = []
+for _name, _call in _calls.items():
+    try:
+        _call()
+    except PermissionError:
+        _refused.append(_name)
+_os.setpriority(_os.PRIO_PROCESS, 0, _os.getpriority(_os.PRIO_PROCESS, 0))
+_os.sched_setaffinity(0, _os.sched_getaffinity(0))
+print("refused", len(_refused), "of", len(_calls), "; its own niceness and cores set")
+'''
+
+
+@filtered
+def test_the_learners_code_cannot_change_how_the_graders_processes_are_scheduled(tmp_path,
+                                                                                 warm_on):
+    # a warm process set to the idlest niceness, policy or one core would pass that on to
+    # every later check's worker, and a shell to every later check: the learner's code may
+    # set its own niceness and cores, and no one else's, and no scheduling policy at all
+    result = grade_text(tmp_path, "softmax", solution_text("softmax") + SCHEDULES_THE_GRADER,
+                        ["python"])
+    assert FORKED in [what for _, what in result.timeline]
+    assert result.ok and "refused 6 of 6 ; its own niceness and cores set" in \
+        result.learner_output, result.learner_output
+    later_checks_are_honest(tmp_path)
+
+
 # the filter switched off is a debugging mode: the quick set stops a warm process under it
 @pytest.mark.exhaustive
 @linux_only
@@ -1862,6 +1908,63 @@ def test_installed_code_a_cold_worker_loaded_and_the_module_changed_is_set_aside
     assert not library.exists(), "the changed library was left where the next worker runs it"
     note = " ".join(" ".join(result.notes).split())
     assert "installed code the grader runs changed" in note and "sentinel_library" in note, note
+
+
+@linux_only
+def test_a_shared_library_a_cold_worker_mapped_and_the_module_rewrote_is_set_aside(
+        tmp_path, cold_worker_library):
+    # torch's libc10.so, numpy's BLAS: no module names them, yet every later process that
+    # loads one runs it as the learner's code left it (rewritten in place, the same size: a
+    # cold check after it failed to import torch). What the worker has mapped is watched.
+    library = cold_worker_library.with_name("sentinel_shared.so")
+    library.write_bytes(b"\x7fELF" + bytes(4092))
+    starts = cold_worker_library.with_name("sitecustomize.py")
+    starts.write_text(starts.read_text(encoding="utf-8") + (
+        "import mmap as _mmap\n"
+        f"with open({str(library)!r}, 'rb') as _file:\n"
+        "    _held = _mmap.mmap(_file.fileno(), 0, access=_mmap.ACCESS_READ)\n"),
+        encoding="utf-8")
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"with open({str(library)!r}, 'r+b') as _handle:\n"
+               "    _handle.write(b'\\0\\0\\0\\0')\n" + PYTHON_PART_ONLY)
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert not library.exists(), "the rewritten library was left where the next worker maps it"
+    note = " ".join(" ".join(result.notes).split())
+    assert "installed code the grader runs changed" in note and "sentinel_shared" in note, note
+
+
+@linux_only
+def test_a_warm_process_that_mapped_a_library_the_module_rewrote_is_ended(tmp_path, warm_on,
+                                                                          monkeypatch):
+    # a library rewritten in place is what a process that has it mapped runs from then on:
+    # the warm process, and every worker it would fork for later checks. It is ended, and
+    # the next check starts a fresh one (which no longer finds the library, set aside).
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site_folder = tmp_path / "user" / "lib" / version / "site-packages"
+    site_folder.mkdir(parents=True)
+    library = site_folder / "sentinel_shared.so"
+    library.write_bytes(b"\x7fELF" + bytes(4092))
+    (site_folder / "sitecustomize.py").write_text(
+        "import mmap as _mmap\n"
+        f"with open({str(library)!r}, 'rb') as _file:\n"
+        "    _held = _mmap.mmap(_file.fileno(), 0, access=_mmap.ACCESS_READ)\n",
+        encoding="utf-8")
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "user"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site_folder), course_pythonpath()]))
+    monkeypatch.setattr(installed, "installed_prefixes", lambda: (f"{site_folder}/",))
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    planted = (f"with open({str(library)!r}, 'r+b') as _handle:\n"
+               "    _handle.write(b'\\0\\0\\0\\0')\n" + PYTHON_PART_ONLY)
+    sockets = warm_on / f"triton-course-{os.getuid()}"
+    result = grade_text(folder, "softmax", planted, ["python"])
+    assert FORKED in [what for _, what in result.timeline]
+    assert not library.exists(), "the rewritten library was left where the next worker maps it"
+    note = " ".join(" ".join(result.notes).split())
+    assert "sentinel_shared" in note and "the warm process, which had that code loaded, was " \
+        "ended" in note, note
+    assert not list(sockets.glob("*.sock")), "the warm process's socket is still offered"
 
 
 def test_a_compiled_cache_of_what_a_cold_worker_loaded_is_set_aside_when_made(

@@ -54,13 +54,40 @@ def installed_stamps() -> dict[str, tuple | None]:
 
 
 def loaded_files() -> set[str]:
-    """The files of the installed modules this process has loaded."""
+    """The installed files this process has loaded: its modules' files, and the shared
+    libraries mapped into it (torch's libc10.so, numpy's bundled BLAS), which no module names:
+    one rewritten in place runs, changed, in every later process that loads it."""
     prefixes = installed_prefixes()
-    found = set()
+    # (the libraries of Python's own folders only: the system's, libc among them, are the
+    # system's to guard, and setting one aside would break every program on the machine)
+    found = {path for path in mapped_files() if is_installed(path, python_folders())}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if isinstance(path, str) and is_installed(path, prefixes):
             found.add(path)
+    return found
+
+
+def python_folders() -> tuple[str, ...]:
+    """This Python's standard library and its site-packages, each ending in a separator."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(os.path.join(os.path.abspath(p), "") for p in
+                 {paths["stdlib"], paths["platstdlib"], *site_folders()})
+
+
+def mapped_files() -> set[str]:
+    """The files mapped into this process, as Linux lists them (none elsewhere)."""
+    found = set()
+    with contextlib.suppress(OSError):
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.rstrip("\n").split(None, 5)
+                # address, permissions, offset, device, inode, path: a file has an inode
+                if len(fields) == 6 and fields[4] != "0" and fields[5].startswith("/") and \
+                        not fields[5].endswith(" (deleted)"):
+                    found.add(fields[5])
     return found
 
 

@@ -144,6 +144,7 @@ class Repairs:
     moved: list[str] = field(default_factory=list)  # the course's or module's folder, renamed
     folders: list[str] = field(default_factory=list)  # course folders gone or replaced, remade
     warm: list[str] = field(default_factory=list)  # the warm process's folder, put back
+    warm_ended: bool = False  # the warm process ended: it had loaded installed code changed
     # the learner's other exercise modules and reset's backups that changed: said, left as
     # they are (an edit in the learner's editor at that moment is theirs to keep)
     learner_files: list[str] = field(default_factory=list)
@@ -172,6 +173,9 @@ class Repairs:
                          f"({_listed(self.installed_gone)}): reinstall its package (python -m "
                          "pip install --force-reinstall NAME), and the course with the "
                          "README's command")
+        if self.warm_ended:
+            parts.append("the warm process, which had that code loaded, was ended: the next "
+                         "check starts a fresh one")
         if self.compiled:
             parts.append(f"compiled caches of installed code the grader runs changed "
                          f"({_listed(self.compiled)}) and were set aside: Python compiles them "
@@ -358,6 +362,8 @@ class Guard:
                     repairs.caches_deleted += 1
         repairs.beside = self.nearby.repair(aside)
         repairs.warm = self.warm_folder.repair()
+        if repairs.installed or repairs.installed_gone:
+            repairs.warm_ended = warm.retire_connected() > 0
         if self.learner_files is not None:
             now = _learner_files(self.learner_folder, self.learner_module)
             for path in sorted(set(self.learner_files) | set(now)):

@@ -172,6 +172,27 @@ def discard(connection: forkserver.ForkServer) -> None:
                   "this check started a fresh process")
 
 
+def retire_connected() -> int:
+    """End every warm server this process is connected to, and remove its socket, so that the
+    next check starts a fresh one: installed code it loaded changed on disk (a shared library
+    rewritten in place is what the server, and every worker it forks, runs from then on).
+    Returns how many it ended."""
+    done = 0
+    for interpret, connection in list(_connected.items()):
+        del _connected[interpret]
+        path = getattr(connection, "path", None)
+        pid = getattr(connection, "peer", 0)
+        connection.close()
+        if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        done += 1
+    return done
+
+
 def _retire_stale(where: Path, fresh: Path, interpret: bool):
     """Remove the sockets of this course's servers for this mode whose key is no longer
     current (the course's files, touched by a learner's code or edited, changed it): no check
