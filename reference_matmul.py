@@ -113,6 +113,15 @@ EARLY_LAUNCH = True
 #: three H100 runs (lab/results/matmul_early_h100*.json). 1000 and 1024 cubed and a decoding
 #: step are under it; 2048 cubed is not.
 EARLY_MAX_MACS = 2**31
+#: An early-launched product (not a persistent one) may ask for its operands into L2 before it
+#: waits for the kernel before it (``_into_l2``), so that their reads from memory overlap that
+#: kernel's last microseconds. Off: on an H100 the decoding step's fastest row without it beat
+#: every row with it, and 1000 cubed was no faster (lab/probes/matmul_prefetch_probe.py,
+#: lab/results/matmul_prefetch_h100.json); 1024 cubed, which meets its goal without, gained 5 %.
+PREFETCH = False
+#: ... this share of each operand, from its first element: every program walks K from its
+#: start, so the first rows of B are the first read, and the rest streams in behind them.
+PREFETCH_SHARE = 1.0
 #: The copy's tile where the product's own launch copies (``_matmul_copied``): one program
 #: per multiprocessor copies many tiles, one after another, so each is larger.
 COPY_INSIDE_TILE = (64, 256)
@@ -282,6 +291,33 @@ def _after_the_kernel_before(EARLY: tl.constexpr):
 
 
 @triton.jit
+def _into_l2(ptr, span, LINE: tl.constexpr):
+    """Ask the L2 cache for this program's share of the ``span`` elements from ``ptr``, one
+    128-byte line (``LINE`` elements) per lane, without waiting for any of them. Programs
+    share the lines out in turn, so that together they ask for each line once.
+
+    Made before an early-launched program waits for the kernel before it
+    (``_after_the_kernel_before``): while that kernel still runs, this one's operands start
+    moving from memory into L2, and its first loads after the wait find them there. Only L2
+    is filled, and L2 is where every write of the kernel before lands: a line fetched before
+    that kernel writes it is updated there, so what the loads read after the wait is the same
+    as without the prefetch. (PTX's ``prefetch.global.L2``; Triton has no prefetch of its own,
+    and its interpreter runs no PTX: the launcher never asks for it there.)"""
+    lanes: tl.constexpr = 128
+    me = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+    programs = tl.num_programs(0) * tl.num_programs(1)
+    lines = tl.cdiv(span, LINE)
+    share = tl.cdiv(lines, programs)
+    first = me * share
+    last = min(first + share, lines)
+    for at in range(first, last, lanes):
+        line = tl.minimum(at + tl.arange(0, lanes), last - 1)  # past the share: its last again
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];", "=r,l",
+                                  [ptr + line.to(tl.int64) * LINE], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
 def _store_tile(c_ptr, c, rows, cols, stride_cm, stride_cn, M, N, C_ALIGNED: tl.constexpr,
                 VEC: tl.constexpr):
     """Store a tile of C, masked to M x N. Where C's rows start on 16-byte boundaries
@@ -373,6 +409,8 @@ def _matmul(
     VEC: tl.constexpr,  # elements in 16 bytes: 8 in 16-bit, 4 in float32
     C_ALIGNED: tl.constexpr,  # N a multiple of VEC: C's rows start on 16-byte boundaries
     EARLY: tl.constexpr,  # launched early: wait for the kernel before (_after_the_kernel_before)
+    a_span=0, b_span=0,  # PREFETCH: elements of A and of B, from their first to their last
+    PREFETCH: tl.constexpr = False,  # launched early: A and B asked into L2 first (_into_l2)
 ):
     """One program computes one BLOCK_M x BLOCK_N tile of C = A @ B, or with SPLIT_K > 1 the
     part of it that one share of K contributes.
@@ -382,6 +420,9 @@ def _matmul(
     multiple of BLOCK_K and every program's share of K non-empty. Any strides; ALIGNED only
     where the launcher checked what it claims.
     """
+    if PREFETCH:
+        _into_l2(a_ptr, a_span, 8 * VEC)
+        _into_l2(b_ptr, b_span, 8 * VEC)
     _after_the_kernel_before(EARLY)
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
@@ -447,11 +488,13 @@ def _matmul_tma(
     a_tiles,  # a tensor descriptor of A, (M, K), in blocks of BLOCK_M x BLOCK_K
     b_tiles,  # a tensor descriptor of B, (K, N), in blocks of BLOCK_K x BLOCK_N
     partial_ptr, arrivals_ptr,  # as in _matmul
+    a_ptr, b_ptr,  # A and B themselves, which only PREFETCH reads (_into_l2)
     stride_cm, stride_cn,  # as in _matmul
     M, N, K, k_split,  # as in _matmul
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
     VEC: tl.constexpr, C_ALIGNED: tl.constexpr, EARLY: tl.constexpr,  # as in _matmul
+    a_span=0, b_span=0, PREFETCH: tl.constexpr = False,  # as in _matmul
 ):
     """``_matmul`` with its tiles of A and B moved by tensor descriptors. The launcher makes
     one per operand on the host, with the operand's own shape and strides: a load names the
@@ -463,6 +506,9 @@ def _matmul_tma(
     Preconditions as ``_matmul``, and A and B row-major with rows that start on 16-byte
     boundaries (``_Plan`` copies them where they do not).
     """
+    if PREFETCH:
+        _into_l2(a_ptr, a_span, 8 * VEC)
+        _into_l2(b_ptr, b_span, 8 * VEC)
     _after_the_kernel_before(EARLY)
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if SPLIT_K == 1:
@@ -1022,7 +1068,8 @@ class _Plan:
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, config: TileConfig, *,
                  copies: bool | None = None, aligned: bool | None = None,
-                 k_runs: bool | None = None, early: bool | None = None):
+                 k_runs: bool | None = None, early: bool | None = None,
+                 prefetch: bool | None = None):
         m, k = a.shape
         n = b.shape[1]
         self.config, self.shape, self.dtype, self.device = config, (m, n), a.dtype, a.device
@@ -1056,6 +1103,16 @@ class _Plan:
             and not config.copy_inside and _early_launch_available(a.device)
         if self.early:
             options["launch_pdl"] = True
+        # An early product asks for its operands into L2 before it waits (_into_l2), where
+        # PREFETCH says so (or where asked), and its kernel is one program per tile
+        self.prefetch = self.early and not config.persistent and not _interpreted() and \
+            (PREFETCH if prefetch is None else prefetch)
+        # the elements of A and of B the kernel reads, first to last (strides are >= 0)
+        spans = tuple(1 + (rows - 1) * strides[0] + (cols - 1) * strides[1]
+                      for (rows, cols), strides in (((m, k), a_strides), ((k, n), b_strides)))
+        # (always given: the direct launch below passes every argument, defaults included)
+        prefetched = (*(max(1, int(span * PREFETCH_SHARE)) for span in spans), True) \
+            if self.prefetch else (0, 0, False)
         c_strides = (n, 1)  # C is contiguous
         tiles = (config.block_m, config.block_n, config.block_k, config.group_m, self.splits)
         self.tiles = grid[0]
@@ -1091,13 +1148,14 @@ class _Plan:
                 self.early), options, a.device, described)
         elif config.tma:
             self.matmul = _Launch(_matmul_tma, grid, (*c_strides, m, n, k, k_split, *tiles,
-                                                      vec, n % vec == 0, self.early), options,
+                                                      vec, n % vec == 0, self.early,
+                                                      *prefetched), options,
                                   a.device, described)
         else:
             self.matmul = _Launch(_matmul, grid, (
                 *c_strides, *a_strides, *b_strides, m, n, k, b_cols, k_split, *tiles,
-                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0, self.early),
-                options, a.device)
+                k % config.block_k == 0, k_runs, self.aligned, vec, n % vec == 0, self.early,
+                *prefetched), options, a.device)
 
     def _copy_launch(self, a: torch.Tensor, b: torch.Tensor, vec: int):
         """The launch of ``_pad_rows`` that copies the operands this plan copies, both in one
@@ -1146,14 +1204,20 @@ class _Plan:
             *shape_a, *shape_b, tiles_a, tiles_b, *matmul_args[:10], programs, *matmul_args[10:],
             block_r, block_c), options, a.device)
 
-    def _buffers(self) -> tuple:
+    def _where(self) -> tuple[int, bool]:
+        """The current stream's handle, and whether it is being captured into a CUDA graph:
+        what the kept buffers below are looked up by (each asks where not told), asked once
+        per call."""
+        return _current_stream(self.device), _capturing(self.device)
+
+    def _buffers(self, stream: int | None = None, capturing: bool = False) -> tuple:
         """The buffers A and B are copied into (None for an operand not copied). One pair per
         stream, kept for the next calls where the pair is at most KEEP_PADDED_BYTES (launches on one
         stream run one after the other, so the next call's copy never overwrites what this
         call's product still reads); made for each call otherwise, and while a CUDA graph is
         being captured (the graph's own, as its scratch is: ``_scratch``)."""
-        capturing = _capturing(self.device)
-        stream = _current_stream(self.device)
+        if stream is None:
+            stream, capturing = self._where()
         kept = None if capturing else self.padded.get(stream)
         if kept is not None:
             return kept
@@ -1165,15 +1229,16 @@ class _Plan:
             self.padded[stream] = views
         return views
 
-    def _scratch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _scratch(self, stream: int | None = None,
+                 capturing: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """The split programs' workspace and arrival counters (``_finish_tile``), one pair per
         stream: launches on one stream run one after the other and leave the counters at zero,
         but launches on two streams may run at once. Made on a stream's first call; while a
         CUDA graph is being captured, a new pair is made for each call, the graph's own, and
         not kept (its zeros are written when the graph is replayed, not when it is captured;
         and the graph may be replayed on another stream while this one runs)."""
-        capturing = _capturing(self.device)
-        stream = _current_stream(self.device)
+        if stream is None:
+            stream, capturing = self._where()
         scratch = None if capturing else self.scratch.get(stream)
         if scratch is None:
             config = self.config
@@ -1185,11 +1250,11 @@ class _Plan:
                 self.scratch[stream] = scratch
         return scratch
 
-    def _barrier(self) -> torch.Tensor:
+    def _barrier(self, stream: int | None = None, capturing: bool = False) -> torch.Tensor:
         """The two counters of ``_all_arrived``, one pair per stream, made and kept as the
         split's are (``_scratch``): every launch leaves them ready for the next."""
-        capturing = _capturing(self.device)
-        stream = _current_stream(self.device)
+        if stream is None:
+            stream, capturing = self._where()
         barrier = None if capturing else self.barriers.get(stream)
         if barrier is None:
             barrier = torch.zeros(2, dtype=torch.int32, device=self.device)
@@ -1200,12 +1265,13 @@ class _Plan:
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = a.new_empty(self.shape)  # a's dtype and device: cheaper to ask than torch.empty
         if self.config.copy_inside:
-            view_a, view_b = self._buffers()
+            where = self._where()
+            view_a, view_b = self._buffers(*where)
             self.matmul(c, a, b, a if view_a is None else view_a,
-                        b if view_b is None else view_b, self._barrier())
+                        b if view_b is None else view_b, self._barrier(*where))
             return c
         if self.pad is not None:  # the launch makes descriptors of what it is given
-            view_a, view_b = self._buffers()
+            view_a, view_b = self._buffers(*self._where())
             if view_a is None:
                 self.pad(b, view_b, b, view_b)
                 b = view_b
@@ -1217,10 +1283,13 @@ class _Plan:
                 a, b = view_a, view_b
         if self.config.persistent:
             self.matmul(c, a, b)
-        elif self.splits == 1:
-            self.matmul(c, a, b, c, c)  # no workspace: the two pointers are never read
         else:
-            self.matmul(c, a, b, *self._scratch())
+            # no workspace where K is not split: the two pointers are never read
+            scratch = (c, c) if self.splits == 1 else self._scratch(*self._where())
+            if self.config.tma:  # the descriptors, then the scratch, then A and B themselves
+                self.matmul(c, a, b, *scratch, a, b)
+            else:
+                self.matmul(c, a, b, *scratch)
         return c
 
     @property

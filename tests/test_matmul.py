@@ -1103,16 +1103,20 @@ def order(ptx):
     first = [ptx.find(op) for op in ("cp.async", "ld.global") if op in ptx]
     return {"wait": ptx.find("griddepcontrol.wait"),
             "signal": ptx.find("griddepcontrol.launch_dependents"),
-            "first_read": min(first) if first else -1}
+            "first_read": min(first) if first else -1,
+            "prefetch": ptx.find("prefetch.global.L2"),
+            "prefetches": ptx.count("prefetch.global.L2")}
 
-def compile_(m, n, k, row, aligned, k_runs=None, wide=None, early=False):
+def compile_(m, n, k, row, aligned, k_runs=None, wide=None, early=False, prefetch=False):
     # wide: the rows' width of A's and B's aligned copies (the plan's copies), else k and n
     ints = dict(stride_cm=n, stride_cn=1, stride_am=wide or k, stride_ak=1,
-                stride_bk=wide or n, stride_bn=1, M=m, N=n, K=k, b_cols=wide or n, k_split=k)
+                stride_bk=wide or n, stride_bn=1, M=m, N=n, K=k, b_cols=wide or n, k_split=k,
+                a_span=(m - 1) * (wide or k) + k, b_span=(k - 1) * (wide or n) + n)
     constants = dict(BLOCK_M=row.block_m, BLOCK_N=row.block_n, BLOCK_K=row.block_k,
                      GROUP_M=row.group_m, SPLIT_K=1, EVEN_K=k % row.block_k == 0,
                      K_RUNS=k % 8 == 0 if k_runs is None else k_runs,
-                     ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0, EARLY=early)
+                     ALIGNED=aligned, VEC=8, C_ALIGNED=aligned and n % 8 == 0, EARLY=early,
+                     PREFETCH=prefetch)
     signature, attrs = {}, {}
     for i, name in enumerate(rm._matmul.arg_names):
         if i < 5:  # C, A, B, and C again for the workspace and counters no program reads
@@ -1136,14 +1140,15 @@ def compile_(m, n, k, row, aligned, k_runs=None, wide=None, early=False):
             "scalar_stores": len(re.findall(r"st[.]global[.:\\w]*[.]b16 ", ptx)),
             **order(ptx)}
 
-def compile_tma(row, early=False):
+def compile_tma(row, early=False, prefetch=False):
     signature = {"c_ptr": "*bf16", "a_tiles": f"tensordesc<bf16[{row.block_m}, {row.block_k}]>",
                  "b_tiles": f"tensordesc<bf16[{row.block_k}, {row.block_n}]>",
-                 "partial_ptr": "*bf16", "arrivals_ptr": "*bf16", "stride_cm": "i32",
-                 "stride_cn": "constexpr", "M": "i32", "N": "i32", "K": "i32", "k_split": "i32"}
+                 "partial_ptr": "*bf16", "arrivals_ptr": "*bf16", "a_ptr": "*bf16",
+                 "b_ptr": "*bf16", "stride_cm": "i32", "stride_cn": "constexpr", "M": "i32",
+                 "N": "i32", "K": "i32", "k_split": "i32", "a_span": "i32", "b_span": "i32"}
     constants = dict(stride_cn=1, BLOCK_M=row.block_m, BLOCK_N=row.block_n,
                      BLOCK_K=row.block_k, GROUP_M=row.group_m, SPLIT_K=1, VEC=8,
-                     C_ALIGNED=True, EARLY=early)
+                     C_ALIGNED=True, EARLY=early, PREFETCH=prefetch)
     signature.update({name: "constexpr" for name in constants if name not in signature})
     compiled = triton.compile(ASTSource(rm._matmul_tma, signature, constants,
                                         {(0,): [["tt.divisibility", 16]]}),
@@ -1155,9 +1160,12 @@ def compile_tma(row, early=False):
 
 row = rm.TileConfig(64, 64, 64, 8, 4, 3)
 tma_row = rm.TileConfig(128, 128, 64, 8, 4, 4, tma=True)
-tma = {"tma": compile_tma(tma_row), "tma early": compile_tma(tma_row, early=True)} \
+tma = {"tma": compile_tma(tma_row), "tma early": compile_tma(tma_row, early=True),
+       "tma early, prefetched": compile_tma(tma_row, early=True, prefetch=True)} \
     if rm._descriptor_class() else {}
-early = {"4096 early": compile_(4096, 4096, 4096, row, True, early=True)} \
+early = {"4096 early": compile_(4096, 4096, 4096, row, True, early=True),
+         "1000 early, prefetched": compile_(1000, 1000, 1000, row, True, early=True,
+                                            prefetch=True)} \
     if rm.gdc_wait is not None else {}
 print(json.dumps({**tma, **early, "1000 promised": compile_(1000, 1000, 1000, row, True),
                   "1000 not promised": compile_(1000, 1000, 1000, row, False),
@@ -1249,6 +1257,13 @@ def test_on_hopper_whole_steps_copy_16_bytes_at_a_time_where_rows_allow():
     for name in ("4096", "tma"):
         if name in found:
             assert found[name]["wait"] == found[name]["signal"] == -1, (name, found[name])
+    # Prefetched (_into_l2): the operands are asked into L2 before the wait, and nothing is
+    # read into the program before it; without PREFETCH there is no prefetch at all.
+    for name in ("1000 early, prefetched", "tma early, prefetched"):
+        if name in found:
+            at = found[name]
+            assert 0 <= at["prefetch"] < at["wait"] < at["signal"] < at["first_read"], (name, at)
+    assert all(found[name]["prefetches"] == 0 for name in found if "prefetched" not in name)
 
 
 # The issue's products: square ones, one past a tile (4097), one not a multiple of 16 (1000),
