@@ -32,8 +32,9 @@ def build_parser() -> CommandParser:
     return parser
 
 
-def backup(path: Path, root: Path) -> Path:
-    """Copy the learner's file into the backups folder under a name that never collides."""
+def backup(path: Path, root: Path, move: bool = False) -> Path:
+    """Copy the learner's file into the backups folder under a name that never collides (or,
+    with ``move``, move it there: a file too large to read whole)."""
     folder = root / STATE_DIR / "backups"
     folder.mkdir(parents=True, exist_ok=True)
     # written only into a folder of its own, as a new file: a link there (left by code the
@@ -46,6 +47,9 @@ def backup(path: Path, root: Path) -> Path:
     while target.exists() or target.is_symlink():
         counter += 1
         target = folder / f"{path.stem}-{stamp}-{counter}.py"
+    if move:
+        os.rename(path, target)  # (the backups are beside it: the same file system)
+        return target
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  0o644)
     with os.fdopen(fd, "wb") as out:
@@ -84,8 +88,21 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"reset: {escape(str(target))} is a folder, not the exercise's module; "
                       "nothing changed.", style="red", highlight=False)
         return 2
+    # Read without waiting, and never more than a module's worth: what is not such a file
+    # (a FIFO, a device, a link to /dev/zero, a file of gigabytes) is never read
+    link = os.readlink(target) if target.is_symlink() else None
+    unusual = ""  # what stands in the module's place, where it is no module
+    try:
+        current = state.read_small_file(target, state.MODULE_LIMIT, follow=True)
+    except state.NotData as error:
+        current, unusual = None, str(error)
+    except OSError as error:
+        console.print(f"reset: {escape(str(target))} cannot be read "
+                      f"({escape(error.strerror or str(error))}); nothing changed.",
+                      style="red", highlight=False)
+        return 1
     stub = stub_path(exercise.name).read_text(encoding="utf-8")
-    if target.exists() and target.read_text(encoding="utf-8", errors="replace") == stub:
+    if current is not None and current.decode("utf-8", errors="replace") == stub:
         console.print(f"{exercise.filename} is already as the course ships it; nothing to do.",
                       highlight=False)
         return 0
@@ -94,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     relock = (f"; its reference solution locks again until every part passes (python -m "
               f"learning.solution {exercise.name} --force shows it anyway)"
               if solution.is_open(exercise, progress) else "")
-    if target.exists() and not options.yes:
+    if os.path.lexists(target) and not options.yes:
         unchanged = f"Nothing changed: {exercise.filename} is as it was, and no backup was made."
         if not can_ask():
             console.print(f"{unchanged} reset asks before it replaces your file, and cannot ask "
@@ -108,14 +125,23 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     saved = None
     try:
-        saved = backup(target, root) if target.exists() else None
+        # a link's file is left where it is, and kept a copy of; what holds no data (a
+        # FIFO, a device) is only removed; a file too large to copy is moved, whole
+        if current is not None:
+            saved = backup(target, root)
+        elif unusual and link is None and target.is_file():
+            saved = backup(target, root, move=True)
     except OSError as error:  # the backup folder cannot be written: the file stays as it was
         console.print(f"reset: could not back up {escape(str(target))} in "
                       f"{escape(str(state.state_path(root).parent / 'backups'))}: "
                       f"{escape(error.strerror or str(error))}; {escape(exercise.filename)} "
                       f"was left as it was", style="red", highlight=False)
         return 1
+    # a link (to where the learner keeps their work) is replaced by the stub, not written
+    # through: the file it leads to is left as it is
     try:
+        if os.path.lexists(target) and (link is not None or not target.is_file()):
+            target.unlink()  # (a folder was refused above)
         target.write_text(stub, encoding="utf-8")
     except OSError as error:  # a read-only folder, a full disk
         kept = f"; your version is saved as {saved}" if saved else ""
@@ -127,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     state.save(root, progress)
     if saved:
         console.print(f"Your version is saved as {escape(str(saved))}", highlight=False)
+    if link is not None:
+        console.print(f"{escape(exercise.filename)} was a link to {escape(link)}: the link was "
+                      "replaced, and what it led to was left as it is.", highlight=False)
+    elif unusual and not saved:
+        console.print(f"{escape(exercise.filename)} was {escape(unusual)}, which holds no "
+                      "file's text: it was removed.", highlight=False)
     console.print(f"{exercise.filename} is restored{relock}. Run python -m learning.check "
                   f"{exercise.name} to see it reported as not started.", highlight=False)
     return 0

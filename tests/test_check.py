@@ -253,6 +253,44 @@ def test_missing_module_is_reported_not_crashed(tmp_path, capsys):
         " ".join(out.split())
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
+                    reason="needs FIFOs and /dev/zero (POSIX)")
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_module_that_is_no_file_is_refused_at_once_unread(tmp_path, capsys, kind):
+    # a FIFO hung the import for the whole time limit and was blamed on a loop; a link to
+    # /dev/zero (or a file of gigabytes) was read whole, in a process with no memory cap yet,
+    # until the system killed it: neither is a module, and neither is opened for reading
+    import time
+
+    module = tmp_path / "elementwise.py"
+    if kind == "fifo":
+        os.mkfifo(module)
+    elif kind == "device":
+        module.symlink_to("/dev/zero")
+    else:
+        with open(module, "wb") as handle:
+            handle.truncate(3 * 2**30)  # sparse: no disk used
+    start = time.monotonic()
+    code, out = run_check(capsys, "elementwise", "--root", str(tmp_path))
+    said = " ".join(out.split())
+    assert code == 1 and time.monotonic() - start < 20
+    what = {"fifo": "is a FIFO", "device": "is a device", "huge": "is a file of 3,221,225,472 "
+            "bytes"}[kind]
+    assert f"{module} {what}, not a Python file" in said, said
+    assert "not run: elementwise.py is not a file Python can read" in said
+    assert "loop" not in said and "Traceback" not in said
+    code, out = run_check(capsys, "elementwise", "--root", str(tmp_path), "--hint")
+    assert code == 1 and what in " ".join(out.split()) and time.monotonic() - start < 40
+
+
+def test_a_nul_byte_in_the_module_is_a_syntax_error_of_no_line(tmp_path, capsys):
+    (tmp_path / "elementwise.py").write_bytes(b"x = 1\n\0\n")
+    code, out = run_check(capsys, "elementwise", "--root", str(tmp_path))
+    said = " ".join(out.split())
+    assert code == 1 and "syntax error in elementwise.py: source code string cannot contain " \
+        "null bytes" in said and "line None" not in said, said
+
+
 def test_check_runs_as_a_module_from_a_fresh_process(tmp_path):
     import subprocess
     import sys

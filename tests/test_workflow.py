@@ -377,6 +377,38 @@ def test_reset_onto_a_folder_named_as_the_module_changes_nothing(tmp_path, capsy
     assert (tmp_path / "softmax.py").is_dir()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
+                    reason="needs FIFOs and /dev/zero (POSIX)")
+def test_reset_puts_the_stub_in_place_of_what_is_no_module_and_loses_nothing(tmp_path,
+                                                                             capsys):
+    # a FIFO hung reset and a link to /dev/zero ran it out of memory (each was read whole):
+    # what holds no text is removed, a link is replaced (its file left as it is, a copy kept),
+    # a file too large to read is moved into the backups whole
+    os.mkfifo(tmp_path / "softmax.py")
+    (tmp_path / "elementwise.py").symlink_to("/dev/zero")
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("x = 1\n")
+    (tmp_path / "rmsnorm.py").symlink_to(outside)
+    with open(tmp_path / "matmul.py", "wb") as handle:
+        handle.truncate(3 * 2**30)  # sparse: no disk used
+    backups = tmp_path / ".course-state" / "backups"
+    said = {}
+    for name in ("softmax", "elementwise", "rmsnorm", "matmul"):
+        code, out = run(capsys, reset, name, "--yes", "--root", str(tmp_path))
+        said[name] = " ".join(out.split())
+        assert code == 0 and "Traceback" not in out, out
+        assert (tmp_path / f"{name}.py").read_text() == stub_text(name)
+        assert not (tmp_path / f"{name}.py").is_symlink()
+    assert "softmax.py was a FIFO, which holds no file's text: it was removed" in said["softmax"]
+    assert "elementwise.py was a link to /dev/zero: the link was replaced" in \
+        said["elementwise"]
+    assert outside.read_text() == "x = 1\n" and "the link was replaced" in said["rmsnorm"]
+    (kept,) = backups.glob("rmsnorm-*.py")
+    assert kept.read_text() == "x = 1\n"
+    (moved,) = backups.glob("matmul-*.py")
+    assert moved.stat().st_size == 3 * 2**30 and str(moved) in said["matmul"]
+
+
 def test_reset_that_cannot_back_up_names_the_backup_folder_and_keeps_the_file(tmp_path,
                                                                               capsys):
     # a file where the state folder should be: the backup fails, and the error names where it

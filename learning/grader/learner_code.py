@@ -169,7 +169,9 @@ def import_learner_module(path: str) -> tuple[object | None, ImportProblem | Non
         sys.modules[name] = module
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        where = f"{os.path.basename(exc.filename or path)}, line {exc.lineno}"
+        # (a NUL byte or bytes that are no UTF-8 are the whole file's fault: no line)
+        line = f", line {exc.lineno}" if exc.lineno else ""
+        where = f"{os.path.basename(exc.filename or path)}{line}"
         text = (exc.text or "").rstrip()
         message = f"syntax error in {where}: {exc.msg}"
         return None, ImportProblem("syntax", message, text, details={"line": exc.lineno})

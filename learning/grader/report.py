@@ -157,6 +157,8 @@ def _not_run_reason(exercise: Exercise, part_result: results.PartResult,
         return part_result.not_run
     if import_problem.kind == "missing-file":
         return f"{exercise.filename} is missing"
+    if import_problem.kind == "not-a-file":
+        return f"{exercise.filename} is not a file Python can read"
     return f"{exercise.filename} could not be imported"
 
 

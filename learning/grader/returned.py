@@ -132,7 +132,8 @@ class Skipped:
 class ImportProblem:
     """The learner's module could not be imported, or lacks the function a part needs."""
 
-    kind: str  # "syntax", "import", "exception", "missing-function", "missing-file"
+    kind: str  # "syntax", "import", "exception", "missing-function", "missing-file",
+    # "not-a-file"
     message: str
     traceback: str = ""
     function: str = ""

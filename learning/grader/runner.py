@@ -91,6 +91,13 @@ def grade(exercise: Exercise, root: Path | None = None, parts: list[str] | None 
         _skip_what_cannot_run_here(result, force_interpret)
         result.seconds = time.perf_counter() - start
         return result
+    unreadable = _not_a_module(module_path)
+    if unreadable:  # a FIFO would hang the import, a link to /dev/zero read without end
+        result.import_problem = _not_a_file(module_path, unreadable, exercise, root)
+        mark_not_run(result.parts, "the module is not a file Python can read")
+        _skip_what_cannot_run_here(result, force_interpret)
+        result.seconds = time.perf_counter() - start
+        return result
     settings = Settings(exercise, module_path, force_interpret, case_seconds, import_seconds,
                         memory_gib)
     text_before = _read_bytes(module_path)
@@ -151,6 +158,9 @@ def import_problem(exercise: Exercise, root: Path | None = None) -> ImportProble
     module_path = Path(root or Path.cwd()).resolve() / exercise.filename
     if not module_path.exists() or integrity.changed():
         return None
+    unreadable = _not_a_module(module_path)
+    if unreadable:
+        return _not_a_file(module_path, unreadable, exercise, module_path.parent)
     run = WorkerRun(Settings(exercise, module_path), [])
     run.execute()
     problem = stopped.import_problem(run)
@@ -166,7 +176,28 @@ def _read_bytes(path: Path) -> bytes | None:
         return None
 
 
-MODULE_LIMIT = 16 * 2**20  # bytes of the learner's module read at most
+MODULE_LIMIT = state.MODULE_LIMIT  # bytes of the learner's module read at most
+
+
+def _not_a_file(module_path: Path, what: str, exercise: Exercise,
+                root: Path) -> ImportProblem:
+    return ImportProblem(
+        "not-a-file", f"{module_path} is {what}, not a Python file: put your module back there "
+        f"(python -m learning.reset {exercise.name} --root {shlex.quote(str(root))} writes the "
+        "original in its place)")
+
+
+def _not_a_module(path: Path) -> str:
+    """What ``path`` is, in words, where it is no regular file of at most MODULE_LIMIT bytes
+    (a FIFO, a device, a link to one, a huge file); "" where it is one, or is gone (said
+    elsewhere). Looked at without waiting and without reading more than the limit."""
+    try:
+        state.read_small_file(path, MODULE_LIMIT, follow=True)
+    except state.NotData as error:
+        return str(error)
+    except OSError as error:
+        return f"a file that cannot be read ({error.strerror or error})"
+    return ""
 
 
 def _change(before: bytes | None, after: bytes | None) -> str:

@@ -124,6 +124,10 @@ def state_path(root: Path) -> Path:
     return Path(root) / STATE_DIR / STATE_FILE
 
 
+#: Bytes of a learner's module read at most: a larger file is no module (it is refused unread)
+MODULE_LIMIT = 16 * 2**20
+
+
 class NotData(Exception):
     """A state file that is not a regular file of a sane size: a FIFO, a device, a link."""
 
