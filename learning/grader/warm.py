@@ -159,15 +159,7 @@ def discard(connection: forkserver.ForkServer) -> None:
     for interpret, known in list(_connected.items()):
         if known is connection:
             del _connected[interpret]
-    path = getattr(connection, "path", None)
-    pid = getattr(connection, "peer", 0)
-    connection.close()
-    if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
-        with contextlib.suppress(OSError):
-            os.kill(pid, 9)  # the course's own process, stuck: it would only be in the way
-    if path is not None:
-        with contextlib.suppress(OSError):
-            path.unlink()
+    _end(connection)
     _notes.append(f"the warm process {connection.lost or 'went away'}; it was replaced, and "
                   "this check started a fresh process")
 
@@ -180,17 +172,24 @@ def retire_connected() -> int:
     done = 0
     for interpret, connection in list(_connected.items()):
         del _connected[interpret]
-        path = getattr(connection, "path", None)
-        pid = getattr(connection, "peer", 0)
-        connection.close()
-        if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
-        if path is not None:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        _end(connection)
         done += 1
     return done
+
+
+def _end(connection: forkserver.ForkServer) -> None:
+    """Close ``connection``, kill its server if it is still the course's own process (stuck or
+    stale, it would only be in the way), and remove its socket, so that the next check starts
+    a fresh one."""
+    path = getattr(connection, "path", None)
+    pid = getattr(connection, "peer", 0)
+    connection.close()
+    if pid and path is not None and _impostor(pid, path) in ("", STOPPED):
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _retire_stale(where: Path, fresh: Path, interpret: bool):
